@@ -1,0 +1,115 @@
+"""The tool port: what every built-in (and added) tool is to the loop and the permission gate.
+
+A tool declares its name, a JSON Schema for the model, a typed argument Struct (unknown or
+missing arguments are refused by decoding it), and a `ToolProfile` the permission gate reads:
+its risk class and which argument patterns match against (PROTOCOL.md §4).
+
+`run` gets arguments already decoded and, for path arguments, already canonicalised against the
+session's cwd; tools still resolve any relative path against `ctx.cwd`, never the process's own
+working directory. A tool reports ordinary failure as `ToolResult(ok=False, ...)`; an exception
+escaping `run` is turned into a failed result by the loop. Cancellation must stop the work
+(Bash kills its process group) and propagate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+
+import msgspec
+from msgspec import Struct
+
+from robotad.agent.provider import ToolSchema
+
+__all__ = [
+    "ArgumentError",
+    "ArgumentKind",
+    "Risk",
+    "Tool",
+    "ToolContext",
+    "ToolProfile",
+    "ToolResult",
+    "TypedTool",
+]
+
+Risk = Literal["inspect", "modify", "execute"]
+ArgumentKind = Literal["path", "command", "url", "text"]
+
+
+class ToolProfile(Struct, frozen=True):
+    """The permission profile: risk class, and the argument a `Tool(pattern)` rule matches."""
+
+    risk: Risk
+    argument_key: str | None = None
+    argument_kind: ArgumentKind | None = None
+
+
+class ToolResult(Struct):
+    """`content` is what the model reads; `metadata` lands in the tool message's metadata."""
+
+    ok: bool
+    content: str
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ToolContext(Struct):
+    """What a running tool may know about its session."""
+
+    cwd: Path
+    session_id: str
+
+
+class ArgumentError(ValueError):
+    """The model's arguments do not fit the tool: unknown, missing or mistyped members."""
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    profile: ToolProfile
+
+    @property
+    def schema(self) -> ToolSchema: ...
+
+    def decode_arguments(self, arguments: dict[str, Any]) -> Any:
+        """Return the typed arguments, or raise `ArgumentError` naming every problem."""
+        ...
+
+    async def run(self, arguments: Any, ctx: ToolContext) -> ToolResult: ...
+
+
+A = TypeVar("A", bound=Struct)
+
+
+class TypedTool(Generic[A]):
+    """Base for tools whose arguments are one msgspec Struct (``forbid_unknown_fields=True``).
+    The JSON Schema shown to the model is generated from that Struct."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    profile: ClassVar[ToolProfile]
+    Arguments: ClassVar[type[Struct]]
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(self.name, self.description, _json_schema(self.Arguments))
+
+    def decode_arguments(self, arguments: dict[str, Any]) -> A:
+        try:
+            return msgspec.convert(arguments, self.Arguments)  # type: ignore[return-value]
+        except msgspec.ValidationError as exc:
+            raise ArgumentError(f"invalid arguments for {self.name}: {exc}") from None
+
+    async def run(self, arguments: A, ctx: ToolContext) -> ToolResult:
+        raise NotImplementedError
+
+
+def _json_schema(struct: type[Struct]) -> dict[str, Any]:
+    """Inline JSON Schema of an argument Struct (no $defs indirection for flat structs)."""
+    schema = msgspec.json.schema(struct)
+    defs = schema.pop("$defs", {})
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        schema = dict(defs[ref.removeprefix("#/$defs/")])
+    schema.pop("title", None)
+    return schema
