@@ -64,9 +64,16 @@ class ArgumentError(ValueError):
 
 
 class Tool(Protocol):
-    name: str
-    description: str
-    profile: ToolProfile
+    # Read-only members, so a class attribute (as `TypedTool` subclasses declare them), an
+    # instance attribute or a property all satisfy the protocol.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def profile(self) -> ToolProfile: ...
 
     @property
     def schema(self) -> ToolSchema: ...

@@ -1,0 +1,292 @@
+"""The Anthropic provider: the Messages API, streamed, through the official `anthropic` SDK.
+
+The stream is read event by event: ``message_start`` (id, model, input usage),
+``content_block_start`` (a text, ``tool_use`` or thinking block), ``content_block_delta``
+(``text_delta``, ``input_json_delta``, thinking and signature pieces), ``content_block_stop``,
+``message_delta`` (stop reason, output usage) and ``message_stop``. The SDK drops ``ping``
+events itself and raises on an ``error`` event.
+
+Under trio, keys and ownership: as for the OpenAI provider — the SDK's httpx2 layer runs on
+trio natively; the client is closed explicitly in `aclose` (its GC cleanup is asyncio-only);
+a caller's ``http_client`` must be an ``httpx2.AsyncClient`` (the SDK refuses ``httpx``
+objects) and is closed with the provider. The key and base URL are always passed explicitly,
+so the SDK never falls back to ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL`` or its on-disk
+credential profiles (only ``ANTHROPIC_CUSTOM_HEADERS`` has no switch); OpenTelemetry spans are
+switched off so no request content leaves through a tracer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import httpx2
+import trio
+from anthropic.types import (
+    InputJSONDelta,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    RawMessageStreamEvent,
+    SignatureDelta,
+    TextDelta,
+    ThinkingDelta,
+)
+
+from protocol.shapes import ToolCall, Usage, new_id
+from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.providers.convert import (
+    anthropic_messages,
+    anthropic_tool_choice,
+    anthropic_tools,
+    tool_call,
+)
+from robotad.providers.failures import (
+    ProviderFailure,
+    check_api_key,
+    connection_failure,
+    parse_retry_after,
+    status_failure,
+    stream_failure,
+    timeout_failure,
+)
+from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
+from robotad.providers.windows import context_window_for
+
+__all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "AnthropicProvider", "MessageStreamAssembler"]
+
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+_NO_KEY = "no-key"
+_CONNECT_TIMEOUT = 30.0
+_CLOSE_TIMEOUT = 5.0
+
+
+class MessageStreamAssembler:
+    """Folds Messages stream events into one reply (sans-I/O).
+
+    Text deltas go to ``observer.on_text`` as they come; every other event to
+    ``observer.on_activity``. The reply's text is every text delta in order (what the
+    observer was shown); tool calls are the ``tool_use`` blocks in block order.
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.pieces: dict[int, list[str]] = {}
+        self.message: dict[str, Any] = {}
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.stopped = False
+
+    def feed(self, event: RawMessageStreamEvent, observer: StreamObserver) -> None:
+        if isinstance(event, RawContentBlockDeltaEvent):
+            if self._delta(event.index, event.delta, observer):
+                return
+        elif isinstance(event, RawContentBlockStartEvent):
+            block = event.content_block.model_dump(exclude_none=True)
+            self.blocks[event.index] = block
+            if block.get("type") == "text" and block.get("text"):
+                self._text(event.index, str(block["text"]), observer)
+                return
+        elif isinstance(event, RawMessageStartEvent):
+            self.message = {"id": event.message.id, "model": event.message.model}
+            self.usage = event.message.usage.model_dump(exclude_none=True)
+        elif isinstance(event, RawMessageDeltaEvent):
+            self.stop_reason = event.delta.stop_reason
+            self.stop_sequence = event.delta.stop_sequence
+            # Later counts are cumulative: they replace earlier ones.
+            self.usage.update(event.usage.model_dump(exclude_none=True))
+        elif isinstance(event, RawMessageStopEvent):
+            self.stopped = True
+        observer.on_activity()
+
+    def _delta(self, index: int, delta: object, observer: StreamObserver) -> bool:
+        """Apply one block delta; True when it was text (already reported)."""
+        if isinstance(delta, TextDelta):
+            if not delta.text:
+                return False
+            self._text(index, delta.text, observer)
+            return True
+        if isinstance(delta, InputJSONDelta):
+            self.pieces.setdefault(index, []).append(delta.partial_json)
+        elif isinstance(delta, ThinkingDelta):
+            self.pieces.setdefault(index, []).append(delta.thinking)
+        elif isinstance(delta, SignatureDelta):
+            self.blocks.setdefault(index, {})["signature"] = delta.signature
+        return False
+
+    def _text(self, index: int, piece: str, observer: StreamObserver) -> None:
+        self.pieces.setdefault(index, []).append(piece)
+        self.text.append(piece)
+        observer.on_text(piece)
+
+    def reply(self) -> ModelReply:
+        """The assembled reply; a stream without ``message_stop`` is a failure."""
+        if not self.stopped:
+            raise ProviderFailure("stream ended before the reply was complete", retryable=True)
+        content: list[dict[str, Any]] = []
+        calls: list[ToolCall] = []
+        for index in sorted(self.blocks):
+            block = dict(self.blocks[index])
+            joined = "".join(self.pieces.get(index, ()))
+            kind = block.get("type")
+            if kind == "text":
+                block["text"] = joined
+            elif kind == "thinking":
+                block["thinking"] = joined
+            elif kind == "tool_use":
+                call = self._tool_call(block, joined if index in self.pieces else None)
+                calls.append(call)
+                block["input"] = call.arguments
+                if isinstance(call.raw_arguments, str):
+                    block["partial_json"] = call.raw_arguments
+            content.append(block)
+        raw: dict[str, Any] = {
+            "type": "message",
+            "role": "assistant",
+            **self.message,
+            "content": content,
+            "stop_reason": self.stop_reason,
+            "stop_sequence": self.stop_sequence,
+            "usage": self.usage,
+        }
+        return ModelReply("".join(self.text), calls, self._usage(), self.stop_reason, raw)
+
+    @staticmethod
+    def _tool_call(block: dict[str, Any], streamed_json: str | None) -> ToolCall:
+        """A ``tool_use`` block's call: its streamed JSON when any came, else the input the
+        block started with."""
+        call_id = str(block.get("id") or new_id("toolu_"))
+        name = str(block.get("name") or "")
+        if streamed_json is not None:
+            return tool_call(call_id, name, streamed_json)
+        start_input = block.get("input")
+        return ToolCall(call_id, name, start_input if isinstance(start_input, dict) else {})
+
+    def _usage(self) -> Usage | None:
+        if "input_tokens" not in self.usage and "output_tokens" not in self.usage:
+            return None
+        # Cached prompt tokens still fill the context window, so they count as input.
+        prompt = sum(
+            int(self.usage.get(key) or 0)
+            for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        return Usage(prompt, int(self.usage.get("output_tokens") or 0))
+
+
+class AnthropicProvider:
+    """`Provider` over the Messages API. See the module docstring for keys and trio.
+
+    As `OpenAIProvider`, plus `max_tokens`: the reply budget every request carries (the API
+    requires one). Raises `ValueError` for a non-positive `max_tokens` as well.
+    """
+
+    kind = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        context_window: int | None,
+        max_tokens: int = 8192,
+        max_retries: int = 2,
+        request_timeout: float = 600.0,
+        http_client: httpx2.AsyncClient | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        check_api_key(api_key)
+        if not request_timeout > 0:
+            raise ValueError(f"request_timeout must be positive, got {request_timeout!r}")
+        self.name = name
+        self.model = model
+        self.max_tokens = max_tokens
+        self.context_window = context_window_for(model, context_window)
+        self._secrets = (api_key,) if api_key else ()
+        self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key or _NO_KEY,
+            base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
+            max_retries=0,
+            timeout=httpx2.Timeout(request_timeout, connect=min(_CONNECT_TIMEOUT, request_timeout)),
+            http_client=http_client,
+            open_telemetry=False,
+        )
+        self._closed = False
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for `request`."""
+        system, messages = anthropic_messages(request.messages)
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = anthropic_tools(request.tools)
+            params["tool_choice"] = anthropic_tool_choice(request.tool_choice)
+        if request.effort is not None:
+            params["output_config"] = {"effort": request.effort}
+        return params
+
+    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
+        """One streamed call, retried per the policy while no text has been shown.
+
+        Raises `ProviderError`; cancellation closes the HTTP stream and propagates.
+        """
+        if self._closed:
+            raise ProviderFailure(f"provider {self.name} is closed")
+        params = self.request_params(request)
+        progress = StreamProgress(observer)
+        return await call_with_retries(
+            lambda: self._attempt(params, progress),
+            self._retry,
+            progress=progress,
+            provider=self.name,
+        )
+
+    async def _attempt(self, params: dict[str, Any], progress: StreamProgress) -> ModelReply:
+        assembler = MessageStreamAssembler()
+        # Every SDK error is re-raised `from None`: its text and its chained causes may quote
+        # a header value, and a traceback of the chain must never reach a log.
+        try:
+            stream = await self._client.messages.create(**params)
+            async with stream:
+                async for event in stream:
+                    assembler.feed(event, progress)
+        except anthropic.APIStatusError as exc:
+            if exc.response.status_code < 400:
+                # An ``error`` event inside a started (200) stream.
+                raise stream_failure(exc.body, self._secrets) from None
+            raise status_failure(
+                exc.status_code,
+                body=exc.body,
+                retry_after=parse_retry_after(exc.response.headers),
+                secrets=self._secrets,
+            ) from None
+        except anthropic.APITimeoutError:
+            raise timeout_failure() from None
+        except anthropic.APIConnectionError as exc:
+            raise connection_failure(exc.__cause__ or exc) from None
+        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            raise ProviderFailure(f"provider client error ({type(exc).__name__})") from None
+        return assembler.reply()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; idempotent, completes even when the
+        caller is being cancelled."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+            await self._client.close()

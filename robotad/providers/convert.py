@@ -1,0 +1,161 @@
+"""History → vendor request shapes, and tool-argument text → `ToolCall` (sans-I/O).
+
+Both vendors get exactly the history the loop hands over, nothing added:
+
+- **OpenAI Chat Completions**: one message per history entry, in order. An assistant entry
+  carries its tool calls as function calls whose argument text is the model's own (the
+  verbatim `raw_arguments` when it was not valid JSON); a tool entry carries its
+  `tool_call_id`. An interrupted assistant entry is sent as the content it got to.
+- **Anthropic Messages**: every system entry, wherever it stands, joins the top-level
+  ``system`` text (blank-line separated). Tool results become ``tool_result`` blocks of a user
+  turn (``is_error`` for a failed result), tool calls ``tool_use`` blocks of the assistant
+  turn. Empty text is left out (the API refuses empty text blocks; an empty tool result is a
+  ``tool_result`` without ``content``) and consecutive turns of the same role are merged,
+  which the API requires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from protocol.shapes import Message, ToolCall
+from robotad.agent.provider import NamedTool, ToolChoice, ToolSchema
+
+__all__ = [
+    "anthropic_messages",
+    "anthropic_tool_choice",
+    "anthropic_tools",
+    "openai_messages",
+    "openai_tool_choice",
+    "openai_tools",
+    "tool_call",
+]
+
+
+def tool_call(call_id: str, name: str, argument_text: str) -> ToolCall:
+    """A `ToolCall` from the model's argument text. Blank text means no arguments; text that
+    is not a JSON object is kept verbatim in `raw_arguments`, with ``arguments = {}``."""
+    if not argument_text.strip():
+        return ToolCall(call_id, name, {})
+    try:
+        value = msgspec.json.decode(argument_text)
+    except msgspec.DecodeError:
+        value = None
+    if isinstance(value, dict):
+        return ToolCall(call_id, name, value)
+    return ToolCall(call_id, name, {}, raw_arguments=argument_text)
+
+
+def _argument_text(call: ToolCall) -> str:
+    if isinstance(call.raw_arguments, str):
+        return call.raw_arguments
+    return msgspec.json.encode(call.arguments).decode()
+
+
+# -- OpenAI Chat Completions -----------------------------------------------------------------
+
+
+def openai_messages(history: list[Message]) -> list[dict[str, Any]]:
+    """The ``messages`` of a Chat Completions request."""
+    out: list[dict[str, Any]] = []
+    for message in history:
+        content = message.content or ""
+        if message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": content}
+            if message.calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": _argument_text(call)},
+                    }
+                    for call in message.calls
+                ]
+                if not content:
+                    entry["content"] = None
+            out.append(entry)
+        elif message.role == "tool":
+            call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else ""
+            out.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        else:
+            out.append({"role": message.role, "content": content})
+    return out
+
+
+def openai_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.input_schema,
+            },
+        }
+        for tool in tools
+    ]
+
+
+def openai_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, NamedTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+# -- Anthropic Messages ------------------------------------------------------------------
+
+
+def anthropic_messages(history: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The ``system`` text and the ``messages`` of a Messages request."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in history:
+        if message.role == "system":
+            if message.content:
+                system.append(message.content)
+            continue
+        role, blocks = _anthropic_blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return "\n\n".join(system), turns
+
+
+def _anthropic_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    text = message.content or ""
+    if message.role == "tool":
+        call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else ""
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+        if text:
+            result["content"] = text
+        if not message.ok:
+            result["is_error"] = True
+        return "user", [result]
+    blocks: list[dict[str, Any]] = []
+    if text:
+        blocks.append({"type": "text", "text": text})
+    if message.role == "assistant":
+        blocks += [
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            for call in message.calls
+        ]
+        return "assistant", blocks
+    return "user", blocks
+
+
+def anthropic_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+        for tool in tools
+    ]
+
+
+def anthropic_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    if isinstance(choice, NamedTool):
+        return {"type": "tool", "name": choice.name}
+    return {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}

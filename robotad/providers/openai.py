@@ -1,0 +1,279 @@
+"""The OpenAI provider: Chat Completions, streamed, through the official `openai` SDK.
+
+Any OpenAI-compatible server works (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio): the
+request is a plain Chat Completions call with ``stream=True`` and
+``stream_options={"include_usage": True}``, so the last chunk carries exact token usage.
+
+Under trio: the SDK's HTTP layer (httpx2 over httpcore2) has a native trio backend, so the
+SDK's default client streams under trio as it is; nothing of the request path needs asyncio.
+The one asyncio-only piece is the SDK client's garbage-collection cleanup, which under trio
+does nothing, so `aclose` closes the client explicitly. A caller-supplied ``http_client``
+(an ``httpx2.AsyncClient``, the HTTP library these SDK versions are built on) is owned by the
+provider from then on and closed by `aclose` too.
+
+Keys: the key is passed in by the caller and handed to the SDK explicitly, as is the base
+URL, so the SDK's own ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` lookups never apply. With no key
+a fixed placeholder is sent, which keyless local servers ignore and real ones answer with 401.
+The SDK still honours a few ambient variables of its own that have no constructor switch
+(``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``, ``OPENAI_CUSTOM_HEADERS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import msgspec
+import openai
+import trio
+from openai.types.chat import ChatCompletionChunk
+
+from protocol.shapes import UNSET, ToolCall, Usage, new_id
+from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.providers.convert import openai_messages, openai_tool_choice, openai_tools, tool_call
+from robotad.providers.failures import (
+    ProviderFailure,
+    check_api_key,
+    connection_failure,
+    parse_retry_after,
+    status_failure,
+    stream_failure,
+    timeout_failure,
+)
+from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
+from robotad.providers.windows import context_window_for
+
+__all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider"]
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+_NO_KEY = "no-key"
+_CONNECT_TIMEOUT = 30.0
+_CLOSE_TIMEOUT = 5.0
+
+
+@dataclass
+class _CallSlot:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ChatStreamAssembler:
+    """Folds Chat Completions chunks into one reply (sans-I/O).
+
+    Text deltas go to ``observer.on_text`` as they come; every other chunk to
+    ``observer.on_activity``. Tool-call deltas are gathered by their ``index`` (a delta
+    without one continues the latest call, or opens a new one when it brings a new id).
+    Only choice 0 is read: we never ask for more than one.
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, _CallSlot] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.meta: dict[str, Any] = {}
+
+    def feed(self, chunk: ChatCompletionChunk, observer: StreamObserver) -> None:
+        if not self.meta:
+            self.meta = {"id": chunk.id, "model": chunk.model}
+            if chunk.system_fingerprint:
+                self.meta["system_fingerprint"] = chunk.system_fingerprint
+        if chunk.usage is not None:
+            self.usage = chunk.usage.model_dump(exclude_none=True)
+        texted = False
+        for choice in chunk.choices or ():
+            if choice.index not in (0, None):
+                continue
+            delta = choice.delta
+            if delta is not None:
+                piece = (delta.content or "") + (delta.refusal or "")
+                if piece:
+                    self.text.append(piece)
+                    observer.on_text(piece)
+                    texted = True
+                for call in delta.tool_calls or ():
+                    self._add_call_delta(call)
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+        if not texted:
+            observer.on_activity()
+
+    def _add_call_delta(self, call: Any) -> None:
+        index = call.index
+        if not isinstance(index, int):
+            last = max(self.calls, default=-1)
+            fresh = call.id and (last < 0 or self.calls[last].id not in ("", call.id))
+            index = last + 1 if fresh or last < 0 else last
+        slot = self.calls.setdefault(index, _CallSlot())
+        if call.id and not slot.id:
+            slot.id = call.id
+        function = call.function
+        if function is None:
+            return
+        name = function.name
+        if name and name != slot.name:
+            # A name comes once, whole; some servers repeat it on every delta.
+            slot.name = name if not slot.name else slot.name + name
+        arguments = function.arguments
+        if isinstance(arguments, str):
+            slot.arguments.append(arguments)
+        elif arguments is not None:
+            # Some servers send the arguments as an object rather than JSON text.
+            slot.arguments.append(_compact_json(arguments))
+
+    def reply(self) -> ModelReply:
+        """The assembled reply; a stream that never said how it finished is a failure."""
+        if self.finish_reason is None:
+            raise ProviderFailure("stream ended before the reply was complete", retryable=True)
+        text = "".join(self.text)
+        calls = [self._tool_call(slot) for _, slot in sorted(self.calls.items())]
+        return ModelReply(text, calls, self._usage(), self.finish_reason, self._raw(text))
+
+    def _usage(self) -> Usage | None:
+        if self.usage is None:
+            return None
+        total = self.usage.get("total_tokens")
+        return Usage(
+            int(self.usage.get("prompt_tokens") or 0),
+            int(self.usage.get("completion_tokens") or 0),
+            total if isinstance(total, int) else UNSET,
+        )
+
+    @staticmethod
+    def _tool_call(slot: _CallSlot) -> ToolCall:
+        return tool_call(slot.id or new_id("call_"), slot.name, "".join(slot.arguments))
+
+    def _raw(self, text: str) -> dict[str, Any]:
+        """The reply as the non-streamed ``chat.completion`` object it amounts to."""
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": slot.id,
+                    "type": "function",
+                    "function": {"name": slot.name, "arguments": "".join(slot.arguments)},
+                }
+                for _, slot in sorted(self.calls.items())
+            ]
+        raw: dict[str, Any] = {"object": "chat.completion", **self.meta}
+        raw["choices"] = [{"index": 0, "message": message, "finish_reason": self.finish_reason}]
+        if self.usage is not None:
+            raw["usage"] = self.usage
+        return raw
+
+
+def _compact_json(value: object) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+class OpenAIProvider:
+    """`Provider` over Chat Completions. See the module docstring for keys and trio.
+
+    `base_url` defaults to OpenAI's endpoint; `context_window` None means the known window of
+    `model`, if any (`context_window_for`). `request_timeout` bounds each HTTP read (the
+    loop's idle deadline is the real one); connecting gets at most 30 s. `retry_policy`, when
+    given, replaces the policy `max_retries` would make. `http_client` becomes the provider's.
+    Raises `ValueError` for a key that cannot be an HTTP header value, a non-positive window
+    or timeout, or a negative `max_retries` — never quoting the key.
+    """
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        context_window: int | None,
+        max_retries: int = 2,
+        request_timeout: float = 600.0,
+        http_client: httpx2.AsyncClient | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        check_api_key(api_key)
+        if not request_timeout > 0:
+            raise ValueError(f"request_timeout must be positive, got {request_timeout!r}")
+        self.name = name
+        self.model = model
+        self.context_window = context_window_for(model, context_window)
+        self._secrets = (api_key,) if api_key else ()
+        self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or _NO_KEY,
+            base_url=base_url or DEFAULT_OPENAI_BASE_URL,
+            max_retries=0,
+            timeout=httpx2.Timeout(request_timeout, connect=min(_CONNECT_TIMEOUT, request_timeout)),
+            http_client=http_client,
+        )
+        self._closed = False
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for `request`."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": openai_messages(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = openai_tools(request.tools)
+            params["tool_choice"] = openai_tool_choice(request.tool_choice)
+        if request.effort is not None:
+            params["reasoning_effort"] = request.effort
+        return params
+
+    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
+        """One streamed call, retried per the policy while no text has been shown.
+
+        Raises `ProviderError`; cancellation closes the HTTP stream and propagates.
+        """
+        if self._closed:
+            raise ProviderFailure(f"provider {self.name} is closed")
+        params = self.request_params(request)
+        progress = StreamProgress(observer)
+        return await call_with_retries(
+            lambda: self._attempt(params, progress),
+            self._retry,
+            progress=progress,
+            provider=self.name,
+        )
+
+    async def _attempt(self, params: dict[str, Any], progress: StreamProgress) -> ModelReply:
+        assembler = ChatStreamAssembler()
+        # Every SDK error is re-raised `from None`: its text and its chained causes may quote
+        # a header value, and a traceback of the chain must never reach a log.
+        try:
+            stream = await self._client.chat.completions.create(**params)
+            async with stream:
+                async for chunk in stream:
+                    assembler.feed(chunk, progress)
+        except openai.APIStatusError as exc:
+            raise status_failure(
+                exc.status_code,
+                body=exc.body,
+                retry_after=parse_retry_after(exc.response.headers),
+                secrets=self._secrets,
+            ) from None
+        except openai.APITimeoutError:
+            raise timeout_failure() from None
+        except openai.APIConnectionError as exc:
+            raise connection_failure(exc.__cause__ or exc) from None
+        except openai.APIError as exc:
+            # Raised for an ``{"error": ...}`` payload inside a 200 stream.
+            raise stream_failure(exc.body, self._secrets) from None
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise ProviderFailure(f"provider client error ({type(exc).__name__})") from None
+        return assembler.reply()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; idempotent, completes even when the
+        caller is being cancelled."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+            await self._client.close()

@@ -1,0 +1,242 @@
+"""Compaction: the one conversation rendering, the summarisation request, and the compactor.
+
+`render_conversation` is the single way a conversation is handed to a model as text (G-187):
+one line per message, a fixed label saying who wrote it, and the content JSON-encoded on that
+same line, so content holding newlines or text like ``assistant: …`` cannot pose as another
+message. Tool calls and tool results are kept (G-185); a user message a peer session sent is
+labelled as that peer's (G-186); a previous summary is labelled as one. Line breaks that JSON
+leaves raw (U+2028, U+2029, U+0085) are escaped too, so every line splitter agrees.
+
+`Compactor.compact` summarises a history without touching it: system messages are neither
+summarised nor counted (G-174, G-183), the request is text-only (no tools, tool choice
+``none``, purpose ``compaction``; G-172, G-173) and carries the caller's instructions (G-176),
+an empty or whitespace summary is `CompactionInvalid` (G-177), and the result holds the new
+history — the system messages in their order, then the summary (G-175) — for the Session to
+journal and apply. The summary is a ``user`` message whose ``metadata.compaction`` records the
+trigger, so a later compaction summarises it again with the rest instead of keeping every old
+summary forever. A cancelled or failed call changes nothing; the trigger is carried unchanged
+(G-055).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final, Literal
+
+import msgspec
+from msgspec import Struct
+
+from protocol.shapes import Message
+from robotad.agent.provider import (
+    ModelReply,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    StreamObserver,
+)
+
+__all__ = [
+    "DEFAULT_SUMMARY_TEMPLATE",
+    "CompactionError",
+    "CompactionInvalid",
+    "CompactionNoOp",
+    "CompactionResult",
+    "Compactor",
+    "Trigger",
+    "compacted_history",
+    "is_summary",
+    "render_conversation",
+    "render_message",
+    "summary_request",
+]
+
+Trigger = Literal["manual", "auto"]
+
+#: The summariser's prompt. ``{instructions}`` and ``{conversation}`` are filled in one pass (a
+#: line holding only ``{instructions}`` is dropped when there are none); a replacement template
+#: replaces all of this text (G-218).
+DEFAULT_SUMMARY_TEMPLATE: Final = """\
+Summarise the conversation below so that it can be continued from the summary alone.
+
+Keep:
+- what was asked for, and every constraint or preference stated;
+- the decisions made and the reasons given for them;
+- the current state of the work and what remains to be done;
+- names, identifiers, locations and values that later steps will need;
+- the actions taken and their results, failures included, where they still matter.
+
+Write plain, factual prose or lists. Add nothing the conversation does not contain.
+
+{instructions}
+
+The conversation follows, one message per line: who wrote it, then the message content as a \
+JSON string.
+
+{conversation}
+"""
+
+_PLACEHOLDER = re.compile(r"\{(conversation|instructions)\}")
+_EMPTY_INSTRUCTIONS_LINE = re.compile(r"(?m)^[ \t]*\{instructions\}[ \t]*\n?")
+_RAW_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
+_encoder = msgspec.json.Encoder()
+
+
+def _json(value: object) -> str:
+    text = _encoder.encode(value).decode("utf-8")
+    for raw, escaped in _RAW_BREAKS.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+def is_summary(message: Message) -> bool:
+    """Whether `message` is a compaction summary."""
+    return isinstance(message.metadata, dict) and isinstance(
+        message.metadata.get("compaction"), dict
+    )
+
+
+def render_message(message: Message) -> str:
+    """One message as one line: ``label: content-as-JSON`` (plus its tool calls)."""
+    if message.role == "user":
+        peer = message.peer
+        if is_summary(message):
+            label = "summary of the earlier conversation"
+        elif peer is not None:
+            label = f"user of peer session {_json(peer)}"
+        else:
+            label = "user"
+    elif message.role == "tool":
+        name = message.name if isinstance(message.name, str) else None
+        call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else None
+        verdict = "result" if message.ok else "failed result"
+        label = f"tool {_json(name)} {verdict} for call {_json(call_id)}"
+    else:
+        label = message.role
+    if message.state == "interrupted":
+        label += " (interrupted)"
+    line = f"{label}: {_json(message.content)}"
+    if message.calls:
+        calls = []
+        for call in message.calls:
+            entry: dict[str, object] = {"id": call.id, "name": call.name}
+            entry["arguments"] = call.arguments
+            if isinstance(call.raw_arguments, str):
+                entry["rawArguments"] = call.raw_arguments
+            calls.append(entry)
+        line += f" tool calls: {_json(calls)}"
+    return line
+
+
+def render_conversation(messages: Sequence[Message]) -> str:
+    """Every message of `messages`, in order, one line each (no trailing newline)."""
+    return "\n".join(render_message(message) for message in messages)
+
+
+def summary_request(
+    history: Sequence[Message],
+    *,
+    instructions: str | None = None,
+    template: str = DEFAULT_SUMMARY_TEMPLATE,
+) -> ModelRequest | None:
+    """The text-only summarisation request for `history`'s non-system messages, or None when
+    there are none (nothing to summarise)."""
+    body = [message for message in history if message.role != "system"]
+    if not body:
+        return None
+    conversation = render_conversation(body)
+    extra = (instructions or "").strip()
+    if not extra:
+        template = _EMPTY_INSTRUCTIONS_LINE.sub("", template)
+    values = {"conversation": conversation, "instructions": extra}
+    prompt = _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+    if "{conversation}" not in template:
+        prompt = f"{prompt.rstrip()}\n\n{conversation}"
+    if extra and "{instructions}" not in template:
+        prompt = f"{prompt.rstrip()}\n\n{extra}"
+    return ModelRequest(
+        messages=[Message.user(prompt)], tools=[], tool_choice="none", purpose="compaction"
+    )
+
+
+def compacted_history(history: Sequence[Message], summary: str, trigger: Trigger) -> list[Message]:
+    """`history`'s system messages, in order, then `summary` as a marked user message."""
+    kept = [message for message in history if message.role == "system"]
+    summarised = len(history) - len(kept)
+    message = Message.user(summary.strip())
+    message.metadata = {"compaction": {"trigger": trigger, "messages": summarised}}
+    return [*kept, message]
+
+
+class CompactionError(Exception):
+    """Compaction failed; the Session reports it as CompactionFailed with `trigger`."""
+
+    def __init__(self, trigger: Trigger, reason: str) -> None:
+        super().__init__(reason)
+        self.trigger: Trigger = trigger
+        self.reason = reason
+
+
+class CompactionInvalid(CompactionError):
+    """The provider's summary was empty or whitespace only (G-177)."""
+
+
+class CompactionNoOp(Struct, frozen=True):
+    """Nothing to summarise: no hook, log entry or event follows (G-183, G-184)."""
+
+    trigger: Trigger
+
+
+class CompactionResult(Struct, frozen=True):
+    """A summary ready to apply: `history` replaces the old one once the Session has
+    journalled `reply`. `summarized` counts the messages the summary replaces."""
+
+    trigger: Trigger
+    summary: str
+    history: list[Message]
+    summarized: int
+    request: ModelRequest
+    reply: ModelReply
+
+
+class _Quiet:
+    def on_text(self, delta: str) -> None:
+        del delta
+
+    def on_activity(self) -> None:
+        pass
+
+
+class Compactor:
+    """Summarises histories with `provider` using `template` (default: domain-neutral)."""
+
+    def __init__(self, provider: Provider, template: str = DEFAULT_SUMMARY_TEMPLATE) -> None:
+        self.provider = provider
+        self.template = template
+
+    async def compact(
+        self,
+        history: Sequence[Message],
+        *,
+        trigger: Trigger,
+        instructions: str | None = None,
+        observer: StreamObserver | None = None,
+    ) -> CompactionResult | CompactionNoOp:
+        """Summarise `history` (never modified). Raises `CompactionInvalid` for an empty
+        summary and `CompactionError` for a provider failure; cancellation propagates and
+        leaves nothing changed. `observer` sees the streamed summary, e.g.
+        to refresh an idle deadline."""
+        request = summary_request(history, instructions=instructions, template=self.template)
+        if request is None:
+            return CompactionNoOp(trigger)
+        try:
+            reply = await self.provider.complete(request, observer or _Quiet())
+        except ProviderError as exc:
+            raise CompactionError(trigger, f"provider failed: {exc.reason}") from exc
+        if not reply.text.strip():
+            raise CompactionInvalid(trigger, "the provider returned an empty summary")
+        new_history = compacted_history(history, reply.text, trigger)
+        summarized = len(history) - (len(new_history) - 1)
+        return CompactionResult(
+            trigger, reply.text.strip(), new_history, summarized, request, reply
+        )

@@ -1,0 +1,78 @@
+"""Remembered consent: the permission pattern an "allow always" answer grants (G-113).
+
+Consent is projected from the call's effective argument, never the bare tool name, so that
+approving one path, URL or command family does not approve every other use of the tool:
+
+- a path: exactly that path, ``Read(/abs/file)``;
+- a URL: its host and subdomains, ``WebFetch(domain:example.com)``;
+- a command: its family — the program and a subcommand-like second word — as a prefix
+  (``git status --short`` → ``Bash(git status:*)``, ``ls -la`` → ``Bash(ls:*)``). A compound
+  command, one holding substitution, or one whose program can do anything (``rm``, ``sudo``,
+  shells, interpreters, ``curl`` …) is remembered exactly instead: a family of those would
+  approve far more than the person saw;
+- any other argument: exactly that value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from protocol.errors import InvalidParams
+from robotad.session.hazards import split_compound
+from robotad.session.patterns import escape_pattern_text, parse_rule, url_host
+from robotad.tools.base import ToolProfile
+
+__all__ = ["consent_pattern"]
+
+#: Programs whose every use is its own decision: "allow always" remembers the exact command.
+_NO_FAMILY: Final = frozenset(
+    {
+        *("rm", "rmdir", "shred", "dd", "mkfs", "chmod", "chown", "chgrp", "find", "xargs"),
+        *("sudo", "doas", "su", "env", "eval", "exec", "kill", "pkill", "killall"),
+        *("sh", "bash", "zsh", "dash", "fish", "ksh", "python", "python3", "node", "perl"),
+        *("ruby", "curl", "wget"),
+    }
+)
+_FAMILY = re.compile(r"\s*([A-Za-z0-9_.+/-]+)(?:\s+[A-Za-z][A-Za-z0-9_-]*)?(?=\s|\Z)")
+
+
+def consent_pattern(
+    tool_name: str, arguments: Mapping[str, Any], profile: ToolProfile | None, cwd: str
+) -> str | None:
+    """The allow pattern "allow always" grants for this call (`arguments` already effective),
+    or None when the tool has no argument key or the call lacks a usable value."""
+    if profile is None or profile.argument_key is None:
+        return None
+    value = arguments.get(profile.argument_key)
+    if value is None and profile.argument_kind == "path":
+        value = cwd
+    if not isinstance(value, str) or not value.strip():
+        return None
+    exact = f"{tool_name}({escape_pattern_text(value)})"
+    candidate = exact
+    if profile.argument_kind == "url":
+        host = url_host(value)
+        if host is not None:
+            candidate = f"{tool_name}(domain:{host})"
+    elif profile.argument_kind == "command":
+        candidate = _command_family(tool_name, value) or exact
+    for text in (candidate, exact):
+        try:
+            parse_rule(text, profile)
+        except InvalidParams:
+            continue
+        return text
+    return None
+
+
+def _command_family(tool_name: str, command: str) -> str | None:
+    parts = split_compound(command)
+    if parts is None or len(parts) != 1:
+        return None
+    match = _FAMILY.match(command)
+    if match is None or os.path.basename(match.group(1)) in _NO_FAMILY:
+        return None
+    return f"{tool_name}({escape_pattern_text(match.group(0))}:*)"

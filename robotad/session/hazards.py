@@ -1,0 +1,230 @@
+"""What a call touches that a person must judge: compound shell commands, critical removals and
+protected paths (G-122).
+
+These are conservative, syntactic readings of a shell command, used in two places:
+
+- `split_compound` cuts a command at its control operators (``;``, ``&&``, ``||``, ``|``,
+  ``&``, newlines) outside quotes. The permission gate lets an allow rule admit a command only
+  when every part is admitted, and lets a deny or ask rule catch any part, so
+  ``git status && rm -rf /`` is not admitted by ``Bash(git status:*)``. A command holding
+  command or process substitution (``$(…)``, backticks, ``<(…)``) has no reliable parts:
+  `split_compound` returns None and no allow rule admits it.
+- `is_critical_removal` and `ProtectedPaths` decide where auto mode must not let a classifier
+  stand in for a person. Anything they cannot read (an unbalanced quote, a variable in a removal
+  target) counts as hazardous.
+
+Everything here is a plain function over strings and never touches the filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shlex
+from collections.abc import Iterable
+
+__all__ = [
+    "SHELL_RC_FILES",
+    "ProtectedPaths",
+    "command_words",
+    "is_critical_removal",
+    "split_compound",
+]
+
+#: Shell start-up files: writing one runs code in every later shell.
+SHELL_RC_FILES = frozenset(
+    {
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".cshrc",
+        ".tcshrc",
+        ".kshrc",
+        ".inputrc",
+    }
+)
+
+_WRAPPERS = frozenset({"sudo", "command", "exec", "nohup", "time", "nice", "doas", "builtin"})
+
+
+def split_compound(command: str) -> list[str] | None:
+    """The simple commands of `command`, stripped, empty ones dropped; None when it holds
+    command or process substitution, whose effect no pattern can judge."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(command):
+        ch = command[i]
+        nxt = command[i + 1] if i + 1 < len(command) else ""
+        if quote == "'":
+            current.append(ch)
+            if ch == "'":
+                quote = ""
+            i += 1
+            continue
+        if ch == "\\":
+            current.append(command[i : i + 2])
+            i += 2
+            continue
+        if ch == "`" or (ch == "$" and nxt == "("):
+            return None
+        if quote == '"':
+            current.append(ch)
+            if ch == '"':
+                quote = ""
+            i += 1
+            continue
+        if ch in "<>" and nxt == "(":
+            return None
+        if ch in "'\"":
+            quote = ch
+            current.append(ch)
+            i += 1
+            continue
+        if ch in ";&|\n":
+            if ch in "&|" and nxt == ">":  # "&>" and "|&" redirections stay in the command
+                current.append(ch)
+                i += 1
+                continue
+            if i > 0 and command[i - 1] in "<>":  # "2>&1", ">|": a redirection
+                current.append(ch)
+                i += 1
+                continue
+            parts.append("".join(current))
+            current = []
+            i += 2 if nxt == ch or (ch == "|" and nxt == "&") else 1
+            continue
+        current.append(ch)
+        i += 1
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
+
+
+def command_words(command: str) -> list[str] | None:
+    """Shell words of one simple command (quotes removed), redirection operators split off;
+    None when the quoting is unbalanced."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()")
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+def _program(words: list[str]) -> tuple[str, list[str]]:
+    """The program a simple command runs, after wrappers and leading assignments."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        assignment = "=" in word.split("/", 1)[0] and not word.startswith("-")
+        if word in ("(", "{", "!") or assignment:
+            i += 1
+        elif posixpath.basename(word) in _WRAPPERS or word == "env":
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+        else:
+            return posixpath.basename(word), words[i + 1 :]
+    return "", []
+
+
+def _resolve(target: str, cwd: str, home: str) -> str:
+    if target == "~" or target.startswith("~/"):
+        target = home + target[1:]
+    return posixpath.normpath(posixpath.join(cwd, target))
+
+
+def _is_broad(target: str, cwd: str, home: str) -> bool:
+    unknown_home = target.startswith("~") and not _home_relative(target)
+    if "$" in target or "`" in target or unknown_home:
+        return True
+    # A last component made only of wildcards and dots ("*", ".*", "./*") removes the
+    # directory's whole content: judge that directory.
+    head, _, last = target.rstrip("/").rpartition("/")
+    if last and "*" in last and set(last) <= set("*.?"):
+        target = head or ("/" if target.startswith("/") else ".")
+    path = _resolve(target, cwd, home)
+    if path == "/" or path.count("/") == 1:
+        return True
+    return any(root == path or root.startswith(path.rstrip("/") + "/") for root in (cwd, home))
+
+
+def _home_relative(target: str) -> bool:
+    return target == "~" or target.startswith("~/")
+
+
+def is_critical_removal(command: str, cwd: str, home: str | None = None) -> bool:
+    """Whether `command` runs ``rm`` on a broad target: the root, a top-level directory, the
+    home directory, the cwd or any ancestor of either, a wildcard over one of those (``*``,
+    ``~/*``, ``./*``), or a target the shell would expand from a variable. A command this cannot
+    read is treated as critical."""
+    home = home or os.path.expanduser("~")
+    parts = split_compound(command)
+    for part in parts if parts is not None else [command]:
+        words = command_words(part)
+        if words is None:
+            return True
+        program, args = _program(words)
+        if program != "rm":
+            continue
+        options_done = False
+        for arg in args:
+            if not options_done and arg == "--":
+                options_done = True
+                continue
+            if not options_done and arg.startswith("-") and arg != "-":
+                continue
+            if arg in (";", "&", "|", "<", ">", "(", ")"):
+                break
+            if _is_broad(arg, cwd, home):
+                return True
+    return False
+
+
+class ProtectedPaths:
+    """Paths a classifier never judges: any ``.git`` directory and what is under it, shell
+    start-up files anywhere, and the given protected roots (by default ``~/.ssh``, ``~/.gnupg``,
+    ``~/.aws`` and robota's configuration directory)."""
+
+    def __init__(self, roots: Iterable[str], *, home: str | None = None) -> None:
+        self.home = home or os.path.expanduser("~")
+        self.roots = tuple(posixpath.normpath(root) for root in roots)
+
+    @classmethod
+    def default(cls, *, config_dir: str | None = None, home: str | None = None) -> ProtectedPaths:
+        home = home or os.path.expanduser("~")
+        if config_dir is None:
+            base = os.environ.get("XDG_CONFIG_HOME") or posixpath.join(home, ".config")
+            config_dir = posixpath.join(base, "robota")
+        roots = [posixpath.join(home, name) for name in (".ssh", ".gnupg", ".aws")]
+        return cls([*roots, config_dir], home=home)
+
+    def covers(self, path: str) -> bool:
+        """Whether the absolute, normalised `path` is protected."""
+        names = path.split("/")
+        if ".git" in names or names[-1] in SHELL_RC_FILES:
+            return True
+        return any(path == root or path.startswith(root.rstrip("/") + "/") for root in self.roots)
+
+    def touched_by(self, command: str, cwd: str) -> bool:
+        """Whether any word of `command`, read as a path under `cwd`, is protected; a command
+        whose quoting cannot be read counts as touching one."""
+        words = command_words(command)
+        if words is None:
+            return True
+        for word in words:
+            if word.startswith("-") and "=" in word:
+                word = word.split("=", 1)[1]
+            if not word or word.startswith("-") or set(word) <= set(";&|<>()"):
+                continue
+            if self.covers(_resolve(word, cwd, self.home)):
+                return True
+        return False

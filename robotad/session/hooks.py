@@ -1,0 +1,349 @@
+"""Claude-Code-compatible command hooks: execution and verdicts.
+
+The configuration is parsed by `robotad.session.hook_config`. Each matching hook runs through
+the executor registered for its type; a ``command`` hook runs ``/bin/sh -c COMMAND`` in the
+session's cwd (G-103) as the leader of a new process group, with the JSON input on stdin
+(``session_id``, ``cwd``, ``hook_event_name`` and the event's own fields, Claude Code's names),
+``CLAUDE_PROJECT_DIR`` and ``ROBOTA_PROJECT_DIR`` set to the cwd, and ``TRACEPARENT`` exactly
+when the caller passes one for that firing (an inherited one is removed). On timeout the whole
+process tree is stopped. Hooks matching one firing run concurrently.
+
+PreToolUse is the one enforcing event (`HookRunner.run_pre_tool_use`): exit 0 with
+``hookSpecificOutput.permissionDecision`` (or the legacy ``decision: block|approve``) decides,
+exit 0 with nothing decided is no objection, exit 2 blocks with stderr as the reason, and every
+other outcome — timeout, spawn failure, other non-zero exit, malformed output, unknown hook
+type — denies (G-139…G-141). All deny reasons of one call come back as one reason (G-142).
+Every other event is advisory (`run_advisory`, `fire_and_forget`): failures are returned as
+`HookFailure`s, never raised (G-143).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+import msgspec
+import trio
+from msgspec import Struct
+
+from robotad.session.hook_config import MATCH_FIELD, HooksConfig, HookSpec
+from robotad.session.shell import OUTPUT_LIMIT, ShellFailure, child_environment, run_shell_command
+
+__all__ = [
+    "CommandExecutor",
+    "HookExecutionError",
+    "HookExecutor",
+    "HookFailure",
+    "HookInvocation",
+    "HookOutput",
+    "HookRunner",
+    "HookVerdict",
+    "model_call_input",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S: Final = 60.0
+_REASON_LIMIT: Final = 2000
+
+
+# -- executors -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HookInvocation:
+    spec: HookSpec
+    stdin: bytes
+    cwd: Path
+    env: Mapping[str, str]
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class HookOutput:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+class HookExecutionError(Exception):
+    """The hook reached no outcome (timeout, spawn or transport failure); `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HookExecutor(Protocol):
+    """Runs hooks of one `type`. Returns the hook's exit code and output, or raises
+    `HookExecutionError`; cancellation must stop the hook and propagate."""
+
+    async def execute(self, invocation: HookInvocation) -> HookOutput: ...
+
+
+class CommandExecutor:
+    """The ``command`` hook type: ``/bin/sh -c`` in the session's cwd."""
+
+    async def execute(self, invocation: HookInvocation) -> HookOutput:
+        assert invocation.spec.command is not None
+        try:
+            result = await run_shell_command(
+                invocation.spec.command,
+                stdin=invocation.stdin,
+                cwd=invocation.cwd,
+                env=invocation.env,
+                time_limit=invocation.timeout,
+            )
+        except ShellFailure as exc:
+            raise HookExecutionError(exc.reason) from None
+        if result.truncated:
+            raise HookExecutionError(f"printed more than {OUTPUT_LIMIT} bytes")
+        return HookOutput(result.exit_code, result.stdout, result.stderr)
+
+
+# -- verdicts --------------------------------------------------------------------------------
+
+
+class HookVerdict(Struct, frozen=True):
+    """PreToolUse's combined answer: ``none`` means no hook objected or decided."""
+
+    outcome: Literal["allow", "deny", "ask", "none"]
+    reason: str = ""
+
+
+class HookFailure(Struct, frozen=True):
+    """An advisory hook that failed; reported, never raised (``turn_finished.hookFailures``)."""
+
+    event: str
+    reason: str
+
+
+def model_call_input(model: str, effort: str | None, **fields: Any) -> dict[str, Any]:
+    """PreModelCall/PostModelCall input fields: `effort` is ``"auto"`` when unset (G-050)."""
+    return {**fields, "model": model, "effort": effort or "auto"}
+
+
+class _Decided(Struct, frozen=True):
+    outcome: Literal["allow", "deny", "ask", "none"]
+    reason: str
+
+
+class HookRunner:
+    """Fires the configured hooks of one session. Never reads the daemon's own cwd: `cwd` is
+    the session's, for the child and for the input's ``cwd`` field alike."""
+
+    def __init__(
+        self,
+        config: HooksConfig,
+        *,
+        cwd: Path,
+        session_id: str,
+        executors: Mapping[str, HookExecutor] | None = None,
+        default_timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.config = config
+        self.cwd = cwd
+        self.session_id = session_id
+        self.executors: Mapping[str, HookExecutor] = (
+            executors if executors is not None else {"command": CommandExecutor()}
+        )
+        self.default_timeout = default_timeout
+
+    def matching(self, event: str, payload: Mapping[str, Any]) -> list[HookSpec]:
+        """The hooks selected for one firing, in configuration order."""
+        field = MATCH_FIELD.get(event)
+        target = payload.get(field) if field is not None else None
+        target = target if isinstance(target, str) else None
+        return [
+            spec
+            for group in self.config.get(event, ())
+            if group.selects(target)
+            for spec in group.hooks
+        ]
+
+    def hook_input(self, event: str, payload: Mapping[str, Any]) -> bytes:
+        """The JSON a hook reads on stdin; the common fields cannot be overridden."""
+        common = {"session_id": self.session_id, "cwd": os.fspath(self.cwd)}
+        return msgspec.json.encode({**payload, **common, "hook_event_name": event})
+
+    async def run_pre_tool_use(
+        self,
+        tool_name: str,
+        tool_input: Mapping[str, Any],
+        *,
+        tool_use_id: str | None = None,
+        traceparent: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> HookVerdict:
+        """Run the PreToolUse hooks for one call (fail-closed). `tool_input` should be the
+        call's effective arguments (canonical paths, G-117). Deny beats ask beats allow; every
+        deny reason is joined into the verdict's one reason (G-142)."""
+        payload: dict[str, Any] = {**(extra or {}), "tool_name": tool_name}
+        payload["tool_input"] = dict(tool_input)
+        if tool_use_id is not None:
+            payload["tool_use_id"] = tool_use_id
+        try:
+            results = await self._run_all("PreToolUse", payload, traceparent, _pre_tool_use_verdict)
+        except Exception as exc:  # fail closed: a gate that cannot run denies
+            logger.exception("PreToolUse hooks failed")
+            return HookVerdict("deny", f"PreToolUse hooks could not run: {type(exc).__name__}")
+        for outcome in ("deny", "ask", "allow"):
+            reasons = [r.reason for r in results if r.outcome == outcome]
+            if reasons:
+                return HookVerdict(outcome, "; ".join(r for r in reasons if r))
+        return HookVerdict("none")
+
+    async def run_advisory(
+        self, event: str, payload: Mapping[str, Any], *, traceparent: str | None = None
+    ) -> list[HookFailure]:
+        """Run one advisory event's hooks and return their failures; never raises anything
+        but cancellation."""
+        try:
+            results = await self._run_all(event, payload, traceparent, _advisory_verdict)
+        except Exception as exc:  # a bug or a broken executor must not fail the turn
+            logger.exception("advisory %s hooks failed", event)
+            return [HookFailure(event, f"hooks could not run: {type(exc).__name__}")]
+        return [HookFailure(event, r.reason) for r in results if r.outcome == "deny"]
+
+    def fire_and_forget(
+        self,
+        nursery: trio.Nursery,
+        event: str,
+        payload: Mapping[str, Any],
+        *,
+        traceparent: str | None = None,
+        report: Callable[[list[HookFailure]], None] | None = None,
+    ) -> None:
+        """Start an advisory event in `nursery` without waiting for it (model-call hooks,
+        G-051); `report` is called with its failures, if any, when it ends."""
+        if not self.matching(event, payload):
+            return
+
+        async def fire() -> None:
+            failures = await self.run_advisory(event, payload, traceparent=traceparent)
+            if failures and report is not None:
+                report(failures)
+
+        nursery.start_soon(fire)
+
+    async def _run_all(
+        self,
+        event: str,
+        payload: Mapping[str, Any],
+        traceparent: str | None,
+        judge: Callable[[str, HookSpec, HookOutput], _Decided],
+    ) -> list[_Decided]:
+        specs = self.matching(event, payload)
+        if not specs:
+            return []
+        stdin = self.hook_input(event, payload)
+        env = child_environment(self.cwd, traceparent)
+        results: list[_Decided] = [_Decided("none", "")] * len(specs)
+
+        async def one(index: int, spec: HookSpec) -> None:
+            results[index] = await self._run_one(event, spec, stdin, env, judge)
+
+        async with trio.open_nursery() as nursery:
+            for index, spec in enumerate(specs):
+                nursery.start_soon(one, index, spec)
+        return results
+
+    async def _run_one(
+        self,
+        event: str,
+        spec: HookSpec,
+        stdin: bytes,
+        env: Mapping[str, str],
+        judge: Callable[[str, HookSpec, HookOutput], _Decided],
+    ) -> _Decided:
+        executor = self.executors.get(spec.type)
+        if executor is None:
+            reason = f"hook {spec.where} has type {spec.type!r}, which no executor runs"
+            return _Decided("deny", reason)
+        timeout = spec.timeout if spec.timeout is not None else self.default_timeout
+        invocation = HookInvocation(spec, stdin, self.cwd, env, timeout)
+        try:
+            output = await executor.execute(invocation)
+        except HookExecutionError as exc:
+            return _Decided("deny", f"hook {spec.where} {exc.reason}")
+        except Exception as exc:
+            logger.exception("hook %s executor failed", spec.where)
+            return _Decided("deny", f"hook {spec.where} failed: {type(exc).__name__}")
+        return judge(event, spec, output)
+
+
+def _first_line(data: bytes) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 1] + "…"
+
+
+def _exit_failure(spec: HookSpec, output: HookOutput) -> _Decided:
+    detail = _first_line(output.stderr)
+    return _Decided(
+        "deny", f"hook {spec.where} exited {output.exit_code}" + (f": {detail}" if detail else "")
+    )
+
+
+def _advisory_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
+    """Advisory events: only a non-zero exit is a failure (a block cannot apply here)."""
+    del event
+    if output.exit_code == 0:
+        return _Decided("none", "")
+    return _exit_failure(spec, output)
+
+
+def _pre_tool_use_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
+    del event
+    if output.exit_code == 2:
+        reason = output.stderr.decode("utf-8", "replace").strip()
+        return _Decided("deny", _clip(reason) or f"blocked by hook {spec.where}")
+    if output.exit_code != 0:
+        return _exit_failure(spec, output)
+    text = output.stdout.decode("utf-8", "replace").strip()
+    if not text:
+        return _Decided("none", "")
+    try:
+        data = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return _Decided("deny", f"hook {spec.where} printed output that is not JSON")
+    try:
+        return _decision_of(data, spec)
+    except ValueError as exc:
+        return _Decided("deny", f"hook {spec.where} printed malformed output: {exc}")
+
+
+def _decision_of(data: object, spec: HookSpec) -> _Decided:
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    specific = data.get("hookSpecificOutput")
+    if specific is not None:
+        if not isinstance(specific, dict):
+            raise ValueError("hookSpecificOutput is not an object")
+        decision = specific.get("permissionDecision")
+        if decision is not None:
+            if decision not in ("allow", "deny", "ask"):
+                raise ValueError(f"unknown permissionDecision {decision!r}")
+            return _Decided(decision, _reason(specific.get("permissionDecisionReason"), spec))
+    legacy = data.get("decision")
+    if legacy is not None:
+        if legacy not in ("block", "approve"):
+            raise ValueError(f"unknown decision {legacy!r}")
+        outcome: Literal["deny", "allow"] = "deny" if legacy == "block" else "allow"
+        return _Decided(outcome, _reason(data.get("reason"), spec))
+    if data.get("continue") is False:
+        return _Decided("deny", _reason(data.get("stopReason"), spec))
+    return _Decided("none", "")
+
+
+def _reason(value: object, spec: HookSpec) -> str:
+    if isinstance(value, str) and value.strip():
+        return _clip(value.strip())
+    return f"decided by hook {spec.where}"

@@ -1,0 +1,437 @@
+"""The permission enforcer: rules, modes and remembered consent, as plain evaluation.
+
+`PermissionEnforcer.evaluate(tool, arguments)` decides one call in this order (G-111): a
+matching deny rule denies, then a matching ask rule asks, then a matching allow rule allows,
+and otherwise the mode table decides by the tool's risk class (G-112):
+
+================== ======= ======= =======
+mode               inspect modify  execute
+================== ======= ======= =======
+plan               allow   deny    deny
+default            allow   ask     ask
+acceptEdits        allow   allow   ask
+bypassPermissions  allow   allow   allow
+auto               allow   ask*    ask*
+================== ======= ======= =======
+
+``ask*``: auto mode lets the classifier stand in for the person (`Decision.classifier_eligible`)
+unless a person is required — a critical removal or a protected path (G-122); an ask rule always
+goes to a person (G-121). A tool with no registered profile is judged as ``execute``.
+
+Arguments are judged in their effective form: a path argument is canonicalised against the
+session's cwd first (G-116, `canonical_arguments`). A path is also judged with its symlinks
+resolved: a deny or ask rule catches either spelling, an allow rule must admit both, so a link
+inside an allowed tree cannot lead an allow rule somewhere else. A shell command is judged part
+by part (`hazards.split_compound`): a deny or ask rule catches any part, an allow rule admits a
+compound command only when every part is admitted or the rule names the exact command.
+
+The enforcer never prompts, runs a classifier or records a denial by itself; the Session does
+those and calls `note_denial` for every call finally refused, whoever refused it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+
+from msgspec import Struct
+
+from protocol.errors import InvalidParams, Issue, NotAllowed, TransitionRefused
+from protocol.shapes import PermissionMode, utc_now
+from robotad.session.consent import consent_pattern
+from robotad.session.hazards import (
+    ProtectedPaths,
+    is_critical_removal,
+    split_compound,
+)
+from robotad.session.patterns import (
+    ANY_TOOL,
+    WILDCARD,
+    Matcher,
+    Rule,
+    compile_rule,
+    parse_rule,
+    parse_rules,
+)
+from robotad.tools.base import ArgumentError, Risk, ToolProfile
+from robotad.tools.paths import canonical_path
+
+__all__ = [
+    "MODE_TABLE",
+    "Decision",
+    "Denial",
+    "ModeGuard",
+    "Outcome",
+    "PermissionEnforcer",
+    "PermissionMode",
+    "PersistRule",
+    "RuleKind",
+    "parse_permission_mode",
+]
+
+RuleKind = Literal["allow", "ask", "deny"]
+Outcome = Literal["allow", "ask", "deny"]
+Source = Literal["rule", "mode"]
+
+#: Refuses a mode transition by returning a reason, or allows it by returning None.
+ModeGuard = Callable[[PermissionMode, PermissionMode], str | None]
+#: Durably stores a project-scoped rule for the session's canonical cwd; raises on failure.
+PersistRule = Callable[[str, RuleKind], Awaitable[None]]
+
+RULE_KINDS: Final[tuple[RuleKind, ...]] = ("allow", "ask", "deny")
+MODES: Final[tuple[PermissionMode, ...]] = get_args(PermissionMode)
+
+MODE_TABLE: Final[Mapping[PermissionMode, Mapping[Risk, Outcome]]] = {
+    "plan": {"inspect": "allow", "modify": "deny", "execute": "deny"},
+    "default": {"inspect": "allow", "modify": "ask", "execute": "ask"},
+    "acceptEdits": {"inspect": "allow", "modify": "allow", "execute": "ask"},
+    "bypassPermissions": {"inspect": "allow", "modify": "allow", "execute": "allow"},
+    "auto": {"inspect": "allow", "modify": "ask", "execute": "ask"},
+}
+
+_VERB: Final[Mapping[Outcome, str]] = {"allow": "allows", "ask": "asks before", "deny": "denies"}
+
+
+class Decision(Struct, frozen=True):
+    """One evaluation. `rule` is the deciding pattern when `source` is ``"rule"``.
+    `classifier_eligible` is True only for an ``ask`` in auto mode that needs no person."""
+
+    outcome: Outcome
+    reason: str
+    source: Source
+    rule: str | None = None
+    classifier_eligible: bool = False
+
+
+class Denial(Struct, frozen=True):
+    """A call this session refused, with why."""
+
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    at: datetime
+
+
+def parse_permission_mode(value: object, path: str = "$.mode") -> PermissionMode:
+    """`value` as a permission mode, or `InvalidParams` at `path`."""
+    for mode in MODES:
+        if value == mode:
+            return mode
+    raise InvalidParams([{"path": path, "message": f"unknown permission mode {value!r}"}])
+
+
+class PermissionEnforcer:
+    """Decides tool calls for one session. `profiles` is read live, so a tool registered later
+    is judged by its profile from then on. Construction refuses every malformed rule at
+    ``$.permissions.<kind>[i]`` in one `InvalidParams` (G-108) and auto mode without a
+    classifier with `TransitionRefused` (G-107)."""
+
+    def __init__(
+        self,
+        cwd: str | Path,
+        *,
+        profiles: Mapping[str, ToolProfile],
+        rules: Mapping[str, Sequence[str]] | None = None,
+        mode: str = "default",
+        session_id: str = "",
+        classifier_configured: bool = False,
+        persist_project_rule: PersistRule | None = None,
+        mode_guard: ModeGuard | None = None,
+        protected: ProtectedPaths | None = None,
+        home: str | None = None,
+        resolve_links: Callable[[str], str] = os.path.realpath,
+        denial_limit: int = 50,
+    ) -> None:
+        self.cwd = Path(cwd)
+        if not self.cwd.is_absolute():
+            raise ValueError(f"a session cwd must be absolute, got {cwd!r}")
+        self.session_id = session_id
+        self.classifier_configured = classifier_configured
+        self.persist_project_rule = persist_project_rule
+        self._profiles = profiles
+        self._home = home or os.path.expanduser("~")
+        self._protected = protected or ProtectedPaths.default(home=self._home)
+        self._resolve = resolve_links
+        self._guard = mode_guard
+        self._denials: collections.deque[Denial] = collections.deque(maxlen=denial_limit)
+        # Rules compiled per (tool, profile), rebuilt after any rule is added.
+        self._groups: dict[tuple[str, ToolProfile | None], dict[RuleKind, _RuleGroup]] = {}
+        issues: list[Issue] = []
+        self._rules: dict[RuleKind, list[Rule]] = {kind: [] for kind in RULE_KINDS}
+        for kind in RULE_KINDS:
+            texts = (rules or {}).get(kind, ())
+            if not isinstance(texts, list | tuple):
+                issues.append({"path": f"$.permissions.{kind}", "message": "must be a list"})
+                continue
+            try:
+                self._rules[kind] = parse_rules(texts, f"$.permissions.{kind}", profiles)
+            except InvalidParams as exc:
+                issues.extend(exc.issues)
+        unknown = sorted(set(rules or {}) - set(RULE_KINDS))
+        issues.extend(
+            {"path": f"$.permissions.{k}", "message": "unknown rule kind"} for k in unknown
+        )
+        try:
+            self._mode = parse_permission_mode(mode, "$.permissionMode")
+        except InvalidParams as exc:
+            issues.extend(exc.issues)
+        if issues:
+            raise InvalidParams(issues)
+        if self._mode == "auto" and not classifier_configured:
+            raise TransitionRefused(session_id, "auto", "no classifier is configured")
+
+    # -- modes -------------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> PermissionMode:
+        return self._mode
+
+    def set_mode_guard(self, guard: ModeGuard | None) -> None:
+        """Install (or, with None, remove) the synchronous transition guard (G-105, G-106)."""
+        self._guard = guard
+
+    def set_mode(self, mode: str) -> PermissionMode:
+        """Enter `mode`, or raise: `InvalidParams` for an unknown mode, `TransitionRefused` when
+        the guard refuses or auto mode has no classifier. A refusal leaves the mode intact."""
+        new = parse_permission_mode(mode)
+        if new == "auto" and not self.classifier_configured:
+            raise TransitionRefused(self.session_id, new, "no classifier is configured")
+        if new != self._mode and self._guard is not None:
+            reason = self._guard(self._mode, new)
+            if reason is not None:
+                raise TransitionRefused(self.session_id, new, reason)
+        self._mode = new
+        return new
+
+    # -- rules -------------------------------------------------------------------------------
+
+    def rules(self) -> dict[str, list[str]]:
+        """``{allow, ask, deny}``, each in the order added."""
+        return {kind: [rule.text for rule in self._rules[kind]] for kind in RULE_KINDS}
+
+    def add_rule(self, text: str, kind: str) -> dict[str, list[str]]:
+        """Add a session-scoped rule (a duplicate is a no-op); `InvalidParams` at ``$.rule`` or
+        ``$.kind`` when malformed."""
+        rule, rule_kind = self._checked(text, kind)
+        self._add(rule, rule_kind)
+        return self.rules()
+
+    async def add_project_rule(self, text: str, kind: str) -> dict[str, list[str]]:
+        """Persist a rule for this cwd through the installed callback, then apply it here.
+        Without a callback, or when it raises, `NotAllowed` and nothing is added (G-114)."""
+        rule, rule_kind = self._checked(text, kind)
+        await self._persist(rule.text, rule_kind)
+        self._add(rule, rule_kind)
+        return self.rules()
+
+    async def remember(
+        self, tool_name: str, arguments: Mapping[str, Any], scope: Literal["session", "project"]
+    ) -> str | None:
+        """Record "allow always" for this call as an allow rule projected from its argument
+        (`consent_pattern`, G-113) and return the pattern; None when the tool has no argument
+        to project from (then nothing is remembered and the answer counts for this call
+        only). A project scope that cannot be persisted raises `NotAllowed` and remembers
+        nothing, not even for the session (G-114)."""
+        args = self.canonical_arguments(tool_name, arguments)
+        text = consent_pattern(tool_name, args, self._profiles.get(tool_name), str(self.cwd))
+        if text is None:
+            return None
+        rule = parse_rule(text, self._profiles.get(tool_name))
+        if scope == "project":
+            await self._persist(text, "allow")
+        self._add(rule, "allow")
+        return text
+
+    def _checked(self, text: str, kind: str) -> tuple[Rule, RuleKind]:
+        issues: list[Issue] = []
+        rule: Rule | None = None
+        try:
+            rule = parse_rules([text], "$.rule", self._profiles)[0]
+        except InvalidParams as exc:
+            issues.extend({**issue, "path": "$.rule"} for issue in exc.issues)
+        rule_kind = next((k for k in RULE_KINDS if k == kind), None)
+        if rule_kind is None:
+            issues.append({"path": "$.kind", "message": f"unknown rule kind {kind!r}"})
+        if issues or rule is None or rule_kind is None:
+            raise InvalidParams(issues)
+        return rule, rule_kind
+
+    async def _persist(self, text: str, kind: RuleKind) -> None:
+        if self.persist_project_rule is None:
+            raise NotAllowed("project-scoped rules need a persistence callback; none is installed")
+        try:
+            await self.persist_project_rule(text, kind)
+        except Exception as exc:
+            raise NotAllowed(f"the project rule could not be saved: {exc}") from exc
+
+    def _add(self, rule: Rule, kind: RuleKind) -> None:
+        if all(existing.text != rule.text for existing in self._rules[kind]):
+            self._rules[kind].append(rule)
+            self._groups.clear()
+
+    # -- denials -----------------------------------------------------------------------------
+
+    def note_denial(self, tool_name: str, arguments: Mapping[str, Any], reason: str) -> None:
+        """Record a refused call (by a rule, the mode, a hook, the classifier or a person)."""
+        self._denials.appendleft(Denial(tool_name, dict(arguments), reason, utc_now()))
+
+    def recent_denials(self) -> list[Denial]:
+        """Refused calls, newest first, at most `denial_limit` of them."""
+        return list(self._denials)
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    def canonical_arguments(self, tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """`arguments` with the tool's path argument canonicalised against the cwd (G-116).
+        A value that names no path (empty, NUL, not a string) is left for the tool to refuse."""
+        args = dict(arguments)
+        profile = self._profiles.get(tool_name)
+        if profile is not None and profile.argument_kind == "path" and profile.argument_key:
+            value = args.get(profile.argument_key)
+            if isinstance(value, str):
+                with contextlib.suppress(ArgumentError):
+                    args[profile.argument_key] = canonical_path(value, self.cwd)
+        return args
+
+    def evaluate(self, tool_name: str, arguments: Mapping[str, Any]) -> Decision:
+        """Decide one call: deny rules, ask rules, allow rules, then the mode table."""
+        profile = self._profiles.get(tool_name)
+        call = _Call(self, tool_name, profile, self.canonical_arguments(tool_name, arguments))
+        if (rule := call.caught_by("deny")) is not None:
+            return Decision("deny", f"denied by rule {rule.text}", "rule", rule.text)
+        if (rule := call.caught_by("ask")) is not None:
+            return Decision("ask", f"rule {rule.text} asks for approval", "rule", rule.text)
+        if (rule := call.admitted()) is not None:
+            return Decision("allow", f"allowed by rule {rule.text}", "rule", rule.text)
+        risk: Risk = profile.risk if profile is not None else "execute"
+        outcome = MODE_TABLE[self._mode][risk]
+        what = f"{risk} tools" if profile is not None else f"unknown tool {tool_name}"
+        reason = f"{self._mode} mode {_VERB[outcome]} {what}"
+        if outcome != "ask" or self._mode != "auto":
+            return Decision(outcome, reason, "mode")
+        hazard = call.hazard()
+        if hazard is not None:
+            return Decision("ask", f"{reason}: {hazard} needs a person", "mode")
+        return Decision("ask", reason, "mode", classifier_eligible=True)
+
+    def _groups_for(
+        self, tool_name: str, profile: ToolProfile | None
+    ) -> dict[RuleKind, _RuleGroup]:
+        key = (tool_name, profile)
+        groups = self._groups.get(key)
+        if groups is None:
+            cwd = str(self.cwd)
+
+            def compile_one(rule: Rule) -> Matcher:
+                return compile_rule(rule, profile, cwd, home=self._home, resolve=self._resolve)
+
+            groups = {
+                kind: _RuleGroup(
+                    [r for r in self._rules[kind] if r.tool in (tool_name, ANY_TOOL)], compile_one
+                )
+                for kind in RULE_KINDS
+            }
+            self._groups[key] = groups
+        return groups
+
+
+class _RuleGroup:
+    """The rules of one kind that apply to one tool, compiled for its profile. All regex
+    rules are also joined into one alternation, so a value no rule matches costs one scan."""
+
+    def __init__(self, rules: Sequence[Rule], compile_one: Callable[[Rule], Matcher]) -> None:
+        self.bare = next((rule for rule in rules if not rule.scoped), None)
+        self.matchers = [compile_one(rule) for rule in rules if rule.scoped]
+        self.exact = [
+            m for m in self.matchers if m.rule.form == "glob" and WILDCARD not in m.rule.pieces
+        ]
+        patterns = [f"(?:{m.regex.pattern})" for m in self.matchers if m.regex is not None]
+        self.any_regex = re.compile("|".join(patterns), re.DOTALL) if patterns else None
+        self.has_domains = any(m.regex is None for m in self.matchers)
+
+    def first(self, value: str) -> Rule | None:
+        """The first argument-scoped rule matching `value`."""
+        if not self.has_domains and (
+            self.any_regex is None or self.any_regex.fullmatch(value) is None
+        ):
+            return None
+        return next((m.rule for m in self.matchers if m.matches(value)), None)
+
+
+class _Call:
+    """One call's effective values, as the rule checks of `evaluate` read them."""
+
+    def __init__(
+        self,
+        enforcer: PermissionEnforcer,
+        tool_name: str,
+        profile: ToolProfile | None,
+        arguments: Mapping[str, Any],
+    ) -> None:
+        self.enforcer = enforcer
+        self.groups = enforcer._groups_for(tool_name, profile)
+        self.kind = profile.argument_kind if profile is not None else None
+        value: object = None
+        if profile is not None and profile.argument_key is not None:
+            value = arguments.get(profile.argument_key)
+            if value is None and self.kind == "path":
+                value = str(enforcer.cwd)  # an omitted path (Glob, Grep) means the cwd
+        self.value = value if isinstance(value, str) else None
+        #: The spellings every rule is tried on: both of a path, every part of a command.
+        self.paths: list[str] = []
+        self.parts: list[str] | None = None
+        if self.value is not None and self.kind == "path":
+            try:
+                real = enforcer._resolve(self.value)
+            except (OSError, ValueError):  # a NUL byte or a loop: no second spelling to judge
+                real = self.value
+            self.paths = [self.value] if real == self.value else [self.value, real]
+        elif self.value is not None and self.kind == "command":
+            self.parts = split_compound(self.value)
+
+    def caught_by(self, kind: RuleKind) -> Rule | None:
+        """The first deny/ask rule catching any spelling or any part of the call."""
+        group = self.groups[kind]
+        if group.bare is not None:
+            return group.bare
+        if self.value is None:
+            return None
+        for spelling in self.paths or [self.value, *(self.parts or ())]:
+            if (rule := group.first(spelling)) is not None:
+                return rule
+        return None
+
+    def admitted(self) -> Rule | None:
+        """The allow rule admitting the call: every spelling of a path, every part of a
+        command (or the exact command), the value otherwise."""
+        group = self.groups["allow"]
+        if group.bare is not None:
+            return group.bare
+        if self.value is None:
+            return None
+        if self.kind == "command":
+            exact = next((m.rule for m in group.exact if m.matches(self.value)), None)
+            if exact is not None or not self.parts:
+                return exact
+        spellings = self.paths or self.parts or [self.value]
+        hits = [group.first(spelling) for spelling in spellings]
+        return None if None in hits else hits[0]
+
+    def hazard(self) -> str | None:
+        """What makes this call need a person in auto mode, if anything (G-122)."""
+        protected = self.enforcer._protected
+        if self.kind == "path" and any(protected.covers(path) for path in self.paths):
+            return "a protected path"
+        if self.kind == "command" and self.value is not None:
+            cwd, home = str(self.enforcer.cwd), self.enforcer._home
+            if is_critical_removal(self.value, cwd, home):
+                return "a critical removal"
+            if protected.touched_by(self.value, cwd):
+                return "a protected path"
+        return None

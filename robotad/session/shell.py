@@ -1,0 +1,138 @@
+"""Running a configured shell command (a hook or the classifier) as a bounded child.
+
+`run_shell_command` runs ``/bin/sh -c COMMAND`` in a given cwd as the leader of a new process
+group, feeds it stdin, collects a bounded amount of its output and, on timeout or cancellation,
+stops its whole process tree (`robotad.tools.process_group`) and reaps it before returning.
+It is written on `trio.lowlevel.open_process` rather than `trio.run_process` for two reasons:
+output is capped instead of buffered without limit, and the process group is stopped even when
+the shell itself has exited but a child it left behind still holds the output open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from robotad.tools.process_group import terminate_process_tree
+
+__all__ = ["OUTPUT_LIMIT", "ShellFailure", "ShellResult", "child_environment", "run_shell_command"]
+
+OUTPUT_LIMIT: Final = 1 << 20
+
+
+class ShellFailure(Exception):
+    """The command could not be run to completion: spawn failure or timeout. `reason` says
+    which, without the command text."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ShellResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    truncated: bool = False
+
+
+async def run_shell_command(
+    command: str,
+    *,
+    stdin: bytes,
+    cwd: Path,
+    env: Mapping[str, str],
+    time_limit: float,
+    output_limit: int = OUTPUT_LIMIT,
+) -> ShellResult:
+    """Run ``/bin/sh -c command`` in `cwd` as a new process group, feed `stdin`, and collect at
+    most `output_limit` bytes of each output stream (`truncated` says more was discarded).
+
+    Raises `ShellFailure` when it cannot be spawned or has not finished (exited and closed its
+    output) within `time_limit` seconds; then, and when the caller is cancelled, the process tree
+    is stopped and reaped before this returns. Cancellation propagates."""
+    try:
+        process = await trio.lowlevel.open_process(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=os.fspath(cwd),
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ShellFailure(f"could not be started: {exc.strerror or type(exc).__name__}") from None
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err = _Capture(output_limit), _Capture(output_limit)
+    finished = False
+    try:
+        with trio.move_on_after(time_limit):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_feed, process.stdin, stdin)
+                nursery.start_soon(out.drain, process.stdout)
+                nursery.start_soon(err.drain, process.stderr)
+                await process.wait()
+            finished = True
+    finally:
+        with trio.CancelScope(shield=True):
+            if not finished:
+                await terminate_process_tree(process)
+            for stream in (process.stdin, process.stdout, process.stderr):
+                with contextlib.suppress(trio.ClosedResourceError):
+                    await stream.aclose()
+    if not finished:
+        raise ShellFailure(f"timed out after {time_limit:g}s")
+    assert process.returncode is not None
+    return ShellResult(process.returncode, out.data(), err.data(), out.truncated or err.truncated)
+
+
+async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
+    async with stream:
+        # A command that never reads its input is no failure of ours.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await stream.send_all(data)
+
+
+class _Capture:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        with contextlib.suppress(trio.ClosedResourceError):
+            async for chunk in stream:
+                room = self.limit - self.size
+                if len(chunk) > room:
+                    self.truncated = True
+                    chunk = chunk[:room]
+                if chunk:
+                    self.chunks.append(bytes(chunk))
+                    self.size += len(chunk)
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def child_environment(cwd: Path, traceparent: str | None) -> dict[str, str]:
+    """The daemon's environment for a hook or classifier child: the project dir set, any
+    inherited trace context removed, and `traceparent` added when given."""
+    env = dict(os.environ)
+    env.pop("TRACEPARENT", None)
+    env.pop("TRACESTATE", None)
+    env["CLAUDE_PROJECT_DIR"] = env["ROBOTA_PROJECT_DIR"] = os.fspath(cwd)
+    if traceparent:
+        env["TRACEPARENT"] = traceparent
+    return env

@@ -1,0 +1,215 @@
+"""The one session-log vocabulary: every event name and the shape of its payload.
+
+Writer (`SessionLogger.log`) and reader (`decode_log`) both use `PAYLOADS`; an event that is not
+in it can be neither written nor read (G-149), and a test scans the storage sources so no event
+name appears on only one side.
+
+Payload shapes name the members each event must carry (typed, checked on write and on read).
+Payloads may carry further members; they are kept verbatim, never dropped. Messages inside
+payloads are full `Message` objects, so `history_mutation` entries rebuild history (G-145).
+
+``history_mutation`` operations:
+
+- ``append``: `messages` are appended to history;
+- ``replace``: history becomes exactly `messages` (compaction, fork);
+- ``set``: the one message in `messages` replaces history entry `index` (e.g. an interrupted
+  partial marked, a result rewritten).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from msgspec import UNSET, Struct, UnsetType
+
+from protocol.shapes import Message, ToolCall, Usage
+
+__all__ = [
+    "LOG_EVENTS",
+    "LOG_SCHEMA_VERSION",
+    "PAYLOADS",
+    "LogEventName",
+]
+
+#: Version of the log line envelope and payload shapes.
+LOG_SCHEMA_VERSION = 1
+
+LogEventName = Literal[
+    "session_start",
+    "session_end",
+    "turn_started",
+    "turn_completed",
+    "user_message",
+    "provider_request",
+    "provider_response",
+    "text_delta",
+    "tool_call",
+    "permission_decision",
+    "tool_result",
+    "approval_requested",
+    "approval_resolved",
+    "history_mutation",
+    "context_update",
+    "context_compact",
+    "turn_aborted",
+    "turn_failed",
+    "hook_failure",
+    "execution_abandoned",
+]
+
+#: Every event name, in declaration order.
+LOG_EVENTS: tuple[str, ...] = get_args(LogEventName)
+
+
+class _Payload(Struct, rename="camel"):
+    """Base of payload shapes: declared members typed, further members allowed."""
+
+
+class SessionStart(_Payload):
+    source: Literal["startup", "resume", "fork", "import"]
+    cwd: str
+
+
+class SessionEnd(_Payload):
+    reason: str | UnsetType = UNSET
+
+
+class TurnStarted(_Payload):
+    turn_id: str
+
+
+class TurnCompleted(_Payload):
+    turn_id: str
+    status: Literal["completed", "waiting"]
+
+
+class UserMessage(_Payload):
+    message: Message
+
+
+class ProviderRequest(_Payload):
+    """What was sent to the model: the full request (messages, tools, tool choice)."""
+
+    request_id: str
+    provider: str
+    model: str
+    request: dict[str, Any]
+
+
+class NormalizedResponse(_Payload):
+    text: str
+    tool_calls: list[ToolCall]
+    usage: Usage | UnsetType | None = UNSET
+    stop_reason: str | UnsetType | None = UNSET
+
+
+class ProviderResponse(_Payload):
+    """What came back: the vendor-native final payload, the raw stream payload, and our
+    normalised reading of it (G-144). A failed call carries `error` and no `normalized`."""
+
+    request_id: str
+    native_raw: Any = UNSET
+    raw: Any = UNSET
+    normalized: NormalizedResponse | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+
+
+class TextDelta(_Payload):
+    text: str
+    request_id: str | UnsetType = UNSET
+
+
+class ToolCallEvent(_Payload):
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class PermissionDecision(_Payload):
+    call_id: str
+    tool: str
+    decision: Literal["allow", "ask", "deny"]
+    reason: str | UnsetType = UNSET
+
+
+class ToolResult(_Payload):
+    call_id: str
+    tool: str
+    ok: bool
+    content: str | None
+
+
+class ApprovalRequested(_Payload):
+    execution_id: str
+    requests: list[dict[str, Any]]
+
+
+class ApprovalResolved(_Payload):
+    execution_id: str
+    request_id: str
+    approved: bool
+
+
+class HistoryMutation(_Payload):
+    op: Literal["append", "replace", "set"]
+    messages: list[Message]
+    index: int | UnsetType = UNSET
+
+
+class ContextUpdate(_Payload):
+    phase: Literal["estimated", "exact"]
+    used_tokens: int
+    max_tokens: int
+
+
+class ContextCompact(_Payload):
+    trigger: Literal["manual", "auto"]
+    phase: Literal["started", "completed", "failed", "aborted"]
+
+
+class TurnAborted(_Payload):
+    turn_id: str
+
+
+class TurnFailed(_Payload):
+    turn_id: str
+    error: str
+
+
+class HookFailure(_Payload):
+    event: str
+    reason: str
+
+
+class ExecutionAbandoned(_Payload):
+    """`call_ids` are the tool calls the abandonment closed as failed."""
+
+    execution_id: str
+    call_ids: list[str]
+
+
+#: The payload shape of every event; its keys are exactly `LOG_EVENTS`.
+PAYLOADS: dict[str, type[_Payload]] = {
+    "session_start": SessionStart,
+    "session_end": SessionEnd,
+    "turn_started": TurnStarted,
+    "turn_completed": TurnCompleted,
+    "user_message": UserMessage,
+    "provider_request": ProviderRequest,
+    "provider_response": ProviderResponse,
+    "text_delta": TextDelta,
+    "tool_call": ToolCallEvent,
+    "permission_decision": PermissionDecision,
+    "tool_result": ToolResult,
+    "approval_requested": ApprovalRequested,
+    "approval_resolved": ApprovalResolved,
+    "history_mutation": HistoryMutation,
+    "context_update": ContextUpdate,
+    "context_compact": ContextCompact,
+    "turn_aborted": TurnAborted,
+    "turn_failed": TurnFailed,
+    "hook_failure": HookFailure,
+    "execution_abandoned": ExecutionAbandoned,
+}
+
+assert tuple(PAYLOADS) == LOG_EVENTS, "PAYLOADS must cover the vocabulary exactly"

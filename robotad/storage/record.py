@@ -1,0 +1,270 @@
+"""The persisted session record and its total codec ("decoded, never cast").
+
+On disk a record is wrapped in the envelope ``{"schemaVersion": 1, "record": {...}}``; the export
+artifact carries the same `SCHEMA_VERSION` (G-022). The record itself has no version member, so
+a ``schemaVersion`` key inside it is an unknown member and the record is corrupt (G-021).
+
+`decode_record` has exactly three outcomes (G-020):
+
+- `Valid` — every member checked: declared objects refuse unknown members (G-017), timestamps
+  typed as dates are revived as UTC datetimes (G-015), ``createdAt``/``updatedAt`` keep their
+  exact string but must parse as an instant (G-016), open maps (``metadata``, tool arguments…)
+  take any key and hold plain JSON values only, so a date-like string stays a string (G-018/19);
+- `Corrupt` — every failing location, not just the first (G-013/G-014); null, empty or
+  non-JSON input is corrupt;
+- `Unsupported` — the version is read first, and a version this build does not implement is
+  reported with no field issues at all (G-023).
+
+"Missing" is not an outcome of a value; only a store that found no file says it.
+
+The codec is lossless (G-025): optional members are `UNSET` when absent and stay absent when
+re-encoded; nothing is defaulted in. It reads no field for its meaning (G-216).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from protocol.shapes import Message, PermissionMode, UtcDatetime
+from protocol.validate import Issue, ValidationFailed, convert, issue_from_error, join_path
+
+from .ids import SESSION_ID_PATTERN
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Corrupt",
+    "DecodeOutcome",
+    "ForkedFrom",
+    "HistoryEntry",
+    "Permissions",
+    "RecordEnvelope",
+    "SessionRecord",
+    "SessionSettings",
+    "StoredToolSchema",
+    "Unsupported",
+    "Valid",
+    "check_record",
+    "decode_record",
+    "encode_record",
+    "instant_issues",
+    "is_instant",
+]
+
+#: The one version number of the store envelope and the export artifact.
+SCHEMA_VERSION = 1
+
+SessionId = Annotated[str, Meta(pattern=SESSION_ID_PATTERN)]
+#: `0 < threshold <= 1`, or ``false`` to disable automatic compaction.
+CompactThreshold = Annotated[float, Meta(gt=0.0, le=1.0)] | Literal[False]
+
+
+class _Record(Struct, rename="camel", forbid_unknown_fields=True):
+    """Base of every declared record object: camelCase members, unknown members refused."""
+
+
+class HistoryEntry(_Record):
+    """One entry of the session's audit history (events beside the chat messages)."""
+
+    id: str
+    type: str
+    timestamp: UtcDatetime
+    data: dict[str, Any] | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        if self.timestamp.utcoffset() != timedelta(0):
+            self.timestamp = self.timestamp.astimezone(UTC)
+
+
+class StoredToolSchema(_Record):
+    """What the model was told about one tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class Permissions(_Record):
+    """Permission rules as patterns (PROTOCOL.md §4)."""
+
+    allow: list[str]
+    ask: list[str]
+    deny: list[str]
+
+
+class SessionSettings(_Record):
+    """How the session was configured; `script` holds a scripted provider's remaining steps."""
+
+    provider: str
+    model: str
+    permission_mode: PermissionMode
+    permissions: Permissions
+    auto_compact_threshold: CompactThreshold
+    context_window: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
+    idle_timeout_ms: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
+    script: list[dict[str, Any]] | UnsetType = UNSET
+
+
+class ForkedFrom(_Record):
+    """The session and message a fork was taken from."""
+
+    session_id: str
+    message_id: str
+
+
+class SessionRecord(_Record):
+    """Everything a session needs to resume. `created_at`/`updated_at` are ISO-8601 instants
+    kept as the exact strings written. `metadata` is an open map of plain JSON values that is
+    never read as settings or commands (G-012). `omitted_prompt` marks a self-paced loop whose
+    prompt was omitted; absence means an explicit or legacy instruction."""
+
+    id: SessionId
+    cwd: str
+    created_at: str
+    updated_at: str
+    messages: list[Message]
+    history: list[HistoryEntry]
+    system_prompt: str | None
+    tool_schemas: list[StoredToolSchema]
+    settings: SessionSettings
+    turn_count: Annotated[int, Meta(ge=0)]
+    metadata: dict[str, Any]
+    name: str | UnsetType = UNSET
+    title: str | UnsetType = UNSET
+    forked_from: ForkedFrom | UnsetType = UNSET
+    omitted_prompt: bool | UnsetType = UNSET
+
+
+class RecordEnvelope(Struct, rename="camel", forbid_unknown_fields=True):
+    """The stored file: ``{schemaVersion, record}``."""
+
+    schema_version: int
+    record: SessionRecord
+
+
+# -- outcomes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Valid:
+    """A record every member of which was checked."""
+
+    envelope: RecordEnvelope
+
+    @property
+    def record(self) -> SessionRecord:
+        return self.envelope.record
+
+
+@dataclass(frozen=True, slots=True)
+class Corrupt:
+    """Every failing location, each ``{path, message}``; never empty."""
+
+    issues: list[Issue]
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """A schemaVersion this build does not implement (reported without field issues)."""
+
+    schema_version: int
+
+
+DecodeOutcome = Valid | Corrupt | Unsupported
+
+_INSTANT = Annotated[datetime, Meta(tz=True)]
+_envelope_decoder = msgspec.json.Decoder(RecordEnvelope)
+_encoder = msgspec.json.Encoder()
+
+
+# -- codec ----------------------------------------------------------------------------------
+
+
+def encode_record(record: SessionRecord) -> bytes:
+    """The stored bytes of `record`: the envelope at the current `SCHEMA_VERSION`."""
+    return _encoder.encode(RecordEnvelope(SCHEMA_VERSION, record))
+
+
+def decode_record(data: bytes | None) -> DecodeOutcome:
+    """Decode stored bytes totally: `Valid`, `Corrupt` (every issue) or `Unsupported`.
+
+    Never raises for any input. The fast path is one msgspec decode; only a rejected input is
+    parsed again to locate every issue.
+    """
+    if data is None or not data.strip():
+        return Corrupt([{"path": "$", "message": "empty record"}])
+    try:
+        envelope = _envelope_decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        return _slow_decode(data, exc)
+    if envelope.schema_version != SCHEMA_VERSION:
+        return Unsupported(envelope.schema_version)
+    issues = instant_issues(envelope.record, "$.record")
+    return Corrupt(issues) if issues else Valid(envelope)
+
+
+def _slow_decode(data: bytes, error: msgspec.MsgspecError) -> DecodeOutcome:
+    try:
+        parsed = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        return Corrupt([{"path": "$", "message": f"invalid JSON: {exc}"}])
+    if isinstance(parsed, dict):
+        version = parsed.get("schemaVersion")
+        if type(version) is int and version != SCHEMA_VERSION:
+            return Unsupported(version)  # version first: no field issues of another shape
+    try:
+        convert(parsed, RecordEnvelope)
+        issues: list[Issue] = []
+    except ValidationFailed as exc:
+        issues = exc.issues
+    if isinstance(parsed, dict) and isinstance(parsed.get("record"), dict):
+        issues += _raw_instant_issues(parsed["record"], "$.record", issues)
+    return Corrupt(issues or [issue_from_error(error)])
+
+
+def check_record(obj: Any, root: str) -> SessionRecord | list[Issue]:
+    """Decode a record given as builtins (e.g. inside an artifact) with the same decoder the
+    store uses; issues are located under `root` (``$.artifact.record`` → ``…record.cwd``)."""
+    try:
+        record = convert(obj, SessionRecord)
+    except ValidationFailed as exc:
+        issues = _rooted(exc.issues, root)
+        if isinstance(obj, dict):
+            issues += _raw_instant_issues(obj, root, issues)
+        return issues
+    return instant_issues(record, root) or record
+
+
+def _rooted(issues: list[Issue], root: str) -> list[Issue]:
+    return [{"path": root + issue["path"][1:], "message": issue["message"]} for issue in issues]
+
+
+def instant_issues(record: SessionRecord, root: str) -> list[Issue]:
+    """Issues for ``createdAt``/``updatedAt`` strings that do not parse as instants."""
+    return _raw_instant_issues(
+        {"createdAt": record.created_at, "updatedAt": record.updated_at}, root, []
+    )
+
+
+def _raw_instant_issues(obj: dict[str, Any], root: str, known: list[Issue]) -> list[Issue]:
+    seen = {issue["path"] for issue in known}
+    issues: list[Issue] = []
+    for member in ("createdAt", "updatedAt"):
+        value = obj.get(member)
+        path = join_path(root, member)
+        if isinstance(value, str) and path not in seen and not is_instant(value):
+            issues.append({"path": path, "message": "expected an ISO-8601 instant with timezone"})
+    return issues
+
+
+def is_instant(text: str) -> bool:
+    """Whether `text` is an ISO-8601 (RFC 3339) date-time with a timezone."""
+    try:
+        msgspec.convert(text, _INSTANT)
+    except msgspec.ValidationError:
+        return False
+    return True

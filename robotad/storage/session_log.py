@@ -1,0 +1,279 @@
+"""The session log: append-only JSONL written and read through explicit ports.
+
+Writing (`SessionLogger.log`): the payload is checked against its event's shape
+(`log_events.PAYLOADS`, so nothing is written that the reader would refuse), every sensitive key
+is redacted at any depth (G-152, by key only: G-220), oversized members go to sidecars
+(`sidecars.externalize`, G-153), and the line is wrapped in the logger-owned envelope
+``{schemaVersion, timestamp, sessionId, event, data}``: the payload lives under ``data`` and can
+never override an envelope member, whatever names it uses (G-147). Lines are only appended
+(G-146). Streamed text goes to the log as ``text_delta`` events (G-148).
+
+Reading (`decode_log`) is total and fails closed (G-150): each line's version is read first,
+then its envelope, its sidecars (resolved and verified) and its payload; one bad line fails the
+whole decode with `LogDecodeError` listing every bad line by number. `decode_lines` is the same
+work reporting problems instead of raising (used by ``session/log``). A missing log is an empty
+log; an unreadable one raises `OSError`.
+
+The ports: a `LogSink` appends a line and stores a sidecar; a `LogSource` reads the whole log
+and one sidecar. `log_files.FileLogSink`/`FileLogSource` are the file-system adapters; nothing
+here turns a path into file access on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol, TypedDict
+
+import msgspec
+from msgspec import Struct
+
+from protocol.shapes import UtcDatetime, utc_now
+from protocol.validate import ValidationFailed, convert
+
+from .log_events import LOG_SCHEMA_VERSION, PAYLOADS, LogEventName
+from .scrub import scrub_sensitive_keys
+from .sidecars import (
+    DEFAULT_BYTE_BUDGET,
+    DEFAULT_DEPTH_LIMIT,
+    DEFAULT_SPILL_LIMIT,
+    PayloadSource,
+    SidecarError,
+    contains_reference,
+    externalize,
+    resolve,
+)
+
+__all__ = [
+    "LogDecodeError",
+    "LogEntry",
+    "LogProblem",
+    "LogSink",
+    "LogSource",
+    "NullSessionLogger",
+    "SessionLogger",
+    "decode_lines",
+    "decode_log",
+]
+
+
+class LogSink(Protocol):
+    """Where a session log is written."""
+
+    def append(self, line: bytes) -> None:
+        """Append one complete line (without its newline)."""
+        ...
+
+    def put_payload(self, content: bytes, sha256: str) -> str:
+        """Store a sidecar exclusively (an existing one is identical); return its name."""
+        ...
+
+
+class LogSource(PayloadSource, Protocol):
+    """Where a session log is read from."""
+
+    def read(self) -> bytes | None:
+        """The whole log, or None when there is none. Other failures raise `OSError`."""
+        ...
+
+
+class LogEntry(Struct, rename="camel", forbid_unknown_fields=True):
+    """One decoded line; `data` is the payload with sidecars resolved."""
+
+    schema_version: int
+    timestamp: UtcDatetime
+    session_id: str
+    event: LogEventName
+    data: dict[str, Any]
+
+
+class LogProblem(TypedDict, total=False):
+    """One bad line (or replay gap): ``{line?, event?, message}`` (PROTOCOL.md §5)."""
+
+    line: int
+    event: str
+    message: str
+
+
+class LogDecodeError(Exception):
+    """A log that does not decode completely; `problems` lists every bad line."""
+
+    def __init__(self, problems: list[LogProblem]) -> None:
+        self.problems = problems
+        first = problems[0] if problems else LogProblem(message="undecodable log")
+        where = f"line {first['line']}: " if "line" in first else ""
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"session log does not decode: {where}{first['message']}{more}")
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+class SessionLogger:
+    """Writes one session's events to a `LogSink`. Not a persistence barrier: a sink failure
+    propagates to the caller, who decides whether it matters."""
+
+    def __init__(
+        self,
+        session_id: str,
+        sink: LogSink,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        spill_limit: int = DEFAULT_SPILL_LIMIT,
+    ) -> None:
+        self._session_id = session_id
+        self._sink = sink
+        self._clock = clock
+        self._spill_limit = spill_limit
+        self._encoder = msgspec.json.Encoder()
+
+    def log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
+        """Write one event. `data` may hold Structs (messages…) and datetimes.
+
+        Raises `ValueError` for an event outside the vocabulary and `ValidationFailed` for a
+        payload its event's shape refuses (a programming error: the reader would refuse it).
+        """
+        shape = PAYLOADS.get(event)
+        if shape is None:
+            raise ValueError(f"unknown session-log event {event!r}")
+        payload = msgspec.to_builtins(data)
+        if not isinstance(payload, dict):
+            raise ValueError("a session-log payload must be an object")
+        convert(payload, shape)
+        safe = scrub_sensitive_keys(payload)
+        spilled = externalize(safe, self._sink.put_payload, limit=self._spill_limit)
+        line = self._encoder.encode(
+            {
+                "schemaVersion": LOG_SCHEMA_VERSION,
+                "timestamp": self._clock(),
+                "sessionId": self._session_id,
+                "event": event,
+                "data": spilled,
+            }
+        )
+        self._sink.append(line)
+
+
+class NullSessionLogger(SessionLogger):
+    """A logger that writes nothing (a session without a log)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
+        """Discard the event."""
+
+
+# -- reading --------------------------------------------------------------------------------
+
+_entry_decoder = msgspec.json.Decoder(LogEntry)
+
+
+def decode_log(
+    source: LogSource,
+    *,
+    resolve_sidecars: bool = True,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    byte_budget: int = DEFAULT_BYTE_BUDGET,
+) -> list[LogEntry]:
+    """Every entry of the log, or `LogDecodeError` if any line is bad (never a partial list).
+
+    A missing log decodes as ``[]``. With `resolve_sidecars` false, references stay in place
+    and a payload holding one is not shape-checked (replay then refuses it, G-162)."""
+    entries, problems = decode_lines(
+        source,
+        resolve_sidecars=resolve_sidecars,
+        depth_limit=depth_limit,
+        byte_budget=byte_budget,
+    )
+    if problems:
+        raise LogDecodeError(problems)
+    return [entry for _, entry in entries]
+
+
+def decode_lines(
+    source: LogSource,
+    *,
+    resolve_sidecars: bool = True,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    byte_budget: int = DEFAULT_BYTE_BUDGET,
+) -> tuple[list[tuple[int, LogEntry]], list[LogProblem]]:
+    """Decode every line independently: ``([(line number, entry)], [problem per bad line])``.
+
+    Line numbers start at 1. Only the final newline may end the file; any other empty line is
+    a problem. One sidecar resolution (depth limit, byte budget) per line."""
+    data = source.read()
+    if data is None:
+        return [], []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    entries: list[tuple[int, LogEntry]] = []
+    problems: list[LogProblem] = []
+    for number, line in enumerate(lines, start=1):
+        result = _decode_line(line, source if resolve_sidecars else None, depth_limit, byte_budget)
+        if isinstance(result, LogEntry):
+            entries.append((number, result))
+        else:
+            result["line"] = number
+            problems.append(result)
+    return entries, problems
+
+
+def _decode_line(
+    line: bytes, source: PayloadSource | None, depth_limit: int, byte_budget: int
+) -> LogEntry | LogProblem:
+    if not line.strip():
+        return LogProblem(message="empty line")
+    try:
+        entry = _entry_decoder.decode(line)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return _explain_bad_envelope(line)
+    if entry.schema_version != LOG_SCHEMA_VERSION:
+        return LogProblem(
+            event=entry.event, message=f"unsupported schema version {entry.schema_version}"
+        )
+    if source is not None:
+        try:
+            resolved = resolve(entry.data, source, depth_limit=depth_limit, byte_budget=byte_budget)
+        except SidecarError as exc:
+            return LogProblem(event=entry.event, message=f"sidecar refused ({exc.code}): {exc}")
+        entry.data = resolved
+    elif contains_reference(entry.data):
+        return entry  # unresolved on request: the payload cannot be checked, replay refuses it
+    try:
+        convert(entry.data, PAYLOADS[entry.event])
+    except ValidationFailed as exc:
+        return LogProblem(event=entry.event, message=_payload_message(exc))
+    return entry
+
+
+def _explain_bad_envelope(line: bytes) -> LogProblem:
+    """Why a line's envelope failed, version first (no field issues for another version)."""
+    try:
+        parsed = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        return LogProblem(message=f"not JSON: {exc}")
+    if not isinstance(parsed, dict):
+        return LogProblem(message="a log line must be a JSON object")
+    problem = LogProblem()
+    if isinstance(parsed.get("event"), str):
+        problem["event"] = parsed["event"]
+    version = parsed.get("schemaVersion")
+    if "schemaVersion" not in parsed:
+        problem["message"] = "missing schema version"
+    elif type(version) is not int:
+        problem["message"] = "schema version is not an integer"
+    elif version != LOG_SCHEMA_VERSION:
+        problem["message"] = f"unsupported schema version {version}"
+    else:
+        try:
+            convert(parsed, LogEntry)
+            problem["message"] = "malformed envelope"
+        except ValidationFailed as exc:
+            problem["message"] = "; ".join(f"{i['path']}: {i['message']}" for i in exc.issues)
+    return problem
+
+
+def _payload_message(exc: ValidationFailed) -> str:
+    return "; ".join(f"$.data{i['path'][1:]}: {i['message']}" for i in exc.issues)

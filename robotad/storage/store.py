@@ -1,0 +1,353 @@
+"""The file session store: ``<state>/sessions/<id>.json``, one envelope per session.
+
+The store decodes what it stores and nothing further (G-216): `load` answers `Valid`,
+`Missing`, `Corrupt` or `Unsupported`, and a non-valid outcome is never taken for "no record"
+on a write path: `save` and `update` refuse (`RecordCorrupt`/`RecordUnsupported`) rather than
+overwrite a file they cannot read (G-004), and `create` refuses any existing file (G-005).
+
+Writes are atomic and durable (`fsio.atomic_write`, G-007/G-008); files are 0600 and folders
+0700 whatever the umask (G-009). Session ids are validated before any path is built (G-156).
+A symlink or other non-regular file at a record path is never followed: it loads as `Corrupt`,
+so every write path refuses it too.
+
+Re-saving keeps what the session does not own (G-011): `save` refreshes only `SESSION_OWNED`
+members and keeps the stored `createdAt`, `name`, `title`, `forkedFrom`, `omittedPrompt` and
+`metadata` entries another writer put there. Such writers use `update`.
+
+Blocking I/O; async callers use ``trio.to_thread.run_sync``. One store object serialises its
+own writes with a lock; it assumes no other process writes the same folder concurrently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET
+
+from protocol.errors import (
+    Issue,
+    RecordCorrupt,
+    RecordUnsupported,
+    SessionExists,
+    SessionNotFound,
+)
+
+from . import fsio
+from .ids import is_safe_session_id, validate_session_id
+from .record import (
+    Corrupt,
+    ForkedFrom,
+    SessionRecord,
+    Unsupported,
+    Valid,
+    decode_record,
+    encode_record,
+)
+
+__all__ = [
+    "SESSION_OWNED",
+    "FileSessionStore",
+    "LoadOutcome",
+    "Missing",
+    "StoredSession",
+]
+
+#: The members a live session owns: every save replaces exactly these.
+SESSION_OWNED = (
+    "cwd",
+    "updated_at",
+    "messages",
+    "history",
+    "system_prompt",
+    "tool_schemas",
+    "settings",
+    "turn_count",
+)
+_PRESERVED_OPTIONAL = ("name", "title", "forked_from", "omitted_prompt")
+_SUFFIX = ".json"
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """No file exists for the id (the only outcome that means "no record")."""
+
+
+LoadOutcome = Valid | Missing | Corrupt | Unsupported
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One `list` row. For a damaged record the descriptive members are best effort
+    (empty strings and zero when the file does not say)."""
+
+    session_id: str
+    status: Literal["ok", "corrupt", "unsupported"]
+    cwd: str
+    created_at: str
+    updated_at: str
+    message_count: int
+    title: str | None = None
+    forked_from: ForkedFrom | None = None
+    schema_version: int | None = None
+    issues: list[Issue] = field(default_factory=list)
+
+
+class FileSessionStore:
+    """Session records under ``<state_dir>/sessions/``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._dir = Path(state_dir) / "sessions"
+        self._lock = threading.Lock()
+        self._listing: dict[str, tuple[tuple[int, ...], StoredSession]] = {}
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    def path_for(self, session_id: str) -> Path:
+        """The record file of a session (the id is validated first)."""
+        return self._dir / f"{validate_session_id(session_id)}{_SUFFIX}"
+
+    # -- reading --------------------------------------------------------------------------
+
+    def load(self, session_id: str) -> LoadOutcome:
+        """Decode the stored record of `session_id`; never modifies the file.
+
+        Raises `InvalidParams` for an unsafe id and `OSError` when the file cannot be read
+        (permissions, I/O) — a failure to read is neither missing nor corrupt.
+        """
+        path = self.path_for(session_id)
+        try:
+            data = fsio.read_regular(path)
+        except fsio.UnsafePath:
+            return Corrupt([{"path": "$", "message": "the record path is not a regular file"}])
+        if data is None:
+            return Missing()
+        return decode_record(data)
+
+    def exists(self, session_id: str) -> bool:
+        """Whether anything at all occupies the record path of `session_id`."""
+        return os.path.lexists(self.path_for(session_id))
+
+    def list(self) -> list[StoredSession]:
+        """Every stored record, newest ``updatedAt`` first; damaged ones listed with status
+        ``corrupt``/``unsupported``, never hidden (G-006). Temp files are skipped.
+
+        A record is fully decoded once; later listings reuse the result while the file's
+        inode, size and times are unchanged (every save renames a new inode into place).
+        """
+        try:
+            entries = list(os.scandir(self._dir))
+        except FileNotFoundError:
+            return []
+        rows: list[StoredSession] = []
+        seen: set[str] = set()
+        for entry in entries:
+            name = entry.name
+            session_id = name[: -len(_SUFFIX)]
+            if fsio.is_temp_name(name) or not name.endswith(_SUFFIX):
+                continue
+            if not is_safe_session_id(session_id):
+                continue
+            seen.add(session_id)
+            rows.append(self._row(session_id, entry))
+        for stale in self._listing.keys() - seen:
+            del self._listing[stale]
+        rows.sort(key=_newest_first)
+        return rows
+
+    def _row(self, session_id: str, entry: os.DirEntry[str]) -> StoredSession:
+        info = entry.stat(follow_symlinks=False)
+        key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+        cached = self._listing.get(session_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if not stat.S_ISREG(info.st_mode):
+            issues = [{"path": "$", "message": "the record path is not a regular file"}]
+            row = StoredSession(session_id, "corrupt", "", "", "", 0, issues=issues)
+        else:
+            try:
+                data = fsio.read_regular(Path(entry.path))
+            except fsio.UnsafePath:
+                data = b""
+            row = _summarise(session_id, data or b"")
+        self._listing[session_id] = (key, row)
+        return row
+
+    # -- writing --------------------------------------------------------------------------
+
+    def create(self, record: SessionRecord) -> SessionRecord:
+        """Store a new record; `SessionExists` when any file (valid or not) has its id (G-005).
+
+        The file appears atomically and exclusively: of two racing creates one wins."""
+        path = self.path_for(record.id)
+        with self._lock:
+            fsio.ensure_private_dir(self._dir)
+            if os.path.lexists(path) or not fsio.create_exclusive(path, encode_record(record)):
+                raise SessionExists(record.id)
+        return record
+
+    def save(self, record: SessionRecord) -> SessionRecord:
+        """Write the session-owned members of `record`, keeping everything else stored.
+
+        With no stored file the record is written as given. A stored record that is corrupt or
+        unsupported is refused (`RecordCorrupt`/`RecordUnsupported`) and left byte-identical.
+        Returns what was written.
+        """
+        path = self.path_for(record.id)
+        with self._lock:
+            current = self.load(record.id)
+            if isinstance(current, Valid):
+                record = _merge(current.record, record)
+            else:
+                _refuse_damaged(record.id, current)
+            fsio.ensure_private_dir(self._dir)
+            fsio.atomic_write(path, encode_record(record))
+        return record
+
+    def update(
+        self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
+    ) -> SessionRecord:
+        """Load, apply `change`, write the result as is (for fields a session does not own:
+        name, title, metadata…). `SessionNotFound` when missing; damaged records refused."""
+        path = self.path_for(session_id)
+        with self._lock:
+            current = self.load(session_id)
+            if isinstance(current, Missing):
+                raise SessionNotFound(session_id)
+            _refuse_damaged(session_id, current)
+            assert isinstance(current, Valid)
+            changed = change(current.record)
+            if changed.id != session_id:
+                raise ValueError("update must not change the record's id")
+            fsio.atomic_write(path, encode_record(changed))
+        return changed
+
+    def sweep_temp_files(self) -> int:
+        """Remove temp files a crashed writer left behind; return how many.
+
+        Only safe while no other process writes this folder (the daemon holds its single-
+        instance lock when it calls this at start-up)."""
+        removed = 0
+        with self._lock:
+            try:
+                names = os.listdir(self._dir)
+            except FileNotFoundError:
+                return 0
+            for name in names:
+                if fsio.is_temp_name(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self._dir / name)
+                        removed += 1
+        return removed
+
+    def delete(self, session_id: str) -> bool:
+        """Remove the record file (valid or not); False when there was none."""
+        path = self.path_for(session_id)
+        with self._lock:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            fsio.fsync_dir(self._dir)
+            self._listing.pop(session_id, None)
+        return True
+
+
+def _refuse_damaged(session_id: str, outcome: LoadOutcome) -> None:
+    if isinstance(outcome, Corrupt):
+        raise RecordCorrupt(session_id, outcome.issues)
+    if isinstance(outcome, Unsupported):
+        raise RecordUnsupported(session_id, outcome.schema_version)
+
+
+def _merge(stored: SessionRecord, fresh: SessionRecord) -> SessionRecord:
+    """`fresh`'s session-owned members over `stored`; stored non-owned members win, and
+    `fresh` fills only the ones the stored record lacks."""
+    owned: dict[str, Any] = {name: getattr(fresh, name) for name in SESSION_OWNED}
+    for name in _PRESERVED_OPTIONAL:
+        if getattr(stored, name) is UNSET:
+            owned[name] = getattr(fresh, name)
+    owned["metadata"] = {**fresh.metadata, **stored.metadata}
+    return msgspec.structs.replace(stored, **owned)
+
+
+class _Summary(msgspec.Struct):
+    """The few members `list` shows, read leniently from a damaged record."""
+
+    cwd: Any = None
+    created_at: Any = msgspec.field(default=None, name="createdAt")
+    updated_at: Any = msgspec.field(default=None, name="updatedAt")
+    messages: Any = None
+    title: Any = None
+
+
+def _summarise(session_id: str, data: bytes) -> StoredSession:
+    outcome = decode_record(data)
+    if isinstance(outcome, Valid):
+        record = outcome.record
+        return StoredSession(
+            session_id,
+            "ok",
+            record.cwd,
+            record.created_at,
+            record.updated_at,
+            len(record.messages),
+            None if record.title is UNSET else record.title,
+            None if record.forked_from is UNSET else record.forked_from,
+            outcome.envelope.schema_version,
+        )
+    summary = _lenient_summary(data)
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    count = len(summary.messages) if isinstance(summary.messages, list) else 0
+    title = summary.title if isinstance(summary.title, str) else None
+    if isinstance(outcome, Unsupported):
+        status: Literal["corrupt", "unsupported"] = "unsupported"
+        version: int | None = outcome.schema_version
+        issues: list[Issue] = []
+    else:
+        status, version, issues = "corrupt", None, outcome.issues
+    return StoredSession(
+        session_id,
+        status,
+        text(summary.cwd),
+        text(summary.created_at),
+        text(summary.updated_at),
+        count,
+        title,
+        None,
+        version,
+        issues,
+    )
+
+
+class _LenientEnvelope(msgspec.Struct):
+    record: Any = None
+
+
+def _lenient_summary(data: bytes) -> _Summary:
+    try:
+        record = msgspec.json.decode(data, type=_LenientEnvelope).record
+        return msgspec.convert(record, _Summary) if isinstance(record, dict) else _Summary()
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _Summary()
+
+
+def _newest_first(row: StoredSession) -> tuple[int, float, str]:
+    try:
+        when = datetime.fromisoformat(row.updated_at.replace("Z", "+00:00")).timestamp()
+        return (0, -when, row.session_id)
+    except ValueError:
+        return (1, 0.0, row.session_id)

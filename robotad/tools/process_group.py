@@ -1,0 +1,135 @@
+"""Ending a command's whole process tree: the command, its children and their children.
+
+A command is started as the leader of a new session and process group
+(``start_new_session=True``), so everything it forks stays in that group unless it detaches on
+purpose. `terminate_process_tree` asks the group and every descendant still traceable through
+its parent links to stop (SIGTERM), waits up to a grace period for them to go, kills what
+remains (SIGKILL), and reaps the leader.
+
+On Linux, liveness is read from ``/proc`` so that an exited process nobody has reaped yet (a
+zombie, common when the daemon's init does not reap orphans) does not count as running and
+hold the call for the whole grace period. Elsewhere it falls back to probing the group with
+signal 0. A process that left the group *and* lost its parent link (``setsid`` and a dead
+parent) cannot be found by anyone and is out of reach, as intended for a deliberately detached
+job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import trio
+
+__all__ = ["KILL_GRACE_S", "terminate_process_tree"]
+
+KILL_GRACE_S = 2.0
+"""How long stopped processes get between SIGTERM and SIGKILL."""
+
+_POLL_INTERVAL_S = 0.02
+
+
+async def terminate_process_tree(process: trio.Process, *, grace: float = KILL_GRACE_S) -> None:
+    """Stop `process` (a group leader), its process group and its descendants, then reap it.
+
+    Idempotent, and cheap when everything has already exited. Call it inside a shielded cancel
+    scope when the caller is being cancelled: it waits at most about twice `grace` (once for
+    SIGTERM to work, once for SIGKILL to finish) and returns only once `process` itself has
+    been reaped.
+    """
+    group = process.pid
+    known = _tree(group, process)
+    if known:
+        _signal_all(known, group, signal.SIGTERM)
+        with trio.move_on_after(grace):
+            while known:
+                await trio.sleep(_POLL_INTERVAL_S)
+                process.poll()
+                known = {pid for pid in known | _tree(group, process) if _is_running(pid)}
+        known = {pid for pid in known | _tree(group, process) if _is_running(pid)}
+        if known:
+            _signal_all(known, group, signal.SIGKILL)
+            # SIGKILL cannot be refused, but dying takes a moment; return once it is done.
+            with trio.move_on_after(grace):
+                while known:
+                    await trio.sleep(_POLL_INTERVAL_S)
+                    process.poll()
+                    known = {pid for pid in known if _is_running(pid)}
+    await process.wait()
+
+
+def _tree(group: int, process: trio.Process) -> set[int]:
+    """Running members of `group`, plus running descendants of `process` while it lives."""
+    table = _process_table()
+    if table is None:
+        try:
+            os.killpg(group, 0)
+        except OSError:
+            return set()
+        return {group}
+    running = {pid for pid, (_, pgrp, state) in table.items() if pgrp == group and state != "Z"}
+    if process.returncode is None:
+        parents = {process.pid}
+        while parents:
+            children = {
+                pid
+                for pid, (ppid, _, state) in table.items()
+                if ppid in parents and state != "Z" and pid not in running
+            }
+            running |= children
+            parents = children
+    return running
+
+
+def _process_table() -> dict[int, tuple[int, int, str]] | None:
+    """``pid -> (ppid, pgrp, state)`` for every process, or None without a Linux ``/proc``."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    table: dict[int, tuple[int, int, str]] = {}
+    for name in entries:
+        if not name.isdigit():
+            continue
+        stat = _read_stat(int(name))
+        if stat is not None:
+            table[int(name)] = stat
+    return table if table else None
+
+
+def _read_stat(pid: int) -> tuple[int, int, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            raw = file.read()
+    except OSError:
+        return None
+    # The command name sits in parentheses and may itself hold ")" or spaces.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 3:
+        return None
+    state = fields[0].decode("ascii", "replace")
+    # A dead-but-unreaped (Z) or fully dead (X) process runs no more code.
+    return int(fields[1]), int(fields[2]), "Z" if state in ("Z", "X", "x") else state
+
+
+def _is_running(pid: int) -> bool:
+    if os.path.isdir("/proc/self"):
+        stat = _read_stat(pid)
+        return stat is not None and stat[2] != "Z"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_all(pids: set[int], group: int, signum: signal.Signals) -> None:
+    # The group signal also reaches members forked after the snapshot was taken.
+    with contextlib.suppress(OSError):
+        os.killpg(group, signum)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)

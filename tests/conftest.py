@@ -1,0 +1,39 @@
+"""Suite-wide isolation: no test reads or writes the real user's XDG folders or socket."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_xdg(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Point every XDG folder and robota override at a fresh private temp tree."""
+    home = tmp_path_factory.mktemp("home")
+    for name, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_RUNTIME_DIR", "run"),
+    ):
+        path = home / sub
+        path.mkdir(mode=0o700)
+        monkeypatch.setenv(name, str(path))
+    for name in (
+        "ROBOTA_SOCKET",
+        "ROBOTA_STATE_DIR",
+        "ROBOTA_CONFIG",
+        "NOTIFY_SOCKET",
+        "LISTEN_PID",
+        "LISTEN_FDS",
+        "WATCHDOG_USEC",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    yield home

@@ -1,0 +1,341 @@
+"""The Anthropic provider against a loopback server speaking the real Messages event stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import trio
+
+from protocol.shapes import Message, ToolCall, Usage
+from robotad.agent.provider import ModelRequest, NamedTool, ProviderError, ToolSchema
+from robotad.providers.anthropic import AnthropicProvider
+from robotad.providers.retry import RetryPolicy
+
+from .conftest import NO_RETRIES, QUICK_RETRIES, Recorder, Serve, refused_port, user_request
+from .fake_servers import Reply, anthropic_error, anthropic_stream, sse
+
+MakeProvider = Callable[..., AnthropicProvider]
+
+
+@pytest.fixture
+async def make_provider() -> AsyncIterator[MakeProvider]:
+    made: list[AnthropicProvider] = []
+
+    def make(
+        base_url: str,
+        *,
+        policy: RetryPolicy = QUICK_RETRIES,
+        api_key: str | None = "sk-ant-test",
+        max_tokens: int = 8192,
+    ) -> AnthropicProvider:
+        provider = AnthropicProvider(
+            name="claude",
+            model="claude-fake-1",
+            base_url=base_url,
+            api_key=api_key,
+            context_window=None,
+            max_tokens=max_tokens,
+            retry_policy=policy,
+        )
+        made.append(provider)
+        return provider
+
+    yield make
+    for provider in made:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+@pytest.mark.parametrize("coalesce", [True, False])
+async def test_text_streams_in_order_with_usage(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, framing: str, coalesce: bool
+) -> None:
+    events = anthropic_stream(
+        [{"text": ["Hel", "lo, ", "world"]}], input_tokens=40, output_tokens=9
+    )
+    server = await serve(Reply(events=events, framing=framing, coalesce=coalesce))
+    provider = make_provider(server.base_url)
+    assert provider.context_window == 200_000
+    with trio.fail_after(10):
+        reply = await provider.complete(user_request("greet"), recorder)
+    assert recorder.texts == ["Hel", "lo, ", "world"]
+    assert reply.text == "Hello, world"
+    assert reply.tool_calls == []
+    assert reply.stop_reason == "end_turn"
+    assert reply.usage == Usage(40, 9)
+    # message_start, block start, block stop, message_delta, message_stop (ping is dropped)
+    assert recorder.activity == 5
+    assert reply.raw is not None
+    assert reply.raw["content"] == [{"type": "text", "text": "Hello, world"}]
+    assert reply.raw["id"] == "msg_fake"
+    [request] = server.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["authorization"] == "Bearer sk-ant-test"
+    assert "anthropic-version" in request.headers
+    body = request.body
+    assert body["model"] == "claude-fake-1"
+    assert body["max_tokens"] == 8192
+    assert body["stream"] is True
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "greet"}]}]
+    assert "system" not in body
+    assert "tools" not in body
+
+
+async def test_tool_use_blocks_become_tool_calls(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    blocks = [
+        {"text": ["Checking."]},
+        {"tool_use": ("toolu_1", "Read", ['{"pa', 'th": ', '"a.txt"}'])},
+        {"tool_use": ("toolu_2", "Glob", ['{"pattern": "*.py"}'])},
+        {"tool_use": ("toolu_3", "Bash", ['{"command": '])},
+        {"tool_use": ("toolu_4", "Status", [])},
+    ]
+    events = anthropic_stream(blocks, stop_reason="tool_use")
+    server = await serve(Reply(events=events))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "Checking."
+    assert reply.stop_reason == "tool_use"
+    assert reply.tool_calls == [
+        ToolCall("toolu_1", "Read", {"path": "a.txt"}),
+        ToolCall("toolu_2", "Glob", {"pattern": "*.py"}),
+        ToolCall("toolu_3", "Bash", {}, raw_arguments='{"command": '),
+        ToolCall("toolu_4", "Status", {}),
+    ]
+    assert reply.raw is not None
+    raw_blocks = reply.raw["content"]
+    assert raw_blocks[1] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "Read",
+        "input": {"path": "a.txt"},
+    }
+    assert raw_blocks[3]["partial_json"] == '{"command": '
+
+
+async def test_history_system_and_tools_on_the_wire(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(Reply(events=anthropic_stream([{"text": ["ok"]}])))
+    call = ToolCall("toolu_1", "Read", {"path": "a"})
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    request = ModelRequest(
+        messages=[
+            Message.system("be brief"),
+            Message.user("read a"),
+            Message.assistant("reading", [call]),
+            Message.tool("toolu_1", "Read", "contents", ok=False),
+            Message.system("turn context"),
+            Message.user("and?"),
+        ],
+        tools=[ToolSchema("Read", "Read a file", schema)],
+        tool_choice="required",
+        effort="high",
+    )
+    with trio.fail_after(10):
+        await make_provider(server.base_url, max_tokens=1024).complete(request, recorder)
+    body = server.requests[0].body
+    assert body["system"] == "be brief\n\nturn context"
+    assert body["max_tokens"] == 1024
+    assert body["tools"] == [{"name": "Read", "description": "Read a file", "input_schema": schema}]
+    assert body["tool_choice"] == {"type": "any"}
+    assert body["output_config"] == {"effort": "high"}
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "read a"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "reading"},
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": "contents",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "and?"},
+            ],
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("required", {"type": "any"}),
+        (NamedTool("Read"), {"type": "tool", "name": "Read"}),
+    ],
+)
+async def test_tool_choice_on_the_wire(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, choice: object, wire: object
+) -> None:
+    server = await serve(Reply(events=anthropic_stream([{"text": ["ok"]}])))
+    request = ModelRequest(
+        messages=[Message.user("x")],
+        tools=[ToolSchema("Read", "", {"type": "object"})],
+        tool_choice=choice,  # type: ignore[arg-type]
+    )
+    with trio.fail_after(10):
+        await make_provider(server.base_url).complete(request, recorder)
+    assert server.requests[0].body["tool_choice"] == wire
+
+
+async def test_401_fails_at_once(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(anthropic_error(401, "invalid x-api-key", "authentication_error"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == "authentication failed (HTTP 401)"
+    assert caught.value.retryable is False
+    assert caught.value.status == 401
+    assert len(server.requests) == 1
+
+
+async def test_429_then_success_is_retried_with_retry_after_capped(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    limited = anthropic_error(429, "rate limited", "rate_limit_error")
+    limited.headers.append(("retry-after", "3600"))
+    server = await serve(limited, Reply(events=anthropic_stream([{"text": ["fine"]}])))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "fine"
+    assert len(server.requests) == 2
+
+
+async def test_overloaded_repeatedly_gives_up_after_max_retries(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(anthropic_error(529, "Overloaded", "overloaded_error"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert len(server.requests) == 3
+    assert caught.value.retryable is True
+    assert caught.value.status == 529
+    assert (
+        caught.value.reason == "server overloaded (HTTP 529): Overloaded (gave up after 3 attempts)"
+    )
+
+
+async def test_connection_refused_is_a_retryable_connection_failure(
+    make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    port = await refused_port()
+    provider = make_provider(f"http://127.0.0.1:{port}", policy=NO_RETRIES)
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await provider.complete(user_request(), recorder)
+    assert caught.value.reason == "connection failed (ConnectError)"
+    assert caught.value.retryable is True
+
+
+async def test_error_event_before_text_is_retried(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    broken = [*anthropic_stream([{"text": ["never"]}])[:2], sse(overloaded, "error")]
+    server = await serve(Reply(events=broken), Reply(events=anthropic_stream([{"text": ["ok"]}])))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "ok"
+    assert len(server.requests) == 2
+
+
+async def test_error_event_after_text_is_not_retried(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    broken = [*anthropic_stream([{"text": ["shown"]}])[:4], sse(overloaded, "error")]
+    server = await serve(Reply(events=broken))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == "stream error reported by the server: Overloaded"
+    assert caught.value.retryable is True
+    assert recorder.texts == ["shown"]
+    assert len(server.requests) == 1
+
+
+async def test_stream_without_message_stop_is_a_failure(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    events = anthropic_stream([{"text": ["cut"]}], stop=False)
+    server = await serve(Reply(events=events, framing="close"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == "stream ended before the reply was complete"
+
+
+async def test_cancellation_closes_the_http_stream(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    events = anthropic_stream([{"text": ["first", "second", "never"]}])
+    # message_start, ping, block start, two deltas — then silence
+    server = await serve(
+        Reply(events=events, stall_after=5), Reply(events=anthropic_stream([{"text": ["again"]}]))
+    )
+    provider = make_provider(server.base_url)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            cancel_scope = trio.CancelScope()
+
+            async def call() -> None:
+                with cancel_scope:
+                    await provider.complete(user_request(), recorder)
+
+            nursery.start_soon(call)
+            await server.stalled.wait()
+            cancel_scope.cancel()
+        await server.peer_closed.wait()
+        # The provider is still usable: the cancelled connection did not poison its pool.
+        again = await provider.complete(user_request(), Recorder())
+    assert again.text == "again"
+    assert recorder.texts[0] == "first"
+
+
+async def test_a_stalled_stream_is_left_to_the_caller_deadline(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    """The provider has no idle timeout of its own; the loop's trio deadline ends the call."""
+    server = await serve(Reply(events=anthropic_stream([{"text": ["tick"]}]), stall_after=4))
+    provider = make_provider(server.base_url)
+    with trio.fail_after(10):
+        with trio.move_on_after(0.2) as idle:
+            await provider.complete(user_request(), recorder)
+        await server.peer_closed.wait()
+    assert idle.cancelled_caught
+    assert recorder.texts == ["tick"]
+
+
+async def test_no_key_never_falls_back_to_the_environment(
+    serve: Serve,
+    make_provider: MakeProvider,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    server = await serve(Reply(events=anthropic_stream([{"text": ["ok"]}])))
+    with trio.fail_after(10):
+        await make_provider(server.base_url, api_key=None).complete(user_request(), recorder)
+    assert server.requests[0].headers["authorization"] == "Bearer no-key"
+
+
+def test_max_tokens_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        AnthropicProvider(
+            name="c",
+            model="claude-x",
+            base_url=None,
+            api_key="k",
+            context_window=None,
+            max_tokens=0,
+        )

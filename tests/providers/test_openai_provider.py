@@ -1,0 +1,393 @@
+"""The OpenAI provider against a loopback server speaking the real Chat Completions stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import httpx2
+import pytest
+import trio
+
+from protocol.shapes import Message, ToolCall, Usage
+from robotad.agent.provider import ModelRequest, NamedTool, ProviderError, ToolSchema
+from robotad.providers.openai import OpenAIProvider
+from robotad.providers.retry import RetryPolicy
+
+from .conftest import NO_RETRIES, QUICK_RETRIES, Recorder, Serve, refused_port, user_request
+from .fake_servers import Reply, openai_chunk, openai_error, openai_stream, sse
+
+USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
+
+MakeProvider = Callable[..., OpenAIProvider]
+
+
+@pytest.fixture
+async def make_provider() -> AsyncIterator[MakeProvider]:
+    made: list[OpenAIProvider] = []
+
+    def make(
+        base_url: str, *, policy: RetryPolicy = QUICK_RETRIES, api_key: str | None = "sk-test"
+    ) -> OpenAIProvider:
+        provider = OpenAIProvider(
+            name="oa",
+            model="gpt-4o-mini",
+            base_url=base_url,
+            api_key=api_key,
+            context_window=None,
+            retry_policy=policy,
+        )
+        made.append(provider)
+        return provider
+
+    yield make
+    for provider in made:
+        await provider.aclose()
+
+
+def _call_delta(index: int, *, call_id: str = "", name: str = "", args: str = "") -> dict:
+    function: dict[str, str] = {"arguments": args}
+    if name:
+        function["name"] = name
+    delta: dict = {"index": index, "function": function}
+    if call_id:
+        delta |= {"id": call_id, "type": "function"}
+    return delta
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+@pytest.mark.parametrize("coalesce", [True, False])
+async def test_text_streams_in_order_with_usage(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, framing: str, coalesce: bool
+) -> None:
+    events = openai_stream(["Hel", "lo, ", "wor", "ld"], usage=USAGE)
+    server = await serve(Reply(events=events, framing=framing, coalesce=coalesce))
+    provider = make_provider(server.base_url + "/v1")
+    with trio.fail_after(10):
+        reply = await provider.complete(user_request("greet"), recorder)
+    assert recorder.texts == ["Hel", "lo, ", "wor", "ld"]
+    assert reply.text == "Hello, world"
+    assert reply.tool_calls == []
+    assert reply.stop_reason == "stop"
+    assert reply.usage == Usage(31, 7, 38)
+    # role chunk, finish chunk and usage chunk are activity, not text
+    assert recorder.activity == 3
+    assert reply.raw is not None
+    assert reply.raw["choices"][0]["message"] == {"role": "assistant", "content": "Hello, world"}
+    assert reply.raw["usage"] == USAGE
+    [request] = server.requests
+    assert request.method == "POST"
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    body = request.body
+    assert body["model"] == "gpt-4o-mini"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [{"role": "user", "content": "greet"}]
+    assert "tools" not in body
+    assert "tool_choice" not in body
+
+
+async def test_parallel_tool_calls_assembled_by_index(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    tool_deltas = [
+        [_call_delta(0, call_id="call_a", name="Read", args="")],
+        [_call_delta(0, args='{"pa'), _call_delta(1, call_id="call_b", name="Glob", args='{"pat')],
+        [_call_delta(0, args='th": "a.txt"}')],
+        [_call_delta(1, args='tern": "*.py", "n": [1, 2]}')],
+        [_call_delta(2, call_id="call_c", name="Bash", args='{"command": "ls')],
+    ]
+    events = openai_stream(["Let me look."], tool_deltas=tool_deltas, finish_reason="tool_calls")
+    server = await serve(Reply(events=events))
+    provider = make_provider(server.base_url)
+    with trio.fail_after(10):
+        reply = await provider.complete(user_request(), recorder)
+    assert reply.text == "Let me look."
+    assert reply.stop_reason == "tool_calls"
+    assert reply.tool_calls == [
+        ToolCall("call_a", "Read", {"path": "a.txt"}),
+        ToolCall("call_b", "Glob", {"pattern": "*.py", "n": [1, 2]}),
+        ToolCall("call_c", "Bash", {}, raw_arguments='{"command": "ls'),
+    ]
+    assert reply.usage is None
+    assert reply.raw is not None
+    raw_calls = reply.raw["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["arguments"] for c in raw_calls] == [
+        '{"path": "a.txt"}',
+        '{"pattern": "*.py", "n": [1, 2]}',
+        '{"command": "ls',
+    ]
+
+
+async def test_arguments_that_are_json_but_not_an_object_are_kept_raw(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    tool_deltas = [[_call_delta(0, call_id="call_x", name="Read", args="[1, 2]")]]
+    events = openai_stream(tool_deltas=tool_deltas, finish_reason="tool_calls")
+    server = await serve(Reply(events=events))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.tool_calls == [ToolCall("call_x", "Read", {}, raw_arguments="[1, 2]")]
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", "auto"),
+        ("none", "none"),
+        ("required", "required"),
+        (NamedTool("Read"), {"type": "function", "function": {"name": "Read"}}),
+    ],
+)
+async def test_tools_and_tool_choice_on_the_wire(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, choice: object, wire: object
+) -> None:
+    server = await serve(Reply(events=openai_stream(["ok"])))
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    request = ModelRequest(
+        messages=[Message.system("be brief"), Message.user("read it")],
+        tools=[ToolSchema("Read", "Read a file", schema)],
+        tool_choice=choice,  # type: ignore[arg-type]
+        effort="low",
+    )
+    with trio.fail_after(10):
+        await make_provider(server.base_url).complete(request, recorder)
+    body = server.requests[0].body
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "Read", "description": "Read a file", "parameters": schema},
+        }
+    ]
+    assert body["tool_choice"] == wire
+    assert body["reasoning_effort"] == "low"
+    assert body["messages"][0] == {"role": "system", "content": "be brief"}
+
+
+async def test_401_fails_at_once(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(openai_error(401, "Incorrect API key provided", "invalid_api_key"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == "authentication failed (HTTP 401)"
+    assert caught.value.status == 401
+    assert caught.value.retryable is False
+    assert len(server.requests) == 1
+
+
+async def test_429_then_success_is_retried_with_retry_after_capped(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    limited = openai_error(429, "slow down", "rate_limit_exceeded")
+    # An hour-long Retry-After: only the policy's cap (10 ms) lets this finish in time.
+    limited.headers.append(("Retry-After", "3600"))
+    server = await serve(limited, Reply(events=openai_stream(["fine"])))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "fine"
+    assert len(server.requests) == 2
+    assert server.requests[1].headers["x-stainless-retry-count"] == "0"
+
+
+async def test_500_repeatedly_gives_up_after_max_retries(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(openai_error(500, "boom", "server_error"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert len(server.requests) == 3
+    assert caught.value.retryable is True
+    assert caught.value.status == 500
+    assert caught.value.reason == "server error (HTTP 500): boom (gave up after 3 attempts)"
+
+
+async def test_400_is_not_retried_and_keeps_the_server_message(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(openai_error(400, "maximum context length is 128000 tokens"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == (
+        "request rejected (HTTP 400): maximum context length is 128000 tokens"
+    )
+    assert caught.value.retryable is False
+    assert len(server.requests) == 1
+
+
+async def test_connection_refused_is_a_retryable_connection_failure(
+    make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    port = await refused_port()
+    provider = make_provider(f"http://127.0.0.1:{port}/v1", policy=NO_RETRIES)
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await provider.complete(user_request(), recorder)
+    assert caught.value.reason == "connection failed (ConnectError)"
+    assert caught.value.retryable is True
+    assert caught.value.status is None
+
+
+async def test_stream_cut_before_finish_is_a_failure(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    events = [openai_chunk({"role": "assistant", "content": ""}), openai_chunk({"content": "par"})]
+    server = await serve(Reply(events=events, framing="close"))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == "stream ended before the reply was complete"
+    # Text had been shown, so the retryable failure was not retried.
+    assert recorder.texts == ["par"]
+    assert len(server.requests) == 1
+
+
+async def test_stream_cut_before_any_text_is_retried(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    cut = Reply(events=[openai_chunk({"role": "assistant", "content": ""})], framing="close")
+    server = await serve(cut, Reply(events=openai_stream(["whole"])))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "whole"
+    assert recorder.texts == ["whole"]
+    assert len(server.requests) == 2
+
+
+async def test_error_payload_inside_the_stream(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    events = [
+        openai_chunk({"content": "half"}),
+        sse({"error": {"message": "model overloaded", "type": "server_error"}}),
+    ]
+    server = await serve(Reply(events=events))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert caught.value.reason == "stream error reported by the server: model overloaded"
+    assert len(server.requests) == 1
+
+
+async def test_cancellation_closes_the_http_stream(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    events = openai_stream(["first", "second", "never"])
+    server = await serve(
+        Reply(events=events, stall_after=3), Reply(events=openai_stream(["again"]))
+    )
+    provider = make_provider(server.base_url)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            cancel_scope = trio.CancelScope()
+
+            async def call() -> None:
+                with cancel_scope:
+                    await provider.complete(user_request(), recorder)
+
+            nursery.start_soon(call)
+            await server.stalled.wait()
+            cancel_scope.cancel()
+        await server.peer_closed.wait()
+        # The provider is still usable: the cancelled connection did not poison its pool.
+        again = await provider.complete(user_request(), Recorder())
+    assert again.text == "again"
+    assert recorder.texts == ["first", "second"]
+
+
+async def test_a_stalled_stream_is_left_to_the_caller_deadline(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    """The provider has no idle timeout of its own; the loop's trio deadline ends the call."""
+    server = await serve(Reply(events=openai_stream(["tick"]), stall_after=2))
+    provider = make_provider(server.base_url)
+    with trio.fail_after(10):
+        with trio.move_on_after(0.2) as idle:
+            await provider.complete(user_request(), recorder)
+        await server.peer_closed.wait()
+    assert idle.cancelled_caught
+    assert recorder.texts == ["tick"]
+
+
+async def test_aclose_is_idempotent_and_ends_the_provider(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    server = await serve(Reply(events=openai_stream(["x"])))
+    provider = make_provider(server.base_url)
+    await provider.aclose()
+    await provider.aclose()
+    with pytest.raises(ProviderError, match="closed"):
+        await provider.complete(user_request(), recorder)
+    assert server.requests == []
+
+
+async def test_no_key_sends_a_placeholder_not_the_environment(
+    serve: Serve,
+    make_provider: MakeProvider,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/nowhere")
+    server = await serve(Reply(events=openai_stream(["ok"])))
+    with trio.fail_after(10):
+        await make_provider(server.base_url, api_key=None).complete(user_request(), recorder)
+    assert server.requests[0].headers["authorization"] == "Bearer no-key"
+
+
+async def test_a_callers_http_client_is_used_and_closed_with_the_provider(
+    serve: Serve, recorder: Recorder
+) -> None:
+    server = await serve(Reply(events=openai_stream(["via own client"])))
+    client = httpx2.AsyncClient(headers={"x-robota-probe": "1"})
+    provider = OpenAIProvider(
+        name="oa",
+        model="gpt-4o",
+        base_url=server.base_url,
+        api_key="sk-test",
+        context_window=None,
+        max_retries=0,
+        http_client=client,
+    )
+    with trio.fail_after(10):
+        reply = await provider.complete(user_request(), recorder)
+    assert reply.text == "via own client"
+    assert server.requests[0].headers["x-robota-probe"] == "1"
+    await provider.aclose()
+    assert client.is_closed
+
+
+async def test_max_retries_zero_makes_one_attempt(serve: Serve, recorder: Recorder) -> None:
+    server = await serve(openai_error(503, "busy", "server_error"))
+    provider = OpenAIProvider(
+        name="oa",
+        model="gpt-4o",
+        base_url=server.base_url,
+        api_key="k",
+        context_window=None,
+        max_retries=0,
+    )
+    try:
+        with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+            await provider.complete(user_request(), recorder)
+    finally:
+        await provider.aclose()
+    assert caught.value.reason == "server error (HTTP 503): busy"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"request_timeout": 0.0}, "request_timeout"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"context_window": 0}, "context window"),
+    ],
+)
+def test_nonsense_settings_are_refused(kwargs: dict[str, object], match: str) -> None:
+    settings: dict[str, object] = {
+        "name": "oa",
+        "model": "gpt-4o",
+        "base_url": None,
+        "api_key": "k",
+        "context_window": None,
+    }
+    with pytest.raises(ValueError, match=match):
+        OpenAIProvider(**(settings | kwargs))  # type: ignore[arg-type]

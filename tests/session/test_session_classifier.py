@@ -1,0 +1,123 @@
+"""The auto-mode classifier port: the command classifier and the denial-streak gate."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from robotad.session.classifier import AutoModeGate, ClassifierVerdict, CommandClassifier
+
+LIMIT = 20
+
+
+def classifier_script(directory: Path, answer: str) -> str:
+    script = directory / "classify.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "record = {'stdin': json.load(sys.stdin), 'cwd': os.getcwd()}\n"
+        f"open({str(directory / 'seen.json')!r}, 'w').write(json.dumps(record))\n"
+        f"sys.stdout.write({answer!r})\n"
+    )
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+async def test_classifier_sees_only_the_call_in_the_session_cwd(tmp_path: Path) -> None:
+    """G-213, G-103: the classifier's input is exactly {session_id, cwd, tool_name, tool_input}
+    and it runs in the session's cwd."""
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    classifier = CommandClassifier(classifier_script(tmp_path, '{"decision": "allow"}'))
+    with trio.fail_after(LIMIT):
+        verdict = await classifier.classify(
+            session_id="s1", cwd=cwd, tool_name="Bash", tool_input={"command": "make"}
+        )
+    assert verdict == ClassifierVerdict("allow", "")
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["stdin"] == {
+        "session_id": "s1",
+        "cwd": str(cwd),
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+    }
+    assert seen["cwd"] == str(cwd)
+
+
+async def test_classifier_deny_carries_its_reason(tmp_path: Path) -> None:
+    """G-120: a classifier deny comes back with the classifier's reason."""
+    answer = '{"decision": "deny", "reason": "writes outside the project"}'
+    classifier = CommandClassifier(classifier_script(tmp_path, answer))
+    with trio.fail_after(LIMIT):
+        verdict = await classifier.classify(
+            session_id="s1", cwd=tmp_path, tool_name="Write", tool_input={"file_path": "/x"}
+        )
+    assert verdict == ClassifierVerdict("deny", "writes outside the project")
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("exit 3", "exited 3"),
+        ("echo not json", "malformed output"),
+        ('echo \'{"decision": "maybe"}\'', "malformed output"),
+        ("true", "malformed output"),
+        ("sleep 30", "timed out"),
+        ("/nonexistent/classifier", "exited 127"),
+    ],
+)
+async def test_classifier_failures_deny(tmp_path: Path, command: str, reason: str) -> None:
+    """G-120: whatever goes wrong with the classifier is a deny saying why."""
+    classifier = CommandClassifier(command, time_limit=0.3)
+    with trio.fail_after(LIMIT):
+        verdict = await classifier.classify(
+            session_id="s1", cwd=tmp_path, tool_name="Bash", tool_input={"command": "ls"}
+        )
+    assert verdict.decision == "deny"
+    assert reason in verdict.reason
+
+
+class ScriptedClassifier:
+    def __init__(self, answers: list[str]) -> None:
+        self.answers = answers
+        self.calls = 0
+
+    async def classify(
+        self, *, session_id: str, cwd: Path, tool_name: str, tool_input: Mapping[str, Any]
+    ) -> ClassifierVerdict:
+        answer = self.answers[self.calls]
+        self.calls += 1
+        return ClassifierVerdict("allow" if answer == "allow" else "deny", f"said {answer}")
+
+
+async def decide(gate: AutoModeGate) -> str:
+    decision = await gate.decide(
+        session_id="s1", cwd=Path("/w"), tool_name="Bash", tool_input={"command": "x"}
+    )
+    return decision.outcome
+
+
+async def test_three_denials_in_a_row_hand_the_next_call_to_a_person() -> None:
+    """G-123: after three classifier denials in a row the next call goes to a person, without
+    consulting the classifier; then the classifier gets the following calls again."""
+    classifier = ScriptedClassifier(["deny", "deny", "deny", "deny", "allow"])
+    gate = AutoModeGate(classifier)
+    assert [await decide(gate) for _ in range(3)] == ["deny"] * 3
+    assert await decide(gate) == "ask-person"
+    assert classifier.calls == 3
+    assert [await decide(gate) for _ in range(2)] == ["deny", "allow"]
+
+
+async def test_an_allow_resets_the_streak() -> None:
+    """G-123: the denials must be consecutive; an allow starts the count again."""
+    classifier = ScriptedClassifier(["deny", "deny", "allow", "deny", "deny", "deny"])
+    gate = AutoModeGate(classifier)
+    outcomes = [await decide(gate) for _ in range(6)]
+    assert outcomes == ["deny", "deny", "allow", "deny", "deny", "deny"]
+    assert gate.consecutive_denials == 3
+    assert await decide(gate) == "ask-person"

@@ -1,0 +1,120 @@
+"""Compound commands, critical removals and protected paths (what needs a person, G-122)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robotad.session.hazards import ProtectedPaths, is_critical_removal, split_compound
+
+CWD = "/work/proj"
+HOME = "/home/me"
+
+
+@pytest.mark.parametrize(
+    ("command", "parts"),
+    [
+        ("git status", ["git status"]),
+        ("git status && rm -rf /", ["git status", "rm -rf /"]),
+        ("a; b || c | d & e\nf", ["a", "b", "c", "d", "e", "f"]),
+        ("ls 2>&1 | grep x", ["ls 2>&1", "grep x"]),
+        ("cmd &> log", ["cmd &> log"]),
+        ("echo 'a; b' \"c && d\"", ["echo 'a; b' \"c && d\""]),
+        ("echo a\\;b", ["echo a\\;b"]),
+        ("echo '$(literal)'", ["echo '$(literal)'"]),
+        ("echo $(rm -rf /)", None),
+        ('echo "$(rm -rf /)"', None),
+        ("echo `id`", None),
+        ("diff <(ls a) <(ls b)", None),
+    ],
+)
+def test_split_compound(command: str, parts: list[str] | None) -> None:
+    """G-122: commands are cut at control operators outside quotes; substitution is opaque."""
+    assert split_compound(command) == parts
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /",
+        "rm -rf /*",
+        "rm -rf ~",
+        "rm -rf ~/",
+        "rm -rf ~/*",
+        "rm -rf .",
+        "rm -rf ./*",
+        "rm -rf *",
+        "rm -rf .*",
+        "rm -rf ..",
+        "rm -rf ../*",
+        "rm -rf /work/proj",
+        "rm -rf /work",
+        "rm -rf /etc",
+        'rm -rf "$HOME"',
+        "rm -rf ~other",
+        "sudo rm -rf --no-preserve-root /",
+        "/bin/rm -fr /usr",
+        "FOO=1 rm -r /var",
+        "ls && rm -rf ~",
+        "echo 'unbalanced",
+    ],
+)
+def test_critical_removals(command: str) -> None:
+    """G-122: rm of a broad target (root, home, cwd, an ancestor, a wildcard over one of them,
+    a variable) is a critical removal; unreadable quoting counts as one."""
+    assert is_critical_removal(command, CWD, HOME)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf build",
+        "rm -rf build/*",
+        "rm -f /work/proj/src/a.py",
+        "rm -- -odd-name",
+        "echo rm -rf /",
+        "git rm -r --cached .",
+        "ls -la /",
+    ],
+)
+def test_ordinary_removals_are_not_critical(command: str) -> None:
+    """G-122: narrow removals and commands merely mentioning rm are not critical."""
+    assert not is_critical_removal(command, CWD, HOME)
+
+
+def test_protected_paths() -> None:
+    """G-122: .git, shell start-up files, ~/.ssh and the config directory are protected."""
+    protected = ProtectedPaths.default(home=HOME, config_dir="/cfg/robota")
+    for path in (
+        "/work/proj/.git",
+        "/work/proj/.git/config",
+        "/work/proj/sub/.git/hooks/pre-commit",
+        "/home/me/.bashrc",
+        "/work/proj/.zshrc",
+        "/home/me/.ssh/authorized_keys",
+        "/cfg/robota/config.toml",
+    ):
+        assert protected.covers(path), path
+    for path in ("/work/proj/.gitignore", "/work/proj/.github/x", "/home/me/.sshx", "/cfg/r"):
+        assert not protected.covers(path), path
+
+
+def test_commands_touching_protected_paths() -> None:
+    """G-122: a command naming a protected path, even through a redirection, touches it."""
+    protected = ProtectedPaths.default(home=HOME, config_dir="/cfg/robota")
+    assert protected.touched_by("echo x >> ~/.bashrc", CWD)
+    assert protected.touched_by("cat .git/config", CWD)
+    assert protected.touched_by("cp key --target-directory=/home/me/.ssh", CWD)
+    assert protected.touched_by("echo 'open", CWD)
+    assert not protected.touched_by("git commit -m 'fix .git handling'", CWD)
+    assert not protected.touched_by("ls src", CWD)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_readers_never_raise(command: str) -> None:
+    """G-122: arbitrary command text is judged, never crashes the gate."""
+    split_compound(command)
+    is_critical_removal(command, CWD, HOME)
+    ProtectedPaths.default(home=HOME).touched_by(command, CWD)

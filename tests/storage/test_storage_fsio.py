@@ -1,0 +1,155 @@
+"""Durable owner-only file primitives and session-id validation (G-007…G-009, G-156)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import InvalidParams
+from robotad.storage import fsio
+from robotad.storage.ids import is_safe_session_id, validate_session_id
+
+
+def test_atomic_write_is_temp_fsync_rename_fsync_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G-008: the data is fsynced in a same-folder temp file, renamed over the target, and
+    the folder fsynced after the rename."""
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        calls.append(("fsync", target))
+        real_fsync(fd)
+
+    def rename(src: str | Path, dst: str | Path) -> None:
+        assert Path(src).parent == Path(dst).parent
+        calls.append(("rename", str(dst)))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    target = tmp_path / "r.json"
+    fsio.atomic_write(target, b"new")
+    kinds = [kind for kind, _ in calls]
+    assert kinds == ["fsync", "rename", "fsync"]
+    assert calls[0][1].startswith(str(tmp_path / ".r.json."))
+    assert calls[2][1] == str(tmp_path)
+    assert target.read_bytes() == b"new"
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G-007: a failure at any step keeps the previous bytes and cleans up."""
+    target = tmp_path / "r.json"
+    fsio.atomic_write(target, b"old")
+
+    def broken(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    for step in ("fsync", "rename"):
+        with monkeypatch.context() as patch:
+            patch.setattr(os, step, broken)
+            with pytest.raises(OSError, match="No space"):
+                fsio.atomic_write(target, b"new" * 1000)
+        assert target.read_bytes() == b"old"
+        assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_files_and_folders_are_owner_only_under_any_umask(tmp_path: Path) -> None:
+    """G-009: modes are set explicitly, never left to the umask (strict or lax)."""
+    for mask in (0o000, 0o077, 0o277):
+        previous = os.umask(mask)
+        try:
+            folder = fsio.ensure_private_dir(tmp_path / f"m{mask:o}" / "deep")
+            fsio.atomic_write(folder / "a", b"x")
+            fsio.append_line(folder / "b", b"x")
+            fsio.create_exclusive(folder / "c", b"x")
+        finally:
+            os.umask(previous)
+        for path in (folder, folder.parent):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o700
+        for name in ("a", "b", "c"):
+            assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+
+
+def test_symlinks_are_never_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    with pytest.raises(fsio.UnsafePath):
+        fsio.read_regular(link)
+    with pytest.raises(OSError):  # noqa: PT011 - O_NOFOLLOW refuses the append
+        fsio.append_line(link, b"evil")
+    with pytest.raises(fsio.UnsafePath):
+        fsio.ensure_private_dir(link)
+    assert fsio.create_exclusive(link, b"evil") is False
+    fsio.atomic_write(link, b"replaced")
+    assert not link.is_symlink()
+    assert victim.read_bytes() == b"precious"
+
+
+def test_non_regular_files_are_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(fsio.UnsafePath):
+        fsio.read_regular(fifo)
+    with pytest.raises(fsio.UnsafePath):
+        fsio.read_regular(tmp_path)
+    assert fsio.read_regular(tmp_path / "absent") is None
+
+
+def test_append_after_a_torn_line_keeps_the_new_line_whole(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"whole": 1}\n{"torn')
+    fsio.append_line(path, b'{"next": 2}')
+    assert path.read_bytes().splitlines() == [b'{"whole": 1}', b'{"torn', b'{"next": 2}']
+
+
+def test_create_exclusive_never_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "c"
+    assert fsio.create_exclusive(path, b"first") is True
+    assert fsio.create_exclusive(path, b"second") is False
+    assert path.read_bytes() == b"first"
+    assert os.listdir(tmp_path) == ["c"]
+
+
+@pytest.mark.parametrize("good", ["a", "A9", "s-1", "session.v2_x", "0" * 128, "a..b", "a.", "x-"])
+def test_safe_ids(good: str) -> None:
+    assert is_safe_session_id(good)
+    assert validate_session_id(good) == good
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", ".", "..", "...", ".a", "-a", "_a", "a/b", "a\\b", "a b", "a\nb", "é", "0" * 129, None, 5],
+)
+def test_unsafe_ids_are_invalid_params(bad: object) -> None:
+    """G-156: -32602 with a located issue that does not echo the id."""
+    assert not is_safe_session_id(bad)
+    with pytest.raises(InvalidParams) as caught:
+        validate_session_id(bad)
+    (issue,) = caught.value.issues
+    assert issue["path"] == "$.sessionId"
+    if isinstance(bad, str) and len(bad) >= 3:
+        assert bad not in issue["message"]
+
+
+def test_a_linked_parent_is_the_users_choice_but_a_linked_folder_is_refused(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "real-state"
+    real.mkdir()
+    (tmp_path / "state").symlink_to(real)
+    created = fsio.ensure_private_dir(tmp_path / "state" / "sessions")
+    assert (real / "sessions").is_dir()
+    assert stat.S_IMODE(created.stat().st_mode) == 0o700
+    (tmp_path / "logs").symlink_to(real)
+    with pytest.raises(fsio.UnsafePath):
+        fsio.ensure_private_dir(tmp_path / "logs")

@@ -1,0 +1,152 @@
+"""Sensitive-key classification and scrubbing (G-033…G-036, G-220)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import shapes
+from robotad.storage import log_events, record
+from robotad.storage.scrub import REDACTED, is_sensitive_key, scrub_sensitive_keys
+
+SENSITIVE = [
+    "api_key",
+    "apiKey",
+    "APIKey",
+    "x-api-key",
+    "X-Api-Key",
+    "OPENAI_API_KEY",
+    "token",
+    "access_token",
+    "accessToken",
+    "refreshToken",
+    "id_token",
+    "github-token",
+    "secret",
+    "client_secret",
+    "clientSecret",
+    "password",
+    "db_password",
+    "passwd",
+    "passphrase",
+    "authorization",
+    "Authorization",
+    "Proxy-Authorization",
+    "cookie",
+    "Cookie",
+    "set-cookie",
+    "private_key",
+    "privateKey",
+    "credentials",
+    "aws_secret_access_key",
+    "auth",
+]
+NOT_SENSITIVE = [
+    "inputTokens",
+    "outputTokens",
+    "usedTokens",
+    "totalTokens",
+    "max_tokens",
+    "maxTokens",
+    "tokenizer",
+    "tokens",
+    "secretary",
+    "apiKeyEnv",
+    "api_key_env",
+    "keyboard",
+    "key",
+    "author",
+    "authority",
+    "sessionId",
+    "passwordHint",
+    "content",
+    "",
+]
+
+
+@pytest.mark.parametrize("key", SENSITIVE)
+def test_secret_names_are_sensitive(key: str) -> None:
+    """G-034: whole normalised names and secret-bearing suffixes."""
+    assert is_sensitive_key(key)
+
+
+@pytest.mark.parametrize("key", NOT_SENSITIVE)
+def test_usage_and_lookalike_names_are_not(key: str) -> None:
+    """G-034: never a loose substring (inputTokens is not a secret)."""
+    assert not is_sensitive_key(key)
+
+
+def test_scrubbing_is_recursive_and_leaves_everything_else() -> None:
+    """G-035: nested objects and arrays; non-sensitive members unchanged; input not mutated."""
+    value = {
+        "headers": {"Authorization": "Bearer x", "Accept": "json"},
+        "items": [{"token": {"deep": 1}}, {"inputTokens": 5}, "free text token=abc"],
+        "usage": {"inputTokens": 10, "outputTokens": 3},
+        "n": 1,
+    }
+    before = msgspec.json.encode(value)
+    assert scrub_sensitive_keys(value) == {
+        "headers": {"Authorization": REDACTED, "Accept": "json"},
+        "items": [{"token": REDACTED}, {"inputTokens": 5}, "free text token=abc"],
+        "usage": {"inputTokens": 10, "outputTokens": 3},
+        "n": 1,
+    }
+    assert msgspec.json.encode(value) == before
+
+
+def test_free_text_is_not_inspected() -> None:
+    """G-220: redaction works by key only."""
+    prompt = {"prompt": "my api_key is sk-live-123"}
+    assert scrub_sensitive_keys(prompt) == prompt
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.recursive(
+        st.text(max_size=5) | st.integers(),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from(SENSITIVE + NOT_SENSITIVE), inner, max_size=4)
+        ),
+        max_leaves=15,
+    )
+)
+def test_no_sensitive_value_survives_at_any_depth(value: object) -> None:
+    """G-035: after scrubbing, every sensitive key at any depth holds only the marker."""
+
+    def check(node: object) -> None:
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if is_sensitive_key(key):
+                    assert item == REDACTED
+                else:
+                    check(item)
+        elif isinstance(node, list):
+            for item in node:
+                check(item)
+
+    check(scrub_sensitive_keys(value))
+
+
+def test_no_declared_member_has_a_sensitive_name() -> None:
+    """G-029 (why the built-in redaction keeps records valid) and G-033 (one definition for
+    log and export): scrubbing only ever touches open maps, never a typed member."""
+    structs: list[type[msgspec.Struct]] = [
+        record.SessionRecord,
+        record.SessionSettings,
+        record.Permissions,
+        record.HistoryEntry,
+        record.StoredToolSchema,
+        record.ForkedFrom,
+        record.RecordEnvelope,
+        *log_events.PAYLOADS.values(),
+        log_events.NormalizedResponse,
+        shapes.Message,
+        shapes.ToolCall,
+        shapes.Usage,
+    ]
+    for struct in structs:
+        for field in msgspec.structs.fields(struct):
+            assert not is_sensitive_key(field.encode_name), (struct, field.encode_name)

@@ -1,0 +1,359 @@
+"""The session log: envelope, redaction, total decoding, replay (G-144…G-152, G-161…G-163)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from protocol.errors import InvalidParams
+from protocol.shapes import Message, ToolCall
+from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
+from robotad.storage.log_replay import ReplayError, replay_history, replay_log, validate_log
+from robotad.storage.session_log import LogDecodeError, SessionLogger, decode_log
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+SID = "s-log"
+
+
+def _clock() -> datetime:
+    return T0
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "logs"
+
+
+def _logger(logs: Path, *, limit: int = 64 * 1024) -> SessionLogger:
+    return SessionLogger(SID, FileLogSink.for_session(logs, SID), clock=_clock, spill_limit=limit)
+
+
+def _source(logs: Path) -> FileLogSource:
+    return FileLogSource.for_session(logs, SID)
+
+
+def _lines(logs: Path) -> list[dict[str, Any]]:
+    text = log_paths(logs, SID)[0].read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _all_bytes(logs: Path) -> bytes:
+    """Every byte the log wrote: the log file and every sidecar."""
+    path, payloads = log_paths(logs, SID)
+    data = path.read_bytes()
+    if payloads.exists():
+        for sidecar in sorted(payloads.iterdir()):
+            data += sidecar.read_bytes()
+    return data
+
+
+def _write_turn(logger: SessionLogger) -> list[Message]:
+    """A turn with a tool round; returns the history its mutations build."""
+    user = Message("m-1", "user", "read it", "complete", T0)
+    call = ToolCall("c-1", "Read", {"file_path": "/etc/hosts"})
+    assistant = Message("m-2", "assistant", None, "complete", T0, tool_calls=[call])
+    result = Message("m-3", "tool", "127.0.0.1", "complete", T0, tool_call_id="c-1", name="Read")
+    final = Message("m-4", "assistant", "done", "interrupted", T0)
+    logger.log("session_start", {"source": "startup", "cwd": "/w"})
+    logger.log("turn_started", {"turnId": "t-1"})
+    logger.log("user_message", {"message": user})
+    logger.log("history_mutation", {"op": "append", "messages": [user]})
+    logger.log(
+        "provider_request",
+        {"requestId": "r-1", "provider": "scripted", "model": "m", "request": {"messages": []}},
+    )
+    logger.log("text_delta", {"text": "thinking", "requestId": "r-1"})
+    logger.log(
+        "provider_response",
+        {
+            "requestId": "r-1",
+            "nativeRaw": {"id": "resp_1", "output": []},
+            "raw": [{"delta": "thinking"}],
+            "normalized": {"text": "", "toolCalls": [msgspec.to_builtins(call)]},
+        },
+    )
+    logger.log("history_mutation", {"op": "append", "messages": [assistant]})
+    logger.log("tool_call", {"callId": "c-1", "tool": "Read", "arguments": call.arguments})
+    logger.log("permission_decision", {"callId": "c-1", "tool": "Read", "decision": "allow"})
+    logger.log("tool_result", {"callId": "c-1", "tool": "Read", "ok": True, "content": "127"})
+    logger.log("history_mutation", {"op": "append", "messages": [result]})
+    logger.log("history_mutation", {"op": "append", "messages": [final]})
+    done = Message("m-4", "assistant", "done!", "complete", T0)
+    logger.log("history_mutation", {"op": "set", "index": 3, "messages": [done]})
+    logger.log("context_update", {"phase": "exact", "usedTokens": 10, "maxTokens": 100})
+    logger.log("turn_completed", {"turnId": "t-1", "status": "completed"})
+    return [user, assistant, result, done]
+
+
+def test_provider_calls_are_logged_with_every_response_form(logs: Path) -> None:
+    """G-144: the request and the native raw, raw and normalised responses all decode."""
+    _write_turn(_logger(logs))
+    entries = decode_log(_source(logs))
+    request = next(e for e in entries if e.event == "provider_request")
+    response = next(e for e in entries if e.event == "provider_response")
+    assert request.data["request"] == {"messages": []}
+    assert response.data["nativeRaw"] == {"id": "resp_1", "output": []}
+    assert response.data["raw"] == [{"delta": "thinking"}]
+    assert response.data["normalized"]["toolCalls"][0]["name"] == "Read"
+
+
+def test_replaying_history_mutations_rebuilds_the_history(logs: Path) -> None:
+    """G-145: append, set and replace rebuild exactly the session's history."""
+    logger = _logger(logs)
+    expected = _write_turn(logger)
+    assert replay_log(_source(logs)) == expected
+    summary = Message("m-9", "system", "summary", "complete", T0)
+    logger.log("history_mutation", {"op": "replace", "messages": [summary]})
+    assert replay_log(_source(logs)) == [summary]
+
+
+def test_the_log_is_append_only(logs: Path) -> None:
+    """G-146: later events never rewrite an earlier line."""
+    logger = _logger(logs)
+    _write_turn(logger)
+    before = log_paths(logs, SID)[0].read_bytes()
+    _write_turn(logger)
+    after = log_paths(logs, SID)[0].read_bytes()
+    assert after.startswith(before)
+    assert len(after) > len(before)
+
+
+def test_payload_members_cannot_override_the_envelope(logs: Path) -> None:
+    """G-147: same-named payload members stay inside data."""
+    _logger(logs).log(
+        "session_start",
+        {
+            "source": "resume",
+            "cwd": "/w",
+            "sessionId": "someone-else",
+            "event": "turn_failed",
+            "schemaVersion": 99,
+            "timestamp": "1999-01-01T00:00:00Z",
+        },
+    )
+    (line,) = _lines(logs)
+    assert set(line) == {"schemaVersion", "timestamp", "sessionId", "event", "data"}
+    assert line["sessionId"] == SID
+    assert line["event"] == "session_start"
+    assert line["schemaVersion"] == 1
+    assert line["timestamp"] == "2024-05-01T12:00:00Z"
+    assert line["data"]["sessionId"] == "someone-else"
+    (entry,) = decode_log(_source(logs))
+    assert entry.session_id == SID
+
+
+def test_text_deltas_are_events(logs: Path) -> None:
+    """G-148 (log side): each streamed delta is its own text_delta line."""
+    logger = _logger(logs)
+    for piece in ("he", "llo"):
+        logger.log("text_delta", {"text": piece})
+    assert [e.data["text"] for e in decode_log(_source(logs)) if e.event == "text_delta"] == [
+        "he",
+        "llo",
+    ]
+
+
+def test_the_writer_refuses_what_the_reader_would_refuse(logs: Path) -> None:
+    """G-149: only vocabulary events with well-shaped payloads can be written."""
+    logger = _logger(logs)
+    with pytest.raises(ValueError, match="unknown session-log event"):
+        logger.log("made_up", {})  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="callId"):
+        logger.log("tool_result", {"tool": "Read", "ok": True, "content": None})
+    assert not log_paths(logs, SID)[0].exists()
+
+
+def _append_raw(logs: Path, *lines: bytes) -> None:
+    path = log_paths(logs, SID)[0]
+    with path.open("ab") as handle:
+        for line in lines:
+            handle.write(line + b"\n")
+
+
+def _envelope(**changes: Any) -> bytes:
+    line: dict[str, Any] = {
+        "schemaVersion": 1,
+        "timestamp": "2024-05-01T12:00:00Z",
+        "sessionId": SID,
+        "event": "turn_started",
+        "data": {"turnId": "t"},
+    }
+    line.update(changes)
+    return json.dumps(line).encode()
+
+
+BAD_LINES = {
+    "unknown event": _envelope(event="made_up"),
+    "malformed envelope": _envelope(timestamp="noon"),
+    "extra envelope member": _envelope(extra=1),
+    "malformed payload": _envelope(data={"turnId": 5}),
+    "unsupported version": _envelope(schemaVersion=2),
+    "missing version": json.dumps({"event": "turn_started", "data": {}}).encode(),
+    "not json": b'{"schemaVersion": 1,',
+    "empty line": b"",
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_LINES))
+def test_one_bad_line_fails_the_whole_decode(logs: Path, kind: str) -> None:
+    """G-150: never a partial result that keeps the valid lines."""
+    logger = _logger(logs)
+    logger.log("turn_started", {"turnId": "t-1"})
+    _append_raw(logs, BAD_LINES[kind])
+    logger.log("turn_aborted", {"turnId": "t-1"})
+    with pytest.raises(LogDecodeError) as caught:
+        decode_log(_source(logs))
+    assert [problem["line"] for problem in caught.value.problems] == [2]
+    with pytest.raises(LogDecodeError):
+        replay_log(_source(logs))
+
+
+def test_session_log_report_lists_each_bad_line(logs: Path) -> None:
+    """G-151: complete:false with one problem per undecodable line; complete:true otherwise."""
+    logger = _logger(logs)
+    _write_turn(logger)
+    report = validate_log(_source(logs))
+    assert report.complete is True
+    assert report.problems == []
+    good = report.entries
+    _append_raw(logs, BAD_LINES["unknown event"], BAD_LINES["unsupported version"])
+    logger.log("turn_started", {"turnId": "t-2"})
+    report = validate_log(_source(logs))
+    assert report.complete is False
+    assert report.entries == good + 1
+    assert [(p["line"], p.get("event")) for p in report.problems] == [
+        (good + 1, "made_up"),
+        (good + 2, "turn_started"),
+    ]
+    assert "unsupported schema version 2" in report.problems[1]["message"]
+
+
+def test_no_sensitive_value_reaches_any_log_byte(logs: Path) -> None:
+    """G-152, G-220: sensitive keys are redacted at any depth, in lines and in sidecars; the
+    same value under a non-sensitive key, or typed into free text, is kept."""
+    logger = _logger(logs, limit=256)
+    secret = "sk-SECRET-value-0123456789"
+    logger.log(
+        "provider_request",
+        {
+            "requestId": "r",
+            "provider": "openai",
+            "model": "m",
+            "request": {
+                "headers": {"Authorization": f"Bearer {secret}", "x-api-key": secret},
+                "messages": [{"role": "user", "content": "x" * 1000, "token": secret}],
+                "note": {"inputTokens": 5, "echo": "kept-value"},
+                "big": [{"client_secret": secret, "padding": "y" * 2000}],
+            },
+        },
+    )
+    logger.log("tool_call", {"callId": "c", "tool": "Bash", "arguments": {"password": secret}})
+    logger.log("user_message", {"message": Message("m", "user", f"key {secret}", "complete", T0)})
+    written = _all_bytes(logs)
+    assert written.count(secret.encode()) == 1, "only the free-text copy survives"
+    assert b"kept-value" in written
+    assert len(list(log_paths(logs, SID)[1].iterdir())) >= 1, "the big parts went to sidecars"
+    request = decode_log(_source(logs))[0].data["request"]
+    assert request["headers"] == {"Authorization": "[REDACTED]", "x-api-key": "[REDACTED]"}
+    assert request["note"] == {"inputTokens": 5, "echo": "kept-value"}
+
+
+def test_log_files_and_folders_are_owner_only(logs: Path) -> None:
+    """G-155: 0700 folders and 0600 files (sidecars included) whatever the umask."""
+    previous = os.umask(0)
+    try:
+        _logger(logs, limit=64).log(
+            "tool_call", {"callId": "c", "tool": "Read", "arguments": {"x": "z" * 500}}
+        )
+    finally:
+        os.umask(previous)
+    path, payloads = log_paths(logs, SID)
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    assert stat.S_IMODE(payloads.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    sidecars = list(payloads.iterdir())
+    assert sidecars
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in sidecars)
+
+
+@pytest.mark.parametrize("bad", ["..", "a/b", "", "x" * 200, "../../etc"])
+def test_unsafe_session_ids_are_refused_before_any_path(logs: Path, bad: str) -> None:
+    """G-156: -32602, nothing created."""
+    with pytest.raises(InvalidParams):
+        FileLogSink.for_session(logs, bad)
+    with pytest.raises(InvalidParams):
+        FileLogSource.for_session(logs, bad)
+    assert not logs.exists()
+
+
+def test_a_missing_log_replays_empty_but_a_malformed_one_fails(logs: Path) -> None:
+    """G-161: missing → []; nonempty malformed → error, never empty."""
+    assert replay_log(_source(logs)) == []
+    assert validate_log(_source(logs)).complete is True
+    logs.mkdir(parents=True)
+    path = log_paths(logs, SID)[0]
+    for content in (b"\n", b"  \n", b"garbage\n", b"{}"):
+        path.write_bytes(content)
+        with pytest.raises(LogDecodeError):
+            replay_log(_source(logs))
+
+
+def test_unreadable_logs_raise_and_are_reported(logs: Path) -> None:
+    """G-161: a log that cannot be read is not an empty log."""
+    log_paths(logs, SID)[0].mkdir(parents=True)
+    with pytest.raises(OSError):  # noqa: PT011 - any read failure, never an empty replay
+        replay_log(_source(logs))
+    report = validate_log(_source(logs))
+    assert report.complete is False
+    assert "cannot be read" in report.problems[0]["message"]
+
+
+def test_unresolved_sidecar_references_in_messages_fail_replay(logs: Path) -> None:
+    """G-162: a reference left inside a message is never replayed as-is."""
+    logger = _logger(logs, limit=128)
+    big = Message("m-1", "user", "q" * 1000, "complete", T0)
+    logger.log("history_mutation", {"op": "append", "messages": [big]})
+    assert replay_log(_source(logs)) == [big]
+    unresolved = decode_log(_source(logs), resolve_sidecars=False)
+    with pytest.raises(ReplayError, match="unresolved sidecar"):
+        replay_history(unresolved)
+
+
+def test_missing_responses_and_results_make_the_log_incomplete(logs: Path) -> None:
+    """G-163: a provider request with no raw response and a tool call with no result."""
+    logger = _logger(logs)
+    logger.log(
+        "provider_request", {"requestId": "r-1", "provider": "p", "model": "m", "request": {}}
+    )
+    logger.log(
+        "provider_response", {"requestId": "r-1", "normalized": {"text": "", "toolCalls": []}}
+    )
+    logger.log("tool_call", {"callId": "c-1", "tool": "Read", "arguments": {}})
+    logger.log("tool_call", {"callId": "c-2", "tool": "Read", "arguments": {}})
+    logger.log("execution_abandoned", {"executionId": "e", "callIds": ["c-2"]})
+    report = validate_log(_source(logs))
+    assert report.complete is False
+    assert [(p["line"], p["event"]) for p in report.problems] == [
+        (1, "provider_request"),
+        (3, "tool_call"),
+    ]
+    logger.log("provider_response", {"requestId": "r-1", "error": "timeout"})
+    logger.log("tool_result", {"callId": "c-1", "tool": "Read", "ok": False, "content": "denied"})
+    report = validate_log(_source(logs))
+    assert report.problems == []
+    assert report.complete is True
+
+
+def test_content_that_looks_like_a_reference_is_kept_as_data(logs: Path) -> None:
+    """Logged content can never pose as a sidecar reference (it is escaped on write)."""
+    arguments = {"$sidecar": {"sha256": "0" * 64, "bytes": 1, "path": "../x"}, "$literal": 1}
+    _logger(logs).log("tool_call", {"callId": "c", "tool": "T", "arguments": arguments})
+    (entry,) = decode_log(_source(logs))
+    assert entry.data["arguments"] == arguments

@@ -1,0 +1,158 @@
+"""The tool-result spill store (G-195…G-201)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from robotad.storage.sidecars import digest
+from robotad.storage.spill import SpillError, SpillNotFound, SpillStore
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Path:
+    return tmp_path / "run" / "robota"
+
+
+def _store_dir(runtime: Path) -> Path:
+    (folder,) = list(runtime.iterdir())
+    return folder
+
+
+def test_references_are_opaque_random_tokens(runtime: Path) -> None:
+    """G-195, G-196: "tool-result:" + a random token; the same content twice gives two
+    references; no path, digest or payload byte appears in one."""
+    payload = "secret-payload " * 100
+    with SpillStore(runtime) as store:
+        first, second = store.put(payload), store.put(payload)
+        folder = _store_dir(runtime)
+        assert first != second
+        for reference in (first, second):
+            assert re.fullmatch(r"tool-result:[A-Za-z0-9_-]{32}", reference)
+            token = reference.removeprefix("tool-result:")
+            assert token not in os.listdir(folder)
+            assert folder.name not in reference
+            assert digest(payload.encode()) not in reference
+            assert "secret" not in reference
+
+
+def test_results_read_back_in_full_until_they_expire(runtime: Path) -> None:
+    """G-200, G-201: full content while fresh; gone (file removed) once expired."""
+    clock = _Clock()
+    with SpillStore(runtime, ttl=60.0, clock=clock) as store:
+        text = "line\n" * 50_000 + "ünïcödé"
+        reference = store.put(text)
+        clock.now += 59.0
+        assert store.get(reference) == text
+        clock.now += 2.0
+        with pytest.raises(SpillNotFound):
+            store.get(reference)
+        assert os.listdir(_store_dir(runtime)) == []
+
+
+def test_purge_removes_only_expired_results(runtime: Path) -> None:
+    clock = _Clock()
+    with SpillStore(runtime, ttl=10.0, clock=clock) as store:
+        old = store.put("old")
+        clock.now += 5.0
+        young = store.put("young")
+        clock.now += 6.0
+        assert store.purge_expired() == 1
+        assert store.get(young) == "young"
+        with pytest.raises(SpillNotFound):
+            store.get(old)
+        assert len(os.listdir(_store_dir(runtime))) == 1
+
+
+def test_close_removes_everything(runtime: Path) -> None:
+    """G-201: shutdown removes every result and the folder; the store refuses further use."""
+    store = SpillStore(runtime)
+    reference = store.put("x")
+    store.close()
+    store.close()
+    assert list(runtime.iterdir()) == []
+    with pytest.raises(SpillNotFound):
+        store.get(reference)
+    with pytest.raises(SpillError):
+        store.put("y")
+
+
+def test_folder_and_files_are_private_and_fresh(runtime: Path) -> None:
+    """G-198: a mkdtemp folder 0700 in the runtime folder; each result an exclusively created
+    0600 file, whatever the umask."""
+    previous = os.umask(0)
+    try:
+        with SpillStore(runtime) as first, SpillStore(runtime):
+            first.put("a")
+            first.put("b")
+            folders = sorted(runtime.iterdir())
+            assert len(folders) == 2, "each store gets its own fresh folder"
+            for folder in folders:
+                assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+            files = [file for folder in folders for file in folder.iterdir()]
+            assert len(files) == 2
+            for file in files:
+                assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    finally:
+        os.umask(previous)
+
+
+def test_the_folder_prefix_is_product_neutral(runtime: Path) -> None:
+    """G-199: the folder name does not contain the product's name."""
+    with SpillStore(runtime):
+        name = _store_dir(runtime).name
+        assert "robota" not in name.lower()
+        assert name.startswith("tr-")
+
+
+def test_errors_and_repr_disclose_nothing(runtime: Path) -> None:
+    """G-197: no path, digest or payload in errors, their causes, or repr."""
+    payload = "sk-super-secret-output"
+    store = SpillStore(runtime)
+    reference = store.put(payload)
+    folder = _store_dir(runtime)
+    for name in os.listdir(folder):
+        (folder / name).unlink()
+        (folder / name).mkdir()  # something unreadable where the result was
+    messages: list[str] = [repr(store)]
+    for attempt in (reference, "tool-result:nope"):
+        with pytest.raises(SpillError) as caught:
+            store.get(attempt)
+        messages.append(str(caught.value))
+        assert caught.value.__cause__ is None
+        assert caught.value.__context__ is None or caught.value.__suppress_context__
+    folder.chmod(0o500)
+    try:
+        if not os.access(folder, os.W_OK):
+            with pytest.raises(SpillError) as caught:
+                store.put(payload)
+            messages.append(str(caught.value))
+    finally:
+        folder.chmod(0o700)
+    store.close()
+    blocked = runtime.parent / "blocked"
+    blocked.write_text("a file where the runtime folder should be")
+    with pytest.raises(SpillError) as caught:
+        SpillStore(blocked)
+    messages.append(str(caught.value))
+    for message in messages:
+        for forbidden in (
+            str(runtime),
+            str(blocked),
+            folder.name,
+            payload,
+            digest(payload.encode()),
+        ):
+            assert forbidden not in message
