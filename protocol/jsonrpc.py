@@ -1,0 +1,307 @@
+"""JSON-RPC 2.0 messages (PROTOCOL.md §2), sans-I/O.
+
+`parse_frame` turns one frame body into the messages it carries, each classified as a
+`Request`, `Notification`, `Response` or `Invalid` (an input that deserves an error reply).
+The ``encode_*`` functions build the only envelopes this project sends: a reply holds exactly
+``jsonrpc``, ``id`` and ``result`` or ``error``; a request ``jsonrpc``, ``id``, ``method`` and
+``params``; a notification ``jsonrpc``, ``method`` and ``params``.
+
+Classification follows the JSON-RPC 2.0 specification:
+
+- a body that is not JSON (or not UTF-8) is one `Invalid` with `ParseError` (-32700, id null);
+- an empty array is one `Invalid` with `InvalidRequest`, answered as a single object;
+- a non-empty array is a batch: each element is classified on its own;
+- an element that is not an object, lacks ``"jsonrpc": "2.0"``, has a non-string ``method``,
+  an ``id`` that is not a string or an integer (booleans, floats, null and structures are
+  refused), or ``params`` that are neither an object, an array nor null is `Invalid` with
+  `InvalidRequest`; its id is echoed when it could be read;
+- ``params`` as an array is structurally valid JSON-RPC; it is left to the dispatcher, which
+  answers -32602 because every method of this protocol takes named parameters;
+- an element with an ``id`` (or a ``result``/``error``) and no ``method`` is a `Response`.
+
+Members beyond JSON-RPC's own are ignored on input (be lenient in what you accept) and never
+produced on output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from protocol.errors import InvalidRequest, ParseError, RpcError
+
+__all__ = [
+    "JSONRPC_VERSION",
+    "Frame",
+    "Invalid",
+    "Message",
+    "Notification",
+    "Request",
+    "RequestId",
+    "Response",
+    "encode_batch",
+    "encode_error",
+    "encode_notification",
+    "encode_request",
+    "encode_result",
+    "is_request_id",
+    "params_kind",
+    "parse_frame",
+]
+
+JSONRPC_VERSION: Final = "2.0"
+
+RequestId = int | str
+
+
+def is_request_id(value: object) -> bool:
+    """Whether `value` may be a request id here: a string or an integer, never a bool."""
+    return type(value) is int or type(value) is str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A call that expects a reply. `params` is None when absent or null (meaning ``{}``)."""
+
+    id: RequestId
+    method: str
+    params: Raw | None
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A call that is never answered, not even with an error."""
+
+    method: str
+    params: Raw | None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A reply to one of our requests.
+
+    Exactly one of `result` (possibly the JSON text ``null``), `error` and `problem` is set:
+    `problem` says why the reply is unusable (no result nor error, both, a malformed error
+    object). `id` is None when the peer sent null or an id of another type.
+    """
+
+    id: RequestId | None
+    result: Raw | None = None
+    error: RpcError | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """An input that gets `error` as its reply, under `id` (None: the id could not be read)."""
+
+    id: RequestId | None
+    error: RpcError
+
+
+Message = Request | Notification | Response | Invalid
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """The messages of one frame body. When `batch` is true, the replies to its requests (and
+    to its invalid elements) go back together as one array, or not at all if there are none."""
+
+    messages: list[Message]
+    batch: bool
+
+
+class _Envelope(Struct):
+    """Any JSON object, with the JSON-RPC members picked out and left untyped for checking."""
+
+    jsonrpc: Any = UNSET
+    id: Any = UNSET
+    method: Any = UNSET
+    params: Raw | UnsetType = UNSET
+    result: Raw | UnsetType = UNSET
+    error: Any = UNSET
+
+
+_envelope_decoder: Final = msgspec.json.Decoder(_Envelope)
+_batch_decoder: Final = msgspec.json.Decoder(list[Raw])
+_raw_decoder: Final = msgspec.json.Decoder(Raw)
+
+
+def parse_frame(body: bytes) -> Frame:
+    """Classify every message of one frame body. Never raises for any input."""
+    if not body.isascii():
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return _parse_error("frame is not valid UTF-8")
+    if body.lstrip(b" \t\r\n")[:1] == b"[":
+        try:
+            elements = _batch_decoder.decode(body)
+        except msgspec.DecodeError as exc:
+            return _parse_error(_syntax_detail(exc))
+        if not elements:
+            return Frame([Invalid(None, InvalidRequest("invalid request: empty batch"))], False)
+        return Frame([_classify_element(element) for element in elements], True)
+    try:
+        envelope = _envelope_decoder.decode(body)
+    except msgspec.ValidationError:
+        # Not an object, but is it JSON at all? A typed decode can refuse the shape before it
+        # reaches a syntax error further on, so syntax is checked on its own.
+        try:
+            _raw_decoder.decode(body)
+        except msgspec.DecodeError as exc:
+            return _parse_error(_syntax_detail(exc))
+        return Frame([_not_an_object()], False)
+    except msgspec.DecodeError as exc:
+        return _parse_error(_syntax_detail(exc))
+    return Frame([_classify(envelope)], False)
+
+
+def params_kind(params: Raw) -> str:
+    """``"object"``, ``"array"``, ``"null"`` or ``"other"``, from the first byte of `params`."""
+    first = bytes(params).lstrip(b" \t\r\n")[:1]
+    return {b"{": "object", b"[": "array", b"n": "null"}.get(first, "other")
+
+
+# -- classification -------------------------------------------------------------------------
+
+
+def _parse_error(detail: str) -> Frame:
+    return Frame([Invalid(None, ParseError(f"parse error: {detail}"))], False)
+
+
+def _syntax_detail(exc: msgspec.DecodeError) -> str:
+    return str(exc) or "malformed JSON"
+
+
+def _not_an_object() -> Invalid:
+    return Invalid(None, InvalidRequest("invalid request: a message must be a JSON object"))
+
+
+def _classify_element(element: Raw) -> Message:
+    try:
+        envelope = _envelope_decoder.decode(element)
+    except msgspec.DecodeError:  # the batch decode already vouched for the syntax
+        return _not_an_object()
+    return _classify(envelope)
+
+
+def _classify(envelope: _Envelope) -> Message:
+    if envelope.method is UNSET:
+        if envelope.id is UNSET and envelope.result is UNSET and envelope.error is UNSET:
+            return Invalid(
+                None, InvalidRequest("invalid request: neither a request nor a response")
+            )
+        return _response(envelope)
+
+    has_id = envelope.id is not UNSET
+    if has_id and not is_request_id(envelope.id):
+        return Invalid(None, InvalidRequest("invalid request: id must be a string or an integer"))
+    request_id: RequestId | None = envelope.id if has_id else None
+    if envelope.jsonrpc != JSONRPC_VERSION:
+        return Invalid(request_id, InvalidRequest('invalid request: "jsonrpc" must be "2.0"'))
+    if not isinstance(envelope.method, str):
+        return Invalid(request_id, InvalidRequest("invalid request: method must be a string"))
+
+    params: Raw | None = None
+    if not isinstance(envelope.params, UnsetType):
+        kind = params_kind(envelope.params)
+        if kind == "other":
+            return Invalid(request_id, InvalidRequest("invalid request: params must be an object"))
+        if kind != "null":
+            params = envelope.params
+
+    if request_id is None:
+        return Notification(envelope.method, params)
+    return Request(request_id, envelope.method, params)
+
+
+def _response(envelope: _Envelope) -> Response:
+    request_id = envelope.id if is_request_id(envelope.id) else None
+    has_error = envelope.error is not UNSET
+    if isinstance(envelope.result, Raw):
+        if has_error:
+            return Response(request_id, problem="response has both result and error")
+        return Response(request_id, result=envelope.result)
+    if not has_error:
+        return Response(request_id, problem="response has neither result nor error")
+    error = envelope.error
+    if (
+        not isinstance(error, dict)
+        or type(error.get("code")) is not int
+        or not isinstance(error.get("message"), str)
+    ):
+        return Response(request_id, problem="response error is not {code: integer, message}")
+    return Response(request_id, error=RpcError.from_wire(error))
+
+
+# -- encoding -------------------------------------------------------------------------------
+
+
+class _Success(Struct):
+    jsonrpc: str
+    id: RequestId | None
+    result: Raw
+
+
+class _Failure(Struct):
+    jsonrpc: str
+    id: RequestId | None
+    error: dict[str, Any]
+
+
+class _Call(Struct):
+    jsonrpc: str
+    id: RequestId
+    method: str
+    params: Any = UNSET
+
+
+class _Notice(Struct):
+    jsonrpc: str
+    method: str
+    params: Any = UNSET
+
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+def encode_result(request_id: RequestId | None, result: Any) -> bytes:
+    """A success reply. `result` is anything msgspec encodes (a Struct, a dict, None → null).
+
+    Raises `TypeError` (or `msgspec.EncodeError`) when `result` cannot be encoded; the caller
+    decides what to answer instead.
+    """
+    raw = Raw(_encoder.encode(result))
+    return _encoder.encode(_Success(JSONRPC_VERSION, request_id, raw))
+
+
+def encode_error(request_id: RequestId | None, error: RpcError) -> bytes:
+    """An error reply ``{code, message, data?}``. Never raises: `data` that cannot be encoded is
+    dropped rather than losing the reply."""
+    wire = error.to_wire()
+    try:
+        return _encoder.encode(_Failure(JSONRPC_VERSION, request_id, wire))
+    except (TypeError, ValueError):
+        wire.pop("data", None)
+        return _encoder.encode(_Failure(JSONRPC_VERSION, request_id, wire))
+
+
+def encode_request(request_id: RequestId, method: str, params: Any = None) -> bytes:
+    """A request; `params` None leaves the member out (the receiver reads it as ``{}``)."""
+    return _encoder.encode(
+        _Call(JSONRPC_VERSION, request_id, method, UNSET if params is None else params)
+    )
+
+
+def encode_notification(method: str, params: Any = None) -> bytes:
+    """A notification; `params` None leaves the member out."""
+    return _encoder.encode(_Notice(JSONRPC_VERSION, method, UNSET if params is None else params))
+
+
+def encode_batch(bodies: list[bytes]) -> bytes:
+    """Join encoded messages into one batch array."""
+    return b"[" + b",".join(bodies) + b"]"

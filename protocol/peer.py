@@ -1,0 +1,552 @@
+"""A JSON-RPC 2.0 peer over a trio stream — the one trio shell around `framing` and `jsonrpc`.
+
+Both ends use it: the daemon registers methods on a `Router` and serves each connection with a
+`JsonRpcPeer`; clients call `JsonRpcPeer.request` / `notify` and receive server notifications
+through `on_notification`. A peer is symmetric: either side may do both.
+
+Contract (PROTOCOL.md §1–§2):
+
+- Incoming requests: params are decoded strictly into the route's type (absent or null params
+  mean ``{}``; an array is -32602 since every method takes named parameters); a failure lists
+  every issue (`InvalidParams`, via `protocol.validate`). Inline routes are answered in the
+  reader task (for methods that never wait); the others run in their own task in the peer's
+  nursery. Unknown methods get -32601; a request id already in flight gets -32600.
+- Handler failures are isolated: an `RpcError` goes on the wire as itself; any other
+  `Exception` is logged (logger ``protocol.peer``) and answered -32603 "internal error" with no
+  detail. `trio.Cancelled` always propagates. Nothing a handler does closes the connection.
+- ``$/cancelRequest {id}`` cancels that request's task and answers it -32800 at once; a late
+  result of the cancelled handler is dropped. Other unknown ``$/…`` notifications are ignored;
+  a notification naming a route runs it with its outcome dropped; any other notification goes
+  to `on_notification`.
+- Batches are answered with one array holding the replies of their requests (and invalid
+  elements), or nothing when there are none.
+- Writes: every frame goes out whole under one `trio.StrictFIFOLock`; the ``send_all`` of a
+  frame is shielded, so a cancelled writer never tears one. A stuck remote is cut off by
+  `aclose`, which closes the stream under the shielded write.
+- Replies use the framing of the first frame received (a client's own choice until then).
+- End of input (half-close): requests already read are still answered; then `run` closes the
+  stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
+  violation -32700, and reading stops as at end of input. A broken connection cancels every
+  handler of this peer. Whenever reading ends, every request still awaiting a reply fails with
+  `ConnectionLost`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar, overload
+
+import msgspec
+import trio
+
+from protocol import jsonrpc, validate
+from protocol.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    RequestCancelled,
+    RpcError,
+)
+from protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    FrameTooLarge,
+    Framing,
+    FramingError,
+    encode_frame,
+)
+from protocol.jsonrpc import Notification, Request, RequestId, Response
+
+__all__ = [
+    "CANCEL_METHOD",
+    "CallContext",
+    "ConnectionLost",
+    "Handler",
+    "JsonRpcPeer",
+    "MalformedResponse",
+    "NotificationCallback",
+    "Route",
+    "Router",
+]
+
+logger = logging.getLogger("protocol.peer")
+
+P = TypeVar("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+CANCEL_METHOD: Final = "$/cancelRequest"
+
+#: ``async def handler(params, ctx) -> result``; result is a Struct, a dict, a list or None.
+Handler = Callable[[Any, "CallContext"], Awaitable[Any]]
+#: ``callback(method, params)`` for notifications no route handles; sync and must not block.
+NotificationCallback = Callable[[str, msgspec.Raw], None]
+
+
+class ConnectionLost(ConnectionError):
+    """The connection ended before a reply arrived, or a message could not be sent."""
+
+
+class MalformedResponse(ValueError):
+    """The remote's reply was not a usable JSON-RPC response, or its result had the wrong
+    shape for the requested type."""
+
+
+# -- routing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One registered method: its name, params type, handler and where it runs."""
+
+    name: str
+    params_type: Any
+    handler: Handler
+    inline: bool
+    decoder: msgspec.json.Decoder[Any]
+
+
+class Router:
+    """The methods one side of a connection serves. Routes are shared by every peer that uses
+    the router; per-connection data belongs in `CallContext.state`."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, Route] = {}
+
+    def method(
+        self, name: str, params_type: type[P], *, inline: bool = False
+    ) -> Callable[
+        [Callable[[P, CallContext], Awaitable[R]]], Callable[[P, CallContext], Awaitable[R]]
+    ]:
+        """Register the decorated ``async def handler(params: P, ctx) -> result`` for `name`.
+
+        ``inline=True`` answers in the reader task: only for handlers that never wait on
+        anything slow, since the connection reads nothing else meanwhile.
+        """
+
+        def register(
+            handler: Callable[[P, CallContext], Awaitable[R]],
+        ) -> Callable[[P, CallContext], Awaitable[R]]:
+            self.add(name, params_type, handler, inline=inline)
+            return handler
+
+        return register
+
+    def add(self, name: str, params_type: Any, handler: Handler, *, inline: bool = False) -> None:
+        """Register `handler` for `name`; a name may be registered once."""
+        if name in self._routes:
+            raise ValueError(f"method {name!r} is already registered")
+        if name == CANCEL_METHOD:
+            raise ValueError(f"{CANCEL_METHOD} is handled by the peer itself")
+        decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(params_type)
+        self._routes[name] = Route(name, params_type, handler, inline, decoder)
+
+    def get(self, name: str) -> Route | None:
+        return self._routes.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._routes
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._routes)
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What a handler knows about its call: the peer (to send notifications), the method, the
+    request id (None for a notification), and the connection-scoped `state` dict."""
+
+    peer: JsonRpcPeer
+    method: str
+    request_id: RequestId | None
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.peer.state
+
+
+# -- bookkeeping ----------------------------------------------------------------------------
+
+_Deliver = Callable[[bytes], Awaitable[None]]
+
+
+@dataclass(eq=False, slots=True)
+class _Outgoing:
+    """One of our requests awaiting its reply; only the reader settles it, by setting event."""
+
+    event: trio.Event = field(default_factory=trio.Event)
+    result: msgspec.Raw | None = None
+    error: BaseException | None = None
+
+    def settle(self, result: msgspec.Raw | None, error: BaseException | None) -> None:
+        if not self.event.is_set():
+            self.result, self.error = result, error
+            self.event.set()
+
+
+@dataclass(eq=False, slots=True)
+class _InFlight:
+    """A spawned request still running. `answered` flips exactly once, without a checkpoint
+    between test and set, so a request gets exactly one reply."""
+
+    deliver: _Deliver
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    answered: bool = False
+
+
+class _BatchReplies:
+    """Collects the replies of one batch and sends them as one array once all have come."""
+
+    def __init__(self, send: _Deliver, expected: int) -> None:
+        self._send = send
+        self._remaining = expected
+        self._bodies: list[bytes] = []
+
+    async def deliver(self, body: bytes) -> None:
+        self._bodies.append(body)
+        self._remaining -= 1
+        if self._remaining == 0:
+            await self._send(jsonrpc.encode_batch(self._bodies))
+
+
+class _CancelParams(msgspec.Struct):
+    id: int | str
+
+
+# -- the peer -------------------------------------------------------------------------------
+
+
+class JsonRpcPeer:
+    """One JSON-RPC connection over `stream`.
+
+    The peer owns `stream` from `run` on: `run` closes it when it returns. `framing` is how
+    this side frames what it sends before it has received anything (clients choose it; a
+    server leaves it None and answers in the sniffed framing). `max_frame_bytes` caps incoming
+    frames. `on_notification` receives notifications no route handles.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        router: Router | None = None,
+        *,
+        framing: Framing | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        on_notification: NotificationCallback | None = None,
+        receive_size: int = 64 * 1024,
+    ) -> None:
+        self.stream = stream
+        self.router = router if router is not None else Router()
+        #: Connection-scoped data of the application (e.g. its subscriptions).
+        self.state: dict[str, Any] = {}
+        self._chosen_framing = framing
+        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self._on_notification = on_notification
+        self._receive_size = receive_size
+        self._write_lock = trio.StrictFIFOLock()
+        self._outgoing: dict[int, _Outgoing] = {}
+        self._next_id = 1
+        self._in_flight: dict[RequestId, _InFlight] = {}
+        self._nursery: trio.Nursery | None = None
+        self._started = False
+        self._receiving = True  # replies to our requests can still arrive
+        self._sending = True  # frames can still be written
+
+    @property
+    def framing(self) -> Framing:
+        """The framing of what this side sends."""
+        return self._decoder.framing or self._chosen_framing or "ndjson"
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing more can be sent."""
+        return not self._sending
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the connection until its input ends and every request read is answered, or
+        until it breaks; then close the stream. Ready (for `request`) once started."""
+        if self._started:
+            raise RuntimeError("a JsonRpcPeer runs once")
+        self._started = True
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                try:
+                    await self._read_loop()
+                finally:
+                    self._stop_receiving()
+        finally:
+            self._sending = False
+            self._stop_receiving()
+            await self.stream.aclose()
+
+    async def aclose(self) -> None:
+        """Stop now: cancel reading and every handler, fail waiting requests, close the
+        stream (which also ends a write stuck on a remote that does not read)."""
+        self._sending = False
+        self._stop_receiving()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        await trio.aclose_forcefully(self.stream)
+
+    # -- outgoing ---------------------------------------------------------------------------
+
+    @overload
+    async def request(self, method: str, params: Any = None, *, result_type: type[T]) -> T: ...
+    @overload
+    async def request(self, method: str, params: Any = None, *, result_type: Any = None) -> Any: ...
+    async def request(self, method: str, params: Any = None, *, result_type: Any = None) -> Any:
+        """Call `method` and wait for its reply.
+
+        Returns the result decoded as `result_type` (plain JSON values when None). Raises the
+        remote's error as its `RpcError` subclass, `ConnectionLost` if the connection ends
+        first, `MalformedResponse` for an unusable reply. If the caller is cancelled while
+        waiting, its entry is dropped (a late reply is ignored) and ``$/cancelRequest`` is sent
+        on its behalf.
+        """
+        if not self._receiving:
+            raise ConnectionLost("connection closed")
+        request_id = self._next_id
+        self._next_id += 1
+        slot = _Outgoing()
+        self._outgoing[request_id] = slot
+        sent = False
+        try:
+            await self._send(jsonrpc.encode_request(request_id, method, params))
+            sent = True
+            await slot.event.wait()
+        finally:
+            del self._outgoing[request_id]
+            if sent and not slot.event.is_set():
+                self._cancel_remote(request_id)
+        if slot.error is not None:
+            raise slot.error
+        assert slot.result is not None
+        try:
+            if result_type is None:
+                return msgspec.json.decode(slot.result)
+            return msgspec.json.decode(slot.result, type=result_type)
+        except msgspec.DecodeError as exc:
+            raise MalformedResponse(f"result of {method} does not match: {exc}") from None
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification. Raises `ConnectionLost` when the connection is closed."""
+        await self._send(jsonrpc.encode_notification(method, params))
+
+    async def _send(self, body: bytes) -> None:
+        """Write one frame whole; the only way anything reaches the stream."""
+        if not self._sending:
+            raise ConnectionLost("connection closed")
+        async with self._write_lock:
+            if not self._sending:
+                raise ConnectionLost("connection closed")
+            frame = encode_frame(body, self.framing)
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._broken()
+                raise ConnectionLost("connection closed by the remote") from exc
+
+    def _cancel_remote(self, request_id: int) -> None:
+        if self._sending and self._nursery is not None:
+            # RuntimeError: the nursery is already closing, so there is nobody to tell.
+            with contextlib.suppress(RuntimeError):
+                self._nursery.start_soon(self._send_cancel, request_id)
+
+    async def _send_cancel(self, request_id: int) -> None:
+        with contextlib.suppress(ConnectionLost):
+            await self.notify(CANCEL_METHOD, {"id": request_id})
+
+    def _stop_receiving(self) -> None:
+        self._receiving = False
+        for slot in self._outgoing.values():
+            slot.settle(None, ConnectionLost("connection closed before the reply arrived"))
+
+    def _broken(self) -> None:
+        """Nothing can be written any more: whoever runs here has nobody to answer."""
+        self._sending = False
+        self._stop_receiving()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    # -- incoming ---------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self.stream.receive_some(self._receive_size)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._broken()
+                    return
+                if not data:
+                    for body in self._decoder.feed_eof():
+                        await self._handle_frame(body)
+                    return
+                try:
+                    frames = self._decoder.feed(data)
+                except FramingError as exc:
+                    for body in exc.frames:
+                        await self._handle_frame(body)
+                    await self._send(jsonrpc.encode_error(None, _framing_error(exc)))
+                    return
+                for body in frames:
+                    await self._handle_frame(body)
+        except ConnectionLost:
+            return
+
+    async def _handle_frame(self, body: bytes) -> None:
+        frame = jsonrpc.parse_frame(body)
+        deliver: _Deliver = self._send
+        if frame.batch:
+            expected = sum(isinstance(m, Request | jsonrpc.Invalid) for m in frame.messages)
+            deliver = _BatchReplies(self._send, expected).deliver
+        for message in frame.messages:
+            if isinstance(message, Request):
+                await self._on_request(message, deliver)
+            elif isinstance(message, Notification):
+                await self._on_notification_message(message)
+            elif isinstance(message, Response):
+                self._on_response(message)
+            else:
+                await deliver(jsonrpc.encode_error(message.id, message.error))
+
+    async def _on_request(self, request: Request, deliver: _Deliver) -> None:
+        route = self.router.get(request.method)
+        if route is None:
+            await deliver(jsonrpc.encode_error(request.id, MethodNotFound(request.method)))
+            return
+        if request.id in self._in_flight:
+            error = InvalidRequest(f"invalid request: request id {request.id!r} is in flight")
+            await deliver(jsonrpc.encode_error(request.id, error))
+            return
+        ctx = CallContext(self, request.method, request.id)
+        if route.inline:
+            await deliver(await self._call(route, request.params, ctx))
+            return
+        assert self._nursery is not None
+        flight = _InFlight(deliver)
+        self._in_flight[request.id] = flight
+        self._nursery.start_soon(self._serve_spawned, route, request, ctx, flight)
+
+    async def _serve_spawned(
+        self, route: Route, request: Request, ctx: CallContext, flight: _InFlight
+    ) -> None:
+        reply: bytes | None = None
+        try:
+            with flight.scope:
+                reply = await self._call(route, request.params, ctx)
+        finally:
+            if self._in_flight.get(request.id) is flight:
+                del self._in_flight[request.id]
+        if reply is None or flight.answered:
+            return  # cancelled: `_cancel` has answered -32800 already
+        flight.answered = True
+        with contextlib.suppress(ConnectionLost):
+            await flight.deliver(reply)
+
+    async def _call(self, route: Route, params: msgspec.Raw | None, ctx: CallContext) -> bytes:
+        """Run one handler to its encoded reply; every failure becomes an error reply."""
+        try:
+            value = _decode_params(route, params)
+            result = await route.handler(value, ctx)
+            return jsonrpc.encode_result(ctx.request_id, result)
+        except Exception as exc:
+            error = _sole_rpc_error(exc)
+            if error is None:
+                logger.error("handler of %s failed", route.name, exc_info=exc)
+                error = InternalError()
+            return jsonrpc.encode_error(ctx.request_id, error)
+
+    async def _on_notification_message(self, notice: Notification) -> None:
+        if notice.method == CANCEL_METHOD:
+            await self._cancel(notice.params)
+            return
+        route = self.router.get(notice.method)
+        if route is not None:
+            ctx = CallContext(self, notice.method, None)
+            if route.inline:
+                await self._call(route, notice.params, ctx)
+            else:
+                assert self._nursery is not None
+                self._nursery.start_soon(self._call, route, notice.params, ctx)
+            return
+        if notice.method.startswith("$/") or self._on_notification is None:
+            return
+        try:
+            self._on_notification(notice.method, notice.params or msgspec.Raw(b"{}"))
+        except Exception:
+            logger.exception("notification callback failed for %s", notice.method)
+
+    async def _cancel(self, params: msgspec.Raw | None) -> None:
+        if params is None:
+            return
+        try:
+            target = msgspec.json.decode(params, type=_CancelParams).id
+        except msgspec.DecodeError:
+            return  # names no request: nothing to cancel
+        flight = self._in_flight.pop(target, None)
+        if flight is None or flight.answered:
+            return
+        flight.answered = True
+        flight.scope.cancel()
+        await flight.deliver(jsonrpc.encode_error(target, RequestCancelled()))
+
+    def _on_response(self, response: Response) -> None:
+        slot = self._outgoing.get(response.id) if type(response.id) is int else None
+        if slot is None:
+            return  # nothing awaits it (e.g. its requester was cancelled)
+        if response.problem is not None:
+            slot.settle(None, MalformedResponse(response.problem))
+        else:
+            slot.settle(response.result, response.error)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+_EMPTY_PARAMS: Final = b"{}"
+
+
+def _decode_params(route: Route, params: msgspec.Raw | None) -> Any:
+    """Params as the route's type, or `InvalidParams` listing every issue."""
+    if params is None:
+        data: bytes | msgspec.Raw = _EMPTY_PARAMS
+    elif jsonrpc.params_kind(params) == "array":
+        raise InvalidParams(
+            [{"path": "$", "message": "expected an object of named parameters, got an array"}]
+        )
+    else:
+        data = params
+    try:
+        return route.decoder.decode(data)
+    except msgspec.DecodeError:
+        pass
+    try:
+        validate.decode_json(bytes(data), route.params_type)
+    except validate.ValidationFailed as exc:
+        raise InvalidParams(exc.issues) from None
+    # The walker accepted what msgspec refused; msgspec is the authority on validity.
+    raise InvalidParams([{"path": "$", "message": "params do not match the method's schema"}])
+
+
+def _sole_rpc_error(exc: BaseException) -> RpcError | None:
+    """The `RpcError` a handler raised, also when a nursery wrapped it alone in a group."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, RpcError) else None
+
+
+def _framing_error(exc: FramingError) -> RpcError:
+    if isinstance(exc, FrameTooLarge):
+        return InvalidRequest(f"invalid request: {exc}", {"limit": exc.limit})
+    return ParseError(f"parse error: {exc}")

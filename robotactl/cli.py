@@ -1,0 +1,231 @@
+"""The ``robotactl`` command group: global options, command registry, error → exit status.
+
+``robotactl [--socket PATH] [--json] [--no-autostart] COMMAND ...`` (PROTOCOL.md §9). Global
+options come before the command. Each command lives in a module under `robotactl.commands`
+and is imported only when it runs (or when ``--help`` lists it), so adding one is a line in
+`COMMANDS` plus its module, and ``robotactl --help`` never pays for trio or msgspec.
+
+Exit statuses (`robotactl.exit_codes`): 0 completed, 1 error, 2 usage, 3 waiting for approval,
+4 aborted. A command signals a failure by raising `CommandFailed` (or letting a `protocol`
+`RpcError` or a `DaemonUnavailable` escape `run_with_daemon`, which turns them into one); click
+turns usage errors into status 2 itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from robotactl import __version__
+from robotactl.exit_codes import EXIT_CODES_HELP, ExitCode
+from robotactl.render import Output
+
+if TYPE_CHECKING:
+    from protocol.peer import JsonRpcPeer
+
+__all__ = [
+    "COMMANDS",
+    "ClientOptions",
+    "CommandFailed",
+    "DaemonNotRunningFailed",
+    "LazyGroup",
+    "RpcFailed",
+    "TurnAbortedFailed",
+    "cli",
+    "main",
+    "run_with_daemon",
+]
+
+T = TypeVar("T")
+
+#: command name → ``module:attribute`` of its `click.Command`, imported on first use.
+COMMANDS: dict[str, str] = {
+    "status": "robotactl.commands.daemon:status",
+    "shutdown": "robotactl.commands.daemon:shutdown",
+    "call": "robotactl.commands.call:call",
+}
+
+
+@dataclass
+class ClientOptions:
+    """The global options, as every command receives them (``@click.pass_obj``)."""
+
+    socket: str | None = None
+    autostart: bool = True
+    output: Output = field(default_factory=Output)
+
+    @property
+    def socket_path(self) -> Path:
+        """The socket to use: ``--socket``, ``ROBOTA_SOCKET``, the runtime dir, /tmp."""
+        from protocol.socket_path import resolve_socket_path
+
+        return resolve_socket_path(self.socket)
+
+
+class CommandFailed(click.ClickException):
+    """A command failed: `message` goes to stderr as ``robotactl: message``, then exit 1.
+
+    A subclass sets `exit_code` for another status (3 waiting, 4 aborted).
+    """
+
+    exit_code = ExitCode.ERROR
+
+    def show(self, file: Any = None) -> None:
+        Output().error(self.format_message())
+
+
+class DaemonNotRunningFailed(CommandFailed):
+    """Nothing listens at `socket_path` and starting robotad was not allowed."""
+
+    def __init__(self, message: str, socket_path: Path) -> None:
+        super().__init__(message)
+        self.socket_path = socket_path
+
+
+class RpcFailed(CommandFailed):
+    """The daemon answered with a JSON-RPC error: ``error CODE: message`` and its data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+    def show(self, file: Any = None) -> None:
+        Output().rpc_error(self.code, self.message, self.data)
+
+
+class TurnAbortedFailed(RpcFailed):
+    """The daemon reported the turn aborted (-32006): exit 4 whichever command saw it."""
+
+    exit_code = ExitCode.ABORTED
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are named in `lazy_commands` and imported on first use."""
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in self.lazy_commands:
+            return command
+        module_name, _, attribute = self.lazy_commands[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
+        self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES_HELP + "\n\n\b\nEnvironment:\n"
+    "  ROBOTA_SOCKET          socket path when --socket is not given\n"
+    "  ROBOTA_NO_AUTOSTART=1  same as --no-autostart\n"
+    "  NO_COLOR               never colour the output",
+)
+@click.option(
+    "--socket",
+    metavar="PATH",
+    help="robotad's socket (default: ROBOTA_SOCKET, $XDG_RUNTIME_DIR/robota/robotad.sock, "
+    "/tmp/robota-$UID/robotad.sock).",
+)
+@click.option(
+    "--json",
+    "json_mode",
+    is_flag=True,
+    help="Print results as JSON on stdout (for scripts).",
+)
+@click.option(
+    "--no-autostart",
+    is_flag=True,
+    envvar="ROBOTA_NO_AUTOSTART",
+    help="Fail instead of starting robotad when nothing answers at the socket.",
+)
+@click.version_option(
+    __version__, "--version", prog_name="robotactl", message="%(prog)s %(version)s"
+)
+@click.pass_context
+def cli(ctx: click.Context, socket: str | None, json_mode: bool, no_autostart: bool) -> None:
+    """robotactl — talk to robotad, the daemon that owns your AI-agent sessions.
+
+    Starts robotad in the background when nothing answers at the socket (unless
+    --no-autostart).
+    """
+    ctx.obj = ClientOptions(
+        socket=socket, autostart=not no_autostart, output=Output(json_mode=json_mode)
+    )
+
+
+def run_with_daemon(
+    options: ClientOptions,
+    body: Callable[[JsonRpcPeer], Awaitable[T]],
+    *,
+    autostart: bool | None = None,
+) -> T:
+    """Connect (autostarting per `options` unless `autostart` overrides), run `body` with the
+    peer under trio, and return its value.
+
+    Failures become `CommandFailed` (exit 1): an unreachable daemon with its explanation, a
+    JSON-RPC error as `RpcFailed` (`TurnAbortedFailed`, exit 4, for -32006), a connection the
+    daemon dropped. Other exceptions (click's own included) pass unchanged.
+    """
+    import trio
+
+    from protocol.errors import RpcError, TurnAborted
+    from protocol.peer import ConnectionLost, MalformedResponse
+    from robotactl.connection import DaemonNotRunning, DaemonUnavailable, connect
+
+    path = options.socket_path
+    allowed = options.autostart if autostart is None else autostart
+
+    async def session() -> T:
+        async with connect(path, autostart=allowed) as peer:
+            return await body(peer)
+
+    try:
+        try:
+            return trio.run(session)
+        except BaseExceptionGroup as group:
+            # The connection's nursery wraps whatever the body raised; one leaf is the error.
+            raise _sole_exception(group) from None
+    except DaemonNotRunning as exc:
+        raise DaemonNotRunningFailed(str(exc), exc.socket_path) from None
+    except DaemonUnavailable as exc:
+        raise CommandFailed(str(exc)) from None
+    except TurnAborted as exc:
+        raise TurnAbortedFailed(exc.code, exc.message, exc.data) from None
+    except RpcError as exc:
+        raise RpcFailed(exc.code, exc.message, exc.data) from None
+    except ConnectionLost as exc:
+        raise CommandFailed(
+            f"robotad at {path} closed the connection before answering ({exc}); it may be "
+            "shutting down, or it runs as another user"
+        ) from None
+    except MalformedResponse as exc:
+        raise CommandFailed(f"robotad at {path} sent an unusable reply: {exc}") from None
+
+
+def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception inside nested single-member groups, else the group itself."""
+    current: BaseException = group
+    while isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
+        current = current.exceptions[0]
+    return current
+
+
+def main() -> None:
+    """The ``robotactl`` console script (click maps exceptions to exit statuses)."""
+    cli(prog_name="robotactl")

@@ -1,0 +1,99 @@
+"""``robotactl call METHOD [JSON]``: any JSON-RPC method, raw (PROTOCOL.md §9).
+
+The parameters are a JSON object or array given as the argument, or read from stdin when the
+argument is ``-``; omitted (or ``null``) they are ``{}``. Invalid JSON is a usage error (exit 2)
+that names the line and column and points at the spot. The result is printed as JSON whether
+or not ``--json`` was given; a JSON-RPC error prints ``error CODE: message`` and its data on
+stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from robotactl.cli import ClientOptions, run_with_daemon
+
+if TYPE_CHECKING:
+    from json import JSONDecodeError
+
+    from protocol.peer import JsonRpcPeer
+
+__all__ = ["JSON_PARAMS", "JsonParams", "call"]
+
+
+class JsonParams(click.ParamType[Any]):
+    """A JSON object or array (JSON-RPC's structured params); ``-`` reads it from stdin.
+
+    Converts to the decoded value; ``null`` converts to ``{}``. Anything else fails with a
+    located message (line, column and a caret under the offending character).
+    """
+
+    name = "json"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value  # already converted (a default)
+        import json
+
+        text = sys.stdin.read() if value == "-" else value
+        source = "stdin" if value == "-" else "argument"
+        try:
+            decoded = json.loads(text, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as exc:
+            self.fail(f"not valid JSON ({source}): {_locate(exc)}", param, ctx)
+        except _NotJson as exc:
+            self.fail(f"not valid JSON ({source}): {exc} is not a JSON value", param, ctx)
+        if decoded is None:
+            return {}
+        if not isinstance(decoded, dict | list):
+            kind = _JSON_KINDS.get(type(decoded), type(decoded).__name__)
+            self.fail(f"params must be a JSON object or array, not a {kind}", param, ctx)
+        return decoded
+
+
+JSON_PARAMS = JsonParams()
+_JSON_KINDS = {bool: "boolean", int: "number", float: "number", str: "string"}
+
+
+class _NotJson(ValueError):
+    """A non-standard constant Python's json module would accept (NaN, Infinity)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(name)
+
+
+def _locate(exc: JSONDecodeError) -> str:
+    """``<msg> at line L, column C`` plus that line with a caret under column C."""
+    line_text = exc.doc.splitlines()[exc.lineno - 1] if exc.doc.strip() else ""
+    where = f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+    if not line_text:
+        return where
+    # Long lines are cut around the error so the caret stays on screen.
+    start = max(0, exc.colno - 1 - 60)
+    shown = line_text[start : start + 120]
+    caret = " " * (exc.colno - 1 - start) + "^"
+    return f"{where}\n  {shown}\n  {caret}"
+
+
+@click.command(short_help="Call a JSON-RPC method and print its result as JSON.")
+@click.argument("method")
+@click.argument("params", required=False, type=JSON_PARAMS, metavar="[JSON]")
+@click.pass_obj
+def call(options: ClientOptions, method: str, params: Any) -> None:
+    """Call METHOD with JSON params (an object; `-` reads stdin) and print the result as JSON.
+
+    \b
+    Examples:
+      robotactl call daemon/status
+      robotactl call session/get '{"sessionId": "abc"}'
+      echo '{"query": "tests"}' | robotactl call history/search -
+    """
+
+    async def send(peer: JsonRpcPeer) -> Any:
+        return await peer.request(method, {} if params is None else params)
+
+    options.output.json(run_with_daemon(options, send))

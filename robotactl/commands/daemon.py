@@ -1,0 +1,183 @@
+"""``robotactl status`` and ``robotactl shutdown``: the daemon itself (PROTOCOL.md §5, §9).
+
+``status`` autostarts a missing daemon like every command (a status that says "running" is
+then true). ``shutdown`` never does: with nothing running there is nothing to stop, and it
+says so on stderr and exits 0, so it is safe in cleanup scripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from robotactl.cli import ClientOptions, CommandFailed, DaemonNotRunningFailed, run_with_daemon
+
+if TYPE_CHECKING:
+    from protocol.peer import JsonRpcPeer
+
+__all__ = ["format_uptime", "shutdown", "status", "status_rows"]
+
+#: The daemon's own default for ``graceSeconds`` (PROTOCOL.md §5).
+DEFAULT_GRACE = 10.0
+#: How much longer than the grace ``shutdown --wait`` waits for the process to be gone.
+WAIT_MARGIN = 30.0
+
+
+@click.command(short_help="Show robotad's version, pid, uptime and sessions.")
+@click.pass_obj
+def status(options: ClientOptions) -> None:
+    """Show robotad's version, pid, uptime, socket, state dir and session counts.
+
+    With --json, prints the daemon/status result as the daemon sent it.
+    """
+
+    async def ask(peer: JsonRpcPeer) -> Any:
+        return await peer.request("daemon/status", {})
+
+    result = run_with_daemon(options, ask)
+    if options.output.json_mode:
+        options.output.json(result)
+    else:
+        options.output.table(status_rows(result, now=datetime.now(UTC)))
+
+
+def status_rows(result: Mapping[str, Any], *, now: datetime) -> list[tuple[str, str]]:
+    """The human ``status`` table for a ``daemon/status`` result; absent members show ``?``."""
+
+    def get(name: str) -> str:
+        value = result.get(name)
+        return "?" if value is None else str(value)
+
+    version = get("version")
+    if result.get("protocolVersion") is not None:
+        version += f" (protocol {result['protocolVersion']})"
+    started = result.get("startedAt")
+    uptime = "?"
+    if isinstance(started, str):
+        try:
+            since = datetime.fromisoformat(started)
+        except ValueError:
+            uptime = f"? (started {started})"
+        else:
+            if since.tzinfo is None:
+                since = since.replace(tzinfo=UTC)
+            seconds = (now - since).total_seconds()
+            uptime = f"{format_uptime(seconds)} (since {started})"
+    sessions = result.get("sessions")
+    if isinstance(sessions, Mapping):
+        counts = ", ".join(
+            f"{sessions.get(kind, '?')} {kind}" for kind in ("loaded", "running", "waiting")
+        )
+    else:
+        counts = "?"
+    return [
+        ("version", version),
+        ("pid", get("pid")),
+        ("uptime", uptime),
+        ("socket", get("socketPath")),
+        ("state dir", get("stateDir")),
+        ("sessions", counts),
+    ]
+
+
+def format_uptime(seconds: float) -> str:
+    """``42s``, ``5m 07s``, ``2h 03m``, ``3d 04h``: the two largest units, floored."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+@click.command(short_help="Stop robotad (never starts one).")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help=f"Time running turns get to finish before they are aborted "
+    f"(daemon default: {DEFAULT_GRACE:g}).",
+)
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Return only once the robotad process has exited.",
+)
+@click.pass_obj
+def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
+    """Stop robotad: stop accepting, let turns finish within the grace, close sessions, exit.
+
+    Never starts a daemon; with none running it says so and exits 0.
+    """
+    params: dict[str, Any] = {}
+    if grace is not None:
+        # An integral grace goes out as an integer, which every numeric schema accepts.
+        params["graceSeconds"] = int(grace) if grace.is_integer() else grace
+    deadline = (DEFAULT_GRACE if grace is None else grace) + WAIT_MARGIN
+
+    async def stop(peer: JsonRpcPeer) -> Any:
+        if not wait:
+            return await peer.request("daemon/shutdown", params)
+        return await _shutdown_and_wait(peer, params, deadline)
+
+    try:
+        result = run_with_daemon(options, stop, autostart=False)
+    except DaemonNotRunningFailed as exc:
+        options.output.notice(f"robotad is not running at {exc.socket_path}; nothing to shut down")
+        return
+    if options.output.json_mode:
+        options.output.json(result)
+    elif wait:
+        options.output.line("robotad has shut down")
+    else:
+        options.output.line("robotad is shutting down")
+
+
+async def _shutdown_and_wait(peer: JsonRpcPeer, params: dict[str, Any], deadline: float) -> Any:
+    """Ask for shutdown, then wait (at most `deadline` seconds) until the daemon process is
+    gone. The process is the peer of our socket (``SO_PEERCRED``, so its pid is right in our
+    pid namespace), watched through a pidfd opened before the request: no polling, no pid
+    reuse race."""
+    import os
+
+    import trio
+
+    pid, pidfd = _peer_process(peer)
+    try:
+        result = await peer.request("daemon/shutdown", params)
+        if pidfd is not None:
+            with trio.move_on_after(deadline):
+                await trio.lowlevel.wait_readable(pidfd)
+                return result
+            raise CommandFailed(f"robotad (pid {pid}) is still running after {deadline:g} s")
+        return result
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _peer_process(peer: JsonRpcPeer) -> tuple[int | None, int | None]:
+    """The daemon's pid and a pidfd for it, or Nones when the stream is not a Unix socket or
+    the process is already gone."""
+    import os
+    import socket
+    import struct
+
+    sock = getattr(peer.stream, "socket", None)
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None, None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid = struct.unpack("3i", creds)[0]
+    try:
+        return pid, os.pidfd_open(pid)
+    except ProcessLookupError:
+        return pid, None

@@ -1,0 +1,123 @@
+"""Reaching robotad: connect to its socket, starting it first when nothing answers.
+
+`connect` is the only way robotactl talks to the daemon. When no daemon listens at the socket
+(the file is missing, or a stale file refuses connections) and autostart is allowed, it has
+`robotactl.autostart` start one and waits for it to report that it serves — never a
+sleep-and-retry loop — then connects. Concurrent robotactl processes take turns starting
+(see `robotactl.autostart.autostart_lock`), so only one daemon is ever started for them and
+all of them connect to it.
+
+Failures are `DaemonUnavailable` with a message written for a person: the socket it tried,
+why nothing answered, and — when a started daemon gave up — what robotad printed (for example
+the unsafe runtime directory it refused). Nothing here prints or exits; the CLI does.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocol.peer import JsonRpcPeer
+
+__all__ = [
+    "READY_TIMEOUT",
+    "DaemonNotRunning",
+    "DaemonStartFailed",
+    "DaemonUnavailable",
+    "connect",
+]
+
+#: Seconds a freshly started robotad has to report that it serves.
+READY_TIMEOUT = 10.0
+#: connect(2) errors meaning "nobody is listening there", as opposed to "not allowed".
+_NOBODY_LISTENING = frozenset({errno.ENOENT, errno.ECONNREFUSED})
+
+
+class DaemonUnavailable(Exception):
+    """No connection to robotad at `socket_path`; the message says why, for a person."""
+
+    def __init__(self, message: str, socket_path: Path) -> None:
+        super().__init__(message)
+        self.socket_path = socket_path
+
+
+class DaemonNotRunning(DaemonUnavailable):
+    """Nothing listens at the socket and autostart is off."""
+
+    def __init__(self, socket_path: Path) -> None:
+        super().__init__(
+            f"robotad is not running at {socket_path} "
+            "(start it with `robotad` or drop --no-autostart)",
+            socket_path,
+        )
+
+
+class DaemonStartFailed(DaemonUnavailable):
+    """robotactl started robotad (or waited for another client to), and it never served."""
+
+
+@asynccontextmanager
+async def connect(
+    socket_path: Path, *, autostart: bool, ready_timeout: float = READY_TIMEOUT
+) -> AsyncIterator[JsonRpcPeer]:
+    """A connected peer for the daemon at `socket_path`, closed when the block exits.
+
+    With `autostart`, a missing daemon is started and connected to once ready. Raises
+    `DaemonNotRunning` when nothing listens and `autostart` is false, `DaemonStartFailed` when
+    a started daemon gave up or timed out, and `DaemonUnavailable` for any other reason the
+    socket cannot be reached (permissions, a path too long).
+    """
+    async with AsyncExitStack() as stack:
+        peer = await _try_connect(stack, socket_path)
+        if peer is None:
+            if not autostart:
+                raise DaemonNotRunning(socket_path)
+            peer = await _start_then_connect(stack, socket_path, ready_timeout)
+        yield peer
+
+
+async def _start_then_connect(
+    stack: AsyncExitStack, socket_path: Path, ready_timeout: float
+) -> JsonRpcPeer:
+    # Imported here: only a client that found no daemon pays for it.
+    from robotactl.autostart import autostart_lock, start_daemon
+
+    async with autostart_lock(socket_path, lock_timeout=2 * ready_timeout):
+        # Whoever held the lock before us may have started it already.
+        peer = await _try_connect(stack, socket_path)
+        if peer is not None:
+            return peer
+        try:
+            await start_daemon(socket_path, ready_timeout=ready_timeout)
+        except DaemonStartFailed:
+            # A daemon started by other means (by hand, by systemd) at the same moment wins
+            # the daemon's own lock and ours exits; use the winner if it is there.
+            peer = await _try_connect(stack, socket_path)
+            if peer is None:
+                raise
+            return peer
+        peer = await _try_connect(stack, socket_path)
+        if peer is None:
+            raise DaemonStartFailed(
+                f"robotad reported ready but nothing answers at {socket_path}", socket_path
+            )
+        return peer
+
+
+async def _try_connect(stack: AsyncExitStack, socket_path: Path) -> JsonRpcPeer | None:
+    """A connected peer (closed by `stack`), or None when nobody listens at `socket_path`."""
+    from protocol.client import open_connection
+
+    try:
+        return await stack.enter_async_context(open_connection(socket_path))
+    except OSError as exc:
+        if exc.errno in _NOBODY_LISTENING:
+            return None
+        reason = exc.strerror or str(exc)
+        raise DaemonUnavailable(
+            f"cannot connect to robotad at {socket_path}: {reason}", socket_path
+        ) from exc

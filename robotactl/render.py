@@ -1,0 +1,113 @@
+"""How robotactl writes: JSON for scripts (``--json``), short plain text for people.
+
+`Output` is the one writer every command uses. In JSON mode stdout carries exactly one JSON
+document per command (the daemon's result, unchanged), so ``robotactl --json status | jq`` is
+safe; diagnostics always go to stderr. In human mode values are laid out for reading and may
+be coloured, but only when that stream is a terminal, ``NO_COLOR`` is unset or empty
+(https://no-color.org) and ``TERM`` is not ``dumb``.
+
+Nothing here talks to the daemon or imports trio or msgspec; `json` loads on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+import click
+
+__all__ = ["Output", "color_enabled", "format_json", "format_rpc_error"]
+
+_ANSI = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+
+def color_enabled(stream: IO[str], environ: Mapping[str, str] | None = None) -> bool:
+    """Whether text written to `stream` may carry ANSI colours.
+
+    Only for a terminal, never with a non-empty ``NO_COLOR``, never for ``TERM=dumb``.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR", ""):
+        return False
+    if env.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # not a real stream, or a closed one
+        return False
+
+
+def format_json(value: Any, *, indent: int | None = 2) -> str:
+    """`value` as JSON text: UTF-8 kept readable, member order kept as the daemon sent it."""
+    import json
+
+    return json.dumps(value, indent=indent, ensure_ascii=False)
+
+
+def format_rpc_error(code: int, message: str, data: Any = None) -> str:
+    """``error CODE: message``, plus ``data: {...}`` on the next line when there is data."""
+    text = f"error {code}: {message}"
+    if data is not None:
+        text += f"\ndata: {format_json(data, indent=None)}"
+    return text
+
+
+class Output:
+    """Writes a command's results (stdout) and diagnostics (stderr).
+
+    `json_mode` comes from the global ``--json``. Colour is decided per stream on first use
+    unless `color` forces it (tests, or a future ``--color`` option).
+    """
+
+    def __init__(self, *, json_mode: bool = False, color: bool | None = None) -> None:
+        self.json_mode = json_mode
+        self._color = color
+
+    def _colors(self, *, err: bool) -> bool:
+        if self._color is not None:
+            return self._color
+        return color_enabled(sys.stderr if err else sys.stdout)
+
+    def style(self, text: str, *styles: str, err: bool = False) -> str:
+        """`text` wrapped in the named ANSI `styles` when that stream may be coloured."""
+        if not styles or not self._colors(err=err):
+            return text
+        codes = ";".join(_ANSI[name] for name in styles)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def json(self, value: Any) -> None:
+        """Write `value` as one JSON document on stdout (indented, newline-terminated)."""
+        click.echo(format_json(value), color=False)
+
+    def line(self, text: str = "") -> None:
+        """One line of human output on stdout."""
+        click.echo(text, color=self._colors(err=False))
+
+    def table(self, rows: Sequence[tuple[str, str]]) -> None:
+        """Two aligned columns, the keys dimmed: ``key   value`` per row."""
+        if not rows:
+            return
+        width = max(len(key) for key, _ in rows)
+        for key, value in rows:
+            self.line(f"{self.style(key.ljust(width), 'dim')}  {value}")
+
+    def notice(self, text: str) -> None:
+        """An informational line on stderr (never on stdout, so JSON mode stays parseable)."""
+        click.echo(text, err=True, color=self._colors(err=True))
+
+    def error(self, text: str) -> None:
+        """An error line on stderr: ``robotactl: text``, the prefix red on a terminal."""
+        prefix = self.style("robotactl:", "red", "bold", err=True)
+        click.echo(f"{prefix} {text}", err=True, color=self._colors(err=True))
+
+    def rpc_error(self, code: int, message: str, data: Any = None) -> None:
+        """A JSON-RPC error on stderr, as `format_rpc_error` lays it out."""
+        text = format_rpc_error(code, message, data)
+        first, newline, rest = text.partition("\n")
+        click.echo(
+            self.style(first, "red", err=True) + newline + rest,
+            err=True,
+            color=self._colors(err=True),
+        )

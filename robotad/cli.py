@@ -1,0 +1,142 @@
+"""The ``robotad`` command.
+
+``robotad [OPTIONS]`` or ``robotad run [OPTIONS]`` serves until ``daemon/shutdown``, SIGTERM or
+SIGINT, then exits 0. It exits 1 with a one-line reason when it cannot start (another daemon
+holds the socket, an unsafe runtime directory, a bad ``--ready-fd``), 2 on a usage error.
+``robotad install-units`` writes the systemd user units.
+
+The serving options are accepted before or after ``run``; when given in both places the later
+(``run``'s) wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import trio
+
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DEFAULTS: dict[str, Any] = {
+    "socket": None,
+    "log_level": "info",
+    "max_message_bytes": DEFAULT_MAX_FRAME_BYTES,
+    "event_buffer": 10_000,
+    "ready_fd": None,
+    "trace": False,
+}
+
+
+def _serve_options(command: F) -> F:
+    """The serving options, every default None so that "not given" is visible when merging."""
+    options = [
+        click.option(
+            "--socket",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Socket path (default: ROBOTA_SOCKET, $XDG_RUNTIME_DIR/robota/robotad.sock, "
+            "/tmp/robota-$UID/robotad.sock). Optional under socket activation.",
+        ),
+        click.option(
+            "--log-level",
+            type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+            default=None,
+            help="Least severe level written to stderr (default: info).",
+        ),
+        click.option(
+            "--max-message-bytes",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="N",
+            help=f"Largest accepted frame in bytes (default: {DEFAULT_MAX_FRAME_BYTES}).",
+        ),
+        click.option(
+            "--event-buffer",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="N",
+            help="Events kept per session for replay to late subscribers (default: 10000).",
+        ),
+        click.option(
+            "--ready-fd",
+            type=click.IntRange(min=0),
+            default=None,
+            metavar="FD",
+            help='Once serving, write "\\n" to this descriptor and close it.',
+        ),
+        click.option(
+            "--trace",
+            is_flag=True,
+            default=None,
+            help="Set TRACEPARENT for hooks on a turn's path.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group(
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@_serve_options
+@click.pass_context
+def main(ctx: click.Context, /, **options: Any) -> None:
+    """robotad — the per-user daemon that owns every AI-agent session of its user.
+
+    Without a command, serves (same as `robotad run`).
+    """
+    ctx.obj = options
+    if ctx.invoked_subcommand is None:
+        _serve(_merge(options))
+
+
+@main.command("run")
+@_serve_options
+@click.pass_context
+def run_command(ctx: click.Context, /, **options: Any) -> None:
+    """Serve on the socket until daemon/shutdown, SIGTERM or SIGINT."""
+    outer: dict[str, Any] = ctx.obj or {}
+    _serve(_merge(outer, options))
+
+
+@main.command("install-units")
+def install_units_command() -> None:
+    """Write robotad.socket and robotad.service to the systemd user unit directory."""
+    from robotad.units import install_units  # lazy: only this command needs it
+
+    for path in install_units():
+        click.echo(path)
+
+
+def _merge(*layers: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(_DEFAULTS)
+    for layer in layers:
+        merged.update({key: value for key, value in layer.items() if value is not None})
+    return merged
+
+
+def _serve(options: dict[str, Any]) -> None:
+    from robotad.log import configure_logging
+    from robotad.server.lifecycle import DaemonSettings, StartupError, serve_daemon
+
+    configure_logging(options["log_level"])
+    settings = DaemonSettings(
+        socket=options["socket"],
+        max_message_bytes=options["max_message_bytes"],
+        event_buffer=options["event_buffer"],
+        ready_fd=options["ready_fd"],
+        trace=bool(options["trace"]),
+    )
+    try:
+        trio.run(serve_daemon, settings)
+    except StartupError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,187 @@
+"""The daemon's own methods (PROTOCOL.md §5 "Daemon"): ``initialize``, ``daemon/status``,
+``daemon/shutdown``.
+
+``initialize`` and ``daemon/status`` never wait, so they are answered inline by the reader.
+``daemon/shutdown`` answers ``{ok: true}`` and only *requests* the shutdown: the server stops
+accepting, drains and exits after the reply has gone out, so the caller always hears back.
+
+``initialize`` tolerates members it does not know: LSP-style editors send their usual
+``initialize`` parameters (``processId``, ``rootUri``, ``capabilities``…) and must not be
+refused for it. The other two are strict like every method of the protocol.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from protocol.peer import CallContext, Router
+from robotad.server.app import Application, SessionCounts
+
+__all__ = [
+    "DEFAULT_GRACE_SECONDS",
+    "PROTOCOL_VERSION",
+    "DaemonInfo",
+    "DaemonStatus",
+    "InitializeParams",
+    "InitializeResult",
+    "ShutdownParams",
+    "ShutdownResult",
+    "StatusParams",
+    "daemon_version",
+    "register_daemon_methods",
+    "state_dir_from_environ",
+]
+
+PROTOCOL_VERSION: Final = 1
+DEFAULT_GRACE_SECONDS: Final = 10.0
+FRAMINGS: Final = ("ndjson", "content-length")
+
+
+# -- params ---------------------------------------------------------------------------------
+
+
+class ClientInfo(Struct, frozen=True):
+    """Who the client says it is; informational only (logged, never trusted)."""
+
+    name: str
+    version: str | UnsetType = UNSET
+
+
+class InitializeParams(Struct, rename="camel", frozen=True):
+    """``{clientInfo?: {name, version?}}``; other members (LSP's) are accepted and ignored."""
+
+    client_info: ClientInfo | UnsetType = UNSET
+
+
+class StatusParams(Struct, frozen=True, forbid_unknown_fields=True):
+    """``daemon/status`` takes no parameters."""
+
+
+class ShutdownParams(Struct, rename="camel", frozen=True, forbid_unknown_fields=True):
+    """``{graceSeconds?: number ≥ 0}`` — how long running turns may take to finish."""
+
+    grace_seconds: Annotated[float, Meta(ge=0)] = DEFAULT_GRACE_SECONDS
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+class ServerInfo(Struct, frozen=True):
+    name: str
+    version: str
+
+
+class Capabilities(Struct, frozen=True):
+    framings: list[str]
+
+
+class InitializeResult(Struct, rename="camel", frozen=True):
+    protocol_version: int
+    server_info: ServerInfo
+    capabilities: Capabilities
+
+
+class DaemonStatus(Struct, rename="camel", frozen=True):
+    version: str
+    protocol_version: int
+    pid: int
+    started_at: datetime
+    socket_path: str
+    state_dir: str
+    sessions: SessionCounts
+
+
+class ShutdownResult(Struct, frozen=True):
+    ok: Literal[True] = True
+
+
+# -- the daemon's facts ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DaemonInfo:
+    """What ``daemon/status`` reports besides the session counts."""
+
+    version: str
+    pid: int
+    started_at: datetime
+    socket_path: str
+    state_dir: Path
+
+
+def daemon_version() -> str:
+    """The installed distribution's version, or pyproject's when running from a source tree."""
+    try:
+        return importlib.metadata.version("robota")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        project: Any = tomllib.loads(pyproject.read_text("utf-8")).get("project", {})
+        return str(project["version"])
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        return "0+unknown"
+
+
+def state_dir_from_environ(environ: Mapping[str, str] | None = None) -> Path:
+    """``ROBOTA_STATE_DIR``, else ``$XDG_STATE_HOME/robota`` (PROTOCOL.md §8)."""
+    env = os.environ if environ is None else environ
+    explicit = env.get("ROBOTA_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = env.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "robota"
+    from xdg_base_dirs import xdg_state_home
+
+    return xdg_state_home() / "robota"
+
+
+# -- registration ---------------------------------------------------------------------------
+
+
+def register_daemon_methods(
+    router: Router,
+    info: DaemonInfo,
+    app: Application,
+    request_shutdown: Callable[[float], None],
+) -> None:
+    """Add ``initialize``, ``daemon/status`` and ``daemon/shutdown`` to `router`.
+
+    `request_shutdown(grace)` must only schedule the shutdown and return at once.
+    """
+    initialize_result = InitializeResult(
+        protocol_version=PROTOCOL_VERSION,
+        server_info=ServerInfo(name="robotad", version=info.version),
+        capabilities=Capabilities(framings=list(FRAMINGS)),
+    )
+
+    @router.method("initialize", InitializeParams, inline=True)
+    async def initialize(params: InitializeParams, ctx: CallContext) -> InitializeResult:
+        return initialize_result
+
+    @router.method("daemon/status", StatusParams, inline=True)
+    async def status(params: StatusParams, ctx: CallContext) -> DaemonStatus:
+        return DaemonStatus(
+            version=info.version,
+            protocol_version=PROTOCOL_VERSION,
+            pid=info.pid,
+            started_at=info.started_at,
+            socket_path=info.socket_path,
+            state_dir=os.fspath(info.state_dir),
+            sessions=app.session_counts(),
+        )
+
+    @router.method("daemon/shutdown", ShutdownParams, inline=False)
+    async def shutdown(params: ShutdownParams, ctx: CallContext) -> ShutdownResult:
+        request_shutdown(params.grace_seconds)
+        return ShutdownResult()

@@ -1,0 +1,239 @@
+"""The daemon's life, start to exit: claim the socket, serve, announce, shut down cleanly.
+
+`serve_daemon` is what ``robotad run`` does, in this order:
+
+1. find the listener — systemd's fd 3 when socket-activated, else the path from ``--socket`` /
+   ``ROBOTA_SOCKET`` / ``$XDG_RUNTIME_DIR/robota`` / ``/tmp/robota-$UID``;
+2. check (or create, 0700) the directory that holds it, take the instance lock beside it, and
+   only then bind — a stale socket is replaced, a live one is never touched;
+3. open the application, add the daemon methods to its router, start the server, install the
+   SIGTERM/SIGINT handlers;
+4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
+   watchdog if systemd asked for one;
+5. serve until ``daemon/shutdown`` or a signal, then shut down gracefully (see `Server`), close
+   the application, remove the socket file and release the lock. Returning means exit 0.
+
+Any reason not to start is raised as `StartupError` before a byte of readiness is announced,
+with a message fit to print as is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import MutableMapping
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from protocol.shapes import utc_now
+from protocol.socket_path import resolve_socket_path
+from robotad.log import fields
+from robotad.server.app import ApplicationFactory, DaemonContext, standalone_application
+from robotad.server.daemon_methods import (
+    DEFAULT_GRACE_SECONDS,
+    DaemonInfo,
+    daemon_version,
+    register_daemon_methods,
+    state_dir_from_environ,
+)
+from robotad.server.listener import Listener, ListenerError, activated_listener, bind_listener
+from robotad.server.lock import LOCK_NAME, AlreadyRunning, InstanceLock
+from robotad.server.notify import Notifier
+from robotad.server.paths import RuntimeDirError, check_socket_path, ensure_private_dir
+from robotad.server.serve import Server
+
+__all__ = ["DEFAULT_EVENT_BUFFER", "DaemonSettings", "StartupError", "serve_daemon"]
+
+log = logging.getLogger("robotad.server")
+
+#: Events buffered per session for replay (``--event-buffer``), PROTOCOL.md §5.
+DEFAULT_EVENT_BUFFER: Final = 10_000
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message says why and is fit to print as is."""
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """The command-line settings of one daemon run."""
+
+    socket: Path | None = None
+    max_message_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    event_buffer: int = DEFAULT_EVENT_BUFFER
+    ready_fd: int | None = None
+    trace: bool = False
+
+
+async def serve_daemon(
+    settings: DaemonSettings,
+    *,
+    app_factory: ApplicationFactory = standalone_application,
+    environ: MutableMapping[str, str] | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the daemon until it has shut down cleanly (see the module docstring).
+
+    `task_status.started(socket_name)` once serving, right after readiness was announced.
+    Runs in the main thread only (it handles SIGTERM and SIGINT). `environ` defaults to
+    `os.environ`; the activation and notification variables are removed from it once read.
+    Raises `StartupError` when the daemon cannot start.
+    """
+    env = os.environ if environ is None else environ
+    started_at = utc_now()
+    with ExitStack() as cleanup:
+        ready_pipe = _ReadyPipe.claim(settings.ready_fd)
+        cleanup.callback(ready_pipe.close)
+        notifier = Notifier.from_environ(env)
+        cleanup.callback(notifier.close)
+        listener = _open_listener(settings, env, cleanup)
+        socket_name = _socket_name(listener)
+        context = DaemonContext(
+            state_dir=state_dir_from_environ(env),
+            socket_path=socket_name,
+            event_buffer=settings.event_buffer,
+            trace=settings.trace,
+        )
+        async with app_factory(context) as app:
+            server = Server(
+                listener, app, max_message_bytes=settings.max_message_bytes, notifier=notifier
+            )
+            info = DaemonInfo(
+                version=daemon_version(),
+                pid=os.getpid(),
+                started_at=started_at,
+                socket_path=socket_name,
+                state_dir=context.state_dir,
+            )
+            register_daemon_methods(app.router, info, app, server.request_shutdown)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(_watch_signals, server)
+
+                async def serve_then_stop(*, task_status: trio.TaskStatus[None]) -> None:
+                    await server.run(task_status=task_status)
+                    nursery.cancel_scope.cancel()
+
+                await nursery.start(serve_then_stop)
+                ready_pipe.announce()
+                notifier.ready(f"serving on {socket_name}")
+                nursery.start_soon(notifier.run_watchdog)
+                task_status.started(socket_name)
+                log.info(
+                    "serving",
+                    extra=fields(socket=socket_name, pid=info.pid, activated=listener.activated),
+                )
+    log.info("stopped")
+
+
+def _open_listener(
+    settings: DaemonSettings, env: MutableMapping[str, str], cleanup: ExitStack
+) -> Listener:
+    """The listener, with the instance lock held beside it (released by `cleanup`)."""
+    try:
+        listener = activated_listener(env)
+    except ListenerError as exc:
+        raise StartupError(str(exc)) from exc
+    if listener is not None:
+        cleanup.callback(listener.sock.close)
+        if settings.socket is not None and listener.path not in (None, settings.socket):
+            log.warning(
+                "socket-activated: serving the listener systemd passed, not --socket",
+                extra=fields(listener=listener.path, ignored=settings.socket),
+            )
+        base = listener.path or resolve_socket_path(settings.socket, env)
+        _take_lock(base.parent, cleanup)
+        return listener
+    path = resolve_socket_path(settings.socket, env)
+    try:
+        check_socket_path(path)
+    except RuntimeDirError as exc:
+        raise StartupError(str(exc)) from exc
+    _take_lock(path.parent, cleanup)
+    try:
+        listener = bind_listener(path)
+    except ListenerError as exc:
+        raise StartupError(str(exc)) from exc
+    cleanup.callback(listener.sock.close)
+    cleanup.callback(listener.remove_socket_file)
+    return listener
+
+
+def _take_lock(directory: Path, cleanup: ExitStack) -> None:
+    try:
+        ensure_private_dir(directory)
+    except RuntimeDirError as exc:
+        raise StartupError(str(exc)) from exc
+    lock = InstanceLock(directory / LOCK_NAME)
+    try:
+        lock.acquire()
+    except AlreadyRunning as exc:
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        raise StartupError(f"cannot open lock file {lock.path}: {exc.strerror or exc}") from exc
+    cleanup.callback(lock.release)
+
+
+def _socket_name(listener: Listener) -> str:
+    """The listener's path, ``@name`` for an abstract socket."""
+    if listener.path is not None:
+        return os.fspath(listener.path)
+    name = listener.sock.getsockname()
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    return "@" + name[1:] if name.startswith("\0") else name or "(unnamed)"
+
+
+class _ReadyPipe:
+    """``--ready-fd``: one byte is written once serving, then the descriptor is closed.
+
+    A client that started the daemon waits on the other end instead of sleeping; if the daemon
+    fails to start, the descriptor is closed without a byte (the client sees end-of-file).
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    @classmethod
+    def claim(cls, fd: int | None) -> _ReadyPipe:
+        """Check that `fd` is open and keep it from leaking into child processes."""
+        if fd is not None:
+            try:
+                os.fstat(fd)
+                os.set_inheritable(fd, False)
+            except OSError as exc:
+                raise StartupError(f"--ready-fd {fd} is not an open file descriptor") from exc
+        return cls(fd)
+
+    def announce(self) -> None:
+        if self._fd is not None:
+            try:
+                os.write(self._fd, b"\n")
+            except OSError as exc:
+                log.warning("cannot signal readiness on --ready-fd: %s", exc.strerror or exc)
+        self.close()
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with suppress(OSError):
+                os.close(fd)
+
+
+async def _watch_signals(server: Server, *, task_status: trio.TaskStatus[None]) -> None:
+    """SIGTERM/SIGINT: a graceful shutdown; a second one while draining: stop now."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if server.shutting_down:
+                log.warning("%s during shutdown: closing now", name)
+                server.force_shutdown()
+            else:
+                log.info("%s: shutting down", name)
+                server.request_shutdown(DEFAULT_GRACE_SECONDS)

@@ -1,0 +1,155 @@
+"""The listening socket: bound here, or handed over by systemd (PROTOCOL.md §1).
+
+`bind_listener` binds a fresh Unix stream socket under umask 0o177, so the socket file is 0600
+from the moment it exists — there is no window in which another user could connect. It must be
+called while holding the instance lock: a socket file already at the path is then known to be
+stale (its daemon is gone) and is replaced. Anything at the path that is not a socket is left
+alone and refused.
+
+`activated_listener` takes fd 3 when ``LISTEN_PID`` names this process and ``LISTEN_FDS`` ≥ 1,
+the `sd_listen_fds` convention, without libsystemd. It removes the ``LISTEN_*`` variables from
+the environment so that no child process (hooks, tools) mistakes itself for the activated one.
+
+Either way the caller gets a `Listener`: the stdlib socket, its filesystem path (None for an
+abstract or unnamed socket) and whether this process owns the path — only a socket we bound is
+unlinked on exit; systemd keeps its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "LISTEN_FDS_START",
+    "ActivationError",
+    "Listener",
+    "ListenerError",
+    "activated_listener",
+    "bind_listener",
+]
+
+#: The first descriptor systemd passes (``SD_LISTEN_FDS_START``).
+LISTEN_FDS_START = 3
+
+
+class ListenerError(Exception):
+    """The socket cannot be bound; the message names the path and the reason."""
+
+
+class ActivationError(ListenerError):
+    """The descriptor systemd passed is not a listening Unix stream socket."""
+
+
+@dataclass
+class Listener:
+    """A listening Unix stream socket and what the daemon needs to know about it."""
+
+    sock: socket.socket
+    path: Path | None
+    owned: bool
+    activated: bool
+    _identity: tuple[int, int] | None = field(default=None, repr=False)
+
+    def remove_socket_file(self) -> None:
+        """Unlink the socket file if we bound it and it is still ours (same device and inode).
+
+        Call it before closing `sock`: while the socket is bound its inode cannot be recycled,
+        so the identity check is exact. Never raises: a missing or replaced file is left alone.
+        """
+        if not self.owned or self.path is None or self._identity is None:
+            return
+        with contextlib.suppress(OSError):
+            info = os.lstat(self.path)
+            if stat.S_ISSOCK(info.st_mode) and (info.st_dev, info.st_ino) == self._identity:
+                os.unlink(self.path)
+
+
+def bind_listener(path: Path, *, backlog: int = 128) -> Listener:
+    """Bind and listen on `path`, replacing a stale socket file. Caller holds the instance lock.
+
+    Raises `ListenerError` when something other than a socket occupies the path or the bind
+    fails. The returned socket is blocking and close-on-exec; wrap it for trio.
+    """
+    _remove_stale_socket(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        previous = os.umask(0o177)
+        try:
+            sock.bind(os.fspath(path))
+        finally:
+            os.umask(previous)
+        sock.listen(backlog)
+        info = os.lstat(path)
+    except OSError as exc:
+        sock.close()
+        raise ListenerError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
+    return Listener(
+        sock=sock, path=path, owned=True, activated=False, _identity=(info.st_dev, info.st_ino)
+    )
+
+
+def activated_listener(environ: MutableMapping[str, str]) -> Listener | None:
+    """The listener systemd passed on fd 3, or None when this process was not socket-activated.
+
+    Reads and then removes ``LISTEN_PID``, ``LISTEN_FDS`` and ``LISTEN_FDNAMES`` from `environ`
+    (only when they are addressed to this process). Descriptors beyond the first are ignored.
+    Raises `ActivationError` when fd 3 is not a listening ``AF_UNIX``/``SOCK_STREAM`` socket.
+    """
+    if environ.get("LISTEN_PID", "") != str(os.getpid()):
+        return None
+    try:
+        count = int(environ.get("LISTEN_FDS", "0"))
+    except ValueError:
+        count = 0
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        environ.pop(name, None)
+    if count < 1:
+        return None
+    try:
+        sock = socket.socket(fileno=LISTEN_FDS_START)
+    except OSError as exc:
+        raise ActivationError(f"fd {LISTEN_FDS_START} from systemd is not a socket") from exc
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        sock.detach()
+        raise ActivationError(
+            f"fd {LISTEN_FDS_START} from systemd is {sock.family.name}/{sock.type.name}; "
+            "robotad needs a Unix stream socket (ListenStream=/path)"
+        )
+    if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        sock.detach()
+        raise ActivationError(f"fd {LISTEN_FDS_START} from systemd is not listening")
+    sock.set_inheritable(False)
+    return Listener(sock=sock, path=_filesystem_name(sock), owned=False, activated=True)
+
+
+def _filesystem_name(sock: socket.socket) -> Path | None:
+    """The listener's own path, or None for an abstract (``\\0``-prefixed) or unnamed socket."""
+    name = sock.getsockname()
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    if not name or name.startswith("\0"):
+        return None
+    return Path(name)
+
+
+def _remove_stale_socket(path: Path) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ListenerError(f"cannot inspect {path}: {exc.strerror}") from exc
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ListenerError(f"{path} exists and is not a socket; refusing to replace it")
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise ListenerError(f"cannot remove stale socket {path}: {exc.strerror}") from exc

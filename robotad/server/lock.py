@@ -1,0 +1,102 @@
+"""Single instance: an exclusive `flock` on ``robotad.lock`` beside the socket (PROTOCOL.md §1).
+
+The lock is what makes a socket file "live": while a daemon holds it, nobody unlinks or rebinds
+its socket; once the holder is gone (even killed with SIGKILL, since the kernel drops the lock
+with the last descriptor) the socket left behind is stale and may be replaced.
+
+The holder writes its pid into the lock file, so a second daemon can say who is in the way.
+The lock file itself is never unlinked: removing it would let a third process lock a fresh
+inode while a second still waits on the old one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["LOCK_NAME", "AlreadyRunning", "InstanceLock"]
+
+LOCK_NAME = "robotad.lock"
+
+
+class AlreadyRunning(Exception):
+    """Another daemon holds the lock. `pid` is the pid it wrote, or None when unreadable."""
+
+    def __init__(self, lock_path: Path, pid: int | None) -> None:
+        who = f"pid {pid}" if pid is not None else "another process (pid unknown)"
+        super().__init__(f"robotad is already running ({who} holds {lock_path})")
+        self.lock_path = lock_path
+        self.pid = pid
+
+
+class InstanceLock:
+    """The exclusive lock at `path`; `acquire()` takes it or raises `AlreadyRunning`.
+
+    Usable as a context manager. The descriptor is close-on-exec, so tool subprocesses never
+    inherit (and never extend) the daemon's claim. `release()` is idempotent.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock without waiting and record this process's pid in the file.
+
+        Raises `AlreadyRunning` naming the holder, or `OSError` when the file cannot be opened
+        (e.g. it is a symbolic link: it is opened with ``O_NOFOLLOW``).
+        """
+        if self._fd is not None:
+            return
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.path, flags, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            raise AlreadyRunning(self.path, pid) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            os.fchmod(fd, 0o600)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor releases it). The file stays in place."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> InstanceLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> int | None:
+    """The pid the holder wrote, or None if the file is empty (holder between lock and write)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None

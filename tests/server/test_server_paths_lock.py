@@ -1,0 +1,114 @@
+"""The runtime directory rules and the single-instance lock (PROTOCOL.md §1), in-process."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from robotad.server.lock import AlreadyRunning, InstanceLock
+from robotad.server.paths import (
+    MAX_SOCKET_PATH_BYTES,
+    RuntimeDirError,
+    check_socket_path,
+    ensure_private_dir,
+)
+
+
+def test_missing_directory_is_created_0700_whatever_the_umask(tmp_path: Path) -> None:
+    """A missing runtime directory (and its missing parents) is created mode 0700."""
+    target = tmp_path / "a" / "b" / "robota"
+    previous = os.umask(0)
+    try:
+        ensure_private_dir(target)
+    finally:
+        os.umask(previous)
+    for directory in (tmp_path / "a", tmp_path / "a" / "b", target):
+        info = os.lstat(directory)
+        assert stat.S_ISDIR(info.st_mode)
+        assert stat.S_IMODE(info.st_mode) == 0o700
+        assert info.st_uid == os.geteuid()
+
+
+def test_existing_private_directory_is_accepted_unchanged(tmp_path: Path) -> None:
+    target = tmp_path / "robota"
+    target.mkdir(mode=0o700)
+    os.chmod(target, 0o500)
+    ensure_private_dir(target)
+    assert stat.S_IMODE(os.lstat(target).st_mode) == 0o500
+
+
+@pytest.mark.parametrize("mode", [0o750, 0o705, 0o777, 0o710, 0o701])
+def test_group_or_other_access_is_refused(tmp_path: Path, mode: int) -> None:
+    target = tmp_path / "robota"
+    target.mkdir()
+    os.chmod(target, mode)
+    with pytest.raises(RuntimeDirError, match=r"mode 0\d+.*group or others") as caught:
+        ensure_private_dir(target)
+    assert str(target) in str(caught.value)
+    assert stat.S_IMODE(os.lstat(target).st_mode) == mode  # never "fixed" behind our back
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_foreign_owner_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "robota"
+    target.mkdir(mode=0o700)
+    os.chown(target, 65534, -1)
+    with pytest.raises(RuntimeDirError, match="owned by uid 65534"):
+        ensure_private_dir(target)
+
+
+def test_symlink_and_non_directory_are_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(RuntimeDirError, match="symbolic link"):
+        ensure_private_dir(link)
+    plain = tmp_path / "file"
+    plain.write_text("x")
+    with pytest.raises(RuntimeDirError, match="not a directory"):
+        ensure_private_dir(plain)
+
+
+def test_overlong_socket_path_is_refused_clearly(tmp_path: Path) -> None:
+    check_socket_path(tmp_path / "robotad.sock")
+    long = Path("/tmp") / ("x" * MAX_SOCKET_PATH_BYTES) / "robotad.sock"
+    with pytest.raises(RuntimeDirError, match="at most 107"):
+        check_socket_path(long)
+
+
+def test_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None:
+    """A second claimant is refused with the holder's pid; after release it succeeds."""
+    path = tmp_path / "robotad.lock"
+    first = InstanceLock(path)
+    first.acquire()
+    assert path.read_text().strip() == str(os.getpid())
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+    second = InstanceLock(path)
+    with pytest.raises(AlreadyRunning, match=f"pid {os.getpid()}") as caught:
+        second.acquire()
+    assert caught.value.pid == os.getpid()
+    assert second.held is False
+    first.release()
+    first.release()  # idempotent
+    with second as held:
+        assert held.held
+    assert path.exists()  # the lock file is never unlinked
+
+
+def test_lock_descriptor_is_not_inherited(tmp_path: Path) -> None:
+    lock = InstanceLock(tmp_path / "robotad.lock")
+    with lock:
+        assert lock._fd is not None
+        assert not os.get_inheritable(lock._fd)
+
+
+def test_lock_refuses_a_planted_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (tmp_path / "robotad.lock").symlink_to(target)
+    with pytest.raises(OSError):  # noqa: PT011 - ELOOP from O_NOFOLLOW; the errno is the point
+        InstanceLock(tmp_path / "robotad.lock").acquire()

@@ -1,0 +1,331 @@
+"""The real ``python -m robotad`` process: single instance, stale sockets, directory rules,
+signals, readiness, socket activation and sd_notify (PROTOCOL.md §1).
+
+Readiness is never guessed: the daemon writes a byte on ``--ready-fd`` once serving, and
+systemd-socket-activate's "Listening on" line says when its socket exists.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.server.server_harness import (
+    IO_TIMEOUT,
+    REPO,
+    RawClient,
+    daemon_command,
+    daemon_environ,
+    error_code,
+    running_daemon,
+    short_tmpdir,
+)
+
+#: Starting a Python process is slow on a loaded machine; this bounds it, it does not time it.
+START_TIMEOUT = 30.0
+
+
+@contextmanager
+def private_base() -> Iterator[Path]:
+    with short_tmpdir() as base:
+        (base / "state").mkdir(mode=0o700)
+        yield base
+
+
+@asynccontextmanager
+async def daemon_process(socket_path: Path, base: Path, *args: str) -> AsyncIterator[trio.Process]:
+    """A daemon subprocess that has announced readiness on its ready pipe; killed on exit."""
+    read_end, write_end = os.pipe()
+    with open(base / "stderr", "ab") as stderr:
+        process = await trio.lowlevel.open_process(
+            daemon_command("--socket", str(socket_path), "--ready-fd", str(write_end), *args),
+            pass_fds=(write_end,),
+            env=daemon_environ(ROBOTA_STATE_DIR=str(base / "state")),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    os.close(write_end)
+    try:
+        with trio.fail_after(START_TIMEOUT):
+            ready = await _read_to_eof(read_end)
+        assert ready == b"\n", (base / "stderr").read_text()
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.fail_after(IO_TIMEOUT):
+            await process.wait()
+
+
+async def _read_to_eof(fd: int) -> bytes:
+    data = b""
+    async with trio.lowlevel.FdStream(fd) as stream:
+        while chunk := await stream.receive_some(64):
+            data += chunk
+    return data
+
+
+async def run_daemon_to_exit(socket_path: Path, base: Path, *args: str) -> tuple[int, str]:
+    """Run a daemon that is expected to refuse to start; its exit code and stderr."""
+    with trio.fail_after(START_TIMEOUT):
+        done = await trio.run_process(
+            daemon_command("--socket", str(socket_path), *args),
+            env=daemon_environ(ROBOTA_STATE_DIR=str(base / "state")),
+            check=False,
+            capture_stdout=True,
+            capture_stderr=True,
+            stdin=subprocess.DEVNULL,
+        )
+    return done.returncode, done.stderr.decode()
+
+
+async def status_of(socket_path: Path) -> dict[str, Any]:
+    client = await RawClient.connect(socket_path)
+    try:
+        reply = await client.call("daemon/status")
+    finally:
+        await client.aclose()
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+async def test_daemon_creates_private_dir_and_socket_then_exits_0_on_sigterm() -> None:
+    """Missing runtime dir created 0700, socket 0600; SIGTERM: graceful exit 0, socket gone."""
+    with private_base() as base:
+        socket_path = base / "missing" / "robota" / "robotad.sock"
+        async with daemon_process(socket_path, base) as process:
+            info = os.lstat(socket_path.parent)
+            assert stat.S_IMODE(info.st_mode) == 0o700
+            assert stat.S_ISSOCK(os.lstat(socket_path).st_mode)
+            assert stat.S_IMODE(os.lstat(socket_path).st_mode) == 0o600
+            lock = socket_path.parent / "robotad.lock"
+            assert lock.read_text().strip() == str(process.pid)
+            assert (await status_of(socket_path))["pid"] == process.pid
+            process.send_signal(signal.SIGTERM)
+            with trio.fail_after(IO_TIMEOUT):
+                assert await process.wait() == 0
+        assert not socket_path.exists()
+        assert lock.exists()
+
+
+async def test_second_instance_is_refused_naming_the_pid() -> None:
+    with private_base() as base:
+        socket_path = base / "run" / "robotad.sock"
+        async with daemon_process(socket_path, base) as first:
+            code, stderr = await run_daemon_to_exit(socket_path, base)
+            assert code == 1
+            assert f"pid {first.pid}" in stderr
+            assert "already running" in stderr
+            # the live socket was neither unlinked nor rebound
+            assert (await status_of(socket_path))["pid"] == first.pid
+
+
+async def test_stale_socket_after_sigkill_is_replaced() -> None:
+    with private_base() as base:
+        socket_path = base / "run" / "robotad.sock"
+        async with daemon_process(socket_path, base) as first:
+            first.kill()
+            with trio.fail_after(IO_TIMEOUT):
+                await first.wait()
+        assert stat.S_ISSOCK(os.lstat(socket_path).st_mode)  # left behind by the killed daemon
+        with pytest.raises(ConnectionRefusedError):
+            await trio.open_unix_socket(os.fspath(socket_path))
+        async with daemon_process(socket_path, base) as second:
+            assert (await status_of(socket_path))["pid"] == second.pid
+            client = await RawClient.connect(socket_path)
+            reply = await client.call("daemon/shutdown", {"graceSeconds": 0})
+            assert reply["result"] == {"ok": True}
+            with trio.fail_after(IO_TIMEOUT):
+                assert await second.wait() == 0
+        assert not socket_path.exists()
+
+
+async def test_failed_start_closes_the_ready_pipe_without_a_byte() -> None:
+    """A client waiting on --ready-fd learns of a failed start from end-of-file, not a hang."""
+    with private_base() as base:
+        run = base / "run"
+        run.mkdir()
+        os.chmod(run, 0o755)
+        read_end, write_end = os.pipe()
+        with trio.fail_after(START_TIMEOUT):
+            process = await trio.lowlevel.open_process(
+                daemon_command("--socket", str(run / "robotad.sock"), "--ready-fd", str(write_end)),
+                pass_fds=(write_end,),
+                env=daemon_environ(ROBOTA_STATE_DIR=str(base / "state")),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            os.close(write_end)
+            assert await _read_to_eof(read_end) == b""
+            assert await process.wait() == 1
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o770])
+async def test_loose_runtime_dir_is_refused(mode: int) -> None:
+    with private_base() as base:
+        run = base / "run"
+        run.mkdir()
+        os.chmod(run, mode)
+        code, stderr = await run_daemon_to_exit(run / "robotad.sock", base)
+        assert code == 1
+        assert str(run) in stderr
+        assert "group or others" in stderr
+        assert not (run / "robotad.sock").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+async def test_foreign_runtime_dir_is_refused() -> None:
+    with private_base() as base:
+        run = base / "run"
+        run.mkdir(mode=0o700)
+        os.chown(run, 65534, 65534)
+        code, stderr = await run_daemon_to_exit(run / "robotad.sock", base)
+        assert code == 1
+        assert "owned by uid 65534" in stderr
+
+
+async def test_bad_ready_fd_and_bad_options_are_refused() -> None:
+    with private_base() as base:
+        socket_path = base / "run" / "robotad.sock"
+        code, stderr = await run_daemon_to_exit(socket_path, base, "--ready-fd", "97")
+        assert code == 1
+        assert "--ready-fd 97" in stderr
+        assert not socket_path.exists()
+        code, stderr = await run_daemon_to_exit(socket_path, base, "--max-message-bytes", "0")
+        assert code == 2
+
+
+_FOREIGN_CLIENT = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(sys.argv[1])
+try:
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"daemon/status"}\n')
+except OSError:
+    pass
+data = b""
+try:
+    while chunk := s.recv(65536):
+        data += chunk
+except ConnectionResetError:
+    pass
+sys.stdout.write(repr(data))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running a client as another uid needs root")
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a system python")
+async def test_client_of_another_uid_is_disconnected_unanswered() -> None:
+    """A peer whose SO_PEERCRED uid differs is closed without a byte of reply — even when the
+    socket's mode would let it in (as a careless SocketMode= could)."""
+    async with running_daemon() as daemon:
+        base = daemon.socket_path.parent.parent
+        os.chmod(base, 0o711)
+        os.chmod(daemon.socket_path.parent, 0o711)
+        os.chmod(daemon.socket_path, 0o666)
+        with trio.fail_after(START_TIMEOUT):
+            done = await trio.run_process(
+                ["/usr/bin/python3", "-c", _FOREIGN_CLIENT, str(daemon.socket_path)],
+                user=65534,
+                group=65534,
+                extra_groups=[],
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin"},
+                capture_stdout=True,
+                capture_stderr=True,
+            )
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout == b"b''"
+        # the same client as this user is answered
+        assert (await status_of(daemon.socket_path))["pid"] == os.getpid()
+
+
+ACTIVATE = "/usr/bin/systemd-socket-activate"
+
+
+@pytest.mark.skipif(not os.path.exists(ACTIVATE), reason="systemd-socket-activate is missing")
+async def test_socket_activation_with_sd_notify() -> None:
+    """fd 3 from systemd-socket-activate is served (no --socket); READY=1, WATCHDOG=1 and
+    STOPPING=1 reach a NOTIFY_SOCKET; systemd's socket file is left in place; the lock goes
+    beside it."""
+    with private_base() as base:
+        run = base / "run"
+        run.mkdir(mode=0o700)
+        socket_path = run / "robotad.sock"
+        notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        await notify.bind(os.fspath(base / "notify"))
+        command = [
+            ACTIVATE,
+            "-l",
+            str(socket_path),
+            f"--setenv=NOTIFY_SOCKET={base / 'notify'}",
+            "--setenv=WATCHDOG_USEC=60000000",
+            f"--setenv=PYTHONPATH={REPO}",
+            f"--setenv=ROBOTA_STATE_DIR={base / 'state'}",
+            sys.executable,
+            "-m",
+            "robotad",
+            "--log-level",
+            "debug",
+        ]
+        process = await trio.lowlevel.open_process(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        assert process.stderr is not None
+        try:
+            with trio.fail_after(START_TIMEOUT):
+                seen = b""
+                while b"Listening on" not in seen:
+                    chunk = await process.stderr.receive_some(4096)
+                    assert chunk, seen.decode()
+                    seen += chunk
+                client = await RawClient.connect(socket_path)  # this connection starts robotad
+                await client.send({"jsonrpc": "2.0", "id": 1, "method": "daemon/status"})
+                ready = await notify.recv(4096)
+                status = (await client.receive())["result"]
+            assert ready.split(b"\n")[0] == b"READY=1"
+            assert status["pid"] == process.pid  # systemd-socket-activate execs in place
+            assert status["socketPath"] == str(socket_path)
+            assert (run / "robotad.lock").read_text().strip() == str(process.pid)
+            with trio.fail_after(IO_TIMEOUT):
+                assert await notify.recv(4096) == b"WATCHDOG=1"
+            reply = await client.call("daemon/shutdown", {"graceSeconds": 0}, request_id=2)
+            assert reply["result"] == {"ok": True}
+            with trio.fail_after(IO_TIMEOUT):
+                stopping = await notify.recv(4096)
+                assert stopping.split(b"\n")[0] == b"STOPPING=1"
+                assert await process.wait() == 0
+            assert stat.S_ISSOCK(os.lstat(socket_path).st_mode)  # systemd's, not ours to remove
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            notify.close()
+
+
+async def test_in_process_daemon_refuses_a_second_in_process_daemon() -> None:
+    """The lock is per open file, so even the same process cannot serve one socket twice."""
+    from robotad.server.lifecycle import DaemonSettings, StartupError, serve_daemon
+
+    async with running_daemon() as daemon:
+        with pytest.raises(StartupError, match=f"pid {os.getpid()}"):
+            await serve_daemon(DaemonSettings(socket=daemon.socket_path), environ={})
+        client = await RawClient.connect(daemon.socket_path)
+        reply = await client.call("daemon/status")
+        assert reply["result"]["pid"] == os.getpid()
+        reply = await client.call("nope", request_id=2)
+        assert error_code(reply) == -32601

@@ -1,0 +1,154 @@
+"""Graceful shutdown in-process: deadlines, a second signal, stuck clients (PROTOCOL.md §5)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from robotad.server.app import Application, DaemonContext
+from robotad.server.lifecycle import DaemonSettings, serve_daemon
+from robotad.server.listener import bind_listener
+from robotad.server.serve import Server
+from tests.server.server_harness import IO_TIMEOUT, ProbeApp, RawClient, short_tmpdir
+
+
+class StubbornApp(ProbeApp):
+    """An application whose drain never finishes on its own."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.draining = trio.Event()
+        self.drain_cancelled = False
+
+    async def on_shutdown(self, grace: float) -> None:
+        self.shutdown_graces.append(grace)
+        self.draining.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.drain_cancelled = True
+            raise
+
+
+@contextmanager
+def server_for(app: ProbeApp, **options: float) -> Iterator[tuple[Server, Path]]:
+    with short_tmpdir() as base:
+        path = base / "robotad.sock"
+        listener = bind_listener(path)
+        try:
+            yield Server(listener, app, **options), path  # type: ignore[arg-type]
+        finally:
+            listener.sock.close()
+
+
+async def test_overrunning_drain_is_cut_at_grace_plus_margin(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app = StubbornApp()
+    with server_for(app, hook_margin=3.0) as (server, path):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            start = trio.current_time()
+            server.request_shutdown(5.0)
+            server.request_shutdown(60.0)  # a second request changes nothing
+        assert trio.current_time() - start == pytest.approx(8.0)
+        assert app.shutdown_graces == [5.0]
+        assert app.drain_cancelled
+        assert not path.exists()
+
+
+async def test_force_shutdown_skips_the_drain(autojump_clock: trio.testing.MockClock) -> None:
+    app = StubbornApp()
+    with server_for(app) as (server, _path):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            start = trio.current_time()
+            server.request_shutdown(30.0)
+            await app.draining.wait()
+            server.force_shutdown()
+        assert trio.current_time() == start  # no deadline had to pass
+        assert app.drain_cancelled
+
+
+async def test_client_that_never_reads_cannot_hold_up_shutdown() -> None:
+    """A reply write blocked on a client that does not read is cut off after the flush time."""
+    app = ProbeApp()
+    rescued = False
+    with server_for(app, flush_timeout=0.05) as (server, path):
+        client = await RawClient.connect(path)
+
+        async def rescue() -> None:
+            # A shielded write ignores deadlines; should the server never cut the client off,
+            # closing the client is what lets this test fail instead of hanging.
+            nonlocal rescued
+            await trio.sleep(IO_TIMEOUT)
+            rescued = True
+            await client.aclose()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rescue)
+            async with trio.open_nursery() as serving:
+                await serving.start(server.run)
+                big = "x" * (4 * 1024 * 1024)  # far beyond the socket buffers: the reply blocks
+                params = {"value": big}
+                await client.send(
+                    {"jsonrpc": "2.0", "id": 1, "method": "test/echo", "params": params}
+                )
+                assert server.connection_count == 1
+                server.request_shutdown(0.0)
+            nursery.cancel_scope.cancel()
+        assert not rescued
+        assert server.connection_count == 0
+
+
+@asynccontextmanager
+async def _factory_for(app: ProbeApp, context: DaemonContext) -> AsyncIterator[Application]:
+    yield app
+
+
+async def test_second_sigterm_while_draining_exits_at_once() -> None:
+    """SIGTERM starts the graceful shutdown; a second one during the drain ends it now."""
+    app = StubbornApp()
+    with short_tmpdir() as base:
+        settings = DaemonSettings(socket=base / "robotad.sock")
+        with trio.fail_after(IO_TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        settings,
+                        app_factory=lambda ctx: _factory_for(app, ctx),
+                        environ={},
+                        task_status=task_status,
+                    )
+                )
+                os.kill(os.getpid(), signal.SIGTERM)
+                await app.draining.wait()
+                assert app.shutdown_graces == [10.0]  # the default grace
+                os.kill(os.getpid(), signal.SIGTERM)
+        assert app.drain_cancelled
+        assert not (base / "robotad.sock").exists()
+
+
+async def test_sigint_is_a_graceful_shutdown_too() -> None:
+    app = ProbeApp()
+    with short_tmpdir() as base:
+        settings = DaemonSettings(socket=base / "robotad.sock")
+        with trio.fail_after(IO_TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        settings,
+                        app_factory=lambda ctx: _factory_for(app, ctx),
+                        environ={},
+                        task_status=task_status,
+                    )
+                )
+                os.kill(os.getpid(), signal.SIGINT)
+        assert app.shutdown_graces == [10.0]
