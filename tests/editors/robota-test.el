@@ -1,0 +1,382 @@
+;;; robota-test.el --- ERT tests of robota.el -*- lexical-binding: t -*-
+
+;;; Commentary:
+
+;; Run by tests/editors/test_emacs_client.py as
+;;
+;;   emacs --batch -Q -l editors/emacs/robota.el \
+;;         -l tests/editors/robota-test.el -f ert-run-tests-batch-and-exit
+;;
+;; with ROBOTA_SOCKET naming a real robotad's socket and
+;; ROBOTA_TEST_DAEMON_PID its pid.  Tests tagged `offline' need no daemon,
+;; those tagged `daemon' talk to it, and the one tagged `full-turn' needs the
+;; session methods: it skips itself while the daemon answers -32601 for
+;; `session/create'.  Waits are for a condition under an absolute deadline,
+;; never a fixed sleep.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'robota)
+
+(defconst robota-test--deadline 20
+  "Absolute bound, in seconds, on any one wait for the daemon.")
+
+(defun robota-test--wait-for (predicate what)
+  "Process input until PREDICATE holds; fail naming WHAT past the deadline."
+  (let ((deadline (+ (float-time) robota-test--deadline)))
+    (while (and (not (funcall predicate)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (unless (funcall predicate)
+      (ert-fail (format "timed out waiting for %s" what)))))
+
+(defmacro robota-test--isolated (&rest body)
+  "Run BODY with fresh robota state, closing any connection it opened."
+  (declare (indent 0) (debug t))
+  `(let ((robota--connection nil)
+         (robota--server-info nil)
+         (robota--sessions-by-root (make-hash-table :test #'equal))
+         (robota--sessions-by-id (make-hash-table :test #'equal))
+         (robota-display-output nil)
+         (robota-event-functions nil))
+     (unwind-protect (progn ,@body)
+       (when robota--connection (robota-disconnect))
+       (maphash (lambda (_id session)
+                  (kill-buffer (robota--session-buffer session)))
+                robota--sessions-by-id))))
+
+(defun robota-test--error-of (thunk)
+  "The error THUNK signals as a `jsonrpc-error', or nil when it returns."
+  (condition-case err (progn (funcall thunk) nil)
+    (jsonrpc-error err)))
+
+(defun robota-test--buffer-text (session)
+  "The text of SESSION's buffer, without properties."
+  (with-current-buffer (robota--session-buffer session)
+    (buffer-substring-no-properties (point-min) (point-max))))
+
+;;;; Offline: socket path, prompts, rendering, approvals
+
+(ert-deftest robota-socket-path-follows-protocol-order ()
+  "The option, then ROBOTA_SOCKET, XDG_RUNTIME_DIR and /tmp/robota-UID."
+  :tags '(offline)
+  (let ((process-environment (copy-sequence process-environment))
+        (robota-socket-path nil))
+    (setenv "ROBOTA_SOCKET" "/run/explicit.sock")
+    (setenv "XDG_RUNTIME_DIR" "/run/user/42")
+    (should (equal (robota-resolve-socket-path) "/run/explicit.sock"))
+    (let ((robota-socket-path "/srv/option.sock"))
+      (should (equal (robota-resolve-socket-path) "/srv/option.sock")))
+    (setenv "ROBOTA_SOCKET" "")
+    (should (equal (robota-resolve-socket-path)
+                   "/run/user/42/robota/robotad.sock"))
+    (setenv "ROBOTA_SOCKET" nil)
+    (setenv "XDG_RUNTIME_DIR" nil)
+    (should (equal (robota-resolve-socket-path)
+                   (format "/tmp/robota-%d/robotad.sock" (user-real-uid))))))
+
+(ert-deftest robota-missing-daemon-is-a-user-error ()
+  "Connecting where no daemon listens is a `user-error' naming the socket."
+  :tags '(offline)
+  (robota-test--isolated
+    (let* ((robota-socket-path
+            (expand-file-name "absent.sock" (make-temp-file "robota" t)))
+           (err (should-error (robota-connection) :type 'user-error)))
+      (should (string-match-p (regexp-quote robota-socket-path) (cadr err)))
+      (should-not robota--connection))))
+
+(ert-deftest robota-region-prompt-quotes-file-and-lines ()
+  "A region is quoted with its file, its lines and a fence it cannot close."
+  :tags '(offline)
+  (let* ((root (make-temp-file "robota-project" t))
+         (robota-project-root-function (lambda () root))
+         (file (expand-file-name "src/a.py" root)))
+    (make-directory (file-name-directory file))
+    (with-temp-buffer
+      (insert "one\ntwo ``` three\nfour\n")
+      (setq buffer-file-name file)
+      (let ((prompt (robota--region-prompt (point-min) (point-max) "Explain")))
+        (setq buffer-file-name nil)
+        (should (equal prompt
+                       (concat "Explain\n\nFrom src/a.py (lines 1-3):\n"
+                               "````\none\ntwo ``` three\nfour\n````\n")))))))
+
+(defun robota-test--offline-session (root)
+  "Register a session for ROOT without a daemon, as `session/create' would."
+  (robota--register root "s-offline"))
+
+(defun robota-test--event (seq type &rest members)
+  "An event of the offline session: SEQ, TYPE and MEMBERS."
+  (append (list :sessionId "s-offline" :seq seq :turnId "t1" :type type)
+          members))
+
+(ert-deftest robota-events-render-once-in-order ()
+  "Events stream into the project buffer; a replayed seq is dropped."
+  :tags '(offline)
+  (robota-test--isolated
+    (let* ((session (robota-test--offline-session "/tmp/robota-demo"))
+           (seen nil)
+           (robota-event-functions
+            (list (lambda (id event)
+                    (push (cons id (plist-get event :seq)) seen)))))
+      (dolist (event
+               (list (robota-test--event 1 "turn_started" :prompt "write it")
+                     (robota-test--event 2 "text_delta" :text "On ")
+                     (robota-test--event 3 "text_delta" :text "it.")
+                     (robota-test--event 3 "text_delta" :text "it.")
+                     (robota-test--event 4 "tool_started" :callId "c"
+                                         :tool "Write"
+                                         :arguments '(:file_path "x.txt"))
+                     (robota-test--event 5 "permission_decided" :callId "c"
+                                         :tool "Write" :decision "deny"
+                                         :reason "outside cwd")
+                     (robota-test--event 6 "tool_finished" :callId "c"
+                                         :tool "Write" :ok :json-false
+                                         :preview "denied\nby rule")
+                     (robota-test--event 7 "context_updated" :phase "exact"
+                                         :usedTokens 5 :maxTokens 100
+                                         :usedPercentage 5.0
+                                         :remainingPercentage 95.0)
+                     (robota-test--event 8 "turn_finished" :status "failed"
+                                         :error '(:code -32007
+                                                  :message "boom"))))
+        (robota--handle-event event))
+      (should (equal (buffer-name (robota--session-buffer session))
+                     "*robota: robota-demo*"))
+      (should (equal (robota-test--buffer-text session)
+                     (concat "── session s-offline in /tmp/robota-demo ──\n"
+                             "\n> write it\n"
+                             "On it.\n"
+                             "⚙ Write {\"file_path\":\"x.txt\"}\n"
+                             "  deny Write: outside cwd\n"
+                             "  ✗ denied by rule\n"
+                             "✗ turn failed: boom\n")))
+      (should (equal (reverse seen)
+                     (mapcar (lambda (seq) (cons "s-offline" seq))
+                             '(1 2 3 4 5 6 7 8))))
+      (should (eq (robota--session-state session) 'idle))
+      (should (equal (plist-get (robota--session-context session) :usedTokens)
+                     5)))))
+
+(defconst robota-test--requests
+  (vector (list :requestId "r1" :executionId "e1" :tool "Write"
+                :arguments '(:file_path "a.txt" :content "hi")
+                :reason "Write needs approval")
+          (list :requestId "r2" :executionId "e1" :tool "Bash"
+                :arguments '(:command "rm -r build")
+                :reason "Bash needs approval"))
+  "Two approval requests of one execution.")
+
+(ert-deftest robota-approvals-ask-each-request-and-resume-once ()
+  "Each request is asked with its tool and arguments; one resume answers."
+  :tags '(offline)
+  (robota-test--isolated
+    (robota-test--offline-session "/tmp/robota-demo")
+    (let ((questions nil)
+          (calls nil))
+      (cl-letf (((symbol-function 'y-or-n-p)
+                 (lambda (prompt)
+                   (push prompt questions)
+                   (string-match-p "Write" prompt)))
+                ((symbol-function 'robota--call)
+                 (lambda (method params &rest _)
+                   (push (cons method params) calls))))
+        (robota--handle-event
+         (robota-test--event 1 "approval_requested" :executionId "e1"
+                             :requests robota-test--requests))
+        (robota-test--wait-for (lambda () calls) "the resume call")
+        ;; The same execution replayed later is not asked about again.
+        (robota--handle-event
+         (robota-test--event 2 "approval_requested" :executionId "e1"
+                             :requests robota-test--requests))
+        (accept-process-output nil 0.05))
+      (should (equal (reverse questions)
+                     (list (concat "Allow robota to run Write "
+                                   "{\"file_path\":\"a.txt\","
+                                   "\"content\":\"hi\"}"
+                                   " (Write needs approval)? ")
+                           (concat "Allow robota to run Bash "
+                                   "{\"command\":\"rm -r build\"}"
+                                   " (Bash needs approval)? "))))
+      (should (= (length calls) 1))
+      (pcase-let* ((`(,method . ,params) (car calls))
+                   (responses (append (plist-get params :responses) nil))
+                   (ids (mapcar (lambda (r) (plist-get r :responseId))
+                                responses)))
+        (should (eq method 'session/resume))
+        (should (equal (plist-get params :sessionId) "s-offline"))
+        (should (equal (plist-get params :executionId) "e1"))
+        (should (equal (mapcar (lambda (r) (plist-get r :requestId)) responses)
+                       '("r1" "r2")))
+        (should (equal (mapcar (lambda (r) (plist-get r :approved)) responses)
+                       '(t :json-false)))
+        (should (cl-every (lambda (id)
+                            (string-match-p "\\`[0-9a-f-]\\{36\\}\\'" id))
+                          ids))
+        (should-not (equal (car ids) (cadr ids)))))))
+
+;;;; Against the live daemon
+
+(ert-deftest robota-initialize-handshake ()
+  "Connecting sends `initialize'; robotad answers protocol 1 and framings."
+  :tags '(daemon)
+  (robota-test--isolated
+    (robota-connection)
+    (robota-test--wait-for (lambda () robota--server-info)
+                           "the initialize answer")
+    (let ((explicit (robota-request
+                     'initialize
+                     '(:clientInfo (:name "robota-test" :version "1")))))
+      (dolist (info (list robota--server-info explicit))
+        (should (equal (plist-get info :protocolVersion) 1))
+        (should (equal (plist-get (plist-get info :serverInfo) :name)
+                       "robotad"))
+        (should (member "content-length"
+                        (append (plist-get (plist-get info :capabilities)
+                                           :framings)
+                                nil)))))))
+
+(ert-deftest robota-daemon-status-names-this-daemon ()
+  "`daemon/status' over the resolved socket names this daemon's pid and path."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let ((status (robota-request 'daemon/status)))
+      (should (equal (plist-get status :pid)
+                     (string-to-number (getenv "ROBOTA_TEST_DAEMON_PID"))))
+      (should (equal (plist-get status :socketPath)
+                     (robota-resolve-socket-path)))
+      (should (equal (plist-get status :protocolVersion) 1))
+      (should (integerp (plist-get (plist-get status :sessions) :loaded))))))
+
+(ert-deftest robota-status-command-reports-daemon ()
+  "`robota-status' answers asynchronously with the daemon's pid."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-status" t))
+           (robota-project-root-function (lambda () root))
+           (messages nil)
+           (status-line
+            (lambda ()
+              (cl-find-if (lambda (m) (string-prefix-p "robotad " m))
+                          messages))))
+      (cl-letf (((symbol-function 'message)
+                 (lambda (format &rest args)
+                   (push (apply #'format-message format args) messages))))
+        (robota-status)
+        (robota-test--wait-for status-line "the status message"))
+      (should (string-match-p
+               (format "(pid %s, protocol 1)"
+                       (getenv "ROBOTA_TEST_DAEMON_PID"))
+               (funcall status-line)))
+      (should (string-suffix-p "| no session for this project"
+                               (funcall status-line))))))
+
+(ert-deftest robota-errors-carry-code-and-utf8-data ()
+  "An unknown method is -32601 with its non-ASCII name echoed intact."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((name "robota/naïve✓")
+           (err (robota-test--error-of
+                 (lambda () (robota-request (intern name))))))
+      (should err)
+      (should (equal (robota-error-code err) -32601))
+      (should (equal (plist-get (alist-get 'jsonrpc-error-data (cdr err))
+                                :method)
+                     name))
+      ;; The connection survives a failed request.
+      (should (robota-request 'daemon/status)))))
+
+(ert-deftest robota-reconnects-after-close ()
+  "A closed connection is replaced by a fresh one on the next use."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let ((first (robota-connection)))
+      (robota-disconnect)
+      (should-not (jsonrpc-running-p first))
+      (let ((second (robota-connection)))
+        (should-not (eq first second))
+        (should (jsonrpc-running-p second))
+        (should (robota-request 'daemon/status))))))
+
+;;;; The full turn (needs the session methods)
+
+(defun robota-test--of-type (type events)
+  "The members of EVENTS whose type is TYPE."
+  (cl-remove-if-not (lambda (e) (equal (plist-get e :type) type)) events))
+
+(defun robota-test--reply-finished (events response)
+  "Non-nil when EVENTS hold a completed `turn_finished' with RESPONSE."
+  (cl-some (lambda (e) (and (equal (plist-get e :status) "completed")
+                            (equal (plist-get e :response) response)))
+           (robota-test--of-type "turn_finished" events)))
+
+(defconst robota-test--script
+  (vector '(:text "hello" :chunks 2)
+          '(:toolCalls [(:name "Write"
+                         :arguments (:file_path "out.txt" :content "hi"))])
+          '(:text "done"))
+  "The scripted provider's steps: a reply, a Write, then a reply.")
+
+(ert-deftest robota-full-turn-streams-and-approves ()
+  "Two scripted turns: streamed text, then a Write approved by `y-or-n-p'."
+  :tags '(daemon full-turn)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-turn" t))
+           (robota-project-root-function (lambda () root))
+           (probe (robota-test--error-of
+                   (lambda ()
+                     (robota-request 'session/create (list :cwd root))))))
+      (when (equal (robota-error-code probe) -32601)
+        (ert-skip "the daemon does not implement session/create yet"))
+      (should-not probe)
+      (let* ((robota-session-parameters
+              (list :provider "scripted" :script robota-test--script))
+             (events nil)
+             (robota-event-functions
+              (list (lambda (_id event)
+                      (setq events (append events (list event))))))
+             (questions nil))
+        (robota-start-session)
+        (robota-test--wait-for (lambda () (robota-session-id root))
+                               "the new session")
+        (robota-send-prompt "say hello")
+        (robota-test--wait-for
+         (lambda () (robota-test--reply-finished events "hello"))
+         "the first reply")
+        (cl-letf (((symbol-function 'y-or-n-p)
+                   (lambda (prompt) (push prompt questions) t)))
+          (robota-send-prompt "write the file")
+          (robota-test--wait-for
+           (lambda () (robota-test--reply-finished events "done"))
+           "the reply after the approval"))
+        (let* ((session-id (robota-session-id root))
+               (first-turn (plist-get (car events) :turnId))
+               (deltas (robota-test--of-type "text_delta" events))
+               (first-deltas (cl-remove-if-not
+                              (lambda (e)
+                                (equal (plist-get e :turnId) first-turn))
+                              deltas))
+               (text (robota-test--buffer-text
+                      (gethash root robota--sessions-by-root))))
+          (should (cl-every (lambda (e)
+                              (equal (plist-get e :sessionId) session-id))
+                            events))
+          (should (= (length first-deltas) 2))
+          (should (equal (mapconcat (lambda (e) (plist-get e :text))
+                                    deltas "")
+                         "hellodone"))
+          (should (= (length questions) 1))
+          (should (string-match-p "Write .*out\\.txt.*hi" (car questions)))
+          (should (robota-test--of-type "approval_resolved" events))
+          (should (equal (with-temp-buffer
+                           (insert-file-contents
+                            (expand-file-name "out.txt" root))
+                           (buffer-string))
+                         "hi"))
+          (should (string-match-p "> say hello\nhello\n" text))
+          (should (string-match-p "⚙ Write" text))
+          (should (string-match-p "done\n\\'" text)))))))
+
+(provide 'robota-test)
+;;; robota-test.el ends here
