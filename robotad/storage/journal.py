@@ -1,0 +1,680 @@
+"""The durable execution journal: one JSONL file per recoverable execution (DESIGN decision 2).
+
+Layout: ``<state>/journal/<sessionId>/<executionId>.jsonl``; folders 0700 and files 0600
+whatever the umask. Both ids are checked as safe path segments (`InvalidParams`) before any
+path is built, and every file is opened through the held folder descriptor with
+``O_NOFOLLOW``, so a planted symlink is refused, never followed.
+
+The port, `ExecutionJournal`:
+
+- `append(record)` returns only once the record is durable: the whole line is written with
+  ``O_APPEND`` (one ``write`` unless the kernel writes short), the file fsynced and, when this
+  append created the file, the folder fsynced.
+  It is idempotent by ``record.id`` within its execution: a record equal to the stored one in
+  every member but `timestamp` is a no-op (nothing written, nothing synced, the first timestamp
+  stays); a different record under a used id raises `JournalConflict` and writes nothing.
+- `read(execution_id)` returns the records in append order (no file: ``[]``); `executions()`
+  lists the executions with a file; `discard(execution_id)` removes one durably.
+- A failed append raises `JournalWriteError`: nothing was acknowledged. A partial write is cut
+  back off the file; if that or an ``fsync`` fails, the file's durable state is unknown, so the
+  journal refuses further writes until it is closed and opened again.
+
+Corruption is reported, never read as "nothing pending": an undecodable line, a final line
+without its newline, a record naming another execution, or a record id used twice raises
+`JournalCorrupt` with every problem located by line (up to `MAX_ISSUES`); a symlink, FIFO or
+folder in place of an execution's file is corruption at line 0. Appending to a corrupt
+execution is refused the same way (a link swapped in after the journal knew the file fails the
+write instead: `JournalWriteError`).
+
+Torn tails are repaired on `open()`, and only there. An append is acknowledged only after its
+newline-terminated line was fsynced, and record JSON never holds a raw newline, so bytes after
+the last newline of a file are a write that never returned: `open()` truncates them (and removes
+a file left empty) before anything reads. A complete line that does not decode is never
+repaired, since it might have been acknowledged.
+
+One writer per session: `open()` takes an exclusive, non-blocking ``flock`` on the session's
+journal folder (held elsewhere → `JournalLocked`) and `aclose()` releases it; the lock lives on
+the open folder descriptor, so it dies with a crashed process. Within the process a `trio.Lock`
+serialises every operation. File work runs in a worker thread that is not abandoned on cancel:
+an append that started finishes (durably, or with an error) before a cancellation arrives, so
+cancelling never tears a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypedDict
+
+import msgspec
+import trio
+from msgspec import Struct, field
+
+from protocol.errors import InvalidParams
+from protocol.shapes import Message, UtcDatetime, utc_now
+from protocol.validate import ValidationFailed, decode_json
+
+from . import fsio
+from .ids import is_safe_session_id, validate_session_id
+
+__all__ = [
+    "MAX_ISSUES",
+    "CompactionRecord",
+    "EffectFinishedRecord",
+    "EffectStartedRecord",
+    "ExecutionJournal",
+    "FileExecutionJournal",
+    "FinishedRecord",
+    "JournalClosed",
+    "JournalConflict",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalLocked",
+    "JournalReadError",
+    "JournalRecord",
+    "JournalWriteError",
+    "LineIssue",
+    "ReplyRecord",
+    "RequestRecord",
+    "ResponseRecord",
+    "StartedRecord",
+    "decode_journal",
+    "encode_journal_record",
+    "record_fingerprint",
+    "validate_execution_id",
+]
+
+#: At most this many problems are listed per corrupt file, then one line says how many more.
+MAX_ISSUES = 50
+_SUFFIX = ".jsonl"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_REPAIR_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# -- records --------------------------------------------------------------------------------
+
+
+class _Record(
+    Struct,
+    frozen=True,
+    kw_only=True,
+    rename="camel",
+    forbid_unknown_fields=True,
+    tag_field="kind",
+):
+    """Members every record has. `id` is chosen by the caller and deterministic (for example
+    ``f"{execution_id}:request:{request_id}"``), so a retried append is recognised."""
+
+    id: str
+    execution_id: str
+    timestamp: UtcDatetime = field(default_factory=utc_now)
+
+
+class StartedRecord(_Record, frozen=True, kw_only=True, tag="started"):
+    """The identity a resume must match (G-088, G-089)."""
+
+    turn_id: str
+    session_id: str
+    cwd: str
+    provider: str
+    model: str
+    user_message_id: str
+
+
+class ReplyRecord(_Record, frozen=True, kw_only=True, tag="reply"):
+    """An assistant message, journaled before it enters history (G-096)."""
+
+    message: Message
+
+
+class RequestRecord(_Record, frozen=True, kw_only=True, tag="request"):
+    """A parked call: the exact action a person is asked about (G-074, G-075)."""
+
+    request_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+
+
+class ResponseRecord(_Record, frozen=True, kw_only=True, tag="response"):
+    """A person's answer to one request (G-084, G-085)."""
+
+    request_id: str
+    response_id: str
+    approved: bool
+
+
+class EffectStartedRecord(_Record, frozen=True, kw_only=True, tag="effect_started"):
+    """Written before a tool body runs; without a matching finish the effect is uncertain."""
+
+    call_id: str
+
+
+class EffectFinishedRecord(_Record, frozen=True, kw_only=True, tag="effect_finished"):
+    """The tool result message, written before it is committed to history."""
+
+    call_id: str
+    message: Message
+
+
+class CompactionRecord(_Record, frozen=True, kw_only=True, tag="compaction"):
+    """Compaction's summary message, written before history is replaced (G-096)."""
+
+    message: Message
+    trigger: Literal["manual", "auto"]
+
+
+class FinishedRecord(_Record, frozen=True, kw_only=True, tag="finished"):
+    """The execution is over; nothing of it can be resumed."""
+
+    status: Literal["completed", "failed", "aborted", "abandoned"]
+
+
+JournalRecord = (
+    StartedRecord
+    | ReplyRecord
+    | RequestRecord
+    | ResponseRecord
+    | EffectStartedRecord
+    | EffectFinishedRecord
+    | CompactionRecord
+    | FinishedRecord
+)
+
+_encoder = msgspec.json.Encoder()
+_canonical = msgspec.json.Encoder(order="deterministic")
+
+
+def encode_journal_record(record: JournalRecord) -> bytes:
+    """One journal line, newline included (JSON text never holds a raw newline)."""
+    return _encoder.encode(record) + b"\n"
+
+
+def record_fingerprint(record: JournalRecord) -> bytes:
+    """A digest equal for two records exactly when they agree in every member but `timestamp`
+    (object key order does not matter). Idempotence of `append` is decided by it."""
+    canonical = _canonical.encode(msgspec.structs.replace(record, timestamp=_EPOCH))
+    return hashlib.sha256(canonical).digest()
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+class LineIssue(TypedDict):
+    """One located problem of a journal file: 1-based `line`, 0 for the file as a whole."""
+
+    line: int
+    message: str
+
+
+class JournalError(Exception):
+    """Base of every journal failure. Messages name ids and errno text, never record content."""
+
+
+class JournalClosed(JournalError):
+    """The journal was used before `open()` or after `aclose()`."""
+
+
+class JournalLocked(JournalError):
+    """Another journal object (in this process or another) holds the session's journal."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"the journal of session {session_id} is held by another writer")
+
+
+class JournalWriteError(JournalError):
+    """A write was not made durable; nothing was acknowledged. The cause is chained."""
+
+
+class JournalReadError(JournalError):
+    """A journal file could not be read (an I/O or permission error). The cause is chained."""
+
+
+class JournalConflict(JournalError):
+    """A different record was appended under an id the execution already uses."""
+
+    def __init__(self, execution_id: str, record_id: str) -> None:
+        self.execution_id = execution_id
+        self.record_id = record_id
+        super().__init__(
+            f"record id {record_id} of execution {execution_id} already names a different record"
+        )
+
+
+class JournalCorrupt(JournalError):
+    """An execution's journal cannot be trusted; `issues` locates every problem found."""
+
+    def __init__(self, execution_id: str, issues: list[LineIssue]) -> None:
+        self.execution_id = execution_id
+        self.issues = issues
+        first = f": line {issues[0]['line']}: {issues[0]['message']}" if issues else ""
+        more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+        super().__init__(f"journal of execution {execution_id} is corrupt{first}{more}")
+
+
+def validate_execution_id(value: Any, *, path: str = "$.executionId") -> str:
+    """`value` when it is one safe path segment (the session-id rule), else `InvalidParams`."""
+    if is_safe_session_id(value):
+        return str(value)
+    message = (
+        "execution id must be one safe path segment: a letter or digit, then at most 127 "
+        "letters, digits, '.', '_' or '-'"
+    )
+    raise InvalidParams([{"path": path, "message": message}])
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+
+def decode_journal(execution_id: str, data: bytes) -> list[JournalRecord]:
+    """The records of one execution's file content, or `JournalCorrupt` listing every problem.
+
+    Pure: no I/O, no repair. A final line without its newline is reported like any other
+    problem; `FileExecutionJournal.open` is what removes a torn tail before reading.
+    """
+    issues: list[LineIssue] = []
+    records: list[JournalRecord] = []
+    first_line_of: dict[str, int] = {}
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    for number, raw in enumerate(lines, start=1):
+        try:
+            record: JournalRecord = decode_json(raw, JournalRecord)
+        except ValidationFailed as exc:
+            issues.extend(
+                {"line": number, "message": f"{issue['path']}: {issue['message']}"}
+                for issue in exc.issues
+            )
+            continue
+        if record.execution_id != execution_id:
+            issues.append({"line": number, "message": "$.executionId: names another execution"})
+        elif record.id in first_line_of:
+            used = first_line_of[record.id]
+            issues.append({"line": number, "message": f"$.id: already used on line {used}"})
+        else:
+            first_line_of[record.id] = number
+            records.append(record)
+    if tail:
+        issues.append(
+            {"line": len(lines) + 1, "message": "torn final line: an append that never completed"}
+        )
+    if issues:
+        if len(issues) > MAX_ISSUES:
+            extra = len(issues) - MAX_ISSUES
+            issues = [*issues[:MAX_ISSUES], {"line": 0, "message": f"and {extra} more problems"}]
+        raise JournalCorrupt(execution_id, issues)
+    return records
+
+
+# -- blocking file work ---------------------------------------------------------------------
+
+
+class _DurabilityLost(OSError):
+    """An fsync, or cutting a partial write back off, failed: the file's state is unknown."""
+
+
+def _reason(exc: OSError) -> str:
+    """The errno text of a failure (never a path, never content)."""
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, "I/O error")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _unsafe(exc: OSError) -> OSError:
+    if exc.errno == errno.ELOOP:
+        return fsio.UnsafePath(errno.ELOOP, "a symbolic link is in place of a journal file")
+    return exc
+
+
+class _Folder:
+    """Blocking work on one session's journal folder through its held, flock'ed descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, directory: Path, session_id: str) -> _Folder:
+        """Create the folder (0700, new entries made durable), lock it, repair torn tails."""
+        missing: list[Path] = []
+        probe = directory
+        while not os.path.lexists(probe) and probe.parent != probe:
+            missing.append(probe)
+            probe = probe.parent
+        fsio.ensure_private_dir(directory)
+        for created in reversed(missing):
+            fsio.fsync_dir(created.parent)
+        fd = os.open(directory, _DIR_FLAGS)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise JournalLocked(session_id) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        folder = cls(fd)
+        try:
+            for name in folder.names():
+                folder.repair(name)
+        except BaseException:
+            folder.release()
+            raise
+        return folder
+
+    def release(self) -> None:
+        os.close(self.fd)  # drops the flock
+
+    def names(self) -> list[str]:
+        """Execution file names, sorted; anything else in the folder is ignored."""
+        return sorted(
+            name
+            for name in os.listdir(self.fd)
+            if name.endswith(_SUFFIX) and is_safe_session_id(name[: -len(_SUFFIX)])
+        )
+
+    def repair(self, name: str) -> None:
+        """Cut an unterminated final line (a write that never returned); drop an empty file.
+        Non-regular files are left for `read` to report."""
+        try:
+            fd = os.open(name, _REPAIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                return
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return
+            keep = info.st_size
+            if keep and os.pread(fd, 1, keep - 1) != b"\n":
+                keep = _end_of_last_line(fd, keep)
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if keep == 0:
+            os.unlink(name, dir_fd=self.fd)
+            os.fsync(self.fd)
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _unsafe(exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise fsio.UnsafePath(errno.EINVAL, "a journal file's path is not a regular file")
+            chunks: list[bytes] = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def append(self, name: str, line: bytes) -> None:
+        """Append `line`, fsync the file, and fsync the folder when this created the file.
+        A failed write is cut back off; a file this call created is removed again."""
+        created = False
+        try:
+            fd = os.open(name, _APPEND_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            flags = _APPEND_FLAGS | os.O_CREAT | os.O_EXCL
+            fd = os.open(name, flags, fsio.FILE_MODE, dir_fd=self.fd)
+            created = True
+        except OSError as exc:
+            raise _unsafe(exc) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise fsio.UnsafePath(errno.EINVAL, "a journal file's path is not a regular file")
+            if created:
+                os.fchmod(fd, fsio.FILE_MODE)  # exactly 0600, whatever the umask cleared
+            try:
+                _write_all(fd, line)
+            except OSError:
+                _cut_back(fd, info.st_size)
+                raise
+            _sync(fd)
+        except BaseException:
+            os.close(fd)
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=self.fd)
+            raise
+        os.close(fd)
+        if created:
+            _sync(self.fd)
+
+    def remove(self, name: str) -> None:
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return
+        _sync(self.fd)
+
+
+def _sync(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise _DurabilityLost(exc.errno, exc.strerror) from exc
+
+
+def _cut_back(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError as exc:
+        raise _DurabilityLost(exc.errno, exc.strerror) from exc
+
+
+def _end_of_last_line(fd: int, size: int) -> int:
+    """The offset just past the last newline before `size` (0 when there is none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
+# -- the port and its file implementation ---------------------------------------------------
+
+
+class ExecutionJournal(Protocol):
+    """Durable, idempotent storage of recoverable executions' records (see module docstring)."""
+
+    async def append(self, record: JournalRecord) -> None: ...
+
+    async def read(self, execution_id: str) -> list[JournalRecord]: ...
+
+    async def executions(self) -> list[str]: ...
+
+    async def discard(self, execution_id: str) -> None: ...
+
+
+class FileExecutionJournal:
+    """The journal of one session under the state folder `root`.
+
+    Construction validates `session_id` and does no I/O. Use ``async with`` (or `open()` and
+    `aclose()`): between them this object is the session's only journal writer. The object
+    keeps a fingerprint index of each execution it has read or written, so idempotence checks
+    read a file at most once per `open()`.
+    """
+
+    def __init__(self, root: Path, session_id: str) -> None:
+        self.session_id = validate_session_id(session_id)
+        self.directory = Path(root) / "journal" / self.session_id
+        self._lock = trio.Lock()
+        self._folder: _Folder | None = None
+        self._broken = False
+        self._index: dict[str, dict[str, bytes]] = {}
+
+    def path_for(self, execution_id: str) -> Path:
+        """Where an execution's records live (the id is validated first)."""
+        return self.directory / f"{validate_execution_id(execution_id)}{_SUFFIX}"
+
+    @property
+    def is_open(self) -> bool:
+        return self._folder is not None
+
+    async def open(self) -> None:
+        """Create the folder, take the session's writer lock, repair torn tails.
+
+        Raises `JournalLocked` when another writer holds it, `JournalError` (cause chained)
+        when the folder cannot be made or is not a real folder.
+        """
+        async with self._lock:
+            if self._folder is not None:
+                raise JournalError(f"the journal of session {self.session_id} is already open")
+            try:
+                self._folder = await trio.to_thread.run_sync(
+                    _Folder.acquire, self.directory, self.session_id
+                )
+            except OSError as exc:
+                raise JournalError(
+                    f"cannot open the journal of session {self.session_id}: {_reason(exc)}"
+                ) from exc
+            self._broken = False
+            self._index.clear()
+
+    async def aclose(self) -> None:
+        """Release the writer lock after any operation in flight. Idempotent; never raises."""
+        with trio.CancelScope(shield=True):
+            async with self._lock:
+                folder, self._folder = self._folder, None
+                self._index.clear()
+                if folder is not None:
+                    folder.release()
+
+    async def __aenter__(self) -> FileExecutionJournal:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _open_folder(self) -> _Folder:
+        if self._folder is None:
+            raise JournalClosed(f"the journal of session {self.session_id} is not open")
+        return self._folder
+
+    def _writable_folder(self) -> _Folder:
+        folder = self._open_folder()
+        if self._broken:
+            raise JournalWriteError(
+                f"an earlier write to the journal of session {self.session_id} could not be "
+                "made durable; close and reopen the journal"
+            )
+        return folder
+
+    def _load(self, folder: _Folder, execution_id: str) -> list[JournalRecord]:
+        """Blocking: read and decode one execution's file."""
+        try:
+            data = folder.read(f"{execution_id}{_SUFFIX}")
+        except fsio.UnsafePath as exc:
+            raise JournalCorrupt(execution_id, [{"line": 0, "message": _reason(exc)}]) from None
+        except OSError as exc:
+            raise JournalReadError(
+                f"cannot read the journal of execution {execution_id}: {_reason(exc)}"
+            ) from exc
+        return [] if data is None else decode_journal(execution_id, data)
+
+    def _remember(self, execution_id: str, records: list[JournalRecord]) -> dict[str, bytes]:
+        index = {record.id: record_fingerprint(record) for record in records}
+        self._index[execution_id] = index
+        return index
+
+    async def append(self, record: JournalRecord) -> None:
+        """Durably append `record` unless an equal one is stored under its id (module doc).
+
+        Raises `InvalidParams` (unsafe execution id), `JournalConflict`, `JournalCorrupt`,
+        `JournalWriteError` or `JournalClosed`.
+        """
+        execution_id = validate_execution_id(record.execution_id)
+        if not record.id:
+            raise InvalidParams([{"path": "$.id", "message": "record id is empty"}])
+        line = encode_journal_record(record)
+        fingerprint = record_fingerprint(record)
+        async with self._lock:
+            folder = self._writable_folder()
+            index = self._index.get(execution_id)
+            if index is None:
+                loaded = await trio.to_thread.run_sync(self._load, folder, execution_id)
+                index = self._remember(execution_id, loaded)
+            stored = index.get(record.id)
+            if stored == fingerprint:
+                return
+            if stored is not None:
+                raise JournalConflict(execution_id, record.id)
+            try:
+                await trio.to_thread.run_sync(folder.append, f"{execution_id}{_SUFFIX}", line)
+            except OSError as exc:
+                self._index.pop(execution_id, None)
+                self._broken = self._broken or isinstance(exc, _DurabilityLost)
+                raise JournalWriteError(
+                    f"cannot append to the journal of execution {execution_id}: {_reason(exc)}"
+                ) from exc
+            index[record.id] = fingerprint
+
+    async def read(self, execution_id: str) -> list[JournalRecord]:
+        """The execution's records in append order; ``[]`` when it has no file.
+
+        Raises `InvalidParams`, `JournalCorrupt`, `JournalReadError` or `JournalClosed`.
+        """
+        validate_execution_id(execution_id)
+        async with self._lock:
+            folder = self._open_folder()
+            records = await trio.to_thread.run_sync(self._load, folder, execution_id)
+            self._remember(execution_id, records)
+            return records
+
+    async def executions(self) -> list[str]:
+        """Ids of the executions that have a file, sorted."""
+        async with self._lock:
+            folder = self._open_folder()
+            try:
+                names = await trio.to_thread.run_sync(folder.names)
+            except OSError as exc:
+                raise JournalReadError(
+                    f"cannot list the journal of session {self.session_id}: {_reason(exc)}"
+                ) from exc
+            return [name[: -len(_SUFFIX)] for name in names]
+
+    async def discard(self, execution_id: str) -> None:
+        """Remove an execution's file durably (folder fsynced); a missing file is a no-op."""
+        validate_execution_id(execution_id)
+        async with self._lock:
+            folder = self._writable_folder()
+            self._index.pop(execution_id, None)
+            try:
+                await trio.to_thread.run_sync(folder.remove, f"{execution_id}{_SUFFIX}")
+            except OSError as exc:
+                self._broken = self._broken or isinstance(exc, _DurabilityLost)
+                raise JournalWriteError(
+                    f"cannot discard the journal of execution {execution_id}: {_reason(exc)}"
+                ) from exc
