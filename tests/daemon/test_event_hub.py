@@ -1,0 +1,520 @@
+"""The per-session event stream (PROTOCOL §5 session/subscribe, §6): seq stamping, replay after
+``afterSeq``, fan-out, overflow of a slow subscriber, dropping a dead one, and close.
+
+Every test runs on the autojump clock and waits for deliveries under a `fail_after`, so a
+delivery that never comes fails at once instead of hanging; nothing asserts on time.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+
+from protocol.errors import EventsLost
+from protocol.events import (
+    EVENT_METHOD,
+    Overflow,
+    SessionClosed,
+    SessionEvent,
+    TextDelta,
+    TurnStarted,
+)
+from protocol.peer import ConnectionLost, JsonRpcPeer
+from robotad.daemon.events import Event, EventHub
+
+SID = "s1"
+
+
+class Recorder:
+    """A subscriber that records what it is sent and lets the test wait for a count of events.
+
+    While `gate` is set to an unset trio.Event, every send blocks on it (a stalled connection).
+    """
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.gate: trio.Event | None = None
+        self.in_flight = 0
+        #: The most sends ever in progress at once: a destination gets one event at a time.
+        self.max_in_flight = 0
+        self._changed = trio.Event()
+
+    async def send(self, event: Event) -> None:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            self.events.append(event)
+            self._changed.set()
+        finally:
+            self.in_flight -= 1
+
+    async def wait_for(self, count: int) -> list[Event]:
+        """Wait until `count` events arrived; on the autojump clock a delivery that never
+        comes fails at once."""
+        with trio.fail_after(60):
+            while len(self.events) < count:
+                self._changed = trio.Event()
+                await self._changed.wait()
+        return self.events
+
+    @property
+    def seqs(self) -> list[int]:
+        return [e["seq"] for e in self.events if e["type"] != "overflow"]
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[EventHub]:
+    """A running hub (buffer 50, queue 8). pytest-trio takes the clock from the test's own
+    arguments only, so every test using this also asks for ``autojump_clock``."""
+    async with trio.open_nursery() as nursery:
+        the_hub = EventHub(SID, buffer_size=50, subscriber_queue=8)
+        await nursery.start(the_hub.run)
+        yield the_hub
+        nursery.cancel_scope.cancel()
+
+
+def delta(text: str = "x", turn_id: str = "t1") -> dict[str, Any]:
+    return {"type": "text_delta", "turnId": turn_id, "text": text}
+
+
+def as_wire(event: Event) -> Any:
+    """Decode an event through the protocol's Structs: proves it is a valid session/event."""
+    return msgspec.json.decode(msgspec.json.encode(event), type=SessionEvent)
+
+
+# -- stamping -------------------------------------------------------------------------------
+
+
+async def test_publish_stamps_session_id_seq_and_a_null_turn_id(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    first = hub.publish({"type": "turn_started", "turnId": "t1", "prompt": "hi"})
+    second = hub.publish({"type": "session_closed", "sessionId": "forged", "seq": 999})
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send, after_seq=0)
+    events = await recorder.wait_for(2)
+    assert (first, second) == (1, 2)
+    assert as_wire(events[0]) == TurnStarted(SID, 1, "t1", "hi")
+    assert as_wire(events[1]) == SessionClosed(SID, 2, None)
+    assert hub.latest_seq == 2
+
+
+async def test_publish_refuses_an_event_without_a_type_or_of_the_overflow_type(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    with pytest.raises(ValueError, match="type"):
+        hub.publish({"text": "x"})
+    with pytest.raises(ValueError, match="overflow"):
+        hub.publish({"type": "overflow", "latestSeq": 1})
+    assert hub.latest_seq == 0
+
+
+async def test_seq_is_strictly_increasing_under_concurrent_publishers(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send)
+    returned: list[int] = []
+
+    async def publisher(name: str) -> None:
+        for i in range(10):
+            returned.append(hub.publish(delta(f"{name}{i}", turn_id=name)))
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        # Three publishers: the subscriber runs once per scheduling batch, so at most two
+        # batches' worth (six events) wait in its queue of eight.
+        for n in range(3):
+            nursery.start_soon(publisher, f"t{n}")
+    assert returned == list(range(1, 31))
+    await recorder.wait_for(30)
+    assert recorder.seqs == list(range(1, 31))
+
+
+async def test_a_reloaded_session_continues_from_the_seq_it_is_given(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    reloaded = EventHub(SID, next_seq=42)
+    assert (reloaded.latest_seq, reloaded.oldest_seq) == (41, 42)
+    recorder = Recorder()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reloaded.run)
+        with pytest.raises(EventsLost) as lost:
+            reloaded.subscribe("c1", recorder.send, after_seq=40)
+        assert lost.value.data == {"sessionId": SID, "oldestSeq": 42}
+        assert reloaded.subscribe("c1", recorder.send, after_seq=41) == 41
+        assert reloaded.publish(delta()) == 42
+        await recorder.wait_for(1)
+        reloaded.close()
+    assert recorder.seqs == [42, 43]
+
+
+# -- fan-out and replay ---------------------------------------------------------------------
+
+
+async def test_two_subscribers_each_see_every_event_in_order(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    first, second = Recorder(), Recorder()
+    assert hub.subscribe("c1", first.send) == 0
+    assert hub.subscribe("c2", second.send) == 0
+    for i in range(20):
+        hub.publish(delta(str(i)))
+        if i % 3 == 0:
+            await trio.lowlevel.checkpoint()
+    await first.wait_for(20)
+    await second.wait_for(20)
+    assert first.seqs == second.seqs == list(range(1, 21))
+    assert [e["text"] for e in first.events] == [str(i) for i in range(20)]
+    assert all(isinstance(as_wire(e), TextDelta) for e in first.events)
+
+
+async def test_reconnect_with_after_seq_sees_exactly_the_missed_events(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    before = Recorder()
+    hub.subscribe("conn-1", before.send)
+    for _ in range(3):
+        hub.publish(delta())
+    await before.wait_for(3)
+    assert hub.unsubscribe("conn-1") is True  # the connection went away
+    for _ in range(4):
+        hub.publish(delta())
+
+    after = Recorder()
+    assert hub.subscribe("conn-2", after.send, after_seq=before.seqs[-1]) == 7
+    hub.publish(delta())  # a live one after the replayed ones
+    await after.wait_for(5)
+    assert after.seqs == [4, 5, 6, 7, 8]
+    await trio.testing.wait_all_tasks_blocked()
+    assert before.seqs == [1, 2, 3]
+
+
+async def test_after_seq_older_than_the_buffer_is_events_lost_with_the_oldest_seq(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    for _ in range(60):  # the buffer keeps 50
+        hub.publish(delta())
+    assert hub.oldest_seq == 11
+    recorder = Recorder()
+    with pytest.raises(EventsLost) as lost:
+        hub.subscribe("c1", recorder.send, after_seq=9)
+    assert lost.value.code == -32012
+    assert lost.value.data == {"sessionId": SID, "oldestSeq": 11}
+    assert hub.subscribers == frozenset()
+
+    hub.subscribe("c1", recorder.send, after_seq=10)  # oldest - 1: nothing is missing
+    await recorder.wait_for(50)
+    assert recorder.seqs == list(range(11, 61))
+
+
+async def test_after_seq_beyond_the_latest_seq_is_events_lost(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A seq from an earlier daemon process cannot be continued from."""
+    hub.publish(delta())
+    with pytest.raises(EventsLost) as lost:
+        hub.subscribe("c1", Recorder().send, after_seq=5)
+    assert lost.value.data == {"sessionId": SID, "oldestSeq": 1}
+
+
+async def test_a_replayed_backlog_larger_than_the_queue_does_not_overflow(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    for _ in range(30):  # more than the subscriber queue of 8
+        hub.publish(delta())
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send, after_seq=0)
+    for _ in range(8):  # and a full queue of live ones on top
+        hub.publish(delta())
+    await recorder.wait_for(38)
+    assert recorder.seqs == list(range(1, 39))
+    assert hub.subscribers == {"c1"}
+
+    # Once the backlog is out, the live queue holds exactly eight again.
+    recorder.gate = trio.Event()
+    hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # 39 in flight
+    for _ in range(8):
+        hub.publish(delta())
+    assert hub.subscribers == {"c1"}
+    hub.publish(delta())
+    assert hub.subscribers == frozenset()
+
+
+# -- slow and dead subscribers --------------------------------------------------------------
+
+
+async def test_a_stalled_subscriber_gets_one_overflow_and_never_slows_another(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    stalled, healthy = Recorder(), Recorder()
+    stalled.gate = trio.Event()  # its send never returns until the test says so
+    hub.subscribe("stalled", stalled.send)
+    hub.subscribe("healthy", healthy.send)
+    hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # event 1 is stuck in the stalled send
+
+    # publish is synchronous and returns at once while the stalled send stays blocked; the
+    # healthy subscriber gets to run between small batches.
+    seqs: list[int] = []
+    for i in range(40):
+        seqs.append(hub.publish(delta()))
+        if i % 4 == 3:
+            await trio.testing.wait_all_tasks_blocked()
+    assert seqs == list(range(2, 42))
+    assert hub.subscribers == {"healthy"}
+    await healthy.wait_for(41)
+    assert healthy.seqs == list(range(1, 42))
+
+    stalled.gate.set()
+    await stalled.wait_for(10)  # event 1, the 8 it had queued, then the notice
+    hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()
+    assert stalled.seqs == list(range(1, 10))
+    notice = stalled.events[-1]
+    assert len(stalled.events) == 10
+    assert notice == {"type": "overflow", "sessionId": SID, "latestSeq": 10}
+    assert as_wire(notice) == Overflow(SID, 10)
+    await healthy.wait_for(42)
+
+
+async def test_an_overflowed_subscriber_resubscribes_and_misses_nothing(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    slow = Recorder()
+    slow.gate = trio.Event()
+    hub.subscribe("c1", slow.send)
+    for _ in range(20):
+        hub.publish(delta())
+    slow.gate.set()
+    events = await slow.wait_for(9)  # the 8 it had queued, then the notice
+    assert events[-1]["type"] == "overflow"
+    slow.gate = None
+    hub.subscribe("c1", slow.send, after_seq=slow.seqs[-1])
+    await slow.wait_for(9 + 12)
+    assert slow.seqs == list(range(1, 21))
+
+
+async def test_a_subscriber_whose_send_raises_is_dropped(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    healthy = Recorder()
+    calls: list[int] = []
+
+    async def broken(event: Event) -> None:
+        calls.append(event["seq"])
+        if len(calls) == 2:
+            raise ConnectionLost("connection closed by the remote")
+
+    async def buggy(event: Event) -> None:
+        raise TypeError("not serialisable")
+
+    hub.subscribe("broken", broken)
+    hub.subscribe("buggy", buggy)
+    hub.subscribe("healthy", healthy.send)
+    for _ in range(5):
+        hub.publish(delta())
+    await healthy.wait_for(5)
+    await trio.testing.wait_all_tasks_blocked()
+    assert calls == [1, 2]
+    assert hub.subscribers == {"healthy"}
+    hub.publish(delta())
+    await healthy.wait_for(6)
+    assert calls == [1, 2]
+
+
+# -- replacing a subscription ---------------------------------------------------------------
+
+
+async def test_resubscribing_a_key_without_after_seq_takes_over_its_queue(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = Recorder()
+    recorder.gate = trio.Event()
+    hub.subscribe("c1", recorder.send)
+    hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # event 1 in flight on the old subscription
+    for _ in range(4):
+        hub.publish(delta())
+    assert hub.subscribe("c1", recorder.send) == 5
+    hub.publish(delta())
+    recorder.gate.set()
+    await recorder.wait_for(6)
+    await trio.testing.wait_all_tasks_blocked()
+    assert recorder.seqs == [1, 2, 3, 4, 5, 6]
+    assert recorder.max_in_flight == 1
+
+
+async def test_resubscribing_a_key_with_an_older_after_seq_never_repeats_or_reorders(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = Recorder()
+    recorder.gate = trio.Event()
+    hub.subscribe("c1", recorder.send)
+    for _ in range(5):
+        hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # event 1 in flight
+    hub.subscribe("c1", recorder.send, after_seq=0)
+    recorder.gate.set()
+    await recorder.wait_for(5)
+    await trio.testing.wait_all_tasks_blocked()
+    assert recorder.seqs == [1, 2, 3, 4, 5]
+    assert recorder.max_in_flight == 1
+
+
+async def test_resubscribing_while_an_overflowed_subscription_drains_repeats_nothing(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = Recorder()
+    recorder.gate = trio.Event()
+    hub.subscribe("c1", recorder.send)
+    hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # 1 in flight
+    for _ in range(9):  # 2..9 queued, 10 overflows
+        hub.publish(delta())
+    assert hub.subscribers == frozenset()
+    hub.subscribe("c1", recorder.send, after_seq=0)  # before the client saw anything
+    hub.publish(delta())
+    recorder.gate.set()
+    await recorder.wait_for(12)  # 1..9, the notice, 10, 11
+    await trio.testing.wait_all_tasks_blocked()
+    assert recorder.seqs == list(range(1, 12))
+    assert [e["type"] for e in recorder.events].count("overflow") == 1
+    assert recorder.max_in_flight == 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+async def test_random_interleavings_keep_each_key_gap_free_and_increasing(
+    autojump_clock: trio.testing.MockClock, seed: int
+) -> None:
+    """Whatever mix of publishing, delivery progress and resubscribing (with or without
+    afterSeq = the last seq received) happens, a key sees every seq exactly once, in order."""
+    rng = random.Random(seed)
+    recorder = Recorder()
+    hub = EventHub(SID, buffer_size=1000, subscriber_queue=4)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.run)
+        hub.subscribe("c1", recorder.send)
+        await _interleave(hub, recorder, rng)
+        hub.close()
+    assert recorder.seqs == list(range(1, hub.latest_seq + 1))
+
+
+async def _interleave(hub: EventHub, recorder: Recorder, rng: random.Random) -> None:
+    for _ in range(60):
+        action = rng.random()
+        if action < 0.6:
+            hub.publish(delta())
+        elif action < 0.8:
+            await trio.lowlevel.checkpoint()
+        elif action < 0.9:
+            hub.subscribe("c1", recorder.send)
+        else:
+            last = recorder.seqs[-1] if recorder.seqs else 0
+            hub.subscribe("c1", recorder.send, after_seq=last)
+        if hub.subscribers == frozenset():  # overflowed: resubscribe as a client would
+            await trio.testing.wait_all_tasks_blocked()
+            last = recorder.seqs[-1] if recorder.seqs else 0
+            hub.subscribe("c1", recorder.send, after_seq=last)
+
+
+# -- lifecycle ------------------------------------------------------------------------------
+
+
+async def test_close_delivers_session_closed_and_ends_delivery(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    hub = EventHub(SID, subscriber_queue=2)
+    first, full = Recorder(), Recorder()
+    full.gate = trio.Event()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            hub.subscribe("c1", first.send)
+            hub.subscribe("c2", full.send)
+            hub.publish(delta())
+            await trio.testing.wait_all_tasks_blocked()
+            hub.publish(delta())
+            hub.publish(delta())  # c2's queue is now full
+            hub.close()
+            hub.close()  # idempotent
+            full.gate.set()
+        # the nursery exits: run returned once both subscribers drained
+    for recorder in (first, full):
+        assert recorder.seqs == [1, 2, 3, 4]
+        assert as_wire(recorder.events[-1]) == SessionClosed(SID, 4, None)
+    assert hub.closed
+    with pytest.raises(trio.ClosedResourceError):
+        hub.publish(delta())
+    with pytest.raises(trio.ClosedResourceError):
+        hub.subscribe("c3", first.send)
+
+
+async def test_subscribe_before_run_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+    with pytest.raises(RuntimeError, match="run"):
+        EventHub(SID).subscribe("c1", Recorder().send)
+
+
+async def test_unsubscribe_stops_delivery_and_reports_whether_it_was_subscribed(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = Recorder()
+    recorder.gate = trio.Event()
+    hub.subscribe("c1", recorder.send)
+    for _ in range(3):
+        hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # 1 in flight, 2 and 3 queued
+    assert hub.unsubscribe("c1") is True
+    assert hub.unsubscribe("c1") is False
+    hub.publish(delta())
+    recorder.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert recorder.seqs == [1]  # the send in progress finished; nothing after it
+
+
+async def test_events_reach_a_client_peer_and_a_closed_connection_is_dropped(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    """End to end over a JSON-RPC connection: the subscriber's send is the server peer's
+    ``notify("session/event", ...)``; the client decodes every notification as a SessionEvent."""
+    received: list[Any] = []
+    arrived = trio.Event()
+
+    def on_notification(method: str, params: msgspec.Raw) -> None:
+        assert method == EVENT_METHOD
+        received.append(msgspec.json.decode(params, type=SessionEvent))
+        arrived.set()
+
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    server = JsonRpcPeer(server_stream)
+    client = JsonRpcPeer(client_stream, on_notification=on_notification)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        await nursery.start(client.run)
+
+        async def send(event: Event) -> None:
+            await server.notify(EVENT_METHOD, event)
+
+        hub.subscribe(server, send)
+        hub.publish({"type": "turn_started", "turnId": "t1", "prompt": "hi"})
+        hub.publish(delta("hello"))
+        with trio.fail_after(60):
+            while len(received) < 2:
+                arrived = trio.Event()
+                await arrived.wait()
+        assert received == [TurnStarted(SID, 1, "t1", "hi"), TextDelta(SID, 2, "t1", "hello")]
+
+        await client.aclose()
+        hub.publish(delta())
+        await trio.testing.wait_all_tasks_blocked()
+        assert hub.subscribers == frozenset()
+        nursery.cancel_scope.cancel()
