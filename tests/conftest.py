@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 @pytest.fixture(autouse=True)
 def _isolated_xdg(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Path]:
+) -> Path:
     """Point every XDG folder and robota override at a fresh private temp tree."""
     home = tmp_path_factory.mktemp("home")
     for name, sub in (
@@ -36,4 +35,4 @@ def _isolated_xdg(
         "ANTHROPIC_API_KEY",
     ):
         monkeypatch.delenv(name, raising=False)
-    yield home
+    return home

@@ -1,0 +1,82 @@
+"""The tool-gate port: what the loop asks before a tool body runs, and tells after it ran.
+
+The Session implements it with its permission enforcer, PreToolUse/PostToolUse hooks, approval
+journal and spill store; the loop knows none of that. The loop consults the gate only for calls
+that could run at all — a known tool whose argument JSON parsed and whose arguments decode.
+Unknown tools, unparseable argument text and arguments the tool refuses become failed tool
+results without asking anyone (nobody should be asked to approve a call that cannot run).
+
+Decisions:
+
+- `Admit(arguments)`: run the body with these (possibly canonicalised or hook-rewritten)
+  arguments; the loop decodes them again with the tool before running.
+- `Refuse(reason)`: the call gets a failed tool result carrying `reason`, paired with it in
+  history — never an exception (G-202, G-203).
+- `Park(reason)`: a person must decide and none is live (a checkpointed approval whose request
+  the gate has already saved). The loop starts no further call of that round, lets running
+  calls settle, commits their results and returns a parked outcome with the round left open.
+
+Calls are admitted one at a time, in call order (so a live approver is asked one question at a
+time), and a call is admitted only once a concurrency slot is free: `Admit` means the body
+starts now, unless the turn is aborted first.
+
+An exception raised by `admit` or `settle` is the gate's own failure (typically a journal write)
+and propagates out of the turn; it is never turned into a tool result. A cancelled `admit` (an
+abort while waiting for a live approver) leaves the call not run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from msgspec import Struct
+
+from protocol.shapes import ToolCall
+from robotad.tools.base import Tool, ToolResult
+
+__all__ = ["Admission", "Admit", "AdmitAll", "Park", "Refuse", "ToolGate"]
+
+
+class Admit(Struct, frozen=True):
+    """Run the call's body with `arguments` (a JSON object for `Tool.decode_arguments`)."""
+
+    arguments: dict[str, Any]
+
+
+class Refuse(Struct, frozen=True):
+    """Do not run it; the model reads `reason` as the call's failed result."""
+
+    reason: str
+
+
+class Park(Struct, frozen=True):
+    """Do not run it now: the call waits for a person (its request is already saved)."""
+
+    reason: str
+
+
+Admission = Admit | Refuse | Park
+
+
+class ToolGate(Protocol):
+    async def admit(self, call: ToolCall, tool: Tool) -> Admission:
+        """Decide one runnable call before its body starts."""
+        ...
+
+    async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
+        """Told of an admitted body's result (a raised exception already turned into a failed
+        result) before its tool message is committed; returns the result to commit — the place
+        for PostToolUse hooks and spilling oversized output. Not called for refused, parked,
+        structurally failed or abort-interrupted calls."""
+        ...
+
+
+class AdmitAll:
+    """A gate that admits every call with its own arguments and changes no result.
+    For tests and for trusted in-process use only: it enforces no permission."""
+
+    async def admit(self, call: ToolCall, tool: Tool) -> Admission:
+        return Admit(call.arguments)
+
+    async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
+        return result

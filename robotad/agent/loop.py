@@ -1,0 +1,415 @@
+"""The agent loop: provider rounds and tool rounds until the model stops asking for tools.
+
+`run_turn` is a policy-free engine the Session composes. It owns no history, no permissions,
+no hooks, no persistence: it reads the history it is given and commits every new message through
+the injected async `commit` (the Session journals, then appends). Per round:
+
+1. build the request — the history, with the turn's ephemeral `system_context` inserted as a
+   system message right after the leading system message(s) (never committed: G-048, G-049);
+2. ``await callbacks.on_request(request)`` (the Session's estimate and PreModelCall);
+3. one provider call, streamed: each text delta goes to ``callbacks.on_text`` and refreshes the
+   idle deadline, as does any other streamed activity (G-039…G-041);
+4. commit the reply as one assistant message, usage in its metadata; then
+   ``await callbacks.on_reply(reply)`` (exact usage, PostModelCall);
+5. no tool calls: the turn is completed. Otherwise run the calls (`ToolRound`): admitted by the
+   gate in call order, at most five bodies at once, results committed in call order.
+
+Continuation: when the history's last assistant message has calls without results (an open
+round, e.g. a parked approval), those calls run first, then rounds continue as above. The
+history must otherwise already end with the turn's input (the Session commits the user message).
+
+`tool_choice`: the per-turn value applies to the first provider call of this run; later rounds
+use ``"auto"`` (a ``"required"`` or named choice on every round would never let the model stop),
+except ``"none"``, which holds for every round of the run (G-057).
+
+Ends of a turn:
+
+- `CompletedTurn` — a reply without tool calls; `ParkedTurn` — the gate parked a call (the round
+  stays open, see `robotad.agent.tool_round`).
+- `ProviderFailure` — the provider raised `ProviderError` (its reason), raised anything else, or
+  sent nothing for `idle_timeout` seconds. Everything committed before stays (G-207); text
+  streamed by the failed call is not committed. Retrying is the provider's business.
+- `TurnAbortedError` — `abort` was signalled. Once everything started has settled, the loop
+  commits, outside the cancelled scope: the partial reply of a call cut off mid-stream, as an
+  assistant message with state ``"interrupted"`` (when any text had streamed, G-191); or the
+  round's results, with interrupted failures for calls that produced none. Cancellation of an
+  enclosing scope other than `abort` is not an abort: it propagates and nothing more is
+  committed.
+- `RoundCapReached` — `round_cap` provider calls were made and the model asked for more
+  (`None`, the default, means no cap: G-044).
+- anything `commit`, the gate or a callback raises propagates as it is — a commit failure is a
+  persistence failure even while aborting (each commit runs shielded: it completes or fails, it
+  is never cut off by cancellation).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import trio
+
+from protocol.shapes import Message, ToolCall, utc_now
+from robotad.agent.abort import AbortSignal
+from robotad.agent.gate import ToolGate
+from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
+from robotad.agent.provider import ModelReply, ModelRequest, Provider, ProviderError, ToolChoice
+from robotad.agent.tool_round import ParkedCall, ToolRound
+from robotad.tools.base import Tool, ToolContext
+
+__all__ = [
+    "CompletedTurn",
+    "ParkedCall",
+    "ParkedTurn",
+    "ProviderFailure",
+    "RoundCapReached",
+    "TurnAbortedError",
+    "TurnCallbacks",
+    "TurnOutcome",
+    "open_calls",
+    "run_turn",
+]
+
+logger = logging.getLogger("robotad.agent.loop")
+
+Commit = Callable[[Message], Awaitable[None]]
+
+
+class ProviderFailure(Exception):
+    """A model call failed; `reason` is safe to show and log (it never holds a key)."""
+
+    def __init__(self, reason: str, provider_name: str) -> None:
+        super().__init__(f"provider {provider_name} failed: {reason}")
+        self.reason = reason
+        self.provider_name = provider_name
+
+
+class TurnAbortedError(Exception):
+    """The turn was aborted and has fully stopped. `open_calls` are the calls it left without
+    results: the parked and not-started calls of a round that had parked (their approval may
+    still be resumed); empty otherwise."""
+
+    def __init__(self, open_calls: tuple[ToolCall, ...] = ()) -> None:
+        super().__init__("turn aborted")
+        self.open_calls = open_calls
+
+
+class RoundCapReached(Exception):
+    """The model asked for another round after `cap` provider calls. History is paired."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"the model asked for more than {cap} rounds")
+        self.cap = cap
+
+
+@dataclass(frozen=True)
+class CompletedTurn:
+    """The model answered without tool calls; `response` is that answer's text."""
+
+    response: str
+    rounds: int
+
+    @property
+    def kind(self) -> str:
+        return "completed"
+
+
+@dataclass(frozen=True)
+class ParkedTurn:
+    """A call waits for a person: `parked` (its request saved by the gate) and `unstarted`,
+    the later calls of that round. Their results are missing from history until a
+    continuation runs them."""
+
+    parked: tuple[ParkedCall, ...]
+    unstarted: tuple[ToolCall, ...]
+    rounds: int
+
+    @property
+    def kind(self) -> str:
+        return "parked"
+
+
+TurnOutcome = CompletedTurn | ParkedTurn
+
+
+@dataclass(frozen=True)
+class TurnCallbacks:
+    """The Session's view into a turn; every member optional.
+
+    `on_text` is synchronous and must not block (an exception from it is logged and ignored,
+    so a broken sink cannot cut a stream). `on_request` and `on_reply` are awaited; whatever
+    they raise ends the turn (that is how a context check stops it)."""
+
+    on_text: Callable[[str], None] | None = None
+    on_request: Callable[[ModelRequest], Awaitable[None]] | None = None
+    on_reply: Callable[[ModelReply], Awaitable[None]] | None = None
+
+
+def open_calls(history: Sequence[Message]) -> list[ToolCall]:
+    """The calls of the last assistant message that have no result after it (in call order)."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role != "assistant":
+            continue
+        answered = {m.tool_call_id for m in history[index + 1 :] if m.role == "tool"}
+        return [call for call in message.calls if call.id not in answered]
+    return []
+
+
+async def run_turn(
+    *,
+    provider: Provider,
+    tools: Mapping[str, Tool],
+    history: Sequence[Message],
+    commit: Commit,
+    gate: ToolGate,
+    ctx: ToolContext,
+    tool_choice: ToolChoice = "auto",
+    system_context: str | None = None,
+    effort: str | None = None,
+    idle_timeout: float | None = None,
+    round_cap: int | None = None,
+    callbacks: TurnCallbacks | None = None,
+    bus: EventBus | None = None,
+    abort: AbortSignal | None = None,
+) -> TurnOutcome:
+    """Run one turn (or the continuation of a parked one) to its end; see the module doc.
+
+    `history` is read, never mutated; `commit` gets each new message in history order.
+    `idle_timeout` is in seconds (None: no idle limit)."""
+    turn = _Turn(
+        provider=provider,
+        tools=tools,
+        history=history,
+        commit=commit,
+        gate=gate,
+        ctx=ctx,
+        tool_choice=tool_choice,
+        system_context=system_context,
+        effort=effort,
+        idle_timeout=idle_timeout,
+        round_cap=round_cap,
+        callbacks=callbacks or TurnCallbacks(),
+        bus=bus,
+        abort=abort,
+    )
+    return await turn.run()
+
+
+class _Turn:
+    """The state of one `run_turn` call."""
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        tools: Mapping[str, Tool],
+        history: Sequence[Message],
+        commit: Commit,
+        gate: ToolGate,
+        ctx: ToolContext,
+        tool_choice: ToolChoice,
+        system_context: str | None,
+        effort: str | None,
+        idle_timeout: float | None,
+        round_cap: int | None,
+        callbacks: TurnCallbacks,
+        bus: EventBus | None,
+        abort: AbortSignal | None,
+    ) -> None:
+        self._provider = provider
+        self._tools = tools
+        self._schemas = [tool.schema for tool in tools.values()]
+        self._history = list(history)
+        self._commit_to_session = commit
+        self._gate = gate
+        self._ctx = ctx
+        self._tool_choice = tool_choice
+        self._context = Message.system(system_context) if system_context else None
+        self._effort = effort
+        self._idle_timeout = idle_timeout
+        self._round_cap = round_cap
+        self._callbacks = callbacks
+        self._bus = bus
+        self._abort = abort
+        self._rounds = 0
+        #: Text streamed by the provider call in flight; None between calls.
+        self._partial: list[str] | None = None
+        #: The tool round in flight; None between rounds.
+        self._tool_round: ToolRound | None = None
+
+    async def run(self) -> TurnOutcome:
+        outcome: TurnOutcome | None = None
+        with self._abort_scope():
+            outcome = await self._rounds_until_done()
+        if outcome is not None:
+            return outcome
+        # Only the abort scope can swallow what ended the block early.
+        raise TurnAbortedError(await self._close_after_abort())
+
+    @contextmanager
+    def _abort_scope(self) -> Iterator[None]:
+        if self._abort is None:
+            yield
+        else:
+            with self._abort.scope():
+                yield
+
+    async def _rounds_until_done(self) -> TurnOutcome:
+        carried = open_calls(self._history)
+        if carried:
+            parked = await self._run_tools(self._tool_round_of(carried, round_number=0))
+            if parked is not None:
+                return parked
+        while True:
+            await trio.lowlevel.checkpoint_if_cancelled()  # an abort stops before the next call
+            if self._round_cap is not None and self._rounds >= self._round_cap:
+                raise RoundCapReached(self._round_cap)
+            self._rounds += 1
+            request = self._request()
+            if self._callbacks.on_request is not None:
+                await self._callbacks.on_request(request)
+            reply = await self._call_provider(request)
+            content = reply.text if reply.text or not reply.tool_calls else None
+            await self._commit(Message.assistant(content, reply.tool_calls, usage=reply.usage))
+            # The round exists from the moment its calls are in history, so an abort from here
+            # on closes them.
+            tool_round = None
+            if reply.tool_calls:
+                tool_round = self._tool_round_of(reply.tool_calls, round_number=self._rounds)
+            if self._callbacks.on_reply is not None:
+                await self._callbacks.on_reply(reply)
+            if tool_round is None:
+                return CompletedTurn(reply.text, self._rounds)
+            parked = await self._run_tools(tool_round)
+            if parked is not None:
+                return parked
+
+    # -- provider call ----------------------------------------------------------------------
+
+    def _request(self) -> ModelRequest:
+        messages = list(self._history)
+        if self._context is not None:
+            leading = 0
+            while leading < len(messages) and messages[leading].role == "system":
+                leading += 1
+            messages.insert(leading, self._context)
+        first = self._rounds == 1
+        choice = self._tool_choice if first or self._tool_choice == "none" else "auto"
+        return ModelRequest(messages, self._schemas, tool_choice=choice, effort=self._effort)
+
+    async def _call_provider(self, request: ModelRequest) -> ModelReply:
+        self._partial = []
+        try:
+            with trio.CancelScope() as idle:
+                tap = _StreamTap(self._partial, idle, self._idle_timeout, self._callbacks.on_text)
+                reply = await self._provider.complete(request, tap)
+        except ProviderError as exc:
+            await self._unless_aborted()
+            self._partial = None
+            self._observe_round("failed")
+            raise ProviderFailure(exc.reason, self._provider.name) from exc
+        except Exception as exc:
+            await self._unless_aborted()
+            self._partial = None
+            self._observe_round("failed")
+            logger.warning("provider %s raised %s", self._provider.name, type(exc).__name__)
+            reason = f"unexpected {type(exc).__name__} from the provider"
+            raise ProviderFailure(reason, self._provider.name) from None
+        except BaseException:
+            self._observe_round("cancelled")
+            raise
+        if idle.cancelled_caught:
+            # Only the deadline got here: when the abort scope is cancelled as well, trio hands
+            # the Cancelled to that outer scope instead, so an abort always wins.
+            self._partial = None
+            self._observe_round("failed")
+            reason = f"idle timeout: no data from the provider for {self._idle_timeout:g} s"
+            raise ProviderFailure(reason, self._provider.name)
+        self._partial = None
+        self._observe_round("ok")
+        return reply
+
+    async def _unless_aborted(self) -> None:
+        """A provider that turned the abort's cancellation into an error still ends in the
+        abort, keeping its partial text: re-raise the pending Cancelled."""
+        if self._abort is not None and self._abort.aborted:
+            self._observe_round("cancelled")
+            await trio.lowlevel.checkpoint()
+
+    def _observe_round(self, outcome: ObservedOutcome) -> None:
+        if self._bus is not None:
+            self._bus.publish(ProviderRoundObserved(utc_now(), self._rounds, outcome))
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def _tool_round_of(self, calls: Sequence[ToolCall], *, round_number: int) -> ToolRound:
+        self._tool_round = ToolRound(
+            calls,
+            round_number=round_number,
+            tools=self._tools,
+            gate=self._gate,
+            ctx=self._ctx,
+            commit=self._commit,
+            bus=self._bus,
+        )
+        return self._tool_round
+
+    async def _run_tools(self, tool_round: ToolRound) -> ParkedTurn | None:
+        await tool_round.run()
+        self._tool_round = None
+        if tool_round.park is None:
+            return None
+        return ParkedTurn((tool_round.park,), tool_round.held, self._rounds)
+
+    # -- history ----------------------------------------------------------------------------
+
+    async def _commit(self, message: Message) -> None:
+        """Commit one message; shielded so it completes or fails, and is never cut off."""
+        with trio.CancelScope(shield=True):
+            await self._commit_to_session(message)
+        self._history.append(message)
+
+    async def _close_after_abort(self) -> tuple[ToolCall, ...]:
+        if self._partial:
+            partial, self._partial = "".join(self._partial), None
+            await self._commit(Message.assistant(partial, interrupted=True))
+        if self._tool_round is not None:
+            tool_round, self._tool_round = self._tool_round, None
+            return await tool_round.close_after_abort()
+        return ()
+
+
+class _StreamTap:
+    """The `StreamObserver` of one provider call: keeps the partial text, moves the idle
+    deadline on every sign of life and forwards text to the Session's sink."""
+
+    def __init__(
+        self,
+        partial: list[str],
+        idle: trio.CancelScope,
+        timeout: float | None,
+        sink: Callable[[str], None] | None,
+    ) -> None:
+        self._partial = partial
+        self._idle = idle
+        self._timeout = timeout
+        self._sink = sink
+        self.on_activity()
+
+    def on_activity(self) -> None:
+        if self._timeout is not None:
+            self._idle.deadline = trio.current_time() + self._timeout
+
+    def on_text(self, delta: str) -> None:
+        self.on_activity()
+        if not delta:
+            return
+        self._partial.append(delta)
+        if self._sink is not None:
+            try:
+                self._sink(delta)
+            except Exception:
+                logger.warning("on_text callback raised; delta not forwarded", exc_info=True)

@@ -1,0 +1,300 @@
+"""The daemon's configuration file and folders (PROTOCOL.md §8, DESIGN.md decision 6).
+
+`load_config()` reads ``ROBOTA_CONFIG`` or ``$XDG_CONFIG_HOME/robota/config.toml``. A missing
+file is the defaults (the offline ``scripted`` provider, no rules, no hooks, no classifier).
+Anything else that is wrong — TOML syntax, an unknown key, a wrong type, a provider name that
+names nothing, a hook matcher that is not a regular expression — is a `ConfigError` listing
+every problem with its TOML path (``providers.local.base_url: expected string, got integer``),
+raised at daemon start before anything listens. Messages never echo a value.
+
+Shape (every table forbids unknown keys)::
+
+    default_provider = "scripted"        # a [providers] name, or a built-in kind
+    [providers.NAME]                     # kind, base_url?, model?, api_key_env?,
+    kind = "openai"                      #   context_window?, max_tokens?
+    [permissions]                        # allow / ask / deny: lists of pattern strings
+    [classifier]                         # command
+    [hooks]                              # Event = [{matcher?, hooks = [{type, command?,
+                                         #   timeout?}]}]
+
+Hooks are Claude-Code-shaped. Their event names are checked; a handler's `type` is a plain
+string: ``"command"`` handlers need a `command`, while a type this build has no executor for is
+not a start-up error (PreToolUse then denies with a reason naming it) and its other members are
+not interpreted. Permission patterns are only checked for being strings here; the permission
+engine refuses malformed ones when a session is built from them.
+
+API keys are never in the file: `api_key_env` names the environment variable the provider
+registry reads when it builds a provider, and nothing writes the key anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta, Struct
+from xdg_base_dirs import xdg_config_home, xdg_runtime_dir, xdg_state_home
+
+from protocol.validate import Issue, ValidationFailed, convert, join_path
+
+__all__ = [
+    "BUILTIN_PROVIDER_KINDS",
+    "HOOK_EVENTS",
+    "ClassifierConfig",
+    "Config",
+    "ConfigError",
+    "HookEvent",
+    "HookHandler",
+    "HookMatcher",
+    "PermissionsConfig",
+    "ProviderConfig",
+    "ProviderKind",
+    "config_path",
+    "decode_config",
+    "load_config",
+    "runtime_dir",
+    "state_dir",
+]
+
+ProviderKind = Literal["openai", "anthropic", "scripted"]
+BUILTIN_PROVIDER_KINDS: tuple[ProviderKind, ...] = ("scripted", "openai", "anthropic")
+
+HookEvent = Literal[
+    "SessionStart",
+    "SessionEnd",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Stop",
+    "StopFailure",
+    "PreCompact",
+    "PostCompact",
+    "PreModelCall",
+    "PostModelCall",
+]
+HOOK_EVENTS: tuple[str, ...] = get_args(HookEvent)
+
+_Positive = Annotated[int, Meta(gt=0)]
+_Name = Annotated[str, Meta(min_length=1)]
+_URL = re.compile(r"https?://[^\s/]+", re.IGNORECASE)
+
+
+class _Table(Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of every table: unknown keys refused."""
+
+
+class ProviderConfig(_Table, frozen=True):
+    kind: ProviderKind
+    base_url: _Name | None = None
+    model: _Name | None = None
+    api_key_env: _Name | None = None
+    context_window: _Positive | None = None
+    max_tokens: _Positive | None = None
+
+
+class PermissionsConfig(_Table, frozen=True):
+    """Default rules of new sessions."""
+
+    allow: list[str] = msgspec.field(default_factory=list)
+    ask: list[str] = msgspec.field(default_factory=list)
+    deny: list[str] = msgspec.field(default_factory=list)
+
+
+class ClassifierConfig(_Table, frozen=True):
+    command: _Name
+
+
+class HookHandler(_Table, frozen=True):
+    """One hook: `type` ``"command"`` runs `command` (timeout in seconds); any other type is
+    kept by name only, for the hook runner to report."""
+
+    type: _Name
+    command: _Name | None = None
+    timeout: Annotated[float, Meta(gt=0)] | None = None
+
+
+class HookMatcher(_Table, frozen=True):
+    """`matcher` absent, empty or ``"*"`` matches every tool; otherwise a regex searched in
+    the tool name."""
+
+    hooks: list[HookHandler]
+    matcher: str | None = None
+
+
+class Config(_Table, frozen=True):
+    default_provider: _Name = "scripted"
+    providers: dict[str, ProviderConfig] = msgspec.field(default_factory=dict)
+    permissions: PermissionsConfig = msgspec.field(default_factory=PermissionsConfig)
+    classifier: ClassifierConfig | None = None
+    hooks: dict[HookEvent, list[HookMatcher]] = msgspec.field(default_factory=dict)
+
+
+class ConfigError(Exception):
+    """The configuration file is unusable; `issues` has every problem, each at a TOML path."""
+
+    def __init__(self, path: Path, issues: list[Issue]) -> None:
+        self.path = path
+        self.issues = issues
+        lines = "\n".join(f"  {issue['path'] or '(file)'}: {issue['message']}" for issue in issues)
+        super().__init__(f"invalid configuration {path}:\n{lines}")
+
+
+# -- folders --------------------------------------------------------------------------------
+
+
+def config_path() -> Path:
+    """``ROBOTA_CONFIG``, else ``$XDG_CONFIG_HOME/robota/config.toml``."""
+    override = os.environ.get("ROBOTA_CONFIG")
+    return Path(override) if override else xdg_config_home() / "robota" / "config.toml"
+
+
+def state_dir() -> Path:
+    """``ROBOTA_STATE_DIR`` (the state folder itself), else ``$XDG_STATE_HOME/robota``."""
+    override = os.environ.get("ROBOTA_STATE_DIR")
+    return Path(override) if override else xdg_state_home() / "robota"
+
+
+def runtime_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/robota``, else ``/tmp/robota-$UID`` (where the socket defaults too)."""
+    runtime = xdg_runtime_dir()
+    return runtime / "robota" if runtime is not None else Path(f"/tmp/robota-{os.getuid()}")
+
+
+# -- loading --------------------------------------------------------------------------------
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read and decode the configuration file; defaults when it does not exist."""
+    path = config_path() if path is None else path
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(path, [{"path": "", "message": f"cannot read: {exc.strerror}"}]) from None
+    try:
+        return decode_config(data)
+    except ValidationFailed as exc:
+        raise ConfigError(path, exc.issues) from None
+
+
+def decode_config(data: bytes | str) -> Config:
+    """Decode TOML text strictly; raises `ValidationFailed` with every issue at its TOML path."""
+    try:
+        text = data.decode() if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise ValidationFailed([{"path": "", "message": "not UTF-8 text"}]) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationFailed([{"path": "", "message": f"invalid TOML: {exc}"}]) from None
+    issues = _meaning_issues(raw)
+    shaped = _without_foreign_hook_members(raw)
+    config: Config | None = None
+    try:
+        config = convert(shaped, Config)
+    except ValidationFailed as exc:
+        issues = exc.issues + issues
+    if issues or config is None:
+        raise ValidationFailed([{**i, "path": _toml_path(i["path"])} for i in issues])
+    return config
+
+
+def _without_foreign_hook_members(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy in which handlers of a type other than ``"command"`` keep only `type` and
+    `timeout`: their other members belong to an executor this build lacks."""
+    hooks = raw.get("hooks")
+    if not isinstance(hooks, dict):
+        return raw
+    trimmed: dict[str, Any] = {}
+    for event, matchers in hooks.items():
+        if not isinstance(matchers, list):
+            trimmed[event] = matchers
+            continue
+        trimmed[event] = [_trim_matcher(matcher) for matcher in matchers]
+    return {**raw, "hooks": trimmed}
+
+
+def _trim_matcher(matcher: Any) -> Any:
+    if not isinstance(matcher, dict) or not isinstance(matcher.get("hooks"), list):
+        return matcher
+    handlers = [
+        {k: v for k, v in h.items() if k in ("type", "timeout")}
+        if isinstance(h, dict) and isinstance(h.get("type"), str) and h["type"] != "command"
+        else h
+        for h in matcher["hooks"]
+    ]
+    return {**matcher, "hooks": handlers}
+
+
+def _meaning_issues(raw: dict[str, Any]) -> list[Issue]:
+    """Problems a type cannot express; each check skips values of the wrong shape (the type
+    check reports those)."""
+    issues: list[Issue] = []
+    providers = raw.get("providers")
+    names = set(providers) if isinstance(providers, dict) else set()
+    default = raw.get("default_provider", "scripted")
+    if isinstance(default, str) and default and default not in names | set(BUILTIN_PROVIDER_KINDS):
+        issues.append(
+            {
+                "path": "$.default_provider",
+                "message": "names no [providers] table and no built-in kind "
+                "(scripted, openai, anthropic)",
+            }
+        )
+    if isinstance(providers, dict):
+        for name, table in providers.items():
+            url = table.get("base_url") if isinstance(table, dict) else None
+            if isinstance(url, str) and url and not _URL.match(url):
+                where = join_path(join_path("$.providers", name), "base_url")
+                issues.append({"path": where, "message": "expected an http:// or https:// URL"})
+    hooks = raw.get("hooks")
+    if isinstance(hooks, dict):
+        for event, matchers in hooks.items():
+            if isinstance(matchers, list):
+                issues.extend(_hook_issues(join_path("$.hooks", str(event)), matchers))
+    return issues
+
+
+def _hook_issues(path: str, matchers: list[Any]) -> list[Issue]:
+    issues: list[Issue] = []
+    for index, matcher in enumerate(matchers):
+        if not isinstance(matcher, dict):
+            continue
+        where = join_path(path, index)
+        pattern = matcher.get("matcher")
+        if isinstance(pattern, str) and pattern not in ("", "*"):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                issues.append(
+                    {
+                        "path": join_path(where, "matcher"),
+                        "message": f"invalid regular expression: {exc.msg}",
+                    }
+                )
+        handlers = matcher.get("hooks")
+        for number, handler in enumerate(handlers if isinstance(handlers, list) else []):
+            is_command = isinstance(handler, dict) and handler.get("type") == "command"
+            if is_command and "command" not in handler:
+                at = join_path(join_path(where, "hooks"), number)
+                issues.append(
+                    {
+                        "path": join_path(at, "command"),
+                        "message": 'missing required member (for type "command")',
+                    }
+                )
+    return issues
+
+
+_QUOTED_KEY = re.compile(r'\["((?:[^"\\]|\\.)*)"\]')
+
+
+def _toml_path(path: str) -> str:
+    """``$.providers["my local"].model`` → ``providers."my local".model``; ``$`` → ``""``."""
+    dotted = _QUOTED_KEY.sub(lambda m: f'."{m.group(1)}"', path)
+    return dotted.removeprefix("$").removeprefix(".")

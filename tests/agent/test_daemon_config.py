@@ -1,0 +1,192 @@
+"""config.toml: strict decoding with every problem located, defaults, folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from robotad.config import (
+    ClassifierConfig,
+    Config,
+    ConfigError,
+    HookHandler,
+    HookMatcher,
+    ProviderConfig,
+    config_path,
+    load_config,
+    runtime_dir,
+    state_dir,
+)
+
+VALID = """
+default_provider = "local"
+
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+model = "qwen2.5-coder"
+api_key_env = "LOCAL_KEY"
+context_window = 32768
+
+[providers.claude]
+kind = "anthropic"
+max_tokens = 4096
+
+[permissions]
+allow = ["Read(*)", "Bash(git status:*)"]
+ask = []
+deny = ["WebFetch(domain:example.com)"]
+
+[classifier]
+command = "my-classifier --strict"
+
+[[hooks.PreToolUse]]
+matcher = "Bash|Write"
+hooks = [{ type = "command", command = "guard.sh", timeout = 5 }]
+
+[[hooks.Stop]]
+hooks = [{ type = "command", command = "notify-send done" }]
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_valid_file_decodes_every_table(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, VALID))
+
+    assert config.default_provider == "local"
+    assert config.providers["local"] == ProviderConfig(
+        kind="openai",
+        base_url="http://127.0.0.1:11434/v1",
+        model="qwen2.5-coder",
+        api_key_env="LOCAL_KEY",
+        context_window=32768,
+    )
+    assert config.providers["claude"].max_tokens == 4096
+    assert config.permissions.allow == ["Read(*)", "Bash(git status:*)"]
+    assert config.permissions.deny == ["WebFetch(domain:example.com)"]
+    assert config.classifier == ClassifierConfig("my-classifier --strict")
+    assert config.hooks["PreToolUse"] == [
+        HookMatcher(hooks=[HookHandler("command", "guard.sh", 5.0)], matcher="Bash|Write")
+    ]
+    assert config.hooks["Stop"][0].matcher is None
+
+
+def test_a_missing_file_is_the_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "absent.toml")
+    assert config == Config()
+    assert config.default_provider == "scripted"
+    assert config.providers == {}
+    assert config.classifier is None
+    assert config.hooks == {}
+
+
+def test_every_bad_key_and_type_is_reported_with_its_toml_path(tmp_path: Path) -> None:
+    text = """
+default_provider = "nowhere"
+colour = "blue"
+
+[providers.local]
+kind = "openai"
+base_url = 11434
+context_window = 0
+api_key = "sk-do-not-echo-me"
+
+[providers."my box"]
+kind = "gemini"
+base_url = "ftp://example.com"
+
+[permissions]
+allow = ["Read(*)", 3]
+maybe = []
+
+[classifier]
+
+[[hooks.PreToolUse]]
+matcher = "Bash("
+hooks = [{ type = "command" }, { type = "command", command = "x", timeout = -1, shell = "zsh" }]
+
+[[hooks.PreToolUs]]
+hooks = []
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+
+    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    assert set(located) == {
+        "colour",
+        "default_provider",
+        "providers.local.base_url",
+        "providers.local.context_window",
+        "providers.local.api_key",
+        'providers."my box".kind',
+        'providers."my box".base_url',
+        "permissions.allow[1]",
+        "permissions.maybe",
+        "classifier.command",
+        "hooks.PreToolUse[0].matcher",
+        "hooks.PreToolUse[0].hooks[0].command",
+        "hooks.PreToolUse[0].hooks[1].timeout",
+        "hooks.PreToolUse[0].hooks[1].shell",
+        "hooks.PreToolUs",
+    }
+    assert located["colour"] == "unknown member"
+    assert located["providers.local.base_url"] == "expected string or null, got integer"
+    assert "PreToolUse" in located["hooks.PreToolUs"]
+    message = str(caught.value)
+    assert str(tmp_path / "config.toml") in message
+    assert all(path in message for path in located)
+    assert "sk-do-not-echo-me" not in message
+    assert "sk-do-not-echo-me" not in repr(caught.value.issues)
+
+
+def test_an_unknown_hook_type_is_not_a_start_up_error(tmp_path: Path) -> None:
+    text = """
+[[hooks.PreToolUse]]
+hooks = [{ type = "prompt", prompt = "Is this safe?", timeout = 30 }]
+"""
+    config = load_config(_write(tmp_path, text))
+    assert config.hooks["PreToolUse"][0].hooks == [HookHandler("prompt", None, 30.0)]
+
+
+def test_toml_syntax_errors_are_located(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, 'default_provider = "x"\n[providers\n'))
+    [issue] = caught.value.issues
+    assert issue["path"] == ""
+    assert "invalid TOML" in issue["message"]
+    assert "line 2" in issue["message"]
+
+
+def test_undecodable_bytes_are_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"default_provider = '\xff'\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)
+
+
+def test_the_config_path_follows_robota_config_then_xdg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config_path() == tmp_path / "xdg" / "robota" / "config.toml"
+    monkeypatch.setenv("ROBOTA_CONFIG", str(tmp_path / "elsewhere.toml"))
+    assert config_path() == tmp_path / "elsewhere.toml"
+    (tmp_path / "elsewhere.toml").write_text('default_provider = "openai"\n')
+    assert load_config().default_provider == "openai"
+
+
+def test_state_and_runtime_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    assert state_dir() == tmp_path / "state" / "robota"
+    assert runtime_dir() == tmp_path / "run" / "robota"
+    monkeypatch.setenv("ROBOTA_STATE_DIR", str(tmp_path / "mine"))
+    assert state_dir() == tmp_path / "mine"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert runtime_dir().name.startswith("robota-")

@@ -1,0 +1,214 @@
+"""Rounds: text replies, tool rounds, ordering and concurrency of tool calls, provider failure."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from protocol.shapes import Message
+from robotad.agent import (
+    MAX_CONCURRENT_TOOLS,
+    CompletedTurn,
+    ProviderFailure,
+    RoundCapReached,
+    TurnCallbacks,
+)
+from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+
+from .loop_fakes import (
+    EchoTool,
+    Journal,
+    Recording,
+    call_step,
+    paired,
+    scripted,
+    start_history,
+    toolbox,
+    turn,
+)
+
+
+async def test_text_reply_completes_the_turn_with_usage_in_metadata() -> None:
+    journal = Journal(start_history("hi"))
+    provider = scripted({"text": "Hello there", "usage": {"inputTokens": 12, "outputTokens": 3}})
+
+    outcome = await turn(provider, journal)
+
+    assert outcome == CompletedTurn("Hello there", rounds=1)
+    assert journal.roles() == ["system", "user", "assistant"]
+    reply = journal.messages[-1]
+    assert reply.content == "Hello there"
+    assert reply.state == "complete"
+    assert reply.usage is not None
+    assert reply.usage.used == 15
+
+
+async def test_tool_rounds_continue_until_a_reply_without_calls() -> None:
+    echo = EchoTool()
+    journal = Journal(start_history())
+    provider = Recording(
+        scripted(
+            call_step(("echo", {"value": "one"}), text="Let me look."),
+            call_step(("echo", {"value": "two"})),
+            {"text": "All done."},
+        )
+    )
+
+    outcome = await turn(provider, journal, toolbox(echo))
+
+    assert outcome == CompletedTurn("All done.", rounds=3)
+    assert journal.roles() == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert [m.content for m in journal.tool_results()] == ["echo:one", "echo:two"]
+    assert all(m.ok for m in journal.tool_results())
+    assert journal.messages[2].content == "Let me look."
+    assert journal.messages[4].content is None  # a reply of calls only has no text
+    # Each round's request carries everything committed before it.
+    assert [len(r.messages) for r in provider.requests] == [2, 4, 6]
+    assert provider.requests[2].messages[-1].content == "echo:two"
+    assert paired(journal.messages)
+
+
+async def test_g044_fifty_tool_rounds_run_without_a_cap() -> None:
+    """G-044: with no round cap, a turn runs as many provider/tool rounds as the model asks."""
+    steps = [call_step(("echo", {"value": str(n)})) for n in range(50)]
+    journal = Journal(start_history())
+
+    outcome = await turn(scripted(*steps, {"text": "finished"}), journal, toolbox(EchoTool()))
+
+    assert outcome == CompletedTurn("finished", rounds=51)
+    assert len(journal.tool_results()) == 50
+    assert paired(journal.messages)
+
+
+async def test_round_cap_stops_a_turn_with_paired_history() -> None:
+    steps = [call_step(("echo", {"value": str(n)})) for n in range(5)]
+    journal = Journal(start_history())
+
+    with pytest.raises(RoundCapReached) as caught:
+        await turn(scripted(*steps), journal, toolbox(EchoTool()), round_cap=3)
+
+    assert caught.value.cap == 3
+    assert len(journal.tool_results()) == 3
+    assert paired(journal.messages)
+
+
+async def test_results_are_committed_in_call_order_whatever_finishes_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    echo = EchoTool()
+    calls = [("echo", {"value": v, "seconds": s}) for v, s in (("a", 3), ("b", 2), ("c", 1))]
+    journal = Journal(start_history())
+
+    await turn(scripted(call_step(*calls), {"text": "ok"}), journal, toolbox(echo))
+
+    assert echo.finished == ["c", "b", "a"]  # they ran concurrently and finished in reverse
+    assert [m.content for m in journal.tool_results()] == ["echo:a", "echo:b", "echo:c"]
+    assert paired(journal.messages)
+
+
+async def test_at_most_five_tool_bodies_run_at_once(autojump_clock: trio.testing.MockClock) -> None:
+    echo = EchoTool()
+    calls = [("echo", {"value": str(n), "seconds": 1}) for n in range(12)]
+    journal = Journal(start_history())
+
+    await turn(scripted(call_step(*calls), {"text": "ok"}), journal, toolbox(echo))
+
+    assert MAX_CONCURRENT_TOOLS == 5
+    assert echo.most_running == 5
+    assert [m.content for m in journal.tool_results()] == [f"echo:{n}" for n in range(12)]
+
+
+async def test_text_deltas_reach_on_text_and_callbacks_see_each_round() -> None:
+    deltas: list[str] = []
+    seen: list[str] = []
+    journal = Journal(start_history())
+
+    async def on_request(request: ModelRequest) -> None:
+        seen.append(f"request:{len(request.messages)}")
+
+    async def on_reply(reply: ModelReply) -> None:
+        # The reply is committed before on_reply runs, so exact usage matches history.
+        assert journal.messages[-1].role == "assistant"
+        seen.append(f"reply:{reply.text}")
+
+    callbacks = TurnCallbacks(on_text=deltas.append, on_request=on_request, on_reply=on_reply)
+    provider = scripted(call_step(("echo", {"value": "x"})), {"text": "abcdefg", "chunks": 3})
+
+    await turn(provider, journal, toolbox(EchoTool()), callbacks=callbacks)
+
+    assert deltas == ["abc", "de", "fg"]
+    assert seen == ["request:2", "reply:", "request:4", "reply:abcdefg"]
+
+
+async def test_a_raising_text_sink_does_not_cut_the_stream() -> None:
+    def sink(delta: str) -> None:
+        raise ValueError("broken renderer")
+
+    journal = Journal(start_history())
+    outcome = await turn(
+        scripted({"text": "fine", "chunks": 2}), journal, callbacks=TurnCallbacks(on_text=sink)
+    )
+    assert outcome == CompletedTurn("fine", rounds=1)
+
+
+async def test_g207_provider_error_fails_the_turn_keeping_completed_rounds() -> None:
+    """G-207: a failed run keeps history up to the failure: the user message and every
+    completed round; text the failed call had streamed is not committed."""
+    journal = Journal(start_history("do it"))
+    provider = scripted(
+        call_step(("echo", {"value": "first"})),
+        {"text": "half a thou", "chunks": 2, "error": "upstream 503"},
+    )
+
+    with pytest.raises(ProviderFailure) as caught:
+        await turn(provider, journal, toolbox(EchoTool()))
+
+    assert caught.value.reason == "upstream 503"
+    assert caught.value.provider_name == "scripted"
+    assert journal.roles() == ["system", "user", "assistant", "tool"]
+    assert paired(journal.messages)
+
+
+class _Exploding:
+    name = "exploding"
+    kind = "test"
+    model = "test"
+    context_window: int | None = None
+
+    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
+        raise KeyError("Authorization: Bearer sk-live-123")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_an_unexpected_provider_exception_is_a_provider_failure_without_its_text() -> None:
+    journal = Journal(start_history())
+
+    with pytest.raises(ProviderFailure) as caught:
+        await turn(_Exploding(), journal)
+
+    assert "KeyError" in caught.value.reason
+    assert "sk-live" not in str(caught.value)
+    assert "sk-live" not in caught.value.reason
+    assert caught.value.__cause__ is None
+    assert journal.roles() == ["system", "user"]
+
+
+async def test_history_is_read_not_mutated() -> None:
+    history = start_history()
+    before = list(history)
+    journal = Journal(history)
+
+    await turn(scripted({"text": "x"}), journal)
+
+    assert history == before
+    assert isinstance(journal.messages[-1], Message)
