@@ -1,0 +1,61 @@
+"""The built-in tools (PROTOCOL.md §4) and the tool port they implement.
+
+``builtin_tools()`` gives a fresh instance of each: Read, Write, Edit, Bash, Glob, Grep,
+WebFetch. Names, arguments, risk classes and permission argument keys are Claude-Code-
+compatible, so existing hooks and permission rules work unchanged. `canonical_path` is the one
+spelling of a path argument shared by the permission gate, the hooks, the log and the tools.
+"""
+
+from __future__ import annotations
+
+from robotad.tools.base import (
+    ArgumentError,
+    ArgumentKind,
+    Risk,
+    Tool,
+    ToolContext,
+    ToolProfile,
+    ToolResult,
+    TypedTool,
+)
+from robotad.tools.bash import BashTool
+from robotad.tools.edit import EditTool
+from robotad.tools.glob import GlobTool
+from robotad.tools.grep import GrepTool
+from robotad.tools.paths import canonical_path
+from robotad.tools.read import ReadTool
+from robotad.tools.webfetch import WebFetchTool
+from robotad.tools.write import WriteTool
+
+__all__ = [
+    "ArgumentError",
+    "ArgumentKind",
+    "BashTool",
+    "EditTool",
+    "GlobTool",
+    "GrepTool",
+    "ReadTool",
+    "Risk",
+    "Tool",
+    "ToolContext",
+    "ToolProfile",
+    "ToolResult",
+    "TypedTool",
+    "WebFetchTool",
+    "WriteTool",
+    "builtin_tools",
+    "canonical_path",
+]
+
+
+def builtin_tools() -> list[Tool]:
+    """A new instance of every built-in tool, in PROTOCOL.md §4's order."""
+    return [
+        ReadTool(),
+        WriteTool(),
+        EditTool(),
+        BashTool(),
+        GlobTool(),
+        GrepTool(),
+        WebFetchTool(),
+    ]

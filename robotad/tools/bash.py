@@ -1,0 +1,209 @@
+"""Bash: run a shell command in the session's cwd and report its output and exit status.
+
+The command runs as ``/bin/bash -c COMMAND`` (``/bin/sh`` where bash is missing) with stdin
+from ``/dev/null``, stdout and stderr merged into one captured stream, and the daemon's
+environment. It leads a new session and process group, and the call owns that whole tree:
+when the command exits, times out (`timeout` ms, default `DEFAULT_TIMEOUT_MS`, at most
+`MAX_TIMEOUT_MS`) or the call is cancelled, every process still in the group or descended from
+the command is stopped (SIGTERM, then SIGKILL after `KILL_GRACE_S`). A job meant to outlive the
+call must detach itself (``setsid``) and redirect its output. Cancellation propagates only after
+the tree is gone.
+
+The answer holds the output (its head and tail when over `MAX_OUTPUT_CHARS`, with a marker
+saying how much was left out) and a last line ``exit status N`` (128 + signal number for a
+command killed by a signal), preceded by ``timed out after N ms`` when the time ran out. A
+non-zero status or a timeout makes a failed result. `metadata["exit_code"]` holds the status.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import signal
+import subprocess
+from typing import Annotated
+
+import trio
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.tools.process_group import KILL_GRACE_S, terminate_process_tree
+
+__all__ = [
+    "DEFAULT_TIMEOUT_MS",
+    "MAX_OUTPUT_CHARS",
+    "MAX_TIMEOUT_MS",
+    "BashArguments",
+    "BashTool",
+    "OutputCapture",
+]
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+
+MAX_OUTPUT_CHARS = 30_000
+"""Output kept in the answer: half from the start, half from the end."""
+
+DRAIN_GRACE_S = 1.0
+"""After the tree is gone, how long to wait for a detached process to release the output pipe."""
+
+_READ_SIZE = 65536
+
+
+class BashArguments(Struct, forbid_unknown_fields=True, frozen=True):
+    """Run a shell command."""
+
+    command: Annotated[str, Meta(min_length=1, description="The command line to run.")]
+    timeout: (
+        Annotated[
+            int,
+            Meta(
+                ge=1,
+                le=MAX_TIMEOUT_MS,
+                description=f"Time limit in milliseconds (default {DEFAULT_TIMEOUT_MS}).",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    description: (
+        Annotated[str, Meta(description="A short note of what the command does.")] | UnsetType
+    ) = UNSET
+
+
+class OutputCapture:
+    """Keeps the first and last `limit // 2` bytes of a stream, counting what falls between."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_CHARS) -> None:
+        self._half = limit // 2
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._total = 0
+
+    def feed(self, data: bytes | bytearray) -> None:
+        self._total += len(data)
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            del self._tail[: max(0, len(self._tail) - self._half)]
+
+    def render(self) -> str:
+        """The captured text; undecodable bytes become U+FFFD. When the middle was dropped, a
+        character cut in two at either edge is left out rather than shown as U+FFFD."""
+        omitted = self._total - len(self._head) - len(self._tail)
+        if omitted <= 0:
+            return (self._head + self._tail).decode("utf-8", "replace")
+        head = codecs.getincrementaldecoder("utf-8")("replace").decode(self._head, final=False)
+        tail = bytes(self._tail)
+        for _ in range(3):  # at most three continuation bytes start a cut character
+            if tail[:1] and 0x80 <= tail[0] <= 0xBF:
+                tail = tail[1:]
+        text = tail.decode("utf-8", "replace")
+        return f"{head}\n[… {omitted} bytes of output omitted …]\n{text}"
+
+
+class BashTool(TypedTool[BashArguments]):
+    """The built-in Bash tool (risk ``execute``; permission argument ``command``)."""
+
+    name = "Bash"
+    description = (
+        "Run a shell command with bash in the session's working directory and return its "
+        "combined stdout and stderr plus the exit status. stdin is empty. Default time limit "
+        f"{DEFAULT_TIMEOUT_MS // 1000} s (timeout in ms, at most {MAX_TIMEOUT_MS // 1000} s); "
+        "on timeout the command and everything it started are killed. Processes left running "
+        "in the background are stopped when the command exits."
+    )
+    profile = ToolProfile(risk="execute", argument_key="command", argument_kind="command")
+    Arguments = BashArguments
+
+    async def run(self, arguments: BashArguments, ctx: ToolContext) -> ToolResult:
+        timeout_ms = DEFAULT_TIMEOUT_MS if arguments.timeout is UNSET else arguments.timeout
+        if not await trio.Path(ctx.cwd).is_dir():
+            return ToolResult(
+                ok=False, content=f"the session's working directory {ctx.cwd} does not exist"
+            )
+        shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
+        try:
+            process = await trio.lowlevel.open_process(
+                [shell, "-c", arguments.command],
+                cwd=ctx.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ToolResult(ok=False, content=f"could not start {shell}: {exc.strerror or exc}")
+
+        capture = OutputCapture()
+        try:
+            timed_out, released = await _supervise(process, capture, timeout_ms / 1000)
+        finally:
+            # Whatever ends the call (cancellation included), the tree does not outlive it.
+            with trio.CancelScope(shield=True):
+                await terminate_process_tree(process, grace=KILL_GRACE_S)
+                if process.stdout is not None:
+                    await process.stdout.aclose()
+        return _result(process, capture, timeout_ms, timed_out, released)
+
+
+async def _supervise(
+    process: trio.Process, capture: OutputCapture, timeout_s: float
+) -> tuple[bool, bool]:
+    """Collect output until the command exits or times out, then stop its tree and drain the
+    pipe. Returns (timed out, output stream reached its end)."""
+    stream = process.stdout
+    assert stream is not None  # opened with stdout=PIPE
+    drained = trio.Event()
+
+    async def collect() -> None:
+        while data := await stream.receive_some(_READ_SIZE):
+            capture.feed(data)
+        drained.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(collect)
+        with trio.move_on_after(timeout_s) as deadline:
+            await process.wait()
+        await terminate_process_tree(process, grace=KILL_GRACE_S)
+        with trio.move_on_after(DRAIN_GRACE_S):
+            await drained.wait()
+        nursery.cancel_scope.cancel()
+    return deadline.cancelled_caught, drained.is_set()
+
+
+def _result(
+    process: trio.Process,
+    capture: OutputCapture,
+    timeout_ms: int,
+    timed_out: bool,
+    released: bool,
+) -> ToolResult:
+    code = process.returncode
+    assert code is not None  # terminate_process_tree reaped it
+    lines = []
+    output = capture.render()
+    if output:
+        lines.append(output.removesuffix("\n"))
+    if not released:
+        lines.append("[output stream still held by a detached process; stopped reading]")
+    if timed_out:
+        lines.append(f"timed out after {timeout_ms} ms")
+    metadata: dict[str, object] = {"exit_code": code if code >= 0 else 128 - code}
+    if code < 0:
+        name = _signal_name(-code)
+        lines.append(f"exit status {128 - code} (killed by {name})")
+        metadata["signal"] = name
+    else:
+        lines.append(f"exit status {code}")
+    metadata["timed_out"] = timed_out
+    return ToolResult(ok=code == 0 and not timed_out, content="\n".join(lines), metadata=metadata)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

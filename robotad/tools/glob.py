@@ -1,0 +1,154 @@
+"""Glob: files whose path matches a glob pattern, most recently modified first.
+
+The pattern (see `glob_pattern` for the language; ``**`` crosses directories) is matched
+against each file's path relative to the search directory: `path`, default the session's cwd.
+Leading segments without wildcards move the search directory, so ``../lib/**/*.py`` and
+absolute patterns such as ``/etc/*.conf`` work. Only files are listed (symlinks to files
+included; directories and broken links are not), as absolute paths, newest first, at most
+`MAX_RESULTS` with a note when more matched.
+
+Version-control internals (`SKIPPED_DIRECTORIES`: ``.git``, ``.hg``, ``.svn``) are never
+descended into unless the search starts inside one: they are large, and nearly never what a
+file search means. Symlinked directories are not followed (no loops, no escaping the tree).
+Unreadable directories are skipped silently. The walk runs in a worker thread and stops
+promptly when the call is cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import trio
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from robotad.tools.base import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.tools.glob_pattern import GlobError, compile_glob, max_depth
+from robotad.tools.paths import canonical_path
+
+__all__ = [
+    "MAX_RESULTS",
+    "SKIPPED_DIRECTORIES",
+    "GlobArguments",
+    "GlobTool",
+    "walk_files",
+]
+
+MAX_RESULTS = 1000
+"""Paths listed in one answer."""
+
+SKIPPED_DIRECTORIES = frozenset({".git", ".hg", ".svn"})
+"""Directory names a walk never enters (the walk's own starting directory excepted)."""
+
+_MAGIC = frozenset("*?[{\\")
+
+
+class GlobArguments(Struct, forbid_unknown_fields=True, frozen=True):
+    """Find files by glob pattern."""
+
+    pattern: Annotated[
+        str,
+        Meta(min_length=1, description="Glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}`."),
+    ]
+    path: (
+        Annotated[
+            str,
+            Meta(min_length=1, description="Directory to search in. Default: the session's cwd."),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+def walk_files(root: str, *, depth_limit: int | None = None) -> Iterator[tuple[str, str]]:
+    """Yield ``(absolute path, path relative to root with "/")`` for each non-directory entry
+    under `root`, directory by directory in sorted order, skipping `SKIPPED_DIRECTORIES` and
+    not following symlinked directories. `depth_limit` caps the segments of a relative path.
+
+    Blocking; meant for a worker thread started by `trio.to_thread.run_sync`, where it checks
+    for cancellation at every directory.
+    """
+    for directory, subdirectories, files in os.walk(root):
+        trio.from_thread.check_cancelled()
+        relative = os.path.relpath(directory, root)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        depth = prefix.count("/")
+        if depth_limit is not None and depth + 2 > depth_limit:
+            subdirectories[:] = []
+        else:
+            subdirectories[:] = sorted(d for d in subdirectories if d not in SKIPPED_DIRECTORIES)
+        for name in sorted(files):
+            yield os.path.join(directory, name), prefix + name
+
+
+class GlobTool(TypedTool[GlobArguments]):
+    """The built-in Glob tool (risk ``inspect``; permission argument ``path``, a path)."""
+
+    name = "Glob"
+    description = (
+        "Find files by glob pattern (`*` within a directory, `**` across directories, "
+        "`{a,b}` alternatives), searching under path (default: the session's cwd). Returns "
+        f"absolute file paths, most recently modified first, at most {MAX_RESULTS}."
+    )
+    profile = ToolProfile(risk="inspect", argument_key="path", argument_kind="path")
+    Arguments = GlobArguments
+
+    async def run(self, arguments: GlobArguments, ctx: ToolContext) -> ToolResult:
+        try:
+            root = canonical_path("." if arguments.path is UNSET else arguments.path, ctx.cwd)
+            base, relative = _anchor(arguments.pattern, root)
+            compile_glob(relative)
+        except (ArgumentError, GlobError) as exc:
+            return ToolResult(ok=False, content=str(exc))
+        return await trio.to_thread.run_sync(_glob, base, relative, arguments.pattern)
+
+
+def _anchor(pattern: str, root: str) -> tuple[str, str]:
+    """Split `pattern` into the directory its wildcard-free leading segments name (taken from
+    `root`) and the rest, which always keeps the last segment."""
+    segments = os.path.expanduser(pattern).split("/")
+    literal: list[str] = []
+    while len(segments) > 1 and not _MAGIC.intersection(segments[0]):
+        literal.append(segments.pop(0))
+    prefix = "/".join(literal)
+    if literal and prefix == "":
+        prefix = "/"
+    base = canonical_path(prefix, Path(root)) if prefix else root
+    rest = "/".join(segments)
+    if rest == "" and literal:
+        raise GlobError(f"{pattern!r} names a directory; add a file pattern, e.g. {pattern}*")
+    return base, rest
+
+
+def _glob(base: str, relative: str, pattern: str) -> ToolResult:
+    if not os.path.isdir(base):
+        what = "is not a directory" if os.path.exists(base) else "does not exist"
+        return ToolResult(
+            ok=False, content=f"search directory {base} {what}", metadata={"path": base}
+        )
+    regex = compile_glob(relative)
+    found: list[tuple[int, str]] = []
+    for path, relative_path in walk_files(base, depth_limit=max_depth(relative)):
+        if not regex.fullmatch(relative_path):
+            continue
+        try:
+            status = os.stat(path)  # follows a symlink: a link to a file counts, a broken one not
+        except OSError:
+            continue
+        if not stat.S_ISDIR(status.st_mode):
+            found.append((status.st_mtime_ns, path))
+    found.sort(key=lambda entry: (-entry[0], entry[1]))
+    metadata = {"path": base, "matches": len(found), "truncated": len(found) > MAX_RESULTS}
+    if not found:
+        return ToolResult(
+            ok=True, content=f"No files match {pattern!r} under {base}", metadata=metadata
+        )
+    lines = [path for _, path in found[:MAX_RESULTS]]
+    if len(found) > MAX_RESULTS:
+        lines.append(
+            f"[{len(found)} files matched; showing the {MAX_RESULTS} most recently modified. "
+            "Narrow the pattern or the path to see the rest.]"
+        )
+    return ToolResult(ok=True, content="\n".join(lines), metadata=metadata)

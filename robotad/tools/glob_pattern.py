@@ -1,0 +1,150 @@
+"""The glob language of Glob and of Grep's `glob` filter, compiled to a regular expression.
+
+Matched against a ``/``-separated path relative to the search root:
+
+- ``*`` matches any run of characters within one path segment, ``?`` one character of a
+  segment, ``[abc]`` / ``[a-z]`` / ``[!abc]`` one character from (or not from) a set;
+- ``**`` as a whole segment matches zero or more segments (``src/**/*.py`` matches
+  ``src/a.py`` and ``src/x/y/a.py``; a trailing ``**`` matches everything below);
+- ``{a,b}`` stands for either alternative (nesting allowed, e.g. ``*.{ts,tsx}``);
+- ``\\`` makes the next character literal.
+
+Dot files are matched like any other name. Pure functions over strings; no file system access.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_ALTERNATIVES", "GlobError", "compile_glob", "expand_braces", "max_depth"]
+
+MAX_ALTERNATIVES = 256
+"""Brace expansion beyond this many patterns is refused."""
+
+
+class GlobError(ValueError):
+    """A pattern that cannot be compiled; the message says why."""
+
+
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """A regular expression whose `fullmatch` accepts exactly the relative paths `pattern`
+    names."""
+    if pattern == "":
+        raise GlobError("glob pattern is empty")
+    alternatives = [_translate(expanded) for expanded in expand_braces(pattern)]
+    return re.compile("|".join(alternatives), re.DOTALL)
+
+
+def max_depth(pattern: str) -> int | None:
+    """How many segments a path matching `pattern` can have, or None when ``**`` makes it
+    unbounded. Lets a directory walk stop descending early."""
+    deepest = 0
+    for expanded in expand_braces(pattern):
+        segments = expanded.split("/")
+        if "**" in segments:
+            return None
+        deepest = max(deepest, len(segments))
+    return deepest
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """Every brace-free pattern `pattern` stands for, in order. A ``{`` with no matching ``}``
+    or no top-level comma is literal. Raises `GlobError` past `MAX_ALTERNATIVES`."""
+    done: list[str] = []
+    pending = [pattern]
+    while pending:
+        current = pending.pop(0)
+        group = _first_brace_group(current)
+        if group is None:
+            done.append(current)
+        else:
+            start, end, choices = group
+            pending[:0] = [current[:start] + choice + current[end + 1 :] for choice in choices]
+        if len(done) + len(pending) > MAX_ALTERNATIVES:
+            raise GlobError(f"glob pattern expands to more than {MAX_ALTERNATIVES} alternatives")
+    return done
+
+
+def _first_brace_group(pattern: str) -> tuple[int, int, list[str]] | None:
+    """(index of "{", index of its "}", top-level alternatives) of the first real group."""
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "{":
+            parsed = _brace_group_at(pattern, index)
+            if parsed is not None:
+                return index, parsed[0], parsed[1]
+        index += 1
+    return None
+
+
+def _brace_group_at(pattern: str, start: int) -> tuple[int, list[str]] | None:
+    depth = 0
+    choices: list[str] = []
+    piece_start = start + 1
+    index = start
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                if not choices:
+                    return None  # "{x}" has no alternatives: literal, as in a shell
+                choices.append(pattern[piece_start:index])
+                return index, choices
+        elif char == "," and depth == 1:
+            choices.append(pattern[piece_start:index])
+            piece_start = index + 1
+        index += 1
+    return None
+
+
+def _translate(pattern: str) -> str:
+    segments = pattern.split("/")
+    parts: list[str] = []
+    for position, segment in enumerate(segments):
+        last = position == len(segments) - 1
+        if segment == "**":
+            # Zero or more whole segments; at the end, anything at all below.
+            parts.append(".*" if last else "(?:.*/)?")
+        else:
+            parts.append(_translate_segment(segment) + ("" if last else "/"))
+    return "".join(parts)
+
+
+def _translate_segment(segment: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(segment):
+        char = segment[index]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            closing = segment.find("]", index + 2)
+            if closing < 0:
+                out.append(re.escape(char))
+            else:
+                body = segment[index + 1 : closing]
+                negated = body[:1] in ("!", "^")
+                if negated:
+                    body = body[1:]
+                body = "".join("\\" + c if c in "\\[]&~|" else c for c in body)
+                out.append(f"[^/{body}]" if negated else f"[{body}]")
+                index = closing
+        elif char == "\\" and index + 1 < len(segment):
+            index += 1
+            out.append(re.escape(segment[index]))
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return "".join(out)

@@ -1,0 +1,223 @@
+"""Grep: lines matching a Python regular expression, as ``path:line:text``.
+
+`path` (default the session's cwd) is a file or a directory; a directory is walked like Glob
+walks it (sorted, version-control internals skipped, symlinked directories not followed).
+`glob` filters the walked files: a pattern without ``/`` (``*.py``) is matched against the
+file name at any depth, one with ``/`` (``src/**/*.ts``) against the path relative to `path`.
+An explicitly named file is searched whatever `glob` says.
+
+Each line is searched on its own (``re.search``; ``^``/``$`` anchor at the line), in UTF-8 with
+undecodable bytes replaced. Binary files (a NUL byte in the first `SNIFF_BYTES`), files over
+`MAX_FILE_BYTES` and special files are skipped, and the answer says how many. Output paths are
+absolute; a matched line is cut at `MAX_LINE_CHARS`; the search stops after `MAX_MATCHES`
+matches with a note. An invalid regular expression or glob is a failed result.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import trio
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from robotad.tools.base import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.tools.glob import walk_files
+from robotad.tools.glob_pattern import GlobError, compile_glob
+from robotad.tools.paths import canonical_path
+from robotad.tools.textfile import SNIFF_BYTES, FileRefused, describe_os_error, open_regular_file
+
+__all__ = ["MAX_FILE_BYTES", "MAX_LINE_CHARS", "MAX_MATCHES", "GrepArguments", "GrepTool"]
+
+MAX_MATCHES = 500
+"""Matching lines reported in one answer."""
+
+MAX_FILE_BYTES = 5 * 1024 * 1024
+"""Larger files are skipped."""
+
+MAX_LINE_CHARS = 500
+"""Characters of a matching line shown."""
+
+
+class GrepArguments(Struct, forbid_unknown_fields=True, frozen=True):
+    """Search file contents with a regular expression."""
+
+    pattern: Annotated[
+        str, Meta(min_length=1, description="Python regular expression, searched per line.")
+    ]
+    path: (
+        Annotated[
+            str,
+            Meta(
+                min_length=1,
+                description="File or directory to search. Default: the session's cwd.",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    glob: (
+        Annotated[
+            str,
+            Meta(min_length=1, description="Only search files matching this glob, e.g. `*.py`."),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+@dataclass
+class _Search:
+    regex: re.Pattern[str]
+    lines: list[str] = field(default_factory=list)
+    files_matched: int = 0
+    binary: int = 0
+    oversized: int = 0
+    unreadable: int = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self.lines) >= MAX_MATCHES
+
+
+class GrepTool(TypedTool[GrepArguments]):
+    """The built-in Grep tool (risk ``inspect``; permission argument ``path``, a path)."""
+
+    name = "Grep"
+    description = (
+        "Search file contents with a Python regular expression, line by line, under path (a "
+        "file or directory; default: the session's cwd), optionally only in files matching "
+        "glob (`*.py` matches names at any depth). Returns `path:line:text` lines, at most "
+        f"{MAX_MATCHES}. Binary files and files over {MAX_FILE_BYTES // (1024 * 1024)} MiB "
+        "are skipped."
+    )
+    profile = ToolProfile(risk="inspect", argument_key="path", argument_kind="path")
+    Arguments = GrepArguments
+
+    async def run(self, arguments: GrepArguments, ctx: ToolContext) -> ToolResult:
+        try:
+            root = canonical_path("." if arguments.path is UNSET else arguments.path, ctx.cwd)
+        except ArgumentError as exc:
+            return ToolResult(ok=False, content=f"path: {exc}")
+        try:
+            regex = re.compile(arguments.pattern)
+        except re.error as exc:
+            return _failed(f"invalid regular expression {arguments.pattern!r}: {exc}", root)
+        try:
+            name_filter = None if arguments.glob is UNSET else compile_glob(arguments.glob)
+        except GlobError as exc:
+            return _failed(f"invalid glob {arguments.glob!r}: {exc}", root)
+        by_name = arguments.glob is not UNSET and "/" not in arguments.glob
+
+        return await trio.to_thread.run_sync(
+            _grep, root, _Search(regex), name_filter, by_name, arguments.pattern
+        )
+
+
+def _grep(
+    root: str,
+    search: _Search,
+    name_filter: re.Pattern[str] | None,
+    by_name: bool,
+    pattern: str,
+) -> ToolResult:
+    if os.path.isdir(root):
+        return _render(_search_tree(root, search, name_filter, by_name), root, pattern)
+    skipped = _search_file(root, search)
+    if skipped == "binary":
+        return _failed(f"cannot search {root}: it looks binary (contains NUL bytes)", root)
+    if skipped == "oversized":
+        return _failed(f"cannot search {root}: it is over {MAX_FILE_BYTES} bytes", root)
+    if skipped is not None:
+        return _failed(f"cannot search: {skipped}", root)
+    return _render(search, root, pattern)
+
+
+def _search_tree(
+    root: str, search: _Search, name_filter: re.Pattern[str] | None, by_name: bool
+) -> _Search:
+    def chosen() -> Iterable[str]:
+        for path, relative in walk_files(root):
+            subject = relative.rsplit("/", 1)[-1] if by_name else relative
+            if name_filter is None or name_filter.fullmatch(subject):
+                yield path
+
+    return _search_files(chosen(), search)
+
+
+def _search_files(paths: Iterable[str], search: _Search) -> _Search:
+    for path in paths:
+        trio.from_thread.check_cancelled()
+        if search.full:
+            break
+        skipped = _search_file(path, search)
+        if skipped == "binary":
+            search.binary += 1
+        elif skipped == "oversized":
+            search.oversized += 1
+        elif skipped is not None:
+            search.unreadable += 1
+    return search
+
+
+def _search_file(path: str, search: _Search) -> str | None:
+    """Search one file; None when searched, else why it was skipped: "binary", "oversized",
+    or a description of why it could not be read."""
+    try:
+        with open_regular_file(path) as raw:
+            if os.fstat(raw.fileno()).st_size > MAX_FILE_BYTES:
+                return "oversized"
+            data = raw.read(MAX_FILE_BYTES + 1)
+    except FileRefused as exc:
+        return str(exc)
+    except OSError as exc:
+        return describe_os_error(exc, path)
+    if len(data) > MAX_FILE_BYTES:
+        return "oversized"
+    if b"\0" in data[:SNIFF_BYTES]:
+        return "binary"
+    matched = False
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if search.regex.search(line) is None:
+            continue
+        matched = True
+        shown = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " …"
+        search.lines.append(f"{path}:{number}:{shown}")
+        if search.full:
+            break
+    search.files_matched += matched
+    return None
+
+
+def _render(search: _Search, root: str, pattern: str) -> ToolResult:
+    metadata = {
+        "path": root,
+        "matches": len(search.lines),
+        "files": search.files_matched,
+        "truncated": search.full,
+    }
+    lines = list(search.lines) or [f"No matches for {pattern!r} under {root}"]
+    if search.full:
+        lines.append(
+            f"[stopped after {MAX_MATCHES} matches; narrow the pattern, path or glob to see more]"
+        )
+    if search.binary or search.oversized or search.unreadable:
+        lines.append(f"[skipped {_skipped_note(search)}]")
+    return ToolResult(ok=True, content="\n".join(lines), metadata=metadata)
+
+
+def _skipped_note(search: _Search) -> str:
+    parts = []
+    if search.binary:
+        parts.append(f"{search.binary} binary file(s)")
+    if search.oversized:
+        parts.append(f"{search.oversized} file(s) over {MAX_FILE_BYTES} bytes")
+    if search.unreadable:
+        parts.append(f"{search.unreadable} unreadable or special file(s)")
+    return ", ".join(parts)
+
+
+def _failed(message: str, path: str) -> ToolResult:
+    return ToolResult(ok=False, content=message, metadata={"path": path})

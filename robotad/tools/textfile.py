@@ -1,0 +1,170 @@
+"""Text-file access shared by the file tools (Read, Edit, Grep, Write).
+
+What counts as text: a regular file whose first `SNIFF_BYTES` hold no NUL byte and decode as
+UTF-8. Past that sniff, readers decode with replacement (one stray byte deep in a large log does
+not make it unreadable), while Edit round-trips undecodable bytes unchanged (surrogateescape).
+UTF-16 and other NUL-bearing encodings therefore count as binary.
+
+Everything here is blocking; the tools call it from a worker thread. Nothing here raises for an
+ordinary refusal other than `FileRefused` (with a message naming the path) and `OSError`
+(described for the model by `describe_os_error`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import secrets
+import stat
+from typing import BinaryIO, TextIO
+
+__all__ = [
+    "SNIFF_BYTES",
+    "FileRefused",
+    "binary_reason",
+    "describe_os_error",
+    "open_regular_file",
+    "read_line",
+    "write_atomically",
+]
+
+SNIFF_BYTES = 8192
+"""How much of a file's start decides whether it is text."""
+
+_SKIP_CHUNK_CHARS = 65536
+"""Read size while discarding the rest of an over-long line."""
+
+
+class FileRefused(Exception):
+    """A path the file tools will not read or replace; the message says why and names it."""
+
+
+def open_regular_file(path: str) -> BinaryIO:
+    """Open `path` for binary reading, refusing anything but a regular file.
+
+    The open never blocks (a FIFO or a device opens non-blocking and is then refused); the
+    check is made on the opened descriptor, so a path swapped after a check cannot slip
+    through. The caller closes the returned file. Raises `FileRefused` or `OSError`.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise FileRefused(f"{path} is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise FileRefused(f"{path} is not a regular file (device, FIFO or socket)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def binary_reason(head: bytes, *, complete: bool) -> str | None:
+    """Why `head` is not UTF-8 text, or None when it is.
+
+    `head` is a file's first bytes; `complete` says it is the whole file, otherwise a multibyte
+    character cut at its end is not held against it.
+    """
+    if b"\0" in head:
+        return "it looks binary (contains NUL bytes)"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=complete)
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text (binary, or another encoding)"
+    return None
+
+
+def read_line(stream: TextIO, max_chars: int) -> tuple[str, int] | None:
+    """The next line without its newline, keeping at most `max_chars` characters.
+
+    Returns ``(text, dropped)`` where `dropped` counts the characters cut off the end, or None
+    at end of file. Memory stays bounded by `max_chars` whatever the line's length.
+    """
+    chunk = stream.readline(max_chars + 1)
+    if chunk == "":
+        return None
+    if chunk.endswith("\n"):
+        return chunk[:-1], 0
+    if len(chunk) <= max_chars:
+        return chunk, 0
+    dropped = len(chunk) - max_chars
+    while more := stream.readline(_SKIP_CHUNK_CHARS):
+        if more.endswith("\n"):
+            dropped += len(more) - 1
+            break
+        dropped += len(more)
+    return chunk[:max_chars], dropped
+
+
+def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
+    """Replace `path` with `data` so a reader sees the old file or the new one, never a mix.
+
+    The bytes go to a temporary file in the same directory, are fsynced, and the temporary is
+    renamed over `path`; then the directory is fsynced. An existing file keeps its permission
+    bits; a new one gets the default mode under the process umask. A symlink at `path` is
+    written through (its target is replaced and the link stays). With `make_parents`, missing
+    parent directories are created. Returns True when the file did not exist before.
+    Raises `FileRefused` for a directory or special file at `path`, `OSError` otherwise; on any
+    failure the temporary file is removed and `path` is untouched.
+    """
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    parent = os.path.dirname(target) or "."
+    if make_parents:
+        os.makedirs(parent, exist_ok=True)
+    try:
+        existing = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise FileRefused(f"{path} is a directory, not a file")
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise FileRefused(f"{path} is not a regular file (device, FIFO or socket)")
+
+    # Keep the name well under NAME_MAX whatever the target's length.
+    temp = os.path.join(parent, f".{os.path.basename(target)[:160]}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, 0o600 if existing is not None else 0o666)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if existing is not None:
+                os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _fsync_directory(parent)
+    return existing is None
+
+
+def _fsync_directory(path: str) -> None:
+    """Make the rename durable where the file system can. The file is already in place, so a
+    directory that cannot be opened or fsynced is not reported as a failed write."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def describe_os_error(exc: OSError, path: str) -> str:
+    """A one-line account of `exc` for the model, naming `path` and the cause."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{path} does not exist"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {path}"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path} is a directory, not a file"
+    if isinstance(exc, NotADirectoryError):
+        return f"a parent of {path} is not a directory"
+    reason = exc.strerror or type(exc).__name__
+    return f"{path}: {reason}"

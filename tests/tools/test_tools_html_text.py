@@ -1,0 +1,88 @@
+"""html_to_text: the readable text of a page, for WebFetch."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robotad.tools.html_text import html_to_text
+
+PAGE = """<!doctype html>
+<html><head><title>The  Title</title>
+<style>body { color: red }</style><script>if (a < b) { alert("x") }</script>
+<meta charset="utf-8"></head>
+<body>
+<nav><a href="/home">Home</a> <a href="#top">Top</a> <a href="javascript:void(0)">JS</a></nav>
+<h1>Main   heading</h1>
+<p>Some <b>bold</b> and
+   <i>spread</i> text &amp; an entity&nbsp;here.</p>
+<p>Line one<br>Line two</p>
+<ul><li>first</li><li>second <a href="https://other.example/x">out</a></li></ul>
+<pre>
+def f():
+    return 1
+
+x = 2
+</pre>
+<table><tr><th>k</th><th>v</th></tr><tr><td>a</td><td>1</td></tr></table>
+<img src="p.png" alt="a picture"><noscript>enable js</noscript>
+<svg><text>vector text</text></svg>
+<!-- a comment -->
+</body></html>"""
+
+
+def test_page_becomes_readable_text() -> None:
+    text = html_to_text(PAGE, base_url="https://site.example/docs/page.html")
+    assert text == "\n".join(
+        [
+            "The Title",
+            "",
+            "[Home](https://site.example/home) Top JS",
+            "",
+            "# Main heading",
+            "",
+            "Some bold and spread text & an entity\xa0here.",
+            "",
+            "Line one",
+            "Line two",
+            "",
+            "- first",
+            "- second [out](https://other.example/x)",
+            "",
+            "def f():",
+            "    return 1",
+            "",
+            "x = 2",
+            "",
+            "k | v",
+            "a | 1",
+            "",
+            "[image: a picture]",
+        ]
+    )
+
+
+def test_dropped_elements_leave_nothing() -> None:
+    text = html_to_text(PAGE)
+    for hidden in ("color: red", "alert", "enable js", "vector text", "a comment"):
+        assert hidden not in text
+
+
+def test_page_without_head_end_tag_keeps_its_body() -> None:
+    assert html_to_text("<html><head><title>T</title><body><p>body text") == "T\n\nbody text"
+
+
+def test_link_around_blocks_is_not_bracketed() -> None:
+    assert html_to_text('<a href="https://e.example/"><div>card</div></a>') == "card"
+
+
+def test_plain_text_passes_through() -> None:
+    assert html_to_text("just   words\n here") == "just words here"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("<>/&;=\"' abpre\nscript#x")), max_size=80))
+def test_any_markup_converts_without_raising(markup: str) -> None:
+    text = html_to_text(markup)
+    assert "\x00" not in text
+    assert "\x01" not in text

@@ -1,0 +1,263 @@
+"""WebFetch against a loopback HTTP server started by each test (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+
+from robotad.tools import ToolResult, WebFetchTool
+from tests.tools.tool_calls import call
+
+Route = Callable[[trio.SocketStream], Awaitable[None]]
+
+PROXY_VARIABLES = (
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+async def respond(
+    stream: trio.SocketStream,
+    status: str,
+    body: bytes = b"",
+    *,
+    content_type: str | None = "text/plain",
+    headers: dict[str, str] | None = None,
+    length: int | None = None,
+) -> None:
+    lines = [f"HTTP/1.1 {status}", "Connection: close", f"Content-Length: {length or len(body)}"]
+    if content_type is not None:
+        lines.append(f"Content-Type: {content_type}")
+    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    await stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+
+
+class LoopbackHTTP:
+    """A tiny HTTP/1.1 server: one request per connection, answered by a route per path."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Route] = {}
+        self.requests: list[str] = []
+        self.port = 0
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    return
+                head += chunk
+            target = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
+            self.requests.append(target)
+            route = self.routes.get(target)
+            if route is None:
+                await respond(stream, "404 Not Found", b"no such page")
+            else:
+                await route(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await stream.aclose()
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> LoopbackHTTP:
+    http = LoopbackHTTP()
+    listeners = await nursery.start(partial(trio.serve_tcp, http.handle, 0, host="127.0.0.1"))
+    http.port = listeners[0].socket.getsockname()[1]
+    return http
+
+
+async def fetch(url: str, tool: WebFetchTool | None = None) -> ToolResult:
+    with trio.fail_after(10):
+        return await call(tool or WebFetchTool(), Path("/"), url=url)
+
+
+async def test_html_comes_back_as_readable_text(server: LoopbackHTTP) -> None:
+    page = (
+        b"<html><head><title>Hello</title><script>secret()</script></head>"
+        b"<body><h2>Section</h2><p>Read <a href='/more'>more</a>.</p></body></html>"
+    )
+    server.routes["/page"] = partial(
+        respond, status="200 OK", body=page, content_type="text/html; charset=utf-8"
+    )
+    result = await fetch(server.url("/page"))
+    assert result.ok
+    assert result.content == (
+        f"URL: {server.url('/page')}\nContent-Type: text/html\n\n"
+        f"Hello\n\n## Section\n\nRead [more]({server.url('/more')})."
+    )
+    assert result.metadata == {
+        "url": server.url("/page"),
+        "status": 200,
+        "content_type": "text/html",
+        "bytes": len(page),
+        "truncated": False,
+    }
+
+
+async def test_json_comes_back_as_sent(server: LoopbackHTTP) -> None:
+    server.routes["/data"] = partial(
+        respond, status="200 OK", body=b'{"a": [1, 2]}', content_type="application/json"
+    )
+    result = await fetch(server.url("/data"))
+    assert result.ok
+    assert result.content.endswith('\n\n{"a": [1, 2]}')
+
+
+async def test_declared_charset_is_honoured(server: LoopbackHTTP) -> None:
+    server.routes["/latin"] = partial(
+        respond,
+        status="200 OK",
+        body="café".encode("latin-1"),
+        content_type="text/plain; charset=iso-8859-1",
+    )
+    server.routes["/meta"] = partial(
+        respond,
+        status="200 OK",
+        body='<meta charset="windows-1252"><p>naïve</p>'.encode("cp1252"),
+        content_type="text/html",
+    )
+    assert (await fetch(server.url("/latin"))).content.endswith("\n\ncafé")
+    assert (await fetch(server.url("/meta"))).content.endswith("\n\nnaïve")
+
+
+async def test_not_found_is_a_failed_result(server: LoopbackHTTP) -> None:
+    result = await fetch(server.url("/missing"))
+    assert not result.ok
+    assert result.content == f"HTTP 404 Not Found from {server.url('/missing')}"
+    assert result.metadata["status"] == 404
+
+
+async def test_non_text_content_is_refused(server: LoopbackHTTP) -> None:
+    server.routes["/image"] = partial(
+        respond, status="200 OK", body=b"\x89PNG\r\n", content_type="image/png"
+    )
+    result = await fetch(server.url("/image"))
+    assert not result.ok
+    assert "is not text (content type image/png)" in result.content
+
+
+async def test_untyped_content_is_accepted_only_when_it_looks_like_text(
+    server: LoopbackHTTP,
+) -> None:
+    server.routes["/plain"] = partial(respond, status="200 OK", body=b"hi", content_type=None)
+    server.routes["/blob"] = partial(respond, status="200 OK", body=b"\0\1\2", content_type=None)
+    assert (await fetch(server.url("/plain"))).content.endswith("\n\nhi")
+    blob = await fetch(server.url("/blob"))
+    assert not blob.ok
+    assert "does not look like text" in blob.content
+
+
+async def test_endless_body_is_cut_off_at_the_size_limit(server: LoopbackHTTP) -> None:
+    async def endless(stream: trio.SocketStream) -> None:
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+        while True:
+            await stream.send_all(b"x" * 65536)
+
+    server.routes["/endless"] = endless
+    result = await fetch(server.url("/endless"), WebFetchTool(max_bytes=200_000))
+    assert not result.ok
+    assert result.content == f"{server.url('/endless')} is larger than the 200000-byte limit"
+
+
+async def test_declared_oversize_is_refused_before_reading(server: LoopbackHTTP) -> None:
+    async def announces_too_much(stream: trio.SocketStream) -> None:
+        await respond(stream, "200 OK", b"start", length=10_000_000)
+        await trio.sleep_forever()
+
+    server.routes["/huge"] = announces_too_much
+    result = await fetch(server.url("/huge"), WebFetchTool(max_bytes=1000))
+    assert not result.ok
+    assert "10000000 bytes, over the 1000-byte limit" in result.content
+
+
+async def test_a_server_that_never_answers_times_out(server: LoopbackHTTP) -> None:
+    async def silent(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()
+
+    server.routes["/silent"] = silent
+    result = await fetch(server.url("/silent"), WebFetchTool(time_limit_s=0.3))
+    assert not result.ok
+    assert result.content == f"timed out after 0.3 s fetching {server.url('/silent')}"
+
+
+async def test_same_host_redirects_are_followed(server: LoopbackHTTP) -> None:
+    server.routes["/old"] = partial(
+        respond, status="301 Moved Permanently", headers={"Location": "/new"}
+    )
+    server.routes["/new"] = partial(respond, status="200 OK", body=b"moved here")
+    result = await fetch(server.url("/old"))
+    assert result.ok
+    assert result.content.startswith(f"URL: {server.url('/new')}\n")
+    assert result.content.endswith("moved here")
+    assert server.requests == ["/old", "/new"]
+
+
+async def test_redirect_to_another_host_is_reported_not_followed(server: LoopbackHTTP) -> None:
+    elsewhere = server.url("/new", host="localhost")
+    server.routes["/away"] = partial(respond, status="302 Found", headers={"Location": elsewhere})
+    result = await fetch(server.url("/away"))
+    assert not result.ok
+    assert f"redirects to another host: {elsewhere}" in result.content
+    assert result.metadata["redirect_url"] == elsewhere
+    assert server.requests == ["/away"]
+
+
+async def test_redirect_loops_are_bounded(server: LoopbackHTTP) -> None:
+    server.routes["/loop"] = partial(respond, status="302 Found", headers={"Location": "/loop"})
+    result = await fetch(server.url("/loop"))
+    assert not result.ok
+    assert "redirected more than 5 times" in result.content
+    assert len(server.requests) == 6
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("file:///etc/passwd", "only http and https URLs"),
+        ("ftp://example.com/file", "only http and https URLs"),
+        ("example.com/page", "only http and https URLs"),
+        ("http:///nohost", "no host"),
+    ],
+)
+async def test_only_http_urls_with_a_host_are_fetched(url: str, message: str) -> None:
+    result = await fetch(url)
+    assert not result.ok
+    assert message in result.content
+
+
+async def test_credentials_never_appear_in_a_result(server: LoopbackHTTP) -> None:
+    url = server.url("/missing").replace("http://", "http://user:hunter2@")
+    result = await fetch(url)
+    assert not result.ok
+    assert "hunter2" not in result.content
+    assert "hunter2" not in repr(result.metadata)
+    assert result.metadata["url"] == server.url("/missing")
+
+
+async def test_connection_failure_is_a_failed_result() -> None:
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    await listener.aclose()
+    result = await fetch(f"http://127.0.0.1:{port}/")
+    assert not result.ok
+    assert result.content.startswith(f"could not fetch http://127.0.0.1:{port}/: ConnectError")
