@@ -1,9 +1,11 @@
 """Bash: run a shell command in the session's cwd and report its output and exit status.
 
-The command runs as ``/bin/bash -c COMMAND`` (``/bin/sh`` where bash is missing) with stdin
-from ``/dev/null``, stdout and stderr merged into one captured stream, and the daemon's
-environment. It leads a new session and process group, and the call owns that whole tree:
-when the command exits, times out (`timeout` ms, default `DEFAULT_TIMEOUT_MS`, at most
+The command runs as ``/bin/bash -c COMMAND`` (``/bin/sh`` where bash is missing) with stdin from
+``/dev/null``, stdout and stderr merged into one captured stream, and the daemon's environment
+minus every variable whose name is secret-bearing (``OPENAI_API_KEY``, ``GITHUB_TOKEN``,
+``DB_PASSWORD`` … by `is_sensitive_key`): the model must not be able to read the provider's key
+with ``echo``. It leads a new session and process group, and the call owns that whole tree: when
+the command exits, times out (`timeout` ms, default `DEFAULT_TIMEOUT_MS`, at most
 `MAX_TIMEOUT_MS`) or the call is cancelled, every process still in the group or descended from
 the command is stopped (SIGTERM, then SIGKILL after `KILL_GRACE_S`). A job meant to outlive the
 call must detach itself (``setsid``) and redirect its output. Cancellation propagates only after
@@ -26,6 +28,7 @@ from typing import Annotated
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from robotad.storage.scrub import is_sensitive_key
 from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.process_group import KILL_GRACE_S, terminate_process_tree
 
@@ -133,6 +136,7 @@ class BashTool(TypedTool[BashArguments]):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=command_environment(),
             )
         except OSError as exc:
             return ToolResult(ok=False, content=f"could not start {shell}: {exc.strerror or exc}")
@@ -207,3 +211,10 @@ def _signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def command_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a model-driven command gets: the daemon's, without secret-named
+    variables (API keys, tokens, passwords), so no key is one ``echo`` away from the model."""
+    source = dict(os.environ) if environ is None else environ
+    return {name: value for name, value in source.items() if not is_sensitive_key(name)}

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from robotad.tools import BashTool
 from robotad.tools import bash as bash_module
+from robotad.tools.base import ToolContext
 from robotad.tools.bash import MAX_OUTPUT_CHARS, OutputCapture
 from tests.tools.tool_calls import call, is_running
 
@@ -233,3 +234,22 @@ def test_output_capture_of_any_bytes_stays_bounded(chunks: list[bytes], limit: i
 def test_output_capture_does_not_split_characters_at_the_cuts() -> None:
     rendered, _ = _render_all([("é" * 10 + "x" * 20 + "é" * 10).encode()], 10)
     assert rendered == "éé\n[… 50 bytes of output omitted …]\néé"
+
+
+async def test_secret_named_environment_variables_never_reach_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider key in the daemon's environment is not readable by a model-run command,
+    while ordinary variables still are."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-7f3a")
+    monkeypatch.setenv("ROBOTA_PLAIN_SETTING", "visible-value")
+    result = await BashTool().run(
+        BashTool().decode_arguments(
+            {"command": 'echo "key=[$OPENAI_API_KEY] plain=[$ROBOTA_PLAIN_SETTING]"'}
+        ),
+        ToolContext(cwd=tmp_path, session_id="s"),
+    )
+    assert result.ok
+    assert "sk-planted-7f3a" not in result.content
+    assert "key=[]" in result.content
+    assert "plain=[visible-value]" in result.content
