@@ -21,7 +21,6 @@ from typing import Any
 
 import anthropic
 import httpx2
-import trio
 from anthropic.types import (
     InputJSONDelta,
     RawContentBlockDeltaEvent,
@@ -45,22 +44,16 @@ from robotad.providers.convert import (
 )
 from robotad.providers.failures import (
     ProviderFailure,
-    check_api_key,
     connection_failure,
-    parse_retry_after,
-    status_failure,
     stream_failure,
     timeout_failure,
 )
-from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
-from robotad.providers.windows import context_window_for
+from robotad.providers.retry import RetryPolicy
+from robotad.providers.sdk_provider import NO_KEY, SdkProvider, sdk_timeout
 
 __all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "AnthropicProvider", "MessageStreamAssembler"]
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-_NO_KEY = "no-key"
-_CONNECT_TIMEOUT = 30.0
-_CLOSE_TIMEOUT = 5.0
 
 
 class MessageStreamAssembler:
@@ -177,14 +170,16 @@ class MessageStreamAssembler:
         return Usage(prompt, int(self.usage.get("output_tokens") or 0))
 
 
-class AnthropicProvider:
-    """`Provider` over the Messages API. See the module docstring for keys and trio.
+class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
+    """`Provider` over the Messages API. See the module docstring for keys and trio, and
+    `SdkProvider` for the shared contract (retries, failures, closing).
 
     As `OpenAIProvider`, plus `max_tokens`: the reply budget every request carries (the API
     requires one). Raises `ValueError` for a non-positive `max_tokens` as well.
     """
 
     kind = "anthropic"
+    _sdk_error = anthropic.AnthropicError
 
     def __init__(
         self,
@@ -202,24 +197,24 @@ class AnthropicProvider:
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        check_api_key(api_key)
-        if not request_timeout > 0:
-            raise ValueError(f"request_timeout must be positive, got {request_timeout!r}")
-        self.name = name
-        self.model = model
+        super().__init__(
+            name=name,
+            model=model,
+            api_key=api_key,
+            context_window=context_window,
+            max_retries=max_retries,
+            request_timeout=request_timeout,
+            retry_policy=retry_policy,
+        )
         self.max_tokens = max_tokens
-        self.context_window = context_window_for(model, context_window)
-        self._secrets = (api_key,) if api_key else ()
-        self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or _NO_KEY,
+            api_key=api_key or NO_KEY,
             base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
             max_retries=0,
-            timeout=httpx2.Timeout(request_timeout, connect=min(_CONNECT_TIMEOUT, request_timeout)),
+            timeout=sdk_timeout(request_timeout),
             http_client=http_client,
             open_telemetry=False,
         )
-        self._closed = False
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for `request`."""
@@ -239,54 +234,22 @@ class AnthropicProvider:
             params["output_config"] = {"effort": request.effort}
         return params
 
-    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
-        """One streamed call, retried per the policy while no text has been shown.
-
-        Raises `ProviderError`; cancellation closes the HTTP stream and propagates.
-        """
-        if self._closed:
-            raise ProviderFailure(f"provider {self.name} is closed")
-        params = self.request_params(request)
-        progress = StreamProgress(observer)
-        return await call_with_retries(
-            lambda: self._attempt(params, progress),
-            self._retry,
-            progress=progress,
-            provider=self.name,
-        )
-
-    async def _attempt(self, params: dict[str, Any], progress: StreamProgress) -> ModelReply:
+    async def _stream_reply(self, params: dict[str, Any], observer: StreamObserver) -> ModelReply:
         assembler = MessageStreamAssembler()
-        # Every SDK error is re-raised `from None`: its text and its chained causes may quote
-        # a header value, and a traceback of the chain must never reach a log.
-        try:
-            stream = await self._client.messages.create(**params)
-            async with stream:
-                async for event in stream:
-                    assembler.feed(event, progress)
-        except anthropic.APIStatusError as exc:
-            if exc.response.status_code < 400:
-                # An ``error`` event inside a started (200) stream.
-                raise stream_failure(exc.body, self._secrets) from None
-            raise status_failure(
-                exc.status_code,
-                body=exc.body,
-                retry_after=parse_retry_after(exc.response.headers),
-                secrets=self._secrets,
-            ) from None
-        except anthropic.APITimeoutError:
-            raise timeout_failure() from None
-        except anthropic.APIConnectionError as exc:
-            raise connection_failure(exc.__cause__ or exc) from None
-        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise ProviderFailure(f"provider client error ({type(exc).__name__})") from None
+        stream = await self._client.messages.create(**params)
+        async with stream:
+            async for event in stream:
+                assembler.feed(event, observer)
         return assembler.reply()
 
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections; idempotent, completes even when the
-        caller is being cancelled."""
-        if self._closed:
-            return
-        self._closed = True
-        with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-            await self._client.close()
+    def _failure(self, exc: Exception) -> ProviderFailure | None:
+        if isinstance(exc, anthropic.APIStatusError):
+            if exc.response.status_code < 400:
+                # An ``error`` event inside a started (200) stream.
+                return stream_failure(exc.body, self._secrets)
+            return self._http_failure(exc.status_code, exc.body, exc.response.headers)
+        if isinstance(exc, anthropic.APITimeoutError):
+            return timeout_failure()
+        if isinstance(exc, anthropic.APIConnectionError):
+            return connection_failure(exc.__cause__ or exc)
+        return None

@@ -26,7 +26,6 @@ from typing import Any
 import httpx2
 import msgspec
 import openai
-import trio
 from openai.types.chat import ChatCompletionChunk
 
 from protocol.shapes import UNSET, ToolCall, Usage, new_id
@@ -34,22 +33,16 @@ from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.providers.convert import openai_messages, openai_tool_choice, openai_tools, tool_call
 from robotad.providers.failures import (
     ProviderFailure,
-    check_api_key,
     connection_failure,
-    parse_retry_after,
-    status_failure,
     stream_failure,
     timeout_failure,
 )
-from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
-from robotad.providers.windows import context_window_for
+from robotad.providers.retry import RetryPolicy
+from robotad.providers.sdk_provider import NO_KEY, SdkProvider, sdk_timeout
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider"]
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
-_NO_KEY = "no-key"
-_CONNECT_TIMEOUT = 30.0
-_CLOSE_TIMEOUT = 5.0
 
 
 @dataclass
@@ -168,18 +161,17 @@ def _compact_json(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
 
-class OpenAIProvider:
-    """`Provider` over Chat Completions. See the module docstring for keys and trio.
+class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
+    """`Provider` over Chat Completions. See the module docstring for keys and trio, and
+    `SdkProvider` for the shared contract (retries, failures, closing).
 
-    `base_url` defaults to OpenAI's endpoint; `context_window` None means the known window of
-    `model`, if any (`context_window_for`). `request_timeout` bounds each HTTP read (the
-    loop's idle deadline is the real one); connecting gets at most 30 s. `retry_policy`, when
-    given, replaces the policy `max_retries` would make. `http_client` becomes the provider's.
-    Raises `ValueError` for a key that cannot be an HTTP header value, a non-positive window
-    or timeout, or a negative `max_retries` — never quoting the key.
+    `base_url` defaults to OpenAI's endpoint. `request_timeout` bounds each HTTP read (the
+    loop's idle deadline is the real one); connecting gets at most 30 s. `http_client`
+    becomes the provider's.
     """
 
     kind = "openai"
+    _sdk_error = openai.OpenAIError
 
     def __init__(
         self,
@@ -194,22 +186,22 @@ class OpenAIProvider:
         http_client: httpx2.AsyncClient | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        check_api_key(api_key)
-        if not request_timeout > 0:
-            raise ValueError(f"request_timeout must be positive, got {request_timeout!r}")
-        self.name = name
-        self.model = model
-        self.context_window = context_window_for(model, context_window)
-        self._secrets = (api_key,) if api_key else ()
-        self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        super().__init__(
+            name=name,
+            model=model,
+            api_key=api_key,
+            context_window=context_window,
+            max_retries=max_retries,
+            request_timeout=request_timeout,
+            retry_policy=retry_policy,
+        )
         self._client = openai.AsyncOpenAI(
-            api_key=api_key or _NO_KEY,
+            api_key=api_key or NO_KEY,
             base_url=base_url or DEFAULT_OPENAI_BASE_URL,
             max_retries=0,
-            timeout=httpx2.Timeout(request_timeout, connect=min(_CONNECT_TIMEOUT, request_timeout)),
+            timeout=sdk_timeout(request_timeout),
             http_client=http_client,
         )
-        self._closed = False
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for `request`."""
@@ -226,54 +218,22 @@ class OpenAIProvider:
             params["reasoning_effort"] = request.effort
         return params
 
-    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
-        """One streamed call, retried per the policy while no text has been shown.
-
-        Raises `ProviderError`; cancellation closes the HTTP stream and propagates.
-        """
-        if self._closed:
-            raise ProviderFailure(f"provider {self.name} is closed")
-        params = self.request_params(request)
-        progress = StreamProgress(observer)
-        return await call_with_retries(
-            lambda: self._attempt(params, progress),
-            self._retry,
-            progress=progress,
-            provider=self.name,
-        )
-
-    async def _attempt(self, params: dict[str, Any], progress: StreamProgress) -> ModelReply:
+    async def _stream_reply(self, params: dict[str, Any], observer: StreamObserver) -> ModelReply:
         assembler = ChatStreamAssembler()
-        # Every SDK error is re-raised `from None`: its text and its chained causes may quote
-        # a header value, and a traceback of the chain must never reach a log.
-        try:
-            stream = await self._client.chat.completions.create(**params)
-            async with stream:
-                async for chunk in stream:
-                    assembler.feed(chunk, progress)
-        except openai.APIStatusError as exc:
-            raise status_failure(
-                exc.status_code,
-                body=exc.body,
-                retry_after=parse_retry_after(exc.response.headers),
-                secrets=self._secrets,
-            ) from None
-        except openai.APITimeoutError:
-            raise timeout_failure() from None
-        except openai.APIConnectionError as exc:
-            raise connection_failure(exc.__cause__ or exc) from None
-        except openai.APIError as exc:
-            # Raised for an ``{"error": ...}`` payload inside a 200 stream.
-            raise stream_failure(exc.body, self._secrets) from None
-        except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise ProviderFailure(f"provider client error ({type(exc).__name__})") from None
+        stream = await self._client.chat.completions.create(**params)
+        async with stream:
+            async for chunk in stream:
+                assembler.feed(chunk, observer)
         return assembler.reply()
 
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections; idempotent, completes even when the
-        caller is being cancelled."""
-        if self._closed:
-            return
-        self._closed = True
-        with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-            await self._client.close()
+    def _failure(self, exc: Exception) -> ProviderFailure | None:
+        if isinstance(exc, openai.APIStatusError):
+            return self._http_failure(exc.status_code, exc.body, exc.response.headers)
+        if isinstance(exc, openai.APITimeoutError):
+            return timeout_failure()
+        if isinstance(exc, openai.APIConnectionError):
+            return connection_failure(exc.__cause__ or exc)
+        if isinstance(exc, openai.APIError):
+            # Raised for an ``{"error": ...}`` payload inside a 200 stream.
+            return stream_failure(exc.body, self._secrets)
+        return None

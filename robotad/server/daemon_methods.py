@@ -7,7 +7,8 @@ accepting, drains and exits after the reply has gone out, so the caller always h
 
 ``initialize`` tolerates members it does not know: LSP-style editors send their usual
 ``initialize`` parameters (``processId``, ``rootUri``, ``capabilities``…) and must not be
-refused for it. The other two are strict like every method of the protocol.
+refused for it. The other two are strict like every method of the protocol, and decode into
+`protocol.methods`' own params types.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
-from msgspec import UNSET, Meta, Struct, UnsetType
+from msgspec import UNSET, Struct, UnsetType
 
+from protocol.methods import PROTOCOL_VERSION, Empty, ShutdownParams
 from protocol.peer import CallContext, Router
 from robotad.server.app import Application, SessionCounts
 
@@ -33,16 +35,14 @@ __all__ = [
     "DaemonStatus",
     "InitializeParams",
     "InitializeResult",
-    "ShutdownParams",
     "ShutdownResult",
-    "StatusParams",
     "daemon_version",
     "register_daemon_methods",
     "state_dir_from_environ",
 ]
 
-PROTOCOL_VERSION: Final = 1
-DEFAULT_GRACE_SECONDS: Final = 10.0
+#: The grace a shutdown by signal gives running turns: what ``daemon/shutdown`` gives by default.
+DEFAULT_GRACE_SECONDS: Final = float(ShutdownParams().grace_seconds)
 FRAMINGS: Final = ("ndjson", "content-length")
 
 
@@ -57,19 +57,14 @@ class ClientInfo(Struct, frozen=True):
 
 
 class InitializeParams(Struct, rename="camel", frozen=True):
-    """``{clientInfo?: {name, version?}}``; other members (LSP's) are accepted and ignored."""
+    """``{clientInfo?: {name, version?}}``; other members (LSP's) are accepted and ignored.
+
+    Deliberately not `protocol.methods.InitializeParams`: that one is what a robota client
+    sends (strict, ``version`` required, as PROTOCOL.md writes it), while the daemon must also
+    accept an LSP editor's ``initialize`` — extra members, a ``clientInfo`` without a version.
+    """
 
     client_info: ClientInfo | UnsetType = UNSET
-
-
-class StatusParams(Struct, frozen=True, forbid_unknown_fields=True):
-    """``daemon/status`` takes no parameters."""
-
-
-class ShutdownParams(Struct, rename="camel", frozen=True, forbid_unknown_fields=True):
-    """``{graceSeconds?: number ≥ 0}`` — how long running turns may take to finish."""
-
-    grace_seconds: Annotated[float, Meta(ge=0)] = DEFAULT_GRACE_SECONDS
 
 
 # -- results --------------------------------------------------------------------------------
@@ -169,8 +164,8 @@ def register_daemon_methods(
     async def initialize(params: InitializeParams, ctx: CallContext) -> InitializeResult:
         return initialize_result
 
-    @router.method("daemon/status", StatusParams, inline=True)
-    async def status(params: StatusParams, ctx: CallContext) -> DaemonStatus:
+    @router.method("daemon/status", Empty, inline=True)
+    async def status(params: Empty, ctx: CallContext) -> DaemonStatus:
         return DaemonStatus(
             version=info.version,
             protocol_version=PROTOCOL_VERSION,
@@ -183,5 +178,6 @@ def register_daemon_methods(
 
     @router.method("daemon/shutdown", ShutdownParams, inline=False)
     async def shutdown(params: ShutdownParams, ctx: CallContext) -> ShutdownResult:
-        request_shutdown(params.grace_seconds)
+        # float(): an absent graceSeconds decodes to the protocol's default, the literal 10.
+        request_shutdown(float(params.grace_seconds))
         return ShutdownResult()

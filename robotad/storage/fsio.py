@@ -5,11 +5,13 @@
 - `atomic_write`: a temp file in the target's own folder (``O_CREAT|O_EXCL``, 0600), fully
   written and fsynced, renamed over the target, then the folder fsynced. A crash at any point
   leaves either the old file or the new one under the target's name, never a mix; leftover temp
-  files start with ``.`` and end in ``.tmp`` so no reader mistakes them for data.
+  files start with ``.`` and end in ``.tmp`` so no reader mistakes them for data. The file
+  tools replace users' files through it too, asking to keep an existing file's mode.
 - `read_regular`: ``O_NOFOLLOW`` read of a regular file; a symlink, FIFO, folder or device in its
   place is `UnsafePath` (never followed, never blocked on); a missing file is `None`.
 - `append_line`: one ``O_APPEND`` write of a whole line into an owner-only file.
 - `create_exclusive`: content-addressed files made by exclusive link, never check-then-write.
+- `write_all`: every byte to a descriptor, whatever the kernel writes at a time.
 
 All functions are blocking; async callers run them in a worker thread
 (``trio.to_thread.run_sync``) or accept the brief block for small appends.
@@ -32,11 +34,14 @@ __all__ = [
     "ensure_private_dir",
     "fsync_dir",
     "is_temp_name",
+    "open_regular",
     "read_regular",
+    "write_all",
 ]
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+_NEW_FILE_MODE = 0o666  # what open() creates with, before the umask
 _TEMP_SUFFIX = ".tmp"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -84,49 +89,78 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd`, however short the kernel's writes."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
 
 
-def _new_temp(directory: Path, stem: str) -> tuple[Path, int]:
-    """An exclusively created 0600 temp file in `directory`, named so readers skip it."""
+def _new_temp(directory: Path, name: str, create_mode: int) -> tuple[Path, int]:
+    """An exclusively created temp file in `directory`, named so readers skip it."""
     while True:
-        temp = directory / f".{stem}.{secrets.token_hex(8)}{_TEMP_SUFFIX}"
+        # The name is cut so the temp's stays well under NAME_MAX whatever the target's length.
+        temp = directory / f".{name[:160]}.{secrets.token_hex(8)}{_TEMP_SUFFIX}"
         try:
             fd = os.open(
                 temp,
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                FILE_MODE,
+                create_mode,
             )
         except FileExistsError:
             continue
-        os.fchmod(fd, FILE_MODE)  # the umask may have cleared bits; set exactly 0600
         return temp, fd
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def _write_temp(directory: Path, name: str, data: bytes, mode: int | None) -> Path:
+    """A temp file in `directory` holding `data`, fsynced and closed (`mode` as for
+    `atomic_write`). On any failure it is removed and the exception propagates."""
+    temp, fd = _new_temp(directory, name, FILE_MODE if mode is not None else _NEW_FILE_MODE)
+    try:
+        try:
+            write_all(fd, data)
+            if mode is not None:
+                # Set exactly, whatever the umask cleared; after the write, because a write
+                # clears set-id bits an existing file may have had.
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return temp
+
+
+def atomic_write(
+    path: Path, data: bytes, *, mode: int | None = FILE_MODE, strict_dir_sync: bool = True
+) -> None:
     """Replace `path` with `data` durably and atomically (temp, fsync, rename, fsync folder).
 
     On any failure the temp file is removed and the previous content of `path` is untouched.
     A symlink at `path` is replaced by the new file, never written through.
+
+    `mode` is the new file's exact permission bits: 0600 by default, as every store here
+    wants; None gives it what a newly created file gets (0666 under the process umask).
+    With `strict_dir_sync` False a folder that cannot be opened or fsynced after the rename is
+    not reported: the new content is already in place, and a writer into folders it does not
+    own (the file tools) must not call that write failed.
     """
     directory = path.parent
-    temp, fd = _new_temp(directory, path.name)
+    temp = _write_temp(directory, path.name, data, mode)
     try:
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         os.rename(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    fsync_dir(directory)
+    if strict_dir_sync:
+        fsync_dir(directory)
+    else:
+        with contextlib.suppress(OSError):
+            fsync_dir(directory)
 
 
 def create_exclusive(path: Path, data: bytes) -> bool:
@@ -137,13 +171,8 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     writers of the same content both succeed. An existing file is left unchanged.
     """
     directory = path.parent
-    temp, fd = _new_temp(directory, path.name)
+    temp = _write_temp(directory, path.name, data, FILE_MODE)
     try:
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         try:
             os.link(temp, path, follow_symlinks=False)
         except FileExistsError:
@@ -161,6 +190,23 @@ def read_regular(path: Path, *, dir_fd: int | None = None) -> bytes | None:
     Never follows a symlink at the final component and never blocks on a FIFO: anything but a
     regular file is `UnsafePath`. Other failures (permissions, I/O) propagate as `OSError`.
     """
+    fd = open_regular(path, dir_fd=dir_fd)
+    if fd is None:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, max(size, 1 << 16)):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def open_regular(path: Path, *, dir_fd: int | None = None) -> int | None:
+    """A read descriptor of the regular file at `path` (caller closes), None when missing.
+
+    Same refusals as `read_regular`."""
     try:
         fd = os.open(path, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -170,32 +216,11 @@ def read_regular(path: Path, *, dir_fd: int | None = None) -> bytes | None:
             raise UnsafePath(errno.ELOOP, "a symbolic link is in place of a stored file") from None
         raise
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePath(errno.EINVAL, "a stored file's path is not a regular file")
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, max(info.st_size, 1 << 16)):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
+    except BaseException:
         os.close(fd)
-
-
-def open_regular(path: Path) -> int | None:
-    """A read descriptor of the regular file at `path` (caller closes), None when missing.
-
-    Same refusals as `read_regular`."""
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePath(errno.ELOOP, "a symbolic link is in place of a stored file") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafePath(errno.EINVAL, "a stored file's path is not a regular file")
     return fd
 
 
@@ -220,7 +245,7 @@ def append_line(path: Path, line: bytes, *, durable: bool = False) -> None:
         prefix = b""
         if info.st_size > 0 and os.pread(fd, 1, info.st_size - 1) != b"\n":
             prefix = b"\n"
-        _write_all(fd, prefix + line.rstrip(b"\n") + b"\n")
+        write_all(fd, prefix + line.rstrip(b"\n") + b"\n")
         if durable:
             os.fsync(fd)
     finally:

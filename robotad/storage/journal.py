@@ -5,6 +5,8 @@ whatever the umask. Both ids are checked as safe path segments (`InvalidParams`)
 path is built, and every file is opened through the held folder descriptor with
 ``O_NOFOLLOW``, so a planted symlink is refused, never followed.
 
+The record types and their line codec live in `journal_records` and are re-exported here.
+
 The port, `ExecutionJournal`:
 
 - `append(record)` returns only once the record is durable: the whole line is written with
@@ -45,24 +47,32 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import stat
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
-import msgspec
 import trio
-from msgspec import Struct, field
 
 from protocol.errors import InvalidParams
-from protocol.shapes import Message, UtcDatetime, utc_now
 from protocol.validate import ValidationFailed, decode_json
 
 from . import fsio
 from .ids import is_safe_session_id, validate_session_id
+from .journal_records import (
+    CompactionRecord,
+    EffectFinishedRecord,
+    EffectStartedRecord,
+    FinishedRecord,
+    JournalRecord,
+    ReplyRecord,
+    RequestRecord,
+    ResponseRecord,
+    StartedRecord,
+    encode_journal_record,
+    record_fingerprint,
+)
 
 __all__ = [
     "MAX_ISSUES",
@@ -98,114 +108,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _REPAIR_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-# -- records --------------------------------------------------------------------------------
-
-
-class _Record(
-    Struct,
-    frozen=True,
-    kw_only=True,
-    rename="camel",
-    forbid_unknown_fields=True,
-    tag_field="kind",
-):
-    """Members every record has. `id` is chosen by the caller and deterministic (for example
-    ``f"{execution_id}:request:{request_id}"``), so a retried append is recognised."""
-
-    id: str
-    execution_id: str
-    timestamp: UtcDatetime = field(default_factory=utc_now)
-
-
-class StartedRecord(_Record, frozen=True, kw_only=True, tag="started"):
-    """The identity a resume must match (G-088, G-089)."""
-
-    turn_id: str
-    session_id: str
-    cwd: str
-    provider: str
-    model: str
-    user_message_id: str
-
-
-class ReplyRecord(_Record, frozen=True, kw_only=True, tag="reply"):
-    """An assistant message, journaled before it enters history (G-096)."""
-
-    message: Message
-
-
-class RequestRecord(_Record, frozen=True, kw_only=True, tag="request"):
-    """A parked call: the exact action a person is asked about (G-074, G-075)."""
-
-    request_id: str
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    reason: str
-
-
-class ResponseRecord(_Record, frozen=True, kw_only=True, tag="response"):
-    """A person's answer to one request (G-084, G-085)."""
-
-    request_id: str
-    response_id: str
-    approved: bool
-
-
-class EffectStartedRecord(_Record, frozen=True, kw_only=True, tag="effect_started"):
-    """Written before a tool body runs; without a matching finish the effect is uncertain."""
-
-    call_id: str
-
-
-class EffectFinishedRecord(_Record, frozen=True, kw_only=True, tag="effect_finished"):
-    """The tool result message, written before it is committed to history."""
-
-    call_id: str
-    message: Message
-
-
-class CompactionRecord(_Record, frozen=True, kw_only=True, tag="compaction"):
-    """Compaction's summary message, written before history is replaced (G-096)."""
-
-    message: Message
-    trigger: Literal["manual", "auto"]
-
-
-class FinishedRecord(_Record, frozen=True, kw_only=True, tag="finished"):
-    """The execution is over; nothing of it can be resumed."""
-
-    status: Literal["completed", "failed", "aborted", "abandoned"]
-
-
-JournalRecord = (
-    StartedRecord
-    | ReplyRecord
-    | RequestRecord
-    | ResponseRecord
-    | EffectStartedRecord
-    | EffectFinishedRecord
-    | CompactionRecord
-    | FinishedRecord
-)
-
-_encoder = msgspec.json.Encoder()
-_canonical = msgspec.json.Encoder(order="deterministic")
-
-
-def encode_journal_record(record: JournalRecord) -> bytes:
-    """One journal line, newline included (JSON text never holds a raw newline)."""
-    return _encoder.encode(record) + b"\n"
-
-
-def record_fingerprint(record: JournalRecord) -> bytes:
-    """A digest equal for two records exactly when they agree in every member but `timestamp`
-    (object key order does not matter). Idempotence of `append` is decided by it."""
-    canonical = _canonical.encode(msgspec.structs.replace(record, timestamp=_EPOCH))
-    return hashlib.sha256(canonical).digest()
-
 
 # -- errors ---------------------------------------------------------------------------------
 
@@ -329,12 +231,6 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, "I/O error")
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def _unsafe(exc: OSError) -> OSError:
     if exc.errno == errno.ELOOP:
         return fsio.UnsafePath(errno.ELOOP, "a symbolic link is in place of a journal file")
@@ -447,7 +343,7 @@ class _Folder:
             if created:
                 os.fchmod(fd, fsio.FILE_MODE)  # exactly 0600, whatever the umask cleared
             try:
-                _write_all(fd, line)
+                fsio.write_all(fd, line)
             except OSError:
                 _cut_back(fd, info.st_size)
                 raise

@@ -111,9 +111,7 @@ class SpillStore:
                 raise SpillError(f"cannot store a tool result ({_errno_name(exc)})") from None
             try:
                 os.fchmod(fd, 0o600)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                fsio.write_all(fd, data)
             except OSError as exc:
                 os.close(fd)
                 with contextlib.suppress(OSError):

@@ -13,11 +13,12 @@ ordinary refusal other than `FileRefused` (with a message naming the path) and `
 from __future__ import annotations
 
 import codecs
-import contextlib
 import os
-import secrets
 import stat
+from pathlib import Path
 from typing import BinaryIO, TextIO
+
+from robotad.storage import fsio
 
 __all__ = [
     "SNIFF_BYTES",
@@ -102,7 +103,8 @@ def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
     """Replace `path` with `data` so a reader sees the old file or the new one, never a mix.
 
     The bytes go to a temporary file in the same directory, are fsynced, and the temporary is
-    renamed over `path`; then the directory is fsynced. An existing file keeps its permission
+    renamed over `path`; then the directory is fsynced where it can be (`fsio.atomic_write`,
+    whose folder fsync failing does not fail the write). An existing file keeps its permission
     bits; a new one gets the default mode under the process umask. A symlink at `path` is
     written through (its target is replaced and the link stays). With `make_parents`, missing
     parent directories are created. Returns True when the file did not exist before.
@@ -122,38 +124,13 @@ def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         raise FileRefused(f"{path} is not a regular file (device, FIFO or socket)")
 
-    # Keep the name well under NAME_MAX whatever the target's length.
-    temp = os.path.join(parent, f".{os.path.basename(target)[:160]}.{secrets.token_hex(6)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temp, flags, 0o600 if existing is not None else 0o666)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if existing is not None:
-                os.fchmod(fd, stat.S_IMODE(existing.st_mode))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_directory(parent)
+    fsio.atomic_write(
+        Path(target),
+        data,
+        mode=None if existing is None else stat.S_IMODE(existing.st_mode),
+        strict_dir_sync=False,
+    )
     return existing is None
-
-
-def _fsync_directory(path: str) -> None:
-    """Make the rename durable where the file system can. The file is already in place, so a
-    directory that cannot be opened or fsynced is not reported as a failed write."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def describe_os_error(exc: OSError, path: str) -> str:

@@ -1,14 +1,16 @@
-"""Fixtures of the provider tests: a loopback server starter and a recording observer."""
+"""Fixtures of the provider tests: a loopback server starter, a recording observer, and a
+closer that ends every provider a test made."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 import trio
 
 from protocol.shapes import Message
-from robotad.agent.provider import ModelRequest
+from robotad.agent.provider import ModelRequest, Provider, StreamObserver
 from robotad.providers.retry import RetryPolicy
 
 from .fake_servers import FakeModelServer, Reply
@@ -21,6 +23,8 @@ NO_RETRIES = RetryPolicy(max_retries=0)
 SECRET_KEY = "sk-robota-SECRET-7f3a9c21e4d8"
 
 Serve = Callable[..., Awaitable[FakeModelServer]]
+
+P = TypeVar("P", bound=Provider)
 
 
 class Recorder:
@@ -45,6 +49,29 @@ def recorder() -> Recorder:
     return Recorder()
 
 
+class ProviderCloser:
+    """Hands back each provider given to it; `aclose` closes them all."""
+
+    def __init__(self) -> None:
+        self._made: list[Provider] = []
+
+    def __call__(self, provider: P) -> P:
+        self._made.append(provider)
+        return provider
+
+    async def aclose(self) -> None:
+        for provider in self._made:
+            await provider.aclose()
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[ProviderCloser]:
+    """Wrap each provider a test builds in ``closing(...)``; all are closed with the test."""
+    closer = ProviderCloser()
+    yield closer
+    await closer.aclose()
+
+
 @pytest.fixture
 def serve(nursery: trio.Nursery) -> Serve:
     """Start a `FakeModelServer` answering with the given replies; stopped with the test."""
@@ -64,6 +91,24 @@ async def refused_port() -> int:
     for listener in listeners:
         await listener.aclose()
     return port
+
+
+async def cancel_when_stalled(
+    provider: Provider, server: FakeModelServer, observer: StreamObserver
+) -> None:
+    """Make one call and cancel it once `server` has stalled mid-stream; return when the
+    provider has closed that connection."""
+    async with trio.open_nursery() as nursery:
+        cancel_scope = trio.CancelScope()
+
+        async def call() -> None:
+            with cancel_scope:
+                await provider.complete(user_request(), observer)
+
+        nursery.start_soon(call)
+        await server.stalled.wait()
+        cancel_scope.cancel()
+    await server.peer_closed.wait()
 
 
 def user_request(text: str = "hi", **kwargs: object) -> ModelRequest:

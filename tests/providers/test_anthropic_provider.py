@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -12,16 +12,23 @@ from robotad.agent.provider import ModelRequest, NamedTool, ProviderError, ToolS
 from robotad.providers.anthropic import AnthropicProvider
 from robotad.providers.retry import RetryPolicy
 
-from .conftest import NO_RETRIES, QUICK_RETRIES, Recorder, Serve, refused_port, user_request
+from .conftest import (
+    NO_RETRIES,
+    QUICK_RETRIES,
+    ProviderCloser,
+    Recorder,
+    Serve,
+    cancel_when_stalled,
+    refused_port,
+    user_request,
+)
 from .fake_servers import Reply, anthropic_error, anthropic_stream, sse
 
 MakeProvider = Callable[..., AnthropicProvider]
 
 
 @pytest.fixture
-async def make_provider() -> AsyncIterator[MakeProvider]:
-    made: list[AnthropicProvider] = []
-
+def make_provider(closing: ProviderCloser) -> MakeProvider:
     def make(
         base_url: str,
         *,
@@ -29,21 +36,19 @@ async def make_provider() -> AsyncIterator[MakeProvider]:
         api_key: str | None = "sk-ant-test",
         max_tokens: int = 8192,
     ) -> AnthropicProvider:
-        provider = AnthropicProvider(
-            name="claude",
-            model="claude-fake-1",
-            base_url=base_url,
-            api_key=api_key,
-            context_window=None,
-            max_tokens=max_tokens,
-            retry_policy=policy,
+        return closing(
+            AnthropicProvider(
+                name="claude",
+                model="claude-fake-1",
+                base_url=base_url,
+                api_key=api_key,
+                context_window=None,
+                max_tokens=max_tokens,
+                retry_policy=policy,
+            )
         )
-        made.append(provider)
-        return provider
 
-    yield make
-    for provider in made:
-        await provider.aclose()
+    return make
 
 
 @pytest.mark.parametrize("framing", ["chunked", "close"])
@@ -284,17 +289,7 @@ async def test_cancellation_closes_the_http_stream(
     )
     provider = make_provider(server.base_url)
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            cancel_scope = trio.CancelScope()
-
-            async def call() -> None:
-                with cancel_scope:
-                    await provider.complete(user_request(), recorder)
-
-            nursery.start_soon(call)
-            await server.stalled.wait()
-            cancel_scope.cancel()
-        await server.peer_closed.wait()
+        await cancel_when_stalled(provider, server, recorder)
         # The provider is still usable: the cancelled connection did not poison its pool.
         again = await provider.complete(user_request(), Recorder())
     assert again.text == "again"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import httpx2
 import pytest
@@ -13,7 +13,16 @@ from robotad.agent.provider import ModelRequest, NamedTool, ProviderError, ToolS
 from robotad.providers.openai import OpenAIProvider
 from robotad.providers.retry import RetryPolicy
 
-from .conftest import NO_RETRIES, QUICK_RETRIES, Recorder, Serve, refused_port, user_request
+from .conftest import (
+    NO_RETRIES,
+    QUICK_RETRIES,
+    ProviderCloser,
+    Recorder,
+    Serve,
+    cancel_when_stalled,
+    refused_port,
+    user_request,
+)
 from .fake_servers import Reply, openai_chunk, openai_error, openai_stream, sse
 
 USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
@@ -22,26 +31,22 @@ MakeProvider = Callable[..., OpenAIProvider]
 
 
 @pytest.fixture
-async def make_provider() -> AsyncIterator[MakeProvider]:
-    made: list[OpenAIProvider] = []
-
+def make_provider(closing: ProviderCloser) -> MakeProvider:
     def make(
         base_url: str, *, policy: RetryPolicy = QUICK_RETRIES, api_key: str | None = "sk-test"
     ) -> OpenAIProvider:
-        provider = OpenAIProvider(
-            name="oa",
-            model="gpt-4o-mini",
-            base_url=base_url,
-            api_key=api_key,
-            context_window=None,
-            retry_policy=policy,
+        return closing(
+            OpenAIProvider(
+                name="oa",
+                model="gpt-4o-mini",
+                base_url=base_url,
+                api_key=api_key,
+                context_window=None,
+                retry_policy=policy,
+            )
         )
-        made.append(provider)
-        return provider
 
-    yield make
-    for provider in made:
-        await provider.aclose()
+    return make
 
 
 def _call_delta(index: int, *, call_id: str = "", name: str = "", args: str = "") -> dict:
@@ -275,17 +280,7 @@ async def test_cancellation_closes_the_http_stream(
     )
     provider = make_provider(server.base_url)
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            cancel_scope = trio.CancelScope()
-
-            async def call() -> None:
-                with cancel_scope:
-                    await provider.complete(user_request(), recorder)
-
-            nursery.start_soon(call)
-            await server.stalled.wait()
-            cancel_scope.cancel()
-        await server.peer_closed.wait()
+        await cancel_when_stalled(provider, server, recorder)
         # The provider is still usable: the cancelled connection did not poison its pool.
         again = await provider.complete(user_request(), Recorder())
     assert again.text == "again"

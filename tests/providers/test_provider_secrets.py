@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -14,7 +14,15 @@ from robotad.agent.provider import Provider, ProviderError
 from robotad.providers.anthropic import AnthropicProvider
 from robotad.providers.openai import OpenAIProvider
 
-from .conftest import QUICK_RETRIES, SECRET_KEY, Recorder, Serve, refused_port, user_request
+from .conftest import (
+    QUICK_RETRIES,
+    SECRET_KEY,
+    ProviderCloser,
+    Recorder,
+    Serve,
+    refused_port,
+    user_request,
+)
 from .fake_servers import Reply, anthropic_stream, openai_chunk, sse
 
 #: The distinctive middle of the key: no partial echo of it may appear either.
@@ -24,25 +32,21 @@ MakeProvider = Callable[[str, str, str], Provider]
 
 
 @pytest.fixture
-async def make_provider() -> AsyncIterator[MakeProvider]:
-    made: list[Provider] = []
-
+def make_provider(closing: ProviderCloser) -> MakeProvider:
     def make(kind: str, base_url: str, key: str) -> Provider:
         cls = OpenAIProvider if kind == "openai" else AnthropicProvider
-        provider = cls(
-            name=kind,
-            model="some-model",
-            base_url=base_url,
-            api_key=key,
-            context_window=None,
-            retry_policy=QUICK_RETRIES,
+        return closing(
+            cls(
+                name=kind,
+                model="some-model",
+                base_url=base_url,
+                api_key=key,
+                context_window=None,
+                retry_policy=QUICK_RETRIES,
+            )
         )
-        made.append(provider)
-        return provider
 
-    yield make
-    for provider in made:
-        await provider.aclose()
+    return make
 
 
 def _echoing_error(status: int) -> Reply:

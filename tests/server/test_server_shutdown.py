@@ -113,6 +113,18 @@ async def _factory_for(app: ProbeApp, context: DaemonContext) -> AsyncIterator[A
     yield app
 
 
+async def _start_daemon(nursery: trio.Nursery, settings: DaemonSettings, app: ProbeApp) -> None:
+    """`serve_daemon` in `nursery` with `app` as its application; returns once it listens."""
+    await nursery.start(
+        lambda task_status: serve_daemon(
+            settings,
+            app_factory=lambda ctx: _factory_for(app, ctx),
+            environ={},
+            task_status=task_status,
+        )
+    )
+
+
 async def test_second_sigterm_while_draining_exits_at_once() -> None:
     """SIGTERM starts the graceful shutdown; a second one during the drain ends it now."""
     app = StubbornApp()
@@ -120,14 +132,7 @@ async def test_second_sigterm_while_draining_exits_at_once() -> None:
         settings = DaemonSettings(socket=base / "robotad.sock")
         with trio.fail_after(IO_TIMEOUT):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        settings,
-                        app_factory=lambda ctx: _factory_for(app, ctx),
-                        environ={},
-                        task_status=task_status,
-                    )
-                )
+                await _start_daemon(nursery, settings, app)
                 os.kill(os.getpid(), signal.SIGTERM)
                 await app.draining.wait()
                 assert app.shutdown_graces == [10.0]  # the default grace
@@ -142,13 +147,6 @@ async def test_sigint_is_a_graceful_shutdown_too() -> None:
         settings = DaemonSettings(socket=base / "robotad.sock")
         with trio.fail_after(IO_TIMEOUT):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        settings,
-                        app_factory=lambda ctx: _factory_for(app, ctx),
-                        environ={},
-                        task_status=task_status,
-                    )
-                )
+                await _start_daemon(nursery, settings, app)
                 os.kill(os.getpid(), signal.SIGINT)
         assert app.shutdown_graces == [10.0]

@@ -50,14 +50,7 @@ def _write_line_with(logs: Path, arguments: Any) -> None:
     """A hand-made log line whose tool-call arguments hold `arguments` verbatim."""
     path, payloads = log_paths(logs, SID)
     payloads.mkdir(parents=True, exist_ok=True)
-    line = {
-        "schemaVersion": 1,
-        "timestamp": "2024-05-01T00:00:00Z",
-        "sessionId": SID,
-        "event": "tool_call",
-        "data": {"callId": "c", "tool": "T", "arguments": arguments},
-    }
-    path.write_bytes(json.dumps(line).encode() + b"\n")
+    _write_line_with_existing_folder(path, arguments)
 
 
 def _put(logs: Path, content: bytes, name: str | None = None) -> Path:
@@ -168,6 +161,7 @@ def test_a_symlinked_payload_folder_is_refused(logs: Path, tmp_path: Path) -> No
 
 
 def _write_line_with_existing_folder(path: Path, arguments: Any) -> None:
+    """`_write_line_with` for a log file at `path`, leaving the payload folder as it is."""
     line = {
         "schemaVersion": 1,
         "timestamp": "2024-05-01T00:00:00Z",

@@ -244,7 +244,7 @@ async def test_a_write_that_fails_at_the_rename_removes_its_temporary(
     def refuse(source: str, destination: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "rename", refuse)
     written = await call(WriteTool(), tmp_path, file_path="keep.txt", content="new")
     edited = await call(
         EditTool(), tmp_path, file_path="keep.txt", old_string="original", new_string="x"

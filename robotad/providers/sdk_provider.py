@@ -1,0 +1,154 @@
+"""What both SDK-backed providers share: checks, our retry, an attempt's error boundary, closing.
+
+`SdkProvider` is the shell of `OpenAIProvider` and `AnthropicProvider`. A vendor module supplies
+only what differs between the SDKs: building the client, the request parameters, reading one
+stream into a reply (`_stream_reply`), and naming which of its SDK's exceptions mean what
+(`_failure`). Everything else is here, once:
+
+- construction refuses a key that cannot be a header value and a non-positive timeout, both
+  with a `ValueError` that never quotes the key;
+- `complete` runs `_stream_reply` under `call_with_retries`, retrying only while no text has
+  reached the observer (see `robotad.providers.retry`);
+- every SDK or ``httpx2`` exception leaving an attempt becomes a `ProviderFailure` raised
+  ``from None``: an SDK error's text and its chained causes may quote a header value, and a
+  traceback of that chain must never reach a log. Anything else (our own `ProviderFailure`,
+  trio's cancellation) propagates untouched;
+- `aclose` closes the SDK client explicitly, because the SDKs' garbage-collection cleanup is
+  asyncio-only and does nothing under trio.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import httpx2
+import trio
+
+from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.providers.failures import (
+    ProviderFailure,
+    check_api_key,
+    parse_retry_after,
+    status_failure,
+)
+from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
+from robotad.providers.windows import context_window_for
+
+__all__ = ["NO_KEY", "SdkProvider", "sdk_timeout"]
+
+#: Sent when no key is configured: keyless local servers ignore it, real ones answer 401.
+NO_KEY = "no-key"
+_CONNECT_TIMEOUT = 30.0
+_CLOSE_TIMEOUT = 5.0
+
+
+class _SdkClient(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_SdkClient)
+
+
+def sdk_timeout(request_timeout: float) -> httpx2.Timeout:
+    """The SDK client's timeout: `request_timeout` per HTTP read, at most 30 s to connect."""
+    return httpx2.Timeout(request_timeout, connect=min(_CONNECT_TIMEOUT, request_timeout))
+
+
+class SdkProvider(abc.ABC, Generic[ClientT]):
+    """A `Provider` over a vendor SDK client (`ClientT`), which the subclass builds into
+    ``self._client`` after calling ``super().__init__``.
+
+    `context_window` None means the known window of `model`, if any (`context_window_for`).
+    `retry_policy`, when given, replaces the policy `max_retries` would make. Raises
+    `ValueError` for a key that cannot be an HTTP header value, a non-positive timeout, or a
+    negative `max_retries` — never quoting the key.
+    """
+
+    kind: str
+    #: The root of the SDK's exception tree; any of it not named by `_failure` is a client error.
+    _sdk_error: ClassVar[type[Exception]]
+    _client: ClientT
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        api_key: str | None,
+        context_window: int | None,
+        max_retries: int,
+        request_timeout: float,
+        retry_policy: RetryPolicy | None,
+    ) -> None:
+        check_api_key(api_key)
+        if not request_timeout > 0:
+            raise ValueError(f"request_timeout must be positive, got {request_timeout!r}")
+        self.name = name
+        self.model = model
+        self.context_window = context_window_for(model, context_window)
+        self._secrets = (api_key,) if api_key else ()
+        self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        self._closed = False
+
+    @abc.abstractmethod
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of the SDK's streaming create call for `request`."""
+
+    @abc.abstractmethod
+    async def _stream_reply(self, params: dict[str, Any], observer: StreamObserver) -> ModelReply:
+        """One streamed call with `params`, every chunk told to `observer`, assembled into a
+        reply. Closes its HTTP stream on the way out, whatever happens; SDK exceptions escape
+        as they are (`_attempt` translates them)."""
+
+    @abc.abstractmethod
+    def _failure(self, exc: Exception) -> ProviderFailure | None:
+        """The failure a vendor-specific SDK exception stands for; None for any other."""
+
+    def _http_failure(
+        self, status: int, body: object, headers: Mapping[str, str]
+    ) -> ProviderFailure:
+        """The failure for an HTTP error answer (`status_failure`), secrets cut out."""
+        return status_failure(
+            status,
+            body=body,
+            retry_after=parse_retry_after(headers),
+            secrets=self._secrets,
+        )
+
+    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
+        """One streamed call, retried per the policy while no text has been shown.
+
+        Raises `ProviderError`; cancellation closes the HTTP stream and propagates.
+        """
+        if self._closed:
+            raise ProviderFailure(f"provider {self.name} is closed")
+        params = self.request_params(request)
+        progress = StreamProgress(observer)
+        return await call_with_retries(
+            lambda: self._attempt(params, progress),
+            self._retry,
+            progress=progress,
+            provider=self.name,
+        )
+
+    async def _attempt(self, params: dict[str, Any], progress: StreamProgress) -> ModelReply:
+        try:
+            return await self._stream_reply(params, progress)
+        except Exception as exc:
+            failure = self._failure(exc)
+            if failure is None and isinstance(exc, (self._sdk_error, httpx2.HTTPError)):
+                failure = ProviderFailure(f"provider client error ({type(exc).__name__})")
+            if failure is None:
+                raise  # not the SDK's: our own ProviderFailure, or a bug to see whole
+            raise failure from None
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; idempotent, completes even when the
+        caller is being cancelled."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+            await self._client.close()
