@@ -26,7 +26,7 @@ from robotactl.exit_codes import EXIT_CODES_HELP, ExitCode
 from robotactl.render import Output
 
 if TYPE_CHECKING:
-    from protocol.peer import JsonRpcPeer
+    from protocol.peer import JsonRpcPeer, NotificationCallback
 
 __all__ = [
     "COMMANDS",
@@ -48,6 +48,24 @@ COMMANDS: dict[str, str] = {
     "status": "robotactl.commands.daemon:status",
     "shutdown": "robotactl.commands.daemon:shutdown",
     "call": "robotactl.commands.call:call",
+    "new": "robotactl.commands.sessions:new",
+    "ls": "robotactl.commands.sessions:ls",
+    "show": "robotactl.commands.show:show",
+    "fork": "robotactl.commands.sessions:fork",
+    "close": "robotactl.commands.sessions:close",
+    "rm": "robotactl.commands.sessions:rm",
+    "run": "robotactl.commands.turns:run",
+    "approve": "robotactl.commands.turns:approve",
+    "deny": "robotactl.commands.turns:deny",
+    "abort": "robotactl.commands.turns:abort",
+    "compact": "robotactl.commands.settings:compact",
+    "context": "robotactl.commands.settings:context",
+    "mode": "robotactl.commands.settings:mode",
+    "rule": "robotactl.commands.settings:rule",
+    "export": "robotactl.commands.records:export",
+    "import": "robotactl.commands.records:import_",
+    "history": "robotactl.commands.records:history",
+    "log": "robotactl.commands.records:log",
 }
 
 
@@ -88,15 +106,20 @@ class DaemonNotRunningFailed(CommandFailed):
 
 
 class RpcFailed(CommandFailed):
-    """The daemon answered with a JSON-RPC error: ``error CODE: message`` and its data."""
+    """The daemon answered with a JSON-RPC error: ``error CODE: message`` and its data, then
+    `hint` (what to do about it) when the command knows one."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: Any = None, hint: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.data = data
+        self.hint = hint
 
     def show(self, file: Any = None) -> None:
-        Output().rpc_error(self.code, self.message, self.data)
+        output = Output()
+        output.rpc_error(self.code, self.message, self.data)
+        if self.hint:
+            output.notice(output.style(f"hint: {self.hint}", "yellow", err=True))
 
 
 class TurnAbortedFailed(RpcFailed):
@@ -134,6 +157,7 @@ class LazyGroup(click.Group):
     epilog=EXIT_CODES_HELP + "\n\n\b\nEnvironment:\n"
     "  ROBOTA_SOCKET          socket path when --socket is not given\n"
     "  ROBOTA_NO_AUTOSTART=1  same as --no-autostart\n"
+    "  ROBOTA_SESSION         session when -s is not given\n"
     "  NO_COLOR               never colour the output",
 )
 @click.option(
@@ -174,9 +198,11 @@ def run_with_daemon(
     body: Callable[[JsonRpcPeer], Awaitable[T]],
     *,
     autostart: bool | None = None,
+    on_notification: NotificationCallback | None = None,
 ) -> T:
     """Connect (autostarting per `options` unless `autostart` overrides), run `body` with the
-    peer under trio, and return its value.
+    peer under trio, and return its value. `on_notification` receives the daemon's
+    notifications on that connection (see `robotactl.turn_stream.EventRelay`).
 
     Failures become `CommandFailed` (exit 1): an unreachable daemon with its explanation, a
     JSON-RPC error as `RpcFailed` (`TurnAbortedFailed`, exit 4, for -32006), a connection the
@@ -192,7 +218,7 @@ def run_with_daemon(
     allowed = options.autostart if autostart is None else autostart
 
     async def session() -> T:
-        async with connect(path, autostart=allowed) as peer:
+        async with connect(path, autostart=allowed, on_notification=on_notification) as peer:
             return await body(peer)
 
     try:
@@ -208,7 +234,9 @@ def run_with_daemon(
     except TurnAborted as exc:
         raise TurnAbortedFailed(exc.code, exc.message, exc.data) from None
     except RpcError as exc:
-        raise RpcFailed(exc.code, exc.message, exc.data) from None
+        from robotactl.hints import hint_for
+
+        raise RpcFailed(exc.code, exc.message, exc.data, hint_for(exc.code, exc.data)) from None
     except ConnectionLost as exc:
         raise CommandFailed(
             f"robotad at {path} closed the connection before answering ({exc}); it may be "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from protocol.peer import JsonRpcPeer
+    from protocol.peer import JsonRpcPeer, NotificationCallback
 
 __all__ = [
     "READY_TIMEOUT",
@@ -62,33 +62,41 @@ class DaemonStartFailed(DaemonUnavailable):
 
 @asynccontextmanager
 async def connect(
-    socket_path: Path, *, autostart: bool, ready_timeout: float = READY_TIMEOUT
+    socket_path: Path,
+    *,
+    autostart: bool,
+    ready_timeout: float = READY_TIMEOUT,
+    on_notification: NotificationCallback | None = None,
 ) -> AsyncIterator[JsonRpcPeer]:
     """A connected peer for the daemon at `socket_path`, closed when the block exits.
 
-    With `autostart`, a missing daemon is started and connected to once ready. Raises
+    With `autostart`, a missing daemon is started and connected to once ready.
+    `on_notification` receives the daemon's notifications (``session/event``). Raises
     `DaemonNotRunning` when nothing listens and `autostart` is false, `DaemonStartFailed` when
     a started daemon gave up or timed out, and `DaemonUnavailable` for any other reason the
     socket cannot be reached (permissions, a path too long).
     """
     async with AsyncExitStack() as stack:
-        peer = await _try_connect(stack, socket_path)
+        peer = await _try_connect(stack, socket_path, on_notification)
         if peer is None:
             if not autostart:
                 raise DaemonNotRunning(socket_path)
-            peer = await _start_then_connect(stack, socket_path, ready_timeout)
+            peer = await _start_then_connect(stack, socket_path, ready_timeout, on_notification)
         yield peer
 
 
 async def _start_then_connect(
-    stack: AsyncExitStack, socket_path: Path, ready_timeout: float
+    stack: AsyncExitStack,
+    socket_path: Path,
+    ready_timeout: float,
+    on_notification: NotificationCallback | None,
 ) -> JsonRpcPeer:
     # Imported here: only a client that found no daemon pays for it.
     from robotactl.autostart import autostart_lock, start_daemon
 
     async with autostart_lock(socket_path, lock_timeout=2 * ready_timeout):
         # Whoever held the lock before us may have started it already.
-        peer = await _try_connect(stack, socket_path)
+        peer = await _try_connect(stack, socket_path, on_notification)
         if peer is not None:
             return peer
         try:
@@ -96,11 +104,11 @@ async def _start_then_connect(
         except DaemonStartFailed:
             # A daemon started by other means (by hand, by systemd) at the same moment wins
             # the daemon's own lock and ours exits; use the winner if it is there.
-            peer = await _try_connect(stack, socket_path)
+            peer = await _try_connect(stack, socket_path, on_notification)
             if peer is None:
                 raise
             return peer
-        peer = await _try_connect(stack, socket_path)
+        peer = await _try_connect(stack, socket_path, on_notification)
         if peer is None:
             raise DaemonStartFailed(
                 f"robotad reported ready but nothing answers at {socket_path}", socket_path
@@ -108,12 +116,16 @@ async def _start_then_connect(
         return peer
 
 
-async def _try_connect(stack: AsyncExitStack, socket_path: Path) -> JsonRpcPeer | None:
+async def _try_connect(
+    stack: AsyncExitStack, socket_path: Path, on_notification: NotificationCallback | None
+) -> JsonRpcPeer | None:
     """A connected peer (closed by `stack`), or None when nobody listens at `socket_path`."""
     from protocol.client import open_connection
 
     try:
-        return await stack.enter_async_context(open_connection(socket_path))
+        return await stack.enter_async_context(
+            open_connection(socket_path, on_notification=on_notification)
+        )
     except OSError as exc:
         if exc.errno in _NOBODY_LISTENING:
             return None

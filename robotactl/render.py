@@ -93,6 +93,35 @@ class Output:
         for key, value in rows:
             self.line(f"{self.style(key.ljust(width), 'dim')}  {value}")
 
+    def write(self, text: str) -> None:
+        """Part of a line on stdout, flushed at once (streamed model text)."""
+        click.echo(text, nl=False, color=self._colors(err=False))
+        sys.stdout.flush()
+
+    def columns(self, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """An aligned table on stdout under a dimmed `header`; the last column is not padded.
+
+        Cells are plain text (no escape codes), so widths are their lengths.
+        """
+        widths = [len(name) for name in header]
+        for row in rows:
+            for index, cell in enumerate(row):
+                widths[index] = max(widths[index], len(cell))
+
+        def lay_out(cells: Sequence[str]) -> str:
+            padded = [cell.ljust(width) for cell, width in zip(cells[:-1], widths, strict=False)]
+            return "  ".join([*padded, cells[-1]]).rstrip()
+
+        self.line(self.style(lay_out(header), "dim"))
+        for row in rows:
+            self.line(lay_out(row))
+
+    def side(self, text: str, *styles: str) -> None:
+        """A line of activity on stderr (tool calls, decisions), dimmed unless `styles` say
+        otherwise, so it stands apart from the answer on stdout."""
+        shown = self.style(text, *(styles or ("dim",)), err=True)
+        click.echo(shown, err=True, color=self._colors(err=True))
+
     def notice(self, text: str) -> None:
         """An informational line on stderr (never on stdout, so JSON mode stays parseable)."""
         click.echo(text, err=True, color=self._colors(err=True))

@@ -11,6 +11,7 @@ The serving options are accepted before or after ``run``; when given in both pla
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,6 +78,14 @@ def _serve_options(command: F) -> F:
             default=None,
             help="Set TRACEPARENT for hooks on a turn's path.",
         ),
+        click.option(
+            "--idle-unload-seconds",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="S",
+            help="Unload a session nobody uses or watches after S seconds; it reloads on its "
+            "next use (default: 600; 0: never).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -125,6 +134,7 @@ def _merge(*layers: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serve(options: dict[str, Any]) -> None:
+    from robotad.daemon.app import session_application_factory
     from robotad.log import configure_logging
     from robotad.server.lifecycle import DaemonSettings, StartupError, serve_daemon
 
@@ -136,7 +146,13 @@ def _serve(options: dict[str, Any]) -> None:
         ready_fd=options["ready_fd"],
         trace=bool(options["trace"]),
     )
+    idle = options.get("idle_unload_seconds")  # absent unless given: the manager's default
+    app_factory = (
+        session_application_factory()
+        if idle is None
+        else session_application_factory(idle_unload_seconds=idle)
+    )
     try:
-        trio.run(serve_daemon, settings)
+        trio.run(functools.partial(serve_daemon, settings, app_factory=app_factory))
     except StartupError as exc:
         raise click.ClickException(str(exc)) from None

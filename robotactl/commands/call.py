@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from protocol.peer import JsonRpcPeer
 
-__all__ = ["JSON_PARAMS", "JsonParams", "call"]
+__all__ = ["JSON_PARAMS", "JsonParams", "call", "parse_json"]
 
 
 class JsonParams(click.ParamType[Any]):
@@ -36,22 +36,34 @@ class JsonParams(click.ParamType[Any]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str):
             return value  # already converted (a default)
-        import json
-
         text = sys.stdin.read() if value == "-" else value
         source = "stdin" if value == "-" else "argument"
         try:
-            decoded = json.loads(text, parse_constant=_refuse_constant)
-        except json.JSONDecodeError as exc:
-            self.fail(f"not valid JSON ({source}): {_locate(exc)}", param, ctx)
-        except _NotJson as exc:
-            self.fail(f"not valid JSON ({source}): {exc} is not a JSON value", param, ctx)
+            decoded = parse_json(text, source)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
         if decoded is None:
             return {}
         if not isinstance(decoded, dict | list):
             kind = _JSON_KINDS.get(type(decoded), type(decoded).__name__)
             self.fail(f"params must be a JSON object or array, not a {kind}", param, ctx)
         return decoded
+
+
+def parse_json(text: str, source: str) -> Any:
+    """Decode strict JSON `text` read from `source` (named in the message: "stdin", "FILE").
+
+    Raises `ValueError` whose message locates the problem (line, column, a caret under the
+    spot) or names the non-standard constant (NaN, Infinity) that strict JSON lacks.
+    """
+    import json
+
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({source}): {_locate(exc)}") from None
+    except _NotJson as exc:
+        raise ValueError(f"not valid JSON ({source}): {exc} is not a JSON value") from None
 
 
 JSON_PARAMS = JsonParams()

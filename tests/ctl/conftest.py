@@ -116,15 +116,16 @@ class Ctl:
     env: dict[str, str] = field(default_factory=child_environment)
 
     def __call__(
-        self, *args: str, input: str | None = None, **env: str
+        self, *args: str, input: str | None = None, cwd: Path | None = None, **env: str
     ) -> subprocess.CompletedProcess[str]:
+        """Run robotactl with `args` in `cwd` (default: the checkout); `env` adds variables."""
         return subprocess.run(
             [sys.executable, "-m", "robotactl", *args],
             input=input,
             capture_output=True,
             text=True,
             env={**self.env, **env},
-            cwd=REPO,
+            cwd=REPO if cwd is None else cwd,
             timeout=PROCESS_TIMEOUT,
             check=False,
         )

@@ -1,0 +1,187 @@
+"""``context``, ``compact``, ``mode`` and ``rule``: a session's context window and permissions.
+
+Each prints a short line or two for people; with ``--json`` the daemon's result object
+(``mode`` without a MODE prints ``{"mode": …}``, the shape ``session/setPermissionMode``
+answers with).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from robotactl.cli import ClientOptions, run_with_daemon
+from robotactl.commands.sessions import MODES
+from robotactl.sessions import resolve_session, session_option
+
+if TYPE_CHECKING:
+    from protocol.methods import CompactResult, PermissionRules
+    from protocol.peer import JsonRpcPeer
+    from protocol.shapes import ContextState
+
+__all__ = ["compact", "context", "context_line", "mode", "rule", "rule_rows"]
+
+
+def context_line(state: ContextState) -> str:
+    """``12.3k / 200k tokens (6.15% used, 93.85% free)``."""
+    from robotactl.formatting import format_context
+
+    used = format_context(state.used_tokens, state.max_tokens, state.used_percentage)
+    return used[:-1] + f", {state.remaining_percentage:.2f}% free)"
+
+
+@click.command(short_help="Show how full the session's context window is.")
+@session_option
+@click.pass_obj
+def context(options: ClientOptions, session: str | None) -> None:
+    """Show the tokens in use against the context window.
+
+    With --json, prints the session/context result (ContextState).
+    """
+    from protocol.shapes import ContextState
+
+    async def ask(peer: JsonRpcPeer) -> ContextState:
+        params = {"sessionId": await resolve_session(peer, session)}
+        return await peer.request("session/context", params, result_type=ContextState)
+
+    state = run_with_daemon(options, ask)
+    if options.output.json_mode:
+        import msgspec
+
+        options.output.json(msgspec.to_builtins(state))
+    else:
+        options.output.line(context_line(state))
+
+
+@click.command(short_help="Summarise the history to free context.")
+@session_option
+@click.option("--instructions", metavar="TEXT", help="What the summary should keep or stress.")
+@click.pass_obj
+def compact(options: ClientOptions, session: str | None, instructions: str | None) -> None:
+    """Replace the session's history with a summary made by its model (history is left as
+    it was if that fails). Says so when there was nothing to summarise.
+
+    With --json, prints the session/compact result.
+    """
+    from protocol.methods import CompactResult
+
+    async def summarise(peer: JsonRpcPeer) -> CompactResult:
+        params: dict[str, Any] = {"sessionId": await resolve_session(peer, session)}
+        if instructions is not None:
+            params["instructions"] = instructions
+        return await peer.request("session/compact", params, result_type=CompactResult)
+
+    result = run_with_daemon(options, summarise)
+    output = options.output
+    if output.json_mode:
+        import msgspec
+
+        output.json(msgspec.to_builtins(result))
+    elif result.compacted:
+        output.line(f"compacted: {_compaction_summary(result)}")
+    else:
+        output.line(f"nothing to compact ({context_line(result.before)})")
+
+
+def _compaction_summary(result: CompactResult) -> str:
+    from robotactl.formatting import format_tokens
+
+    before, after = result.before, result.after
+    return (
+        f"{format_tokens(before.used_tokens)} → {format_tokens(after.used_tokens)} tokens "
+        f"({before.used_percentage:.2f}% → {after.used_percentage:.2f}% used)"
+    )
+
+
+@click.command(short_help="Show or set the permission mode.")
+@session_option
+@click.argument("new_mode", metavar="[MODE]", required=False, type=click.Choice(MODES))
+@click.pass_obj
+def mode(options: ClientOptions, session: str | None, new_mode: str | None) -> None:
+    """Show the session's permission mode, or set it to MODE.
+
+    \b
+    Modes:
+      default            reading is automatic; edits and commands ask
+      acceptEdits        reading and edits are automatic; commands ask
+      plan               reading only; edits and commands are denied
+      bypassPermissions  everything automatic (deny rules still win)
+      auto               a configured classifier decides where `default` would ask
+
+    With --json, prints {"mode": MODE}.
+    """
+
+    async def change(peer: JsonRpcPeer) -> str:
+        from protocol.methods import SetPermissionModeResult
+        from protocol.shapes import SessionInfo
+
+        session_id = await resolve_session(peer, session)
+        if new_mode is None:
+            info = await peer.request(
+                "session/get", {"sessionId": session_id}, result_type=SessionInfo
+            )
+            return info.permission_mode
+        params = {"sessionId": session_id, "mode": new_mode}
+        result = await peer.request(
+            "session/setPermissionMode", params, result_type=SetPermissionModeResult
+        )
+        return result.mode
+
+    current = run_with_daemon(options, change)
+    if options.output.json_mode:
+        options.output.json({"mode": current})
+    else:
+        options.output.line(current)
+
+
+@click.command(short_help="Add an allow, ask or deny rule.")
+@session_option
+@click.argument("kind", type=click.Choice(["allow", "ask", "deny"]))
+@click.argument("pattern")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Keep the rule for every session in this working directory (persisted).",
+)
+@click.pass_obj
+def rule(
+    options: ClientOptions, session: str | None, kind: str, pattern: str, project: bool
+) -> None:
+    """Add a permission rule: KIND is allow, ask or deny; PATTERN is `Tool`,
+    `Tool(glob)`, `Bash(prefix:*)` or `WebFetch(domain:host)`. Deny wins over ask, ask
+    over allow. Prints the session's rules afterwards.
+
+    \b
+    Examples:
+      robotactl rule allow 'Write(src/**)'
+      robotactl rule deny 'Bash(rm:*)' --project
+
+    With --json, prints the session/addRule result ({allow, ask, deny}).
+    """
+    from protocol.methods import PermissionRules
+
+    async def add(peer: JsonRpcPeer) -> PermissionRules:
+        params = {
+            "sessionId": await resolve_session(peer, session),
+            "rule": pattern,
+            "kind": kind,
+            "scope": "project" if project else "session",
+        }
+        return await peer.request("session/addRule", params, result_type=PermissionRules)
+
+    rules = run_with_daemon(options, add)
+    if options.output.json_mode:
+        import msgspec
+
+        options.output.json(msgspec.to_builtins(rules))
+    else:
+        options.output.table(rule_rows(rules))
+
+
+def rule_rows(rules: PermissionRules) -> list[tuple[str, str]]:
+    """``allow  Read(*), Write(src/**)`` rows; an empty list shows as ``—``."""
+    return [
+        (name, ", ".join(values) or "—")
+        for name, values in (("allow", rules.allow), ("ask", rules.ask), ("deny", rules.deny))
+    ]

@@ -1,0 +1,185 @@
+"""``robotactl show``: a session and its history, laid out for reading.
+
+A header (id, working directory, provider and model, mode, counts, context use, whether it
+runs or waits, and for a fork "forked from X at M"), then one block per message: the role,
+time and message id (what ``fork --at`` takes) on a line, the content indented below. User
+and assistant text is shown whole; tool calls are one line each, ``→ Tool(args…)``; a tool
+result is one shortened line after ``✓`` or ``✗``. ``--limit N`` shows the last N messages.
+
+With ``--json`` it prints the ``session/history`` result (the same page of messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from robotactl.cli import ClientOptions, run_with_daemon
+from robotactl.sessions import resolve_session, session_option
+
+if TYPE_CHECKING:
+    from protocol.methods import HistoryResult
+    from protocol.peer import JsonRpcPeer
+    from protocol.shapes import Message, SessionInfo
+
+__all__ = ["Fork", "header_lines", "message_lines", "show"]
+
+#: Longest one-line rendering of a tool result.
+RESULT_WIDTH = 100
+#: ``style(text, *styles) -> text``: `robotactl.render.Output.style` for stdout.
+Style = Callable[..., str]
+
+
+class Fork:
+    """Where a fork came from: the source session and the last message taken (if known)."""
+
+    def __init__(self, source: str, message_id: str | None) -> None:
+        self.source = source
+        self.message_id = message_id
+
+    def describe(self) -> str:
+        at = f" at {self.message_id}" if self.message_id else ""
+        return f"forked from {self.source}{at}"
+
+
+@click.command(short_help="Show a session's history, readably.")
+@session_option
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Show only the last N messages.",
+)
+@click.pass_obj
+def show(options: ClientOptions, session: str | None, limit: int | None) -> None:
+    """Show the session's settings and its history: roles, text, tool calls and results.
+
+    Each message's id is shown beside it (for `robotactl fork --at`). With --json, prints
+    the session/history result.
+    """
+    from protocol.methods import HistoryResult
+    from protocol.shapes import SessionInfo
+
+    async def read(peer: JsonRpcPeer) -> tuple[SessionInfo, HistoryResult, Fork | None]:
+        session_id = await resolve_session(peer, session)
+        ref = {"sessionId": session_id}
+        info = await peer.request("session/get", ref, result_type=SessionInfo)
+        params: dict[str, Any] = dict(ref)
+        if limit is not None:
+            params["offset"] = max(0, info.message_count - limit)
+            params["limit"] = limit
+        history = await peer.request("session/history", params, result_type=HistoryResult)
+        fork = None if options.output.json_mode else await _fork_of(peer, session_id)
+        return info, history, fork
+
+    info, history, fork = run_with_daemon(options, read)
+    output = options.output
+    if output.json_mode:
+        import msgspec
+
+        output.json(msgspec.to_builtins(history))
+        return
+    for line in header_lines(info, fork, style=output.style):
+        output.line(line)
+    shown = len(history.messages)
+    if shown < history.total:
+        output.line(output.style(f"(the last {shown} of {history.total} messages)", "dim"))
+    for message in history.messages:
+        output.line()
+        for line in message_lines(message, style=output.style, now=datetime.now(UTC)):
+            output.line(line)
+
+
+async def _fork_of(peer: JsonRpcPeer, session_id: str) -> Fork | None:
+    """The fork origin of `session_id`: the source from ``session/list``, the message from
+    the record itself (only a fork pays for reading it)."""
+    from msgspec import UNSET
+
+    from protocol.methods import ExportResult, SessionList
+
+    listing = await peer.request("session/list", {}, result_type=SessionList)
+    source = next((s.forked_from for s in listing.sessions if s.session_id == session_id), UNSET)
+    if not isinstance(source, str):
+        return None
+    exported = await peer.request(
+        "session/export", {"sessionId": session_id}, result_type=ExportResult
+    )
+    origin = exported.artifact.record.get("forkedFrom")
+    message_id = origin.get("messageId") if isinstance(origin, dict) else None
+    return Fork(source, message_id if isinstance(message_id, str) else None)
+
+
+def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[str]:
+    """The lines above the history."""
+    from robotactl.formatting import format_call, format_context, home_relative
+
+    context = info.context
+    state = "running a turn" if info.running else ""
+    if info.pending is not None:
+        count = len(info.pending.requests)
+        state = f"waiting for approval ({count} request{'s' if count != 1 else ''})"
+    facts = [
+        f"{info.message_count} messages",
+        f"{info.turn_count} turns",
+        "context "
+        + format_context(context.used_tokens, context.max_tokens, context.used_percentage),
+    ]
+    lines = [
+        style(f"session {info.session_id}", "bold")
+        + f"  {home_relative(info.cwd)}  {info.provider}/{info.model}  mode {info.permission_mode}",
+        style(" · ".join(facts), "dim"),
+    ]
+    if state:
+        lines.append(style(state, "yellow"))
+    if info.pending is not None:
+        lines.extend(
+            f"  {request.request_id}  {format_call(request.tool, request.arguments)}"
+            for request in info.pending.requests
+        )
+    if fork is not None:
+        lines.append(style(fork.describe(), "cyan"))
+    return lines
+
+
+_ROLE_STYLES = {
+    "user": ("bold", "cyan"),
+    "assistant": ("bold", "green"),
+    "system": ("dim",),
+    "tool": ("dim",),
+}
+
+
+def message_lines(message: Message, *, style: Style, now: datetime) -> list[str]:
+    """One message: a title line (role, time, id), then its content indented."""
+    from robotactl.formatting import format_call, format_when, shorten
+
+    role = message.role
+    title: str = role
+    if role == "tool":
+        mark = "✓" if message.ok else "✗"
+        name = message.name if isinstance(message.name, str) else "?"
+        title = f"tool {name} {mark}"
+    elif role == "user" and message.peer is not None:
+        title = f"user (from session {message.peer})"
+    if message.state == "interrupted":
+        title += " (interrupted)"
+    stamp = format_when(message.timestamp.isoformat(), now=now)
+    lines = [style(title, *_ROLE_STYLES.get(role, ())) + style(f"  {stamp}  {message.id}", "dim")]
+    content = message.content or ""
+    if role == "tool":
+        if content:
+            lines.append("  " + style(shorten(content, RESULT_WIDTH), "dim"))
+    elif content:
+        lines.extend(_indented(content.splitlines()))
+    for call in message.calls:
+        lines.append("  " + style(f"→ {format_call(call.name, call.arguments)}", "dim"))
+    return lines
+
+
+def _indented(lines: Sequence[str]) -> list[str]:
+    return [f"  {line}" if line else "" for line in lines]

@@ -1,0 +1,44 @@
+"""What to do next, for the application errors a person meets most (PROTOCOL.md §3).
+
+`hint_for` maps an error's code and data to one sentence naming the robotactl command that
+helps; `run_with_daemon` attaches it to every `RpcFailed`, which prints it after the error.
+A pure function over values: nothing here talks to the daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["hint_for"]
+
+
+def hint_for(code: int, data: Any) -> str | None:
+    """The hint for error `code` with `data` (the error's data object), or None."""
+    facts: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+    sid = facts.get("sessionId")
+    session = f" -s {sid}" if isinstance(sid, str) else ""
+    if code == -32001:
+        return f"a turn is running: wait for it, or stop it with `robotactl abort{session}`"
+    if code == -32002:
+        message_id = facts.get("messageId")
+        if isinstance(message_id, str):
+            return f"`robotactl show{session}` lists the messages and their ids"
+        return "`robotactl ls` lists the sessions"
+    if code == -32005:
+        return (
+            f"an approval is pending: answer it with `robotactl approve{session}` or "
+            f"`robotactl deny{session}` (`robotactl call session/pending` shows it)"
+        )
+    if code == -32010:
+        return "choose another id, or remove that session with `robotactl rm ID`"
+    if code == -32011:
+        return (
+            f"the request was already answered or the turn has ended; "
+            f"`robotactl show{session}` shows where it stands"
+        )
+    if code == -32012:
+        return "events were dropped from the replay buffer; subscribe without afterSeq"
+    if code == -32013 and facts.get("mode") == "auto":
+        return "`auto` mode needs a [classifier] command in robotad's config.toml"
+    return None

@@ -1,0 +1,304 @@
+"""Following one turn as it happens: its events streamed to the terminal, Ctrl-C as an abort.
+
+`follow_turn` subscribes to the session, starts the caller's request (``session/run`` or
+``session/resume``, waiting for its `TurnResult`) and, while that request is out, renders
+every event of the turn through a `TurnView`: model text on stdout as it streams, tool calls,
+permission decisions and tool outcomes as short dim lines on stderr. It returns the request's
+result once the turn's own ``turn_finished`` has been shown too (events and the reply travel
+separately, so the last events may trail the reply a little), or re-raises the request's
+error (`TurnAborted`, `ProviderFailed`, …).
+
+Which events are the turn's: those the subscription delivers after the ``latestSeq`` it
+answered with, and — when the caller knows the turn id — carrying that ``turnId``. An
+``overflow`` notice (this client fell behind) is answered by resubscribing from the last
+``seq`` shown, so nothing is skipped unless the daemon's replay buffer lost it too (then a
+line says so).
+
+Ctrl-C while following sends ``session/abort`` once and keeps following until the turn has
+stopped (its request then fails with `TurnAborted`); a second Ctrl-C stops waiting at once
+(`StoppedWaiting`, exit 4) — the daemon still finishes the abort on its own.
+
+Imported only by the commands that run turns (it loads trio and msgspec).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import trio
+
+from protocol.errors import EventsLost, RpcError
+from protocol.events import (
+    EVENT_METHOD,
+    ApprovalResolved,
+    Compaction,
+    Overflow,
+    PermissionDecided,
+    SessionEvent,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
+from protocol.methods import AbortResult, SubscribeResult
+from robotactl.cli import CommandFailed
+from robotactl.exit_codes import ExitCode
+from robotactl.formatting import format_call, shorten
+
+if TYPE_CHECKING:
+    from protocol.methods import RunResult
+    from protocol.peer import JsonRpcPeer
+    from robotactl.render import Output
+
+__all__ = ["FINISH_GRACE", "EventRelay", "StoppedWaiting", "TurnView", "follow_turn"]
+
+#: Seconds to wait, after the reply, for the turn's trailing events (its ``turn_finished``).
+FINISH_GRACE: Final = 2.0
+#: Longest tool-result preview shown on one line.
+PREVIEW_WIDTH: Final = 100
+
+_decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent)
+
+
+class StoppedWaiting(CommandFailed):
+    """A second Ctrl-C: stop following; the daemon completes the abort already asked for."""
+
+    exit_code = ExitCode.ABORTED
+
+    def __init__(self) -> None:
+        super().__init__("stopped waiting; robotad is still aborting the turn")
+
+
+class _CallDone:
+    """Queued after the last event the request's task saw: the reply is in."""
+
+
+_CALL_DONE: Final = _CallDone()
+
+
+class EventRelay:
+    """The connection's notification callback: decodes ``session/event`` params and queues
+    them for the one `follow_turn` attached at the time. Notifications of other methods, and
+    events of a type this client does not know, are dropped. Never blocks (the queue is
+    unbounded on this side; the daemon bounds what it sends, PROTOCOL.md §6)."""
+
+    def __init__(self) -> None:
+        self._send: trio.MemorySendChannel[object] | None = None
+
+    def __call__(self, method: str, params: msgspec.Raw) -> None:
+        if method != EVENT_METHOD or self._send is None:
+            return
+        try:
+            event = _decoder.decode(params)
+        except msgspec.DecodeError:
+            return
+        self._send.send_nowait(event)
+
+    def attach(self) -> tuple[trio.MemorySendChannel[object], trio.MemoryReceiveChannel[object]]:
+        send, receive = trio.open_memory_channel[object](math.inf)
+        self._send = send
+        return send, receive
+
+    def detach(self) -> None:
+        self._send = None
+
+
+class TurnView:
+    """Renders a turn's events for a person.
+
+    Text goes to stdout as it streams (not in JSON mode, where stdout carries only the final
+    result); everything else is one dim line on stderr. Before such a line, a text line left
+    open is ended, so the answer and the activity never share a line.
+    """
+
+    def __init__(self, output: Output, *, show_text: bool) -> None:
+        self.output = output
+        self.show_text = show_text
+        #: Whether any model text of this turn was written to stdout.
+        self.streamed = False
+        self._open_line = False
+
+    def event(self, event: Any) -> None:
+        """Show one event of the turn."""
+        if isinstance(event, TextDelta):
+            self._text(event.text)
+        elif isinstance(event, ToolStarted):
+            self.activity(f"→ {format_call(event.tool, event.arguments)}")
+        elif isinstance(event, PermissionDecided):
+            self._decision(event)
+        elif isinstance(event, ToolFinished):
+            mark, style = ("✓", "dim") if event.ok else ("✗", "red")
+            self.activity(f"  {event.tool} {mark} {shorten(event.preview, PREVIEW_WIDTH)}", style)
+        elif isinstance(event, ApprovalResolved):
+            verdict = "approved" if event.approved else "denied"
+            self.activity(f"  {verdict} {event.request_id}")
+        elif isinstance(event, Compaction):
+            self.activity(f"⋯ compaction ({event.trigger}): {event.phase}")
+        elif isinstance(event, TurnFinished) and event.status == "failed":
+            error = event.error
+            detail = "" if isinstance(error, msgspec.UnsetType) else f": {error.message}"
+            self.activity(f"✗ turn failed{detail}", "red")
+
+    def _text(self, text: str) -> None:
+        if not self.show_text or not text:
+            return
+        self.output.write(text)
+        self.streamed = True
+        self._open_line = not text.endswith("\n")
+
+    def _decision(self, event: PermissionDecided) -> None:
+        reason = "" if isinstance(event.reason, msgspec.UnsetType) else f" — {event.reason}"
+        if event.decision == "allow":
+            self.activity(f"  {event.tool}: allowed{reason}")
+        elif event.decision == "ask":
+            self.activity(f"  {event.tool}: needs approval{reason}", "yellow")
+        else:
+            self.activity(f"  {event.tool}: denied{reason}", "red")
+
+    def activity(self, text: str, *styles: str) -> None:
+        """One line of activity on stderr, after ending an open text line."""
+        self.end_line()
+        self.output.side(text, *styles)
+
+    def end_line(self) -> None:
+        """End the text line left open on stdout, if any."""
+        if self._open_line:
+            self.output.write("\n")
+            self._open_line = False
+
+
+@dataclass
+class _Following:
+    """What `follow_turn` knows so far."""
+
+    last_seq: int
+    turn_id: str | None
+    seen: bool = False
+    finished: bool = False
+
+    def accepts(self, event: Any) -> bool:
+        if event.seq <= self.last_seq:
+            return False
+        self.last_seq = event.seq
+        return self.turn_id is None or event.turn_id == self.turn_id
+
+
+async def follow_turn(
+    peer: JsonRpcPeer,
+    relay: EventRelay,
+    session_id: str,
+    start: Callable[[], Awaitable[RunResult]],
+    view: TurnView,
+    *,
+    turn_id: str | None = None,
+    grace: float = FINISH_GRACE,
+) -> RunResult:
+    """Subscribe to `session_id`, run `start()` and show the turn's events until it is done.
+
+    `turn_id`, when known, narrows the events shown to that turn's. Returns what `start`
+    returned; re-raises its `RpcError`. `relay` must be the connection's notification
+    callback. Raises `StoppedWaiting` on a second Ctrl-C.
+    """
+    send, receive = relay.attach()
+    try:
+        subscribed = await peer.request(
+            "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
+        )
+        state = _Following(subscribed.latest_seq, turn_id)
+        outcome: list[RunResult] = []
+        failure: list[RpcError] = []
+
+        async def call() -> None:
+            try:
+                outcome.append(await start())
+            except RpcError as exc:
+                failure.append(exc)
+            finally:
+                send.send_nowait(_CALL_DONE)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            nursery.start_soon(_abort_on_interrupt, peer, session_id, view)
+            await _show_events(peer, session_id, receive, state, view, grace)
+            nursery.cancel_scope.cancel()
+    finally:
+        relay.detach()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+async def _show_events(
+    peer: JsonRpcPeer,
+    session_id: str,
+    receive: trio.MemoryReceiveChannel[object],
+    state: _Following,
+    view: TurnView,
+    grace: float,
+) -> None:
+    """Render events until the reply is in and the turn's ``turn_finished`` was shown (or
+    `grace` seconds pass after the reply without it, or no event of the turn came at all)."""
+    deadline = math.inf
+    while True:
+        item: object = None
+        with trio.move_on_at(deadline):
+            item = await receive.receive()
+        if item is None:
+            return  # the grace ran out
+        if item is _CALL_DONE:
+            if state.finished or not state.seen:
+                return
+            deadline = trio.current_time() + grace
+            continue
+        if isinstance(item, Overflow):
+            await _resubscribe(peer, session_id, state, view)
+            continue
+        if not state.accepts(item):
+            continue
+        state.seen = True
+        view.event(item)
+        if isinstance(item, TurnFinished):
+            state.finished = True
+            if deadline != math.inf:
+                return
+
+
+async def _resubscribe(
+    peer: JsonRpcPeer, session_id: str, state: _Following, view: TurnView
+) -> None:
+    """After an overflow: pick up from the last event shown (replayed from the buffer)."""
+    params: dict[str, Any] = {"sessionId": session_id, "afterSeq": state.last_seq}
+    try:
+        await peer.request("session/subscribe", params, result_type=SubscribeResult)
+    except EventsLost:
+        view.activity("(some of this turn's events were lost; its result follows)", "yellow")
+        again = await peer.request(
+            "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
+        )
+        state.last_seq = again.latest_seq
+
+
+async def _abort_on_interrupt(peer: JsonRpcPeer, session_id: str, view: TurnView) -> None:
+    """First Ctrl-C: ask for an abort (once) and keep following; second: stop waiting."""
+    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        asked = False
+        async for _ in interrupts:
+            if asked:
+                view.end_line()
+                raise StoppedWaiting
+            asked = True
+            view.activity("^C aborting the turn… (Ctrl-C again to stop waiting)", "yellow")
+            try:
+                result = await peer.request(
+                    "session/abort", {"sessionId": session_id}, result_type=AbortResult
+                )
+            except RpcError as exc:
+                view.activity(f"abort failed: {exc.message}", "red")
+                continue
+            if not result.aborted:
+                view.activity("nothing was running to abort", "yellow")

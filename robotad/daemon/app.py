@@ -1,0 +1,108 @@
+"""The session application: what ``robotad`` serves by default.
+
+`session_application(context, idle_unload_seconds=...)` is an `ApplicationFactory`: it loads
+the configuration (a bad file is a `StartupError` listing every problem, before anything is
+announced as ready), creates the spill store under the runtime folder, and opens a nursery
+for the whole serving life in which the `SessionManager` runs its hubs, turns and idle unload.
+The router it hands to the server holds every session method (`register_session_methods`);
+the server adds the daemon methods.
+
+Shutdown: the server calls `on_shutdown(grace)` while connections are still served, so a
+client waiting on a turn hears how it ended; the manager finishes or aborts the running work
+and closes every session. Leaving the factory closes whatever is still open (after a forced
+shutdown), removes the spill store and cancels the nursery.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import trio
+
+from protocol.errors import InvalidParams
+from protocol.peer import Router
+from robotad.config import ConfigError, load_config, runtime_dir
+from robotad.daemon.assembly import SessionAssembler
+from robotad.daemon.manager import DEFAULT_IDLE_UNLOAD_SECONDS, SessionManager
+from robotad.daemon.methods import register_session_methods
+from robotad.daemon.operations import SessionOperations
+from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
+from robotad.server.lifecycle import StartupError
+from robotad.storage.spill import SpillError, SpillStore
+
+__all__ = ["SessionApplication", "session_application", "session_application_factory"]
+
+log = logging.getLogger("robotad.daemon")
+
+#: How long closing the sessions left after the server stopped may take.
+_FINAL_CLOSE_TIMEOUT = 10.0
+
+
+@dataclass
+class SessionApplication:
+    """The `Application` the server serves: the session router, counts and drain."""
+
+    manager: SessionManager
+    router: Router = field(default_factory=Router)
+
+    def session_counts(self) -> SessionCounts:
+        loaded, running, waiting = self.manager.counts()
+        return SessionCounts(loaded=loaded, running=running, waiting=waiting)
+
+    async def on_shutdown(self, grace: float) -> None:
+        await self.manager.shutdown(grace)
+
+
+@asynccontextmanager
+async def session_application(
+    context: DaemonContext, *, idle_unload_seconds: float = DEFAULT_IDLE_UNLOAD_SECONDS
+) -> AsyncIterator[Application]:
+    """The session application around the daemon's serving life (see the module doc)."""
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from None
+    try:
+        spill = SpillStore(runtime_dir())
+    except SpillError as exc:
+        raise StartupError(f"cannot create the tool-result spill store: {exc}") from None
+    try:
+        try:
+            assembler = SessionAssembler.from_config(
+                config, state_dir=context.state_dir, spill=spill, trace=context.trace
+            )
+        except InvalidParams as exc:
+            problems = "; ".join(f"{i['path']}: {i['message']}" for i in exc.issues)
+            raise StartupError(f"invalid hooks configuration: {problems}") from None
+        async with trio.open_nursery() as nursery:
+            manager = SessionManager(
+                state_dir=context.state_dir,
+                assembler=assembler,
+                nursery=nursery,
+                event_buffer=context.event_buffer,
+                idle_unload_seconds=idle_unload_seconds,
+            )
+            await nursery.start(manager.run)
+            app = SessionApplication(manager)
+            register_session_methods(app.router, SessionOperations(manager))
+            try:
+                yield app
+            finally:
+                with trio.move_on_after(_FINAL_CLOSE_TIMEOUT) as deadline:
+                    deadline.shield = True
+                    await manager.shutdown(0.0)
+                nursery.cancel_scope.cancel()
+    finally:
+        spill.close()
+
+
+def session_application_factory(
+    *, idle_unload_seconds: float = DEFAULT_IDLE_UNLOAD_SECONDS
+) -> ApplicationFactory:
+    """The `ApplicationFactory` of a daemon unloading idle sessions after the given time
+    (0: never)."""
+    return functools.partial(session_application, idle_unload_seconds=idle_unload_seconds)

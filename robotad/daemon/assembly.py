@@ -1,0 +1,312 @@
+"""Turning configuration and stored records into `Session`s (the daemon's one factory).
+
+`SessionAssembler` holds what every session of the daemon shares — the configuration (provider
+registry, default permissions), the compiled hooks, the classifier command, the log folder, the
+spill store, the project rules and the trace flag — and builds:
+
+- `settings_for_create(params)`: a new session's `SessionSettings` from ``session/create``'s
+  params and the configured defaults, refusing every problem at once (G-108, G-215): a cwd that
+  is not an existing directory (G-102), an unknown provider, a script for a non-scripted
+  provider or a malformed step, each malformed permission pattern at its own path. Nothing is
+  built (no SDK client is opened just to validate).
+- `build(record, ...)`: the `Session` of a record, not started: the record's settings, the
+  project rules of its canonical cwd merged in (G-115), the session log (``logs/<id>.jsonl``),
+  the built-in tools and the hooks. Refusals are located in the params of a session being
+  made (`new_at`) or reported as the stored session's (see `build`).
+
+A scripted provider's steps live in the record's ``settings.script``; the Session reports the
+unconsumed ones in its snapshot, so a reload continues the script where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+import trio
+from msgspec import UNSET, UnsetType
+
+from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
+from protocol.methods import CreateParams
+from protocol.validate import ValidationFailed
+from robotad.agent.provider import Provider
+from robotad.config import Config
+from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
+from robotad.providers import (
+    DEFAULT_MODELS,
+    ProviderUnavailable,
+    build_provider,
+    resolve_provider_config,
+)
+from robotad.providers.scripted import decode_script
+from robotad.session.classifier import Classifier, CommandClassifier
+from robotad.session.hook_config import HooksConfig, parse_hooks_config
+from robotad.session.hooks import HookRunner
+from robotad.session.patterns import parse_rules
+from robotad.session.ports import EventSink, SessionStorePort
+from robotad.session.session import Session
+from robotad.storage.log_files import FileLogSink
+from robotad.storage.record import Permissions, SessionRecord, SessionSettings
+from robotad.storage.session_log import SessionLogger
+from robotad.storage.spill import SpillStore
+from robotad.tools import builtin_tools
+
+__all__ = ["DEFAULT_AUTO_COMPACT_THRESHOLD", "SessionAssembler"]
+
+log = logging.getLogger("robotad.daemon")
+
+#: Fraction of the context window at which a turn compacts first (the Session's default).
+DEFAULT_AUTO_COMPACT_THRESHOLD: Final = 0.835
+_RULE_KINDS: Final = ("allow", "ask", "deny")
+
+RuleKind = Literal["allow", "ask", "deny"]
+#: Persists one project rule for a cwd; raises when it cannot.
+PersistProjectRule = Callable[[str, str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class SessionAssembler:
+    """Builds the daemon's sessions; see the module docstring."""
+
+    config: Config
+    hooks: HooksConfig
+    classifier_command: str | None
+    logs_dir: Path
+    project_rules: ProjectRules
+    spill: SpillStore | None = None
+    trace: bool = False
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        *,
+        state_dir: Path,
+        spill: SpillStore | None = None,
+        trace: bool = False,
+    ) -> SessionAssembler:
+        """The assembler of a daemon with `config` and its state under `state_dir`. Raises
+        `InvalidParams` for a hooks table the session layer refuses (located under $.hooks)."""
+        hooks = parse_hooks_config(msgspec.to_builtins(config.hooks))
+        command = config.classifier.command if config.classifier is not None else None
+        return cls(
+            config=config,
+            hooks=hooks,
+            classifier_command=command,
+            logs_dir=state_dir / "logs",
+            project_rules=ProjectRules(state_dir),
+            spill=spill,
+            trace=trace,
+        )
+
+    # -- new sessions ------------------------------------------------------------------------
+
+    def settings_for_create(self, params: CreateParams) -> SessionSettings:
+        """The settings of a new session, or one `InvalidParams` listing every problem."""
+        issues: list[Issue] = []
+        if not os.path.isdir(params.cwd):
+            issues.append({"path": "$.cwd", "message": "not an existing directory"})
+        defaults = self.config.permissions
+        rules: dict[str, list[str]] = {}
+        given = params.permissions
+        for kind in _RULE_KINDS:
+            chosen = getattr(given, kind) if given is not UNSET else UNSET
+            texts = list(getattr(defaults, kind)) if chosen is UNSET else list(chosen)
+            rules[kind] = texts
+            where = f"$.permissions.{kind}"
+            try:
+                parse_rules(texts, where)
+            except InvalidParams as exc:
+                issues.extend(exc.issues)
+        provider_name = params.provider if params.provider is not UNSET else None
+        name = provider_name or self.config.default_provider
+        script = msgspec.to_builtins(params.script) if params.script is not UNSET else None
+        model: str | None = None
+        try:
+            spec = resolve_provider_config(name, self.config)
+        except ProviderUnavailable as exc:
+            issues.append({"path": "$.provider", "message": str(exc)})
+        else:
+            model = _given(params.model) or spec.model or DEFAULT_MODELS[spec.kind][0]
+            if script is not None and spec.kind != "scripted":
+                issues.append(
+                    {"path": "$.script", "message": "a script is only for a scripted provider"}
+                )
+            elif script is not None:
+                try:
+                    decode_script(script, path="$.script")
+                except ValidationFailed as exc:
+                    issues.extend(exc.issues)
+        if issues or model is None:
+            raise InvalidParams(issues)
+        threshold = params.auto_compact_threshold
+        return SessionSettings(
+            provider=name,
+            model=model,
+            permission_mode=params.permission_mode,
+            permissions=Permissions(**rules),
+            auto_compact_threshold=(
+                DEFAULT_AUTO_COMPACT_THRESHOLD if threshold is UNSET else threshold
+            ),
+            context_window=params.context_window,
+            idle_timeout_ms=params.idle_timeout_ms,
+            script=UNSET if script is None else script,
+        )
+
+    # -- sessions of records -----------------------------------------------------------------
+
+    async def build(
+        self,
+        record: SessionRecord,
+        *,
+        event_sink: EventSink,
+        store: SessionStorePort,
+        persist_project_rule: PersistProjectRule,
+        source: Literal["startup", "resume"],
+        new_at: str | None = None,
+    ) -> Session:
+        """The Session of `record` (not started yet). Nothing is left open when it raises.
+
+        `new_at` is None for a stored session being loaded; for a session that does not exist
+        yet it says where its settings came from, so refusals are located there: ``"$"`` for
+        ``session/create``'s params (``$.cwd``, ``$.provider``…), a record root such as
+        ``$.artifact.record`` for an import (``$.artifact.record.settings.provider``…).
+
+        Raises `InvalidParams` (a new session's bad setting), `TransitionRefused` (``auto``
+        without a classifier), `NotAllowed` (a stored session whose cwd is gone, or
+        unreadable project rules) or `ProviderFailed` (a stored session's provider cannot be
+        built now, e.g. its key variable is unset).
+        """
+        settings = record.settings
+        try:
+            project = await trio.to_thread.run_sync(self._project_rules_of, record.cwd)
+        except (ProjectRulesUnreadable, OSError) as exc:
+            raise NotAllowed(f"cannot load session {record.id}: {exc}") from None
+        if project is None:
+            if new_at is None:
+                raise NotAllowed(
+                    f"cannot load session {record.id}: its working directory is not an "
+                    "existing directory"
+                )
+            at = "$.cwd" if new_at == "$" else f"{new_at}.cwd"
+            raise InvalidParams([{"path": at, "message": "not an existing directory"}])
+        script = settings.script if settings.script is not UNSET else None
+        window = settings.context_window if settings.context_window is not UNSET else None
+        where = new_at or "$"
+        try:
+            provider = self._provider(
+                settings.provider, model=settings.model, script=script, context_window=window
+            )
+        except ProviderUnavailable as exc:
+            if new_at is not None:
+                at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
+                raise InvalidParams([{"path": at, "message": str(exc)}]) from None
+            raise ProviderFailed(record.id, None, settings.provider, str(exc)) from None
+        except InvalidParams as exc:
+            raise _relocated(exc, where) from None
+        rules = _merged(msgspec.to_builtins(settings.permissions), project)
+        idle = settings.idle_timeout_ms
+        cwd = record.cwd
+
+        async def persist(rule: str, kind: str) -> None:
+            await persist_project_rule(cwd, rule, kind)
+
+        try:
+            return Session(
+                cwd=Path(record.cwd),
+                provider=provider,
+                tools=builtin_tools(),
+                session_id=record.id,
+                system_message=record.system_prompt,
+                history=list(record.messages),
+                turn_count=record.turn_count,
+                permissions=rules,
+                permission_mode=settings.permission_mode,
+                hooks=self._hook_runner(record),
+                classifier=self._classifier(),
+                auto_compact_threshold=settings.auto_compact_threshold,
+                context_window=window,
+                idle_timeout=None if idle is UNSET else idle / 1000,
+                store=store,
+                logger=SessionLogger(record.id, FileLogSink.for_session(self.logs_dir, record.id)),
+                event_sink=event_sink,
+                persist_project_rule=persist,
+                spill=self.spill,
+                trace=self.trace,
+                source=source,
+            )
+        except BaseException as exc:
+            with trio.CancelScope(shield=True):
+                await provider.aclose()
+            if isinstance(exc, InvalidParams):
+                raise _relocated(exc, where) from None
+            raise
+
+    # -- parts -------------------------------------------------------------------------------
+
+    def _provider(
+        self,
+        name: str,
+        *,
+        model: str | None,
+        script: list[dict[str, Any]] | None,
+        context_window: int | None,
+    ) -> Provider:
+        steps = None
+        if script is not None:
+            try:
+                steps = decode_script(script, path="$.script")
+            except ValidationFailed as exc:
+                raise InvalidParams(exc.issues) from None
+        return build_provider(
+            name, self.config, model=model, script=steps, context_window=context_window
+        )
+
+    def _project_rules_of(self, cwd: str) -> dict[str, list[str]] | None:
+        """Blocking: the project rules of `cwd`, or None when it is no existing directory."""
+        if not (os.path.isabs(cwd) and os.path.isdir(cwd)):
+            return None
+        return self.project_rules.load(cwd)
+
+    def _hook_runner(self, record: SessionRecord) -> HookRunner | None:
+        if not self.hooks:
+            return None
+        return HookRunner(self.hooks, cwd=Path(record.cwd), session_id=record.id)
+
+    def _classifier(self) -> Classifier | None:
+        if self.classifier_command is None:
+            return None
+        return CommandClassifier(self.classifier_command)
+
+
+def _given(value: str | UnsetType) -> str | None:
+    return None if isinstance(value, UnsetType) else value
+
+
+def _merged(
+    own: Mapping[str, Sequence[str]], project: Mapping[str, Sequence[str]]
+) -> dict[str, list[str]]:
+    """The session's rules followed by the project's, each once."""
+    merged: dict[str, list[str]] = {}
+    for kind in _RULE_KINDS:
+        rules = list(own.get(kind, ()))
+        rules.extend(rule for rule in project.get(kind, ()) if rule not in rules)
+        merged[kind] = rules
+    return merged
+
+
+def _relocated(exc: InvalidParams, where: str) -> InvalidParams:
+    """The same issues located inside the record at `where` (``$`` = as they are, for a
+    create, whose params already name each setting): ``$.permissions.allow[0]`` becomes
+    ``<where>.settings.permissions.allow[0]``."""
+    if where == "$":
+        return exc
+    root = where + ".settings"
+    return InvalidParams(
+        [{"path": root + issue["path"][1:], "message": issue["message"]} for issue in exc.issues]
+    )

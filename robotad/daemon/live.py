@@ -1,0 +1,160 @@
+"""One loaded session as the manager holds it: the Session, its event hub, its journal and the
+bookkeeping around them.
+
+- `RecordWriter` is the Session's store port: it turns a snapshot into a record and saves it
+  through the blocking `FileSessionStore` in a worker thread (G-010), keeping the record's
+  ``createdAt`` and remembering the ``updatedAt`` it wrote (for SessionInfo and session/list).
+- `EventForwarder` is the Session's event sink: it hands each event to the hub, which stamps
+  ``sessionId`` and ``seq``; once the hub is closed, late events are dropped, never raised into
+  the Session.
+- `Subscriber` is what receives a session's events: in the daemon, a connection's peer.
+- `LiveSession` ties them together with the manager's own claim on the session (`work`: turns,
+  resumes and compactions the manager started and has not seen finish), and when it was last
+  used (for idle unload).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+import trio
+
+from protocol.shapes import Pending, utc_now
+from robotad.daemon.events import EventHub
+from robotad.daemon.turns import TurnRegistry
+from robotad.session.ports import SessionSnapshot
+from robotad.session.session import Session
+from robotad.storage.journal import FileExecutionJournal
+from robotad.storage.store import FileSessionStore
+
+__all__ = [
+    "EventForwarder",
+    "LiveSession",
+    "RecordWriter",
+    "Subscriber",
+    "TurnOutcome",
+    "iso_now",
+]
+
+log = logging.getLogger("robotad.daemon")
+_encoder = msgspec.json.Encoder()
+
+#: What a turn (run or resume) settles with in the turn registry.
+TurnOutcome = Any
+
+
+class Subscriber(Hashable, Protocol):
+    """A destination of events: in the daemon, one connection's JSON-RPC peer."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def notify(self, method: str, params: Any = None) -> None: ...
+
+
+def iso_now() -> str:
+    """Now as the wire and the record write it: ISO-8601 UTC ending in ``Z``."""
+    text: str = msgspec.to_builtins(utc_now())
+    return text
+
+
+class RecordWriter:
+    """The Session's `SessionStorePort` over the daemon's file store.
+
+    A snapshot equal to the last one saved (or to the one the session was loaded with, see
+    `remember`) is not written again, so closing or unloading an unchanged session leaves its
+    record — and its ``updatedAt``, the list order — as they were. Snapshots are compared in
+    encoded form, so a message changed in place can never pass for an unchanged one.
+    """
+
+    def __init__(self, store: FileSessionStore, *, created_at: str, updated_at: str) -> None:
+        self._store = store
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self._saved: bytes | None = None
+
+    def remember(self, snapshot: SessionSnapshot) -> None:
+        """Record that the stored record already holds `snapshot`'s state."""
+        self._saved = _encoder.encode(snapshot)
+
+    async def save(self, snapshot: SessionSnapshot) -> None:
+        """Persist the session-owned members durably; raises when the store refuses."""
+        encoded = _encoder.encode(snapshot)
+        if encoded == self._saved:
+            return
+        record = snapshot.to_record(created_at=self.created_at, updated_at=iso_now())
+        written = await trio.to_thread.run_sync(self._store.save, record)
+        self.updated_at = written.updated_at
+        self._saved = encoded
+
+
+class EventForwarder:
+    """The Session's event sink: synchronous, never blocks, never raises into the Session."""
+
+    def __init__(self) -> None:
+        self.hub: EventHub | None = None
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        hub = self.hub
+        if hub is None or hub.closed:
+            return
+        try:
+            hub.publish(event)
+        except (trio.ClosedResourceError, ValueError):
+            log.debug("dropped an event the hub refused", exc_info=True)
+
+
+@dataclass(eq=False)
+class LiveSession:
+    """A loaded session. Owned by the manager; every member is the manager's to change."""
+
+    session: Session
+    hub: EventHub
+    writer: RecordWriter
+    #: The session's execution journal (opened when the session is activated).
+    journal: FileExecutionJournal
+    turns: TurnRegistry[TurnOutcome]
+    #: Set once the hub's delivery tasks have all ended (after `EventHub.close`).
+    hub_done: trio.Event = field(default_factory=trio.Event)
+    last_used: float = field(default_factory=trio.current_time)
+    #: Set once a close or unload began: the session takes no new work.
+    closing: bool = False
+    #: Work the manager started on this session (turn id, or a label) and not yet seen end.
+    work: dict[str, trio.Event] = field(default_factory=dict)
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    def touch(self) -> None:
+        self.last_used = trio.current_time()
+
+    def pending(self) -> Pending | None:
+        """The parked execution waiting for approval, if any."""
+        return self.session.get_pending_execution()
+
+    @property
+    def busy(self) -> bool:
+        """Whether anything runs: work the manager started, or the Session's own claim."""
+        return bool(self.work) or self.session.is_running()
+
+    def begin(self, label: str) -> trio.Event:
+        """Record the start of manager-started work; `end(label)` records its end."""
+        done = trio.Event()
+        self.work[label] = done
+        return done
+
+    def end(self, label: str) -> None:
+        done = self.work.pop(label, None)
+        if done is not None:
+            done.set()
+        self.touch()
+
+    async def wait_idle(self) -> None:
+        """Return once no work the manager started is left (at once when there is none)."""
+        while self.work:
+            await next(iter(self.work.values())).wait()

@@ -1,0 +1,505 @@
+"""The session manager: every session of the daemon, loaded on demand, unloaded when idle.
+
+`SessionManager` owns the live sessions (`LiveSession`: a Session, its event hub, its journal),
+a turn registry per session (kept for a while after an unload, so a ``turnId`` keeps its
+meaning across an idle unload), the file store, the prompt history and the project rules. It
+runs its hubs and turns in the nursery it is given — the application's, which outlives every
+connection — so a turn never depends on whoever asked for it (G-072).
+
+Loading. Any session method on a stored but unloaded session loads it first (PROTOCOL §5): the
+store's outcome maps to `SessionNotFound` (-32002, G-001), `RecordCorrupt` (-32003, every
+issue, G-002) or `RecordUnsupported` (-32004, G-003); a damaged file is only ever read, so it
+stays byte-for-byte unchanged (G-004). Loads, closes and deletes of one id are serialised by a
+per-id lock; a request arriving while its session closes waits for the close, then loads it
+again. Reading methods (get, abort…) still reach a closing session.
+
+Creating (create, import, fork). The id is validated before any path is built (G-156); an id
+whose record exists — valid, corrupt or unsupported — is refused with `SessionExists` (G-005);
+the Session is built (every setting checked) *before* the record is written, so a refusal
+writes nothing (G-032, G-108).
+
+Idle unload. A session with no subscriber, no work running or waiting, unused for
+`idle_unload_seconds`, is unloaded (a shutdown: SessionEnd, persist); its next use reloads it
+transparently.
+
+Shutdown. `shutdown(grace)` takes no new work, lets running work finish within `grace`, aborts
+what is left, waits for it to settle, then closes every session (SessionEnd, persist, event
+hub closed with ``session_closed``). One session's failure to close never stops the others.
+
+Blocking store work runs in worker threads. Turn-level operations live in
+`robotad.daemon.operations`; this module is the lifecycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shutil
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, Literal
+
+import msgspec
+import trio
+from msgspec import UNSET
+
+from protocol.errors import (
+    NotAllowed,
+    RecordCorrupt,
+    RecordUnsupported,
+    SessionBusy,
+    SessionExists,
+    SessionNotFound,
+)
+from protocol.methods import CreateParams, SessionSummary
+from protocol.shapes import SessionInfo, new_id
+from robotad.daemon.assembly import SessionAssembler
+from robotad.daemon.events import DEFAULT_BUFFER_SIZE, EventHub
+from robotad.daemon.info import newest_first, session_info, session_summary
+from robotad.daemon.keyed_locks import KeyedLocks
+from robotad.daemon.live import EventForwarder, LiveSession, RecordWriter, TurnOutcome, iso_now
+from robotad.daemon.turns import TurnRegistry
+from robotad.log import fields
+from robotad.storage.ids import validate_session_id
+from robotad.storage.journal import FileExecutionJournal
+from robotad.storage.log_files import log_paths
+from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
+from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
+from robotad.storage.store import FileSessionStore, LoadOutcome, Missing
+
+__all__ = ["DEFAULT_IDLE_UNLOAD_SECONDS", "SessionManager", "holder_turn_id"]
+
+log = logging.getLogger("robotad.daemon")
+
+#: How long an unused, unwatched, idle session stays loaded (``--idle-unload-seconds``).
+DEFAULT_IDLE_UNLOAD_SECONDS: Final = 600.0
+#: Upper bound on how often idle sessions are looked for.
+_MAX_IDLE_SWEEP: Final = 30.0
+#: Unloaded sessions whose turn registries are kept (most recently unloaded first).
+_PARKED_REGISTRIES: Final = 256
+#: How long a closing session waits for its subscribers to receive its last events.
+_HUB_DRAIN_TIMEOUT: Final = 2.0
+
+
+class SessionManager:
+    """Every session of one daemon; see the module docstring.
+
+    `nursery` must outlive every request (hubs and turns run there). Call `run` in it for the
+    start-up sweep and idle unloading, and `shutdown` before leaving it.
+    """
+
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        assembler: SessionAssembler,
+        nursery: trio.Nursery,
+        event_buffer: int = DEFAULT_BUFFER_SIZE,
+        idle_unload_seconds: float = DEFAULT_IDLE_UNLOAD_SECONDS,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.store = FileSessionStore(self.state_dir)
+        self.prompts = PromptHistory(self.state_dir / HISTORY_FILE)
+        self.assembler = assembler
+        self.nursery = nursery
+        self.event_buffer = event_buffer
+        self.idle_unload_seconds = idle_unload_seconds
+        self.logs_dir = self.state_dir / "logs"
+        self._live: dict[str, LiveSession] = {}
+        self._locks = KeyedLocks()
+        # Turn registries of recently unloaded sessions (a live one holds its own), so a turnId
+        # keeps its meaning across an idle unload.
+        self._parked_turns: OrderedDict[str, TurnRegistry[TurnOutcome]] = OrderedDict()
+        self._next_seq: dict[str, int] = {}
+        self._closing = False
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Sweep temp files a crashed writer left, then unload idle sessions until cancelled.
+
+        Ready once the sweep is done. Only for a daemon holding the single-instance lock."""
+        removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
+        if removed:
+            log.info("removed leftover temp files", extra=fields(count=removed))
+        task_status.started()
+        if self.idle_unload_seconds <= 0 or not math.isfinite(self.idle_unload_seconds):
+            await trio.sleep_forever()
+        interval = min(max(self.idle_unload_seconds / 4, 0.01), _MAX_IDLE_SWEEP)
+        while True:
+            await trio.sleep(interval)
+            for live in list(self._live.values()):
+                if self._unloadable(live):
+                    self.nursery.start_soon(self._unload_if_idle, live.session_id)
+
+    def loaded(self, session_id: str) -> LiveSession | None:
+        return self._live.get(session_id)
+
+    # -- finding sessions ------------------------------------------------------------------
+
+    async def session(self, session_id: str, *, closing_ok: bool = False) -> LiveSession:
+        """The live session `session_id`, loaded first if it is only stored.
+
+        With `closing_ok`, a session being closed is returned as it is (for methods that only
+        read or abort); otherwise the caller waits for the close and gets a fresh load.
+        """
+        live = self._live.get(session_id)
+        if live is None or (live.closing and not closing_ok):
+            async with self._locks.hold(session_id):
+                live = self._live.get(session_id)
+                if live is None:
+                    live = await self._load(session_id)
+        live.touch()
+        return live
+
+    async def stored_record(self, session_id: str) -> SessionRecord:
+        """The stored record, or the error of its load outcome (G-001…G-003)."""
+        return _valid(session_id, await self._load_outcome(session_id))
+
+    async def require_exists(self, session_id: str) -> LiveSession | None:
+        """The live session if loaded; else check that a loadable record exists."""
+        live = self._live.get(session_id)
+        if live is None:
+            await self.stored_record(session_id)
+        return live
+
+    # -- create, open, close, delete -------------------------------------------------------
+
+    async def create(self, params: CreateParams) -> SessionInfo:
+        """A new session as ``session/create`` describes it (G-005, G-037, G-038, G-102,
+        G-108, G-156)."""
+        self._refuse_if_closing()
+        session_id = params.session_id if params.session_id is not UNSET else None
+        if session_id is not None:
+            validate_session_id(session_id)
+        settings = self.assembler.settings_for_create(params)
+        if session_id is None:
+            session_id = await self.fresh_id()
+        now = iso_now()
+        record = SessionRecord(
+            id=session_id,
+            cwd=params.cwd,
+            created_at=now,
+            updated_at=now,
+            messages=[],
+            history=[],
+            system_prompt=params.system_message if params.system_message is not UNSET else None,
+            tool_schemas=[],
+            settings=settings,
+            turn_count=0,
+            metadata={},
+        )
+        live = await self.add(record, new_at="$")
+        return session_info(live)
+
+    async def add(
+        self,
+        record: SessionRecord,
+        *,
+        new_at: str | None = None,
+        written: Callable[[SessionRecord, LiveSession], SessionRecord] | None = None,
+    ) -> LiveSession:
+        """Build the session of a new `record`, write the record exclusively, start it.
+
+        The record written is the built session's own snapshot merged into `record` (so its
+        history starts as the Session holds it) unless `written` says otherwise. Nothing is
+        written when building refuses; `SessionExists` when any file has the id. `new_at`
+        locates refusals of the record's settings (see `SessionAssembler.build`).
+        """
+        self._refuse_if_closing()
+        session_id = record.id
+        async with self._locks.hold(session_id):
+            if session_id in self._live or await trio.to_thread.run_sync(
+                self.store.exists, session_id
+            ):
+                raise SessionExists(session_id)
+            live = await self._prepare(record, source="startup", new_at=new_at)
+            try:
+                if written is not None:
+                    to_write = written(record, live)
+                else:
+                    to_write = _with_snapshot(record, live)
+                await trio.to_thread.run_sync(self.store.create, to_write)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self._dispose(live, started=False)
+                raise
+            await self._activate(live)
+        log.info("session created", extra=fields(session_id=session_id))
+        return live
+
+    async def close(self, session_id: str) -> None:
+        """``session/close``: drain, SessionEnd, persist, unload. A stored session that is not
+        loaded is already closed (its record must still load, like ``session/open``'s)."""
+        async with self._locks.hold(session_id):
+            live = self._live.get(session_id)
+            if live is None:
+                _valid(session_id, await self._load_outcome(session_id))
+                return
+            await self._retire(live)
+
+    async def delete(self, session_id: str) -> None:
+        """``session/delete``: `NotAllowed` while loaded; else remove the record (valid or
+        damaged) with its journal and log, so a later session of that id starts clean."""
+        async with self._locks.hold(session_id):
+            if session_id in self._live:
+                raise NotAllowed(f"session {session_id} is loaded; close it before deleting it")
+            if not await trio.to_thread.run_sync(self.store.exists, session_id):
+                raise SessionNotFound(session_id)
+            await trio.to_thread.run_sync(self._remove_files, session_id)
+            self._parked_turns.pop(session_id, None)
+        log.info("session deleted", extra=fields(session_id=session_id))
+
+    def _remove_files(self, session_id: str) -> None:
+        """Journal and log first, the record last: a failure leaves the session listed."""
+        log_file, payloads = log_paths(self.logs_dir, session_id)
+        journal = FileExecutionJournal(self.state_dir, session_id).directory
+        for folder in (journal, payloads):
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                shutil.rmtree(folder)
+            elif os.path.lexists(folder):
+                os.unlink(folder)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(log_file)
+        self.store.delete(session_id)
+
+    async def list(self) -> list[SessionSummary]:
+        """Every stored record, merged with its live session, newest ``updatedAt`` first;
+        damaged records listed with their status (G-006)."""
+        rows = await trio.to_thread.run_sync(self.store.list)
+        summaries = [session_summary(row, self._live.get(row.session_id)) for row in rows]
+        summaries.sort(key=newest_first)
+        return summaries
+
+    # -- status ----------------------------------------------------------------------------
+
+    def counts(self) -> tuple[int, int, int]:
+        """(loaded, running, waiting) — for ``daemon/status``; never blocks."""
+        lives = list(self._live.values())
+        running = sum(1 for live in lives if live.busy)
+        waiting = sum(1 for live in lives if live.pending() is not None)
+        return len(lives), running, waiting
+
+    def refuse_new_work(self, live: LiveSession) -> None:
+        """Raise unless `live` may start a turn, resume or compaction now: the daemon is not
+        shutting down, nothing runs (`SessionBusy`) and nothing waits (`ExecutionPending` is
+        the Session's to raise, with its own ids)."""
+        self._refuse_if_closing()
+        if live.busy:
+            raise SessionBusy(live.session_id, holder_turn_id(live))
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    async def shutdown(self, grace: float) -> None:
+        """Finish running work within `grace` seconds, abort the rest, close every session."""
+        self._closing = True
+        with trio.move_on_after(grace):
+            for live in list(self._live.values()):
+                await live.wait_idle()
+        for live in list(self._live.values()):
+            if live.busy:
+                log.info("aborting work at shutdown", extra=fields(session_id=live.session_id))
+                live.session.abort()
+        for live in list(self._live.values()):
+            await live.wait_idle()
+        await self.close_all()
+
+    async def close_all(self) -> None:
+        """Close every loaded session concurrently; failures are logged, never propagated."""
+        async with trio.open_nursery() as closing:
+            for session_id in list(self._live):
+                closing.start_soon(self._close_quietly, session_id)
+
+    async def _close_quietly(self, session_id: str) -> None:
+        try:
+            await self.close(session_id)
+        except Exception:
+            log.exception("closing a session failed", extra=fields(session_id=session_id))
+
+    # -- loading internals -----------------------------------------------------------------
+
+    async def _load_outcome(self, session_id: str) -> LoadOutcome:
+        validate_session_id(session_id)
+        return await trio.to_thread.run_sync(self.store.load, session_id)
+
+    async def _load(self, session_id: str) -> LiveSession:
+        """Load a stored session (the caller holds its transition lock)."""
+        self._refuse_if_closing()
+        record = _valid(session_id, await self._load_outcome(session_id))
+        live = await self._prepare(record, source="resume")
+        await self._activate(live)
+        log.info("session loaded", extra=fields(session_id=session_id))
+        return live
+
+    async def _prepare(
+        self,
+        record: SessionRecord,
+        *,
+        source: Literal["startup", "resume"],
+        new_at: str | None = None,
+    ) -> LiveSession:
+        """Build the Session of `record` and start its event hub (nothing started yet)."""
+        forward = EventForwarder()
+        writer = RecordWriter(
+            self.store, created_at=record.created_at, updated_at=record.updated_at
+        )
+        session = await self.assembler.build(
+            record,
+            event_sink=forward,
+            store=writer,
+            persist_project_rule=self._persist_project_rule,
+            source=source,
+            new_at=new_at,
+        )
+        writer.remember(session.snapshot())
+        hub = EventHub(
+            record.id, buffer_size=self.event_buffer, next_seq=self._next_seq.get(record.id, 1)
+        )
+        hub_done = trio.Event()
+        await self.nursery.start(_run_hub, hub, hub_done)
+        forward.hub = hub
+        turns = self._parked_turns.pop(record.id, None) or TurnRegistry(self.nursery)
+        journal = FileExecutionJournal(self.state_dir, record.id)
+        return LiveSession(session, hub, writer, journal=journal, turns=turns, hub_done=hub_done)
+
+    async def _activate(self, live: LiveSession) -> None:
+        """Open the journal, rebuild any parked execution, fire SessionStart; then the session
+        is live. On failure everything is released and the error propagates."""
+        session = live.session
+        try:
+            await live.journal.open()
+            await session.recover(live.journal)
+            await session.start()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._dispose(live, started=False)
+            raise
+        self._live[live.session_id] = live
+
+    async def _retire(self, live: LiveSession) -> None:
+        """Shut a live session down: drain, SessionEnd, persist, close its hub and journal."""
+        live.closing = True
+        try:
+            await live.session.shutdown()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._dispose(live, started=True)
+        log.info("session closed", extra=fields(session_id=live.session_id))
+
+    async def _dispose(self, live: LiveSession, *, started: bool) -> None:
+        """Release what `_prepare`/`_activate` acquired; never raises.
+
+        The session leaves the live map first, so nothing new reaches its closing hub: a
+        request for the id from now on waits for the transition lock (held by the caller) and
+        loads it afresh once the journal's lock is released here."""
+        session_id = live.session_id
+        if self._live.get(session_id) is live:
+            del self._live[session_id]
+            self._parked_turns[session_id] = live.turns
+            self._parked_turns.move_to_end(session_id)
+            while len(self._parked_turns) > _PARKED_REGISTRIES:
+                self._parked_turns.popitem(last=False)
+        if not started:
+            try:
+                await live.session.get_provider().aclose()
+            except Exception:
+                log.warning("closing a provider failed", exc_info=True)
+        if not live.hub.closed:
+            live.hub.close()
+        self._next_seq[session_id] = live.hub.latest_seq + 1
+        # Let subscribers receive everything up to session_closed, but never wait long on
+        # one that does not read.
+        with trio.move_on_after(_HUB_DRAIN_TIMEOUT):
+            await live.hub_done.wait()
+        await live.journal.aclose()
+
+    async def fresh_id(self) -> str:
+        """A safe id no session uses (G-037)."""
+        while True:
+            candidate = new_id()
+            taken = candidate in self._live or await trio.to_thread.run_sync(
+                self.store.exists, candidate
+            )
+            if not taken:
+                return candidate
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing:
+            raise NotAllowed("the daemon is shutting down")
+
+    async def _persist_project_rule(self, cwd: str, rule: str, kind: str) -> None:
+        rules = self.assembler.project_rules
+        await trio.to_thread.run_sync(rules.add, cwd, rule, kind)
+
+    # -- idle unload -----------------------------------------------------------------------
+
+    def _unloadable(self, live: LiveSession) -> bool:
+        if live.closing or live.busy or live.turns.in_flight():
+            return False
+        if live.pending() is not None:
+            return False
+        for key in list(live.hub.subscribers):
+            if getattr(key, "closed", False):
+                live.hub.unsubscribe(key)
+        if live.hub.subscribers:
+            return False
+        return trio.current_time() - live.last_used >= self.idle_unload_seconds
+
+    async def _unload_if_idle(self, session_id: str) -> None:
+        try:
+            async with self._locks.hold(session_id):
+                live = self._live.get(session_id)
+                if live is not None and self._unloadable(live):
+                    log.info("unloading an idle session", extra=fields(session_id=session_id))
+                    await self._retire(live)
+        except Exception:
+            log.exception("idle unload failed", extra=fields(session_id=session_id))
+
+
+async def _run_hub(hub: EventHub, done: trio.Event, *, task_status: trio.TaskStatus[None]) -> None:
+    """Run `hub` until it has delivered its last event to every subscriber; then `done`."""
+    try:
+        await hub.run(task_status=task_status)
+    finally:
+        done.set()
+
+
+def holder_turn_id(live: LiveSession) -> str | None:
+    """The turn id `SessionBusy` names: the Session's current turn, else a turn the manager
+    started and has not seen begin, else None (a compaction or direct execution)."""
+    current = live.session.current_turn_id
+    if current is not None:
+        return current
+    for label in live.work:
+        if not label.startswith("~"):
+            return label
+    return None
+
+
+def _valid(session_id: str, outcome: LoadOutcome) -> SessionRecord:
+    if isinstance(outcome, Valid):
+        return outcome.record
+    if isinstance(outcome, Missing):
+        raise SessionNotFound(session_id)
+    if isinstance(outcome, Corrupt):
+        raise RecordCorrupt(session_id, outcome.issues)
+    if isinstance(outcome, Unsupported):
+        raise RecordUnsupported(session_id, outcome.schema_version)
+    raise AssertionError(f"unknown load outcome {outcome!r}")
+
+
+def _with_snapshot(record: SessionRecord, live: LiveSession) -> SessionRecord:
+    """`record` with the session-owned members of the built session's snapshot."""
+    fresh = live.session.snapshot().to_record(
+        created_at=record.created_at, updated_at=record.updated_at
+    )
+    return msgspec.structs.replace(
+        record,
+        messages=fresh.messages,
+        system_prompt=fresh.system_prompt,
+        tool_schemas=fresh.tool_schemas,
+        settings=fresh.settings,
+    )

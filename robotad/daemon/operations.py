@@ -1,0 +1,411 @@
+"""What each session method does, over the manager's live sessions (PROTOCOL §5).
+
+`SessionOperations` is the application logic behind the router (`robotad.daemon.methods`):
+
+- Turns (``session/run``): the ``turnId`` is an idempotency key — a known id attaches to its
+  turn or returns its outcome, never starting another (G-071). A new turn is refused before it
+  starts when the session is busy (`SessionBusy`, the holder's turn id) or an execution waits
+  (`ExecutionPending`, G-079), so a refusal leaves no outcome behind for its id. The turn runs
+  in the manager's nursery: cancelling the request (-32800) or closing the connection stops
+  only the waiting (G-072). ``wait: false`` answers ``{turnId, status: "running"}`` and the
+  outcome arrives as ``turn_finished``. Each accepted prompt is appended to the prompt history
+  (G-164); resumes, compactions and injected messages never are (G-165).
+- Every turn runs as a recoverable execution (`Session.run_recoverable` over the session's
+  journal): a call that needs a person parks it and the turn ends ``waiting`` with the exact
+  requests; ``session/resume`` continues it and ``session/abandon`` gives it up (the daemon,
+  as the journal's host, then discards its records). Nothing waits on a connection.
+- Events: ``session/subscribe`` hands the connection to the session's `EventHub` (buffered
+  events after ``afterSeq`` first, or `EventsLost`); callers of run, resume and compact are
+  subscribed too, unless they already are.
+- Resume and compact also run in the manager's nursery and hold the manager's claim on the
+  session while they run.
+- Fork, export, import, log and prompt search: see each method.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+import trio
+from msgspec import UNSET
+
+from protocol.errors import (
+    ExecutionPending,
+    InternalError,
+    SessionBusy,
+)
+from protocol.events import EVENT_METHOD
+from protocol.methods import (
+    AddRuleParams,
+    CompactParams,
+    CompactResult,
+    CreateParams,
+    ForkParams,
+    HistoryEntry,
+    HistoryParams,
+    HistoryResult,
+    ImportParams,
+    LogProblem,
+    LogResult,
+    PermissionRules,
+    ResumeParams,
+    RunParams,
+    SearchParams,
+    SearchResult,
+)
+from protocol.shapes import (
+    ContextState,
+    Pending,
+    SessionInfo,
+    TurnCompleted,
+    TurnRunning,
+    TurnWaiting,
+    new_id,
+)
+from robotad.agent.provider import NamedTool, ToolChoice
+from robotad.daemon.fork import fork_history
+from robotad.daemon.info import session_info
+from robotad.daemon.live import LiveSession, Subscriber, iso_now
+from robotad.daemon.manager import SessionManager, holder_turn_id
+from robotad.log import fields
+from robotad.storage.artifact import export_artifact, import_artifact, redact_sensitive
+from robotad.storage.ids import validate_session_id
+from robotad.storage.log_files import FileLogSource
+from robotad.storage.log_replay import validate_log
+from robotad.storage.record import ForkedFrom, SessionRecord
+from robotad.storage.store import SESSION_OWNED
+
+__all__ = ["SessionOperations"]
+
+log = logging.getLogger("robotad.daemon")
+
+RunOutcome = TurnCompleted | TurnWaiting | TurnRunning
+
+
+class SessionOperations:
+    """The session methods of PROTOCOL §5 over `manager`."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def create(self, params: CreateParams) -> SessionInfo:
+        return await self.manager.create(params)
+
+    async def info(self, session_id: str) -> SessionInfo:
+        return session_info(await self.manager.session(session_id, closing_ok=True))
+
+    async def fork(self, params: ForkParams) -> SessionInfo:
+        """A new session holding the source's history up to and including `atMessageId`
+        (see `robotad.daemon.fork` for an open round), with the source's cwd, provider, model,
+        mode, rules and remaining script, and ``forkedFrom`` naming the source message. The
+        source is only read. `SessionBusy` while the source runs anything; `SessionNotFound`
+        with ``data.messageId`` for an unknown message."""
+        source_id = params.session_id
+        live = await self.manager.session(source_id)
+        if live.busy:
+            raise SessionBusy(source_id, holder_turn_id(live))
+        at = params.at_message_id if params.at_message_id is not UNSET else None
+        forked = fork_history(source_id, live.session.get_history(), at, live.session.turn_count)
+        snapshot = live.session.snapshot()
+        if params.new_session_id is not UNSET:
+            new_session_id = validate_session_id(params.new_session_id, path="$.newSessionId")
+        else:
+            new_session_id = await self.manager.fresh_id()
+        now = iso_now()
+        record = msgspec.structs.replace(
+            snapshot.to_record(created_at=now, updated_at=now),
+            id=new_session_id,
+            messages=forked.messages,
+            turn_count=forked.turn_count,
+            forked_from=ForkedFrom(session_id=source_id, message_id=forked.message_id),
+        )
+        created = await self.manager.add(record)
+        log.info(
+            "session forked",
+            extra=fields(session_id=new_session_id, source=source_id, at=forked.message_id),
+        )
+        return session_info(created)
+
+    # -- turns -------------------------------------------------------------------------------
+
+    async def run(self, params: RunParams, caller: Subscriber | None) -> RunOutcome:
+        """``session/run``; see the module docstring."""
+        live = await self.manager.session(params.session_id)
+        if caller is not None:
+            self._attach(live, caller)
+        turn_id = params.turn_id if params.turn_id is not UNSET else new_id("turn-")
+        turn = live.turns.get(turn_id)
+        if turn is None:
+            self.manager.refuse_new_work(live)
+            pending = live.pending()
+            if pending is not None:
+                raise ExecutionPending(live.session_id, pending.execution_id)
+            live.begin(turn_id)
+            turn = live.turns.start(turn_id, lambda: self._turn(live, params, turn_id))
+        if not params.wait:
+            return turn.outcome() if turn.done else TurnRunning(turn_id=turn_id)
+        outcome: RunOutcome = await turn.wait()
+        return outcome
+
+    async def _turn(
+        self, live: LiveSession, params: RunParams, turn_id: str
+    ) -> TurnCompleted | TurnWaiting:
+        session = live.session
+        choice = _tool_choice(params.tool_choice)
+        context = params.system_context if params.system_context is not UNSET else None
+        try:
+            # No checkpoint between here and the Session's synchronous claim, so an abort that
+            # arrives once the run was accepted finds the turn running. The prompt-history
+            # append is one small O_APPEND write: done inline, it is in the file before the
+            # turn's result can reach anyone.
+            self._remember_prompt(live, params.prompt)
+            return await session.run_recoverable(
+                params.prompt,
+                live.journal,
+                turn_id=turn_id,
+                tool_choice=choice,
+                system_context=context,
+            )
+        finally:
+            live.end(turn_id)
+
+    def _remember_prompt(self, live: LiveSession, prompt: str) -> None:
+        """Append to the prompt history (G-164); never authoritative, so a failure is only
+        logged (G-168)."""
+        try:
+            self.manager.prompts.append(prompt, live.session_id, str(live.session.cwd))
+        except OSError as exc:
+            log.warning(
+                "cannot append to the prompt history: %s",
+                exc.strerror or type(exc).__name__,
+                extra=fields(session_id=live.session_id),
+            )
+
+    async def resume(self, params: ResumeParams, caller: Subscriber | None) -> RunOutcome:
+        """``session/resume``: continue a parked execution with the answers given."""
+        live = await self.manager.session(params.session_id)
+        if caller is not None:
+            self._attach(live, caller)
+        self.manager.refuse_new_work(live)
+        responses = list(params.responses)
+
+        async def work() -> TurnCompleted | TurnWaiting:
+            return await live.session.resume_recoverable(
+                params.execution_id, live.journal, responses
+            )
+
+        outcome: RunOutcome = await self._spawn(live, "~resume-", work)
+        return outcome
+
+    async def abort(self, session_id: str) -> bool:
+        """``session/abort``: True when a running turn or compaction was signalled (G-193)."""
+        live = await self.manager.require_exists(session_id)
+        return live.session.abort() if live is not None else False
+
+    async def pending(self, session_id: str) -> Pending | None:
+        return (await self.manager.session(session_id, closing_ok=True)).pending()
+
+    async def abandon(self, session_id: str, execution_id: str) -> None:
+        """``session/abandon``: nothing runs; the execution's open calls close as failed and,
+        once that is saved, its journal is discarded (the daemon hosts the journal)."""
+        live = await self.manager.session(session_id)
+        with trio.CancelScope(shield=True):
+            await live.session.abandon_pending_execution(execution_id)
+            try:
+                await live.journal.discard(execution_id)
+            except Exception:
+                log.warning(
+                    "cannot discard an abandoned execution's journal",
+                    exc_info=True,
+                    extra=fields(session_id=session_id, execution_id=execution_id),
+                )
+
+    async def compact(self, params: CompactParams, caller: Subscriber | None) -> CompactResult:
+        """``session/compact``: summarise now; ``compacted: false`` when there was nothing."""
+        live = await self.manager.session(params.session_id)
+        if caller is not None:
+            self._attach(live, caller)
+        self.manager.refuse_new_work(live)
+        instructions = params.instructions if params.instructions is not UNSET else None
+
+        async def work() -> CompactResult:
+            outcome = await live.session.compact(instructions)
+            return CompactResult(
+                compacted=outcome.compacted, before=outcome.before, after=outcome.after
+            )
+
+        result: CompactResult = await self._spawn(live, "~compact-", work)
+        return result
+
+    async def _spawn(self, live: LiveSession, prefix: str, work: Any) -> Any:
+        """Run `work` as the session's manager-held work in the manager's nursery (it outlives
+        its requester) and wait for its outcome."""
+        label = prefix + new_id()
+        live.begin(label)
+
+        async def body() -> Any:
+            try:
+                return await work()
+            finally:
+                live.end(label)
+
+        return await live.turns.start(label, body).wait()
+
+    # -- events ----------------------------------------------------------------------------
+
+    async def subscribe(
+        self, session_id: str, subscriber: Subscriber, after_seq: int | None
+    ) -> int:
+        """Deliver the session's events to `subscriber` (buffered ones after `after_seq`
+        first); the latest seq so far. `EventsLost` when they are no longer buffered. A
+        session being closed is subscribed to as it is (its stream ends with session_closed)
+        rather than waited for: this runs inline in the connection's reader."""
+        live = await self.manager.session(session_id, closing_ok=True)
+        return self._attach(live, subscriber, after_seq=after_seq, replace=True)
+
+    def _attach(
+        self,
+        live: LiveSession,
+        subscriber: Subscriber,
+        *,
+        after_seq: int | None = None,
+        replace: bool = False,
+    ) -> int:
+        """Subscribe `subscriber` to `live`'s events unless it already is (or `replace`)."""
+        hub = live.hub
+        if not replace and subscriber in hub.subscribers:
+            return hub.latest_seq
+
+        async def send(event: dict[str, Any]) -> None:
+            await subscriber.notify(EVENT_METHOD, event)
+
+        return hub.subscribe(subscriber, send, after_seq=after_seq)
+
+    async def unsubscribe(self, session_id: str, subscriber: Subscriber) -> None:
+        live = await self.manager.require_exists(session_id)
+        if live is not None:
+            live.hub.unsubscribe(subscriber)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def history(self, params: HistoryParams) -> HistoryResult:
+        live = await self.manager.session(params.session_id, closing_ok=True)
+        messages = live.session.get_history()
+        end = None if params.limit is UNSET else params.offset + params.limit
+        return HistoryResult(total=len(messages), messages=messages[params.offset : end])
+
+    async def context(self, session_id: str) -> ContextState:
+        live = await self.manager.session(session_id, closing_ok=True)
+        return live.session.get_context_state()
+
+    # -- permissions -------------------------------------------------------------------------
+
+    async def set_permission_mode(self, session_id: str, mode: str) -> str:
+        live = await self.manager.session(session_id)
+        entered = live.session.set_permission_mode(mode)
+        await self._save(live)
+        return entered
+
+    async def add_rule(self, params: AddRuleParams) -> PermissionRules:
+        """Session scope: this session only. Project scope: persisted for the canonical cwd
+        first — or `NotAllowed` and nothing added (G-114) — then applied here (G-115)."""
+        live = await self.manager.session(params.session_id)
+        if params.scope == "project":
+            rules = await live.session.add_project_rule(params.rule, params.kind)
+        else:
+            rules = live.session.add_rule(params.rule, params.kind)
+        await self._save(live)
+        return PermissionRules(allow=rules["allow"], ask=rules["ask"], deny=rules["deny"])
+
+    async def _save(self, live: LiveSession) -> None:
+        """Persist a settings change now; a failure is logged (the next save carries it)."""
+        try:
+            await live.writer.save(live.session.snapshot())
+        except Exception:
+            log.warning(
+                "saving a settings change failed",
+                exc_info=True,
+                extra=fields(session_id=live.session_id),
+            )
+
+    # -- export, import, log, search ---------------------------------------------------------
+
+    async def export(self, session_id: str, redact: bool) -> dict[str, Any]:
+        """The artifact of the session: the stored record with, for a loaded session, the
+        session-owned members as they are now. Writes nothing."""
+        record = await self.manager.stored_record(session_id)
+        live = self.manager.loaded(session_id)
+        if live is not None:
+            fresh = live.session.snapshot().to_record(
+                created_at=record.created_at, updated_at=live.writer.updated_at
+            )
+            owned = {name: getattr(fresh, name) for name in SESSION_OWNED}
+            record = msgspec.structs.replace(record, **owned)
+        return export_artifact(record, redact_sensitive if redact else None)
+
+    async def import_session(self, params: ImportParams) -> SessionInfo:
+        """A new session from an artifact, decoded by the store's own total decoder (every
+        defect located under ``$.artifact``), under `sessionId` or the artifact's own id;
+        `SessionExists` when taken. The record is stored exactly as imported; a refusal
+        writes nothing (G-032)."""
+        record = import_artifact(params.artifact)
+        if params.session_id is not UNSET:
+            record = msgspec.structs.replace(record, id=params.session_id)
+        validate_session_id(record.id)
+
+        def as_imported(imported: SessionRecord, live: LiveSession) -> SessionRecord:
+            return imported
+
+        live = await self.manager.add(
+            record,
+            new_at="$.artifact.record",
+            written=as_imported,
+        )
+        return session_info(live)
+
+    async def log(self, session_id: str) -> LogResult:
+        """``session/log``: the session log's decoded lines and every problem found."""
+        if self.manager.loaded(session_id) is None:
+            await self.manager.stored_record(session_id)
+        source = FileLogSource.for_session(self.manager.logs_dir, session_id)
+        report = await trio.to_thread.run_sync(validate_log, source)
+        problems = [
+            LogProblem(
+                message=problem.get("message", ""),
+                line=problem.get("line", UNSET),
+                event=problem.get("event", UNSET),
+            )
+            for problem in report.problems
+        ]
+        return LogResult(entries=report.entries, complete=report.complete, problems=problems)
+
+    async def search(self, params: SearchParams) -> SearchResult:
+        """``history/search`` over the prompt history only (never a record, G-167)."""
+        query = params.query if params.query is not UNSET else None
+        cwd = params.cwd if params.cwd is not UNSET else None
+        try:
+            found = await trio.to_thread.run_sync(
+                self.manager.prompts.search, query, cwd, params.limit
+            )
+        except OSError as exc:
+            raise InternalError(
+                f"cannot read the prompt history: {exc.strerror or type(exc).__name__}"
+            ) from None
+        entries = [
+            HistoryEntry(prompt=e.prompt, session_id=e.session_id, cwd=e.cwd, timestamp=e.timestamp)
+            for e in found.entries
+        ]
+        return SearchResult(entries=entries, unreadable_lines=found.unreadable_lines)
+
+
+def _tool_choice(choice: Any) -> ToolChoice | None:
+    """The wire tool choice as the provider port's."""
+    if choice is UNSET:
+        return None
+    if isinstance(choice, str):
+        return choice  # type: ignore[return-value]
+    return NamedTool(name=choice.name)

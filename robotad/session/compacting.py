@@ -1,0 +1,147 @@
+"""The session's compaction procedure: hooks, events, log, abort and the all-or-nothing apply.
+
+`CompactionProcedure.run` summarises the conversation with the session's current provider
+(`robotad.session.compaction.Compactor`) and applies the summary, or changes nothing:
+
+- nothing but system messages: a no-op — ``compacted: false``, no hook, no event, no log entry
+  (G-183, G-184);
+- otherwise a ``compaction`` event and log entry with phase "started", PreCompact, the
+  summary call (text-only, G-172), then the summary replaces history after the commit barrier
+  accepted it — system messages first, then the summary (G-175) — the context tracker starts
+  over, phase "completed", PostCompact, and the session is saved;
+- an empty summary, a provider failure or an idle timeout of the summary call: phase
+  "failed" and `CompactionFailed` (G-177, G-210) with history, tracker and stored record as
+  they were (G-178);
+- an abort during the call, or after it returned but before the summary was applied: phase
+  "aborted" and `CompactionAborted`, nothing applied (G-180…G-182).
+
+The trigger given is the one value every hook input, event, log entry and error carries
+(G-055). The caller holds the claim; the abort signal is the claim holder's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import trio
+
+from protocol.errors import CompactionAborted, CompactionFailed
+from robotad.agent.provider import Provider
+from robotad.session.compaction import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    CompactionError,
+    CompactionNoOp,
+    CompactionResult,
+    Compactor,
+)
+from robotad.session.conversation import Conversation
+from robotad.session.lifecycle import HookLifecycle
+from robotad.session.ports import CompactOutcome
+from robotad.session.reporting import SessionReporter
+from robotad.session.turn_context import TurnContext
+
+__all__ = ["CompactionProcedure"]
+
+logger = logging.getLogger("robotad.session.compaction")
+
+Trigger = Literal["manual", "auto"]
+
+
+class CompactionProcedure:
+    """Compacts one session's conversation; see the module doc."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        conversation: Conversation,
+        lifecycle: HookLifecycle,
+        reporter: SessionReporter,
+        provider: Callable[[], Provider],
+        save: Callable[[], Awaitable[object]],
+        template: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        self._session_id = session_id
+        self._conversation = conversation
+        self._lifecycle = lifecycle
+        self._reporter = reporter
+        self._provider = provider
+        self._save = save
+        self.template = template or DEFAULT_SUMMARY_TEMPLATE
+        self.idle_timeout = idle_timeout
+
+    async def run(
+        self, turn: TurnContext, *, trigger: Trigger, instructions: str | None = None
+    ) -> CompactOutcome:
+        """Compact now, under `turn`'s abort signal; raises `CompactionFailed` or
+        `CompactionAborted` (history untouched), or whatever the commit barrier raises."""
+        conversation = self._conversation
+        before = conversation.state()
+        if all(message.role == "system" for message in conversation.messages):
+            return CompactOutcome(False, before, before)
+        self._reporter.compaction(turn.turn_id, trigger, "started")
+        result: CompactionResult | CompactionNoOp | None = None
+        with turn.abort.scope():
+            await self._lifecycle.pre_compact(turn, trigger, instructions)
+            result = await self._summarise(turn, trigger, instructions)
+        if turn.abort.aborted or result is None:
+            self._reporter.compaction(turn.turn_id, trigger, "aborted")
+            raise CompactionAborted(self._session_id, trigger)
+        if isinstance(result, CompactionNoOp):  # history changed under us: nothing left
+            self._reporter.compaction(turn.turn_id, trigger, "completed")
+            return CompactOutcome(False, before, conversation.state())
+        try:
+            await conversation.apply_compaction(result.history, trigger)
+        except Exception:
+            self._reporter.compaction(turn.turn_id, trigger, "failed")
+            raise
+        after = conversation.state()
+        self._reporter.compaction(turn.turn_id, trigger, "completed")
+        await self._lifecycle.post_compact(turn, trigger, result.summarized)
+        await self._save()
+        return CompactOutcome(True, before, after)
+
+    async def _summarise(
+        self, turn: TurnContext, trigger: Trigger, instructions: str | None
+    ) -> CompactionResult | CompactionNoOp:
+        compactor = Compactor(self._provider(), self.template)
+        try:
+            with trio.CancelScope() as idle:
+                return await compactor.compact(
+                    list(self._conversation.messages),
+                    trigger=trigger,
+                    instructions=instructions,
+                    observer=_IdleDeadline(idle, self.idle_timeout),
+                )
+            reason = f"idle timeout: no data from the provider for {self.idle_timeout:g} s"
+        except CompactionError as exc:
+            reason = exc.reason
+        except Exception as exc:
+            logger.warning("compaction provider raised %s", type(exc).__name__)
+            reason = f"unexpected {type(exc).__name__} from the provider"
+        if turn.abort.aborted:
+            # A provider that turned the abort's cancellation into an error: still an abort.
+            self._reporter.compaction(turn.turn_id, trigger, "aborted")
+            raise CompactionAborted(self._session_id, trigger)
+        self._reporter.compaction(turn.turn_id, trigger, "failed")
+        raise CompactionFailed(self._session_id, trigger, reason)
+
+
+class _IdleDeadline:
+    """The summary call's `StreamObserver`: every sign of life moves the idle deadline, as
+    for a turn's provider calls (the session's idle timeout applies per provider call)."""
+
+    def __init__(self, scope: trio.CancelScope, timeout: float | None) -> None:
+        self._scope = scope
+        self._timeout = timeout
+        self.on_activity()
+
+    def on_text(self, delta: str) -> None:
+        self.on_activity()
+
+    def on_activity(self) -> None:
+        if self._timeout is not None:
+            self._scope.deadline = trio.current_time() + self._timeout

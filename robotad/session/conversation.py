@@ -1,0 +1,98 @@
+"""The session's history and the one path by which it changes.
+
+Every message a turn produces goes through `Conversation.commit` — the loop's ``commit``
+callback. That is the single place where a recoverable execution's journal write is awaited
+before history changes (G-096, G-097): while a `CommitBarrier` is installed, its
+``before_append`` runs first, and a failure there leaves history untouched and propagates.
+Compaction's summary goes through `apply_compaction` with ``before_compaction`` the same way.
+
+Each change is written to the session log as a ``history_mutation`` (so a replay rebuilds this
+history, G-145), and each tool message as a ``tool_result``. The context tracker measures this
+history; `state` gives the current `ContextState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+from protocol.shapes import ContextState, Message
+from robotad.session.context import ContextTracker
+from robotad.session.reporting import SessionReporter
+from robotad.storage import log_events
+
+__all__ = ["CommitBarrier", "Conversation"]
+
+
+class CommitBarrier(Protocol):
+    """Awaited before history changes (the recoverable execution's journal). Raising refuses
+    the change: nothing is appended or replaced."""
+
+    async def before_append(self, message: Message) -> None: ...
+
+    async def before_compaction(
+        self, summary: Message, trigger: Literal["manual", "auto"]
+    ) -> None: ...
+
+
+class Conversation:
+    """One session's history (a list owned here; read it, never mutate it elsewhere)."""
+
+    def __init__(
+        self, messages: Sequence[Message], reporter: SessionReporter, tracker: ContextTracker
+    ) -> None:
+        self.messages: list[Message] = list(messages)
+        self.tracker = tracker
+        self.barrier: CommitBarrier | None = None
+        self._reporter = reporter
+
+    def state(self) -> ContextState:
+        return self.tracker.state(self.messages)
+
+    async def commit(self, message: Message) -> None:
+        """Append one message a turn produced, after the barrier (if any) accepted it."""
+        if self.barrier is not None:
+            await self.barrier.before_append(message)
+        self.append(message)
+
+    def append(self, message: Message) -> None:
+        """Append without a barrier (a user message before a journaled execution starts, an
+        injected message)."""
+        self.messages.append(message)
+        self._reporter.log(
+            "history_mutation", log_events.HistoryMutation(op="append", messages=[message])
+        )
+        if message.role == "tool":
+            self._reporter.tool_result(
+                message.tool_call_id if isinstance(message.tool_call_id, str) else "",
+                message.name if isinstance(message.name, str) else "",
+                message.ok,
+                message.content,
+            )
+
+    async def apply_compaction(
+        self, history: list[Message], trigger: Literal["manual", "auto"]
+    ) -> None:
+        """Replace history with a compacted one (its last message is the summary), after the
+        barrier accepted the summary; forgets the usage measured on the old history."""
+        if self.barrier is not None:
+            await self.barrier.before_compaction(history[-1], trigger)
+        self.replace(history)
+        self.tracker.reset()
+
+    def replace(self, history: Sequence[Message]) -> None:
+        """History becomes exactly `history`."""
+        self.messages[:] = list(history)
+        self.tracker.invalidate()
+        self._reporter.log(
+            "history_mutation", log_events.HistoryMutation(op="replace", messages=list(history))
+        )
+
+    def log_whole(self) -> None:
+        """Write the whole history as one ``replace`` (a session loaded with history, so the
+        log's replay starts from what this session holds)."""
+        if self.messages:
+            self._reporter.log(
+                "history_mutation",
+                log_events.HistoryMutation(op="replace", messages=list(self.messages)),
+            )

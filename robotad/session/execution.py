@@ -1,0 +1,279 @@
+"""One recoverable execution's state, and the journal writes that make it durable.
+
+An `Execution` is what a journaled turn knows about itself: its ids, the approval requests it
+saved, the answers it got, which tool effects started and finished. It is rebuilt from the
+journal after a restart (`Execution.from_records`), so everything here is derived from records.
+
+`JournalBarrier` is the execution's `CommitBarrier`: a reply is journaled before it enters
+history, a tool result (``effect_finished``) before it is committed, compaction's summary before
+it replaces history, and ``effect_started`` right before a body is admitted (G-096). A failed
+write raises and the result never enters history (G-097).
+
+`ParkingApprover` answers "ask" in a recoverable run: a call a person already approved (its
+own request, answered) is admitted — after the current rules and hooks re-checked it (G-081) —
+and any other call's request is journaled durably, then the call parks (G-075).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from protocol.methods import ApprovalResponse
+from protocol.shapes import ApprovalRequest, Message, ToolCall, TurnCompleted, TurnWaiting, new_id
+from robotad.agent.gate import Admission, Admit, Park
+from robotad.agent.loop import open_calls
+from robotad.storage.journal import (
+    CompactionRecord,
+    EffectFinishedRecord,
+    EffectStartedRecord,
+    ExecutionJournal,
+    FinishedRecord,
+    JournalRecord,
+    ReplyRecord,
+    RequestRecord,
+    ResponseRecord,
+    StartedRecord,
+)
+
+__all__ = ["Execution", "JournalBarrier", "ParkingApprover", "StaleAnswer", "journaled_after"]
+
+State = Literal["running", "pending", "finished", "abandoned"]
+
+
+@dataclass(eq=False)
+class Execution:
+    """One recoverable execution. `result` is its latest TurnResult (for redelivery)."""
+
+    execution_id: str
+    turn_id: str
+    journal: ExecutionJournal
+    started: StartedRecord | None = None
+    requests: dict[str, RequestRecord] = field(default_factory=dict)
+    responses: dict[str, ResponseRecord] = field(default_factory=dict)
+    replies: set[str] = field(default_factory=set)
+    effects_started: set[str] = field(default_factory=set)
+    effects_finished: dict[str, Message] = field(default_factory=dict)
+    result: TurnCompleted | TurnWaiting | None = None
+    state: State = "running"
+
+    @classmethod
+    def from_records(
+        cls, execution_id: str, journal: ExecutionJournal, records: Sequence[JournalRecord]
+    ) -> Execution | None:
+        """The execution the records describe; None without a ``started`` record."""
+        started = next((r for r in records if isinstance(r, StartedRecord)), None)
+        if started is None:
+            return None
+        execution = cls(execution_id, started.turn_id, journal, started)
+        for record in records:
+            if isinstance(record, RequestRecord):
+                execution.requests[record.request_id] = record
+            elif isinstance(record, ResponseRecord):
+                execution.responses[record.request_id] = record
+            elif isinstance(record, ReplyRecord):
+                execution.replies.add(record.message.id)
+            elif isinstance(record, EffectStartedRecord):
+                execution.effects_started.add(record.call_id)
+            elif isinstance(record, EffectFinishedRecord):
+                execution.effects_finished[record.call_id] = record.message
+            elif isinstance(record, FinishedRecord):
+                execution.state = "finished"
+        return execution
+
+    # -- derived views ----------------------------------------------------------------------
+
+    def record_id(self, kind: str, key: str) -> str:
+        """A deterministic record id, so a retried append is recognised as the same record."""
+        return f"{self.execution_id}:{kind}:{key}"
+
+    def request_of(self, call_id: str) -> RequestRecord | None:
+        return next((r for r in self.requests.values() if r.call_id == call_id), None)
+
+    def answer_of(self, call_id: str) -> ResponseRecord | None:
+        request = self.request_of(call_id)
+        return None if request is None else self.responses.get(request.request_id)
+
+    def uncertain(self, history: Sequence[Message]) -> list[ToolCall]:
+        """Open calls whose effect started but whose outcome was never recorded (G-094)."""
+        return [
+            call
+            for call in open_calls(history)
+            if call.id in self.effects_started and call.id not in self.effects_finished
+        ]
+
+    def waits(self, history: Sequence[Message]) -> list[RequestRecord]:
+        """Unanswered requests of calls still open in history whose effect never started."""
+        open_ids = {call.id for call in open_calls(history)}
+        return [
+            request
+            for request in self.requests.values()
+            if request.request_id not in self.responses
+            and request.call_id in open_ids
+            and request.call_id not in self.effects_started
+        ]
+
+    def approval_requests(self, history: Sequence[Message]) -> list[ApprovalRequest]:
+        return [
+            ApprovalRequest(
+                request_id=r.request_id,
+                execution_id=self.execution_id,
+                tool=r.tool,
+                arguments=dict(r.arguments),
+                reason=r.reason,
+            )
+            for r in self.waits(history)
+        ]
+
+    def approved_calls(self) -> set[str]:
+        return {
+            request.call_id
+            for request in self.requests.values()
+            if (answer := self.responses.get(request.request_id)) is not None and answer.approved
+        }
+
+    def denied_calls(self) -> dict[str, str]:
+        """Calls a person denied (call id → reason): binding on every continuation (G-083)."""
+        return {
+            request.call_id: f"{request.tool} was denied by the user"
+            for request in self.requests.values()
+            if (answer := self.responses.get(request.request_id)) is not None
+            and not answer.approved
+        }
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def fresh_answers(self, responses: Sequence[ApprovalResponse]) -> list[ApprovalResponse]:
+        """The responses not recorded yet. An identical redelivery of a recorded one is
+        skipped (G-084); `StaleAnswer` for an unknown request, an answer contradicting a
+        recorded one, or a response id reused with other content (G-085, G-086)."""
+        by_response_id = {r.response_id: r for r in self.responses.values()}
+        fresh: dict[str, ApprovalResponse] = {}
+        for answer in responses:
+            if answer.request_id not in self.requests:
+                raise StaleAnswer(answer.request_id, "unknown request")
+            recorded = self.responses.get(answer.request_id)
+            if recorded is not None or answer.response_id in by_response_id:
+                same = recorded is not None and (recorded.response_id, recorded.approved) == (
+                    answer.response_id,
+                    answer.approved,
+                )
+                if not same:
+                    raise StaleAnswer(answer.request_id, "the request was already answered")
+                continue
+            earlier = fresh.get(answer.request_id)
+            if earlier is not None and earlier != answer:
+                raise StaleAnswer(answer.request_id, "two different answers")
+            if any(f.response_id == answer.response_id and f != answer for f in fresh.values()):
+                raise StaleAnswer(answer.request_id, "response id reused")
+            fresh[answer.request_id] = answer
+        return list(fresh.values())
+
+    def completed_result(self, records: Sequence[JournalRecord]) -> TurnCompleted | None:
+        """The result the journal shows for a completed execution: its last reply."""
+        finished = next((r for r in records if isinstance(r, FinishedRecord)), None)
+        replies = [r.message for r in records if isinstance(r, ReplyRecord)]
+        if finished is None or finished.status != "completed" or not replies:
+            return None
+        return TurnCompleted(turn_id=self.turn_id, response=replies[-1].content or "")
+
+
+class StaleAnswer(Exception):
+    """A response that cannot apply to the execution; `reason` says why."""
+
+    def __init__(self, request_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.request_id = request_id
+        self.reason = reason
+
+
+def journaled_after(records: Sequence[JournalRecord], anchor: str) -> list[Message]:
+    """The replies and tool results journaled after the reply `anchor`, in order — what a
+    crash kept out of the saved record. Stops at a compaction (never after a reply within one
+    execution) rather than guess."""
+    messages: list[Message] = []
+    after = False
+    for record in records:
+        if isinstance(record, ReplyRecord) and record.message.id == anchor:
+            after = True
+        elif after and isinstance(record, ReplyRecord | EffectFinishedRecord):
+            messages.append(record.message)
+        elif after and isinstance(record, CompactionRecord):
+            break
+    return messages
+
+
+class JournalBarrier:
+    """Journals what an execution is about to change, before it changes (see module doc)."""
+
+    def __init__(self, execution: Execution) -> None:
+        self._x = execution
+
+    async def before_append(self, message: Message) -> None:
+        x = self._x
+        if message.role == "assistant":
+            record: JournalRecord = ReplyRecord(
+                id=x.record_id("reply", message.id), execution_id=x.execution_id, message=message
+            )
+            await x.journal.append(record)
+            x.replies.add(message.id)
+        elif message.role == "tool" and isinstance(message.tool_call_id, str):
+            call_id = message.tool_call_id
+            record = EffectFinishedRecord(
+                id=x.record_id("effect_finished", call_id),
+                execution_id=x.execution_id,
+                call_id=call_id,
+                message=message,
+            )
+            await x.journal.append(record)
+            x.effects_finished[call_id] = message
+
+    async def before_compaction(self, summary: Message, trigger: Literal["manual", "auto"]) -> None:
+        x = self._x
+        await x.journal.append(
+            CompactionRecord(
+                id=x.record_id("compaction", summary.id),
+                execution_id=x.execution_id,
+                message=summary,
+                trigger=trigger,
+            )
+        )
+
+    async def before_effect(self, call: ToolCall) -> None:
+        x = self._x
+        await x.journal.append(
+            EffectStartedRecord(
+                id=x.record_id("effect_started", call.id),
+                execution_id=x.execution_id,
+                call_id=call.id,
+            )
+        )
+        x.effects_started.add(call.id)
+
+
+class ParkingApprover:
+    """The approver of a recoverable run: approved calls run, the rest park (module doc)."""
+
+    def __init__(self, execution: Execution) -> None:
+        self._x = execution
+        self._approved = execution.approved_calls()
+
+    async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+        x = self._x
+        if call.id in self._approved:
+            return Admit(dict(arguments))
+        request = x.request_of(call.id)
+        if request is None:
+            request = RequestRecord(
+                id=x.record_id("request", call.id),
+                execution_id=x.execution_id,
+                request_id=new_id("req-"),
+                call_id=call.id,
+                tool=call.name,
+                arguments=dict(arguments),
+                reason=reason,
+            )
+            await x.journal.append(request)
+            x.requests[request.request_id] = request
+        return Park(reason)

@@ -1,0 +1,398 @@
+"""Recoverable execution: turns that park on approvals, journaled so they survive restarts.
+
+`RecoverableExecutions` runs a session's journaled turns (the Session takes the claim first):
+
+- `run`: journal ``started``, then the turn through the session's `TurnRunner` with the
+  execution's `JournalBarrier` on the conversation and a `ParkingApprover` in the gate. A call
+  that needs a person parks: its request is durable, the record holding the open round is saved,
+  and only then is ``waiting`` returned (G-073…G-077).
+- `resume`: validated completely before anything changes (G-087) — the execution is known and
+  journaled for this session id, cwd, provider and model (G-088, G-089), every response names a
+  request of it, a response id reused with other content is stale (G-085), an identical
+  redelivery is idempotent and returns the latest result (G-084), an uncertain effect is a
+  reconciliation error and never re-run (G-094). Then the answers are journaled and the open
+  round continues without a user message and without turn-level hooks (G-080, G-133); approved
+  calls are re-checked by the current rules and hooks, denied ones stay denied (G-081…G-083).
+- `abandon`: runs nothing and journals nothing; the open calls close in history as failed and
+  the session is saved (G-099…G-101).
+- `recover`: after a load, rebuild the pending execution from the journal and the history —
+  results the journal recorded but history lacks are put back, never re-run.
+
+While an execution waits, or after it failed or was aborted with its round open in history, it
+is pending and blocks new input (G-079, G-091, G-092); once its rounds settled, a failure ends it
+like an ordinary turn (G-093).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
+
+import trio
+
+from protocol.errors import (
+    CompactionAborted,
+    InternalError,
+    InvalidParams,
+    RpcError,
+    StaleResponse,
+    TurnAborted,
+)
+from protocol.methods import ApprovalResponse
+from protocol.shapes import Message, Pending, TurnCompleted, TurnWaiting, new_id
+from robotad.agent.loop import CompletedTurn, ParkedTurn, open_calls
+from robotad.agent.provider import Provider, ToolChoice
+from robotad.session.conversation import Conversation
+from robotad.session.execution import (
+    Execution,
+    JournalBarrier,
+    ParkingApprover,
+    StaleAnswer,
+    journaled_after,
+)
+from robotad.session.reporting import SessionReporter
+from robotad.session.tool_gate import GatePolicy
+from robotad.session.turn_context import TurnContext
+from robotad.session.turn_runner import TurnRunner
+from robotad.storage import log_events
+from robotad.storage.journal import (
+    ExecutionJournal,
+    FinishedRecord,
+    JournalError,
+    JournalRecord,
+    ResponseRecord,
+    StartedRecord,
+)
+
+__all__ = ["ReconciliationFailed", "RecoverableExecutions"]
+
+logger = logging.getLogger("robotad.session.recoverable")
+
+#: Finished executions remembered for idempotent redelivery of their last answers.
+SETTLED_KEPT = 64
+
+Body = Callable[[GatePolicy], Awaitable[CompletedTurn | ParkedTurn]]
+
+
+class ReconciliationFailed(InternalError):
+    """An effect of the execution started but its outcome was never recorded: it is never run
+    again; abandon the execution instead."""
+
+    def __init__(self, session_id: str, execution_id: str, call_ids: list[str]) -> None:
+        super().__init__(
+            f"execution {execution_id} has tool effects of unknown outcome "
+            f"({', '.join(call_ids)}); they are not run again — abandon the execution",
+            {"sessionId": session_id, "executionId": execution_id, "callIds": call_ids},
+        )
+
+
+class RecoverableExecutions:
+    """The journaled executions of one session; see the module doc."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        cwd: str,
+        conversation: Conversation,
+        reporter: SessionReporter,
+        runner: TurnRunner,
+        provider: Callable[[], Provider],
+        persist: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._session_id = session_id
+        self._cwd = cwd
+        self._conversation = conversation
+        self._reporter = reporter
+        self._runner = runner
+        self._provider = provider
+        self._persist = persist
+        #: The execution that blocks new input, if any.
+        self.pending: Execution | None = None
+        self._settled: collections.OrderedDict[str, Execution] = collections.OrderedDict()
+
+    def pending_view(self) -> Pending | None:
+        x = self.pending
+        if x is None:
+            return None
+        return Pending(x.execution_id, x.approval_requests(self._conversation.messages))
+
+    def turn_id_of(self, execution_id: str) -> str | None:
+        x = self._known(execution_id)
+        return x.turn_id if x is not None else None
+
+    # -- run ----------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        turn: TurnContext,
+        prompt: str,
+        journal: ExecutionJournal,
+        *,
+        tool_choice: ToolChoice,
+        system_context: str | None,
+        threshold: float | bool,
+    ) -> TurnCompleted | TurnWaiting:
+        assert turn.turn_id is not None
+        provider = self._provider()
+        user = Message.user(prompt)
+        x = Execution(new_id("x-"), turn.turn_id, journal)
+        x.started = StartedRecord(
+            id=x.record_id("started", "0"),
+            execution_id=x.execution_id,
+            turn_id=turn.turn_id,
+            session_id=self._session_id,
+            cwd=self._cwd,
+            provider=provider.name,
+            model=provider.model,
+            user_message_id=user.id,
+        )
+        await self._append(x, x.started)
+
+        def body(policy: GatePolicy) -> Awaitable[CompletedTurn | ParkedTurn]:
+            return self._runner.execute(
+                turn,
+                prompt,
+                policy=policy,
+                tool_choice=tool_choice,
+                system_context=system_context,
+                threshold=threshold,
+                user=user,
+            )
+
+        return await self._drive(x, turn, body)
+
+    # -- resume -------------------------------------------------------------------------------
+
+    async def resume(
+        self,
+        turn: TurnContext,
+        execution_id: str,
+        journal: ExecutionJournal,
+        responses: Sequence[ApprovalResponse],
+    ) -> TurnCompleted | TurnWaiting:
+        known = self._known(execution_id)
+        if known is not None and known.state == "abandoned":
+            raise self._stale(execution_id, reason="the execution was abandoned")
+        records = await self._read(execution_id, journal)
+        x = known or Execution.from_records(execution_id, journal, records)
+        if x is None:
+            raise self._stale(execution_id, reason="no such execution waits in this session")
+        started = next((r for r in records if isinstance(r, StartedRecord)), None)
+        if started is None or not self._ours(started):
+            raise self._stale(execution_id, reason="the execution belongs to another session")
+        if x.state == "finished" and x.result is None:
+            x.result = x.completed_result(records)  # settled before a restart
+        try:
+            fresh = x.fresh_answers(responses)
+        except StaleAnswer as exc:
+            raise self._stale(execution_id, exc.request_id, exc.reason) from None
+        if x.state != "pending":
+            if x.state == "finished" and not fresh and responses and x.result is not None:
+                return x.result
+            raise self._stale(execution_id, reason="the execution does not wait any more")
+        history = self._conversation.messages
+        if not fresh and responses:
+            return x.result or self._waiting(x)
+        uncertain = x.uncertain(history)
+        if uncertain:
+            raise ReconciliationFailed(self._session_id, execution_id, [c.id for c in uncertain])
+        x.journal = journal  # the host's journal as it is now (it may have been reopened)
+        for answer in fresh:
+            record = ResponseRecord(
+                id=x.record_id("response", answer.request_id),
+                execution_id=execution_id,
+                request_id=answer.request_id,
+                response_id=answer.response_id,
+                approved=answer.approved,
+            )
+            await self._append(x, record)
+            x.responses[answer.request_id] = record
+            self._reporter.approval_resolved(
+                x.turn_id, execution_id, answer.request_id, answer.approved
+            )
+        if x.waits(history):
+            x.result = self._waiting(x)
+            return x.result
+        turn.prompted = False
+        return await self._drive(
+            x, turn, lambda policy: self._runner.continue_turn(turn, policy=policy)
+        )
+
+    # -- abandon, recover ---------------------------------------------------------------------
+
+    async def abandon(self, execution_id: str) -> None:
+        x = self.pending
+        if x is None or x.execution_id != execution_id:
+            raise self._stale(execution_id, reason="no such execution waits in this session")
+        closed = []
+        for call in open_calls(self._conversation.messages):
+            text = f"not run: the execution waiting for {call.name} was abandoned"
+            message = Message.tool(call.id, call.name, text, ok=False, extra={"abandoned": True})
+            self._conversation.append(message)
+            closed.append(call.id)
+        self._reporter.log(
+            "execution_abandoned",
+            log_events.ExecutionAbandoned(execution_id=execution_id, call_ids=closed),
+        )
+        x.state = "abandoned"
+        self.pending = None
+        self._settle(x)
+        await self._persist()
+
+    async def recover(self, journal: ExecutionJournal) -> None:
+        """Rebuild the pending execution, if any, from `journal` and the loaded history.
+
+        Only an execution of this session (id, cwd, provider, model) whose journaled reply
+        is the history's open round counts. What it journaled after that reply — results and
+        replies the saved record missed — is put back in order, never produced again; if a
+        round is still open afterwards, the execution is pending."""
+        history = self._conversation.messages
+        if not open_calls(history):
+            return
+        anchor = next(m for m in reversed(history) if m.role == "assistant").id
+        for execution_id in await journal.executions():
+            records = await journal.read(execution_id)
+            x = Execution.from_records(execution_id, journal, records)
+            if x is None or x.started is None or anchor not in x.replies:
+                continue
+            if not self._ours(x.started):
+                continue
+            if self._put_back(records, anchor):
+                await self._persist()
+            if open_calls(self._conversation.messages) and x.state != "finished":
+                x.state = "pending"
+                x.result = self._waiting(x)
+                self.pending = x
+            return
+
+    def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
+        """Append what was journaled after the anchor reply; True when anything was."""
+        messages = journaled_after(records, anchor)
+        for message in messages:
+            self._conversation.append(message)
+        return bool(messages)
+
+    # -- the shared drive ---------------------------------------------------------------------
+
+    async def _drive(
+        self, x: Execution, turn: TurnContext, body: Body
+    ) -> TurnCompleted | TurnWaiting:
+        """Run `body` with the execution's barrier and approver, then settle the execution."""
+        barrier = JournalBarrier(x)
+        policy = GatePolicy(
+            ParkingApprover(x), denied=x.denied_calls(), before_effect=barrier.before_effect
+        )
+        x.state = "running"
+        self.pending = None
+        self._conversation.barrier = barrier
+        try:
+            outcome = await body(policy)
+        except BaseException as exc:
+            self._conversation.barrier = None
+            aborted = isinstance(exc, TurnAborted | CompactionAborted | trio.Cancelled)
+            with trio.CancelScope(shield=True):
+                await self._after_failure(x, "aborted" if aborted else "failed")
+            raise
+        self._conversation.barrier = None
+        if isinstance(outcome, ParkedTurn):
+            return await self._park(x, turn)
+        x.result = TurnCompleted(turn_id=x.turn_id, response=outcome.response)
+        await self._finish(x, "completed")
+        return x.result
+
+    async def _park(self, x: Execution, turn: TurnContext) -> TurnWaiting:
+        x.state = "pending"
+        self.pending = x
+        try:
+            await self._persist()  # the open round must be on disk before "waiting" (G-075)
+        except Exception as exc:
+            logger.error("saving a waiting execution failed", exc_info=True)
+            error = InternalError(
+                f"the waiting execution could not be saved ({type(exc).__name__})"
+            )
+            self._reporter.turn_finished(
+                x.turn_id, "failed", error=error, hook_failures=turn.hook_failures
+            )
+            raise error from exc
+        waiting = self._waiting(x)
+        x.result = waiting
+        self._reporter.approval_requested(x.turn_id, x.execution_id, waiting.requests)
+        self._reporter.log(
+            "turn_completed", log_events.TurnCompleted(turn_id=x.turn_id, status="waiting")
+        )
+        self._reporter.turn_finished(x.turn_id, "waiting", hook_failures=turn.hook_failures)
+        return waiting
+
+    async def _after_failure(self, x: Execution, status: Literal["failed", "aborted"]) -> None:
+        """A failure or abort with the round open keeps the execution pending; otherwise the
+        execution is over like an ordinary turn."""
+        if open_calls(self._conversation.messages):
+            x.state = "pending"
+            x.result = self._waiting(x)
+            self.pending = x
+            return
+        await self._finish(x, status)
+
+    async def _finish(
+        self, x: Execution, status: Literal["completed", "failed", "aborted"]
+    ) -> None:
+        x.state = "finished"
+        self._settle(x)
+        record = FinishedRecord(
+            id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
+        )
+        try:
+            await x.journal.append(record)
+        except Exception:  # history holds the outcome; a missing mark only costs a lookup
+            logger.warning("journaling the end of execution %s failed", x.execution_id)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _waiting(self, x: Execution) -> TurnWaiting:
+        requests = x.approval_requests(self._conversation.messages)
+        return TurnWaiting(turn_id=x.turn_id, execution_id=x.execution_id, requests=requests)
+
+    def _known(self, execution_id: str) -> Execution | None:
+        if self.pending is not None and self.pending.execution_id == execution_id:
+            return self.pending
+        return self._settled.get(execution_id)
+
+    def _settle(self, x: Execution) -> None:
+        self._settled[x.execution_id] = x
+        while len(self._settled) > SETTLED_KEPT:
+            self._settled.popitem(last=False)
+
+    def _ours(self, started: StartedRecord) -> bool:
+        provider = self._provider()
+        return (started.session_id, started.cwd, started.provider, started.model) == (
+            self._session_id,
+            self._cwd,
+            provider.name,
+            provider.model,
+        )
+
+    def _stale(
+        self, execution_id: str, request_id: str | None = None, reason: str = ""
+    ) -> StaleResponse:
+        return StaleResponse(self._session_id, execution_id, request_id, reason)
+
+    async def _append(self, x: Execution, record: JournalRecord) -> None:
+        try:
+            await x.journal.append(record)
+        except JournalError as exc:
+            raise _persistence(exc) from exc
+
+    async def _read(self, execution_id: str, journal: ExecutionJournal) -> list[JournalRecord]:
+        try:
+            return await journal.read(execution_id)
+        except InvalidParams:
+            return []  # not an id any execution could have
+        except JournalError as exc:
+            raise _persistence(exc) from exc
+
+
+def _persistence(exc: JournalError) -> RpcError:
+    return InternalError(f"the execution journal failed: {exc}")

@@ -1,0 +1,191 @@
+"""Where a session tells the world what happened: its event sink and its session log.
+
+Neither is a persistence barrier (G-098): a sink or a log that raises is noted in the daemon's
+own log and ignored, so it can neither hold back nor undo anything a turn did. After the
+session has shut down nothing more is emitted or logged (G-131).
+
+Events are dicts with PROTOCOL §6 members in camelCase (``type``, ``turnId`` and the type's own
+members) and without ``sessionId``/``seq``, which the manager stamps. Log entries are the
+payload Structs of `robotad.storage.log_events`, so a payload the reader would refuse cannot be
+built here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Final, Literal
+
+import msgspec
+
+from protocol.errors import RpcError
+from protocol.shapes import ApprovalRequest, ContextState
+from robotad.session.hooks import HookFailure
+from robotad.session.ports import EventSink
+from robotad.storage import log_events
+from robotad.storage.log_events import LogEventName
+from robotad.storage.session_log import SessionLogger
+
+__all__ = ["PREVIEW_CHARS", "SessionReporter"]
+
+logger = logging.getLogger("robotad.session")
+
+#: How much of a tool result `tool_finished.preview` shows.
+PREVIEW_CHARS: Final = 200
+
+Phase = Literal["started", "completed", "failed", "aborted"]
+Status = Literal["completed", "waiting", "aborted", "failed"]
+
+
+class SessionReporter:
+    """One session's event sink and session log, both optional and both never raising."""
+
+    def __init__(
+        self, session_id: str, logger_: SessionLogger | None, sink: EventSink | None
+    ) -> None:
+        self.session_id = session_id
+        self._log = logger_
+        self._sink = sink
+        self.closed = False
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def log(self, event: LogEventName, payload: msgspec.Struct) -> None:
+        """Write one session-log entry; a failing log is reported and ignored."""
+        if self.closed or self._log is None:
+            return
+        try:
+            self._log.log(event, payload)
+        except Exception:
+            logger.warning("session log write failed (%s); entry dropped", event, exc_info=True)
+
+    def emit(self, kind: str, turn_id: str | None, **members: Any) -> None:
+        """Hand one event to the sink; a failing sink is reported and ignored."""
+        if self.closed or self._sink is None:
+            return
+        event = {"type": kind, "turnId": turn_id, **members}
+        try:
+            self._sink(event)
+        except Exception:
+            logger.warning("event sink raised on %s; event dropped", kind, exc_info=True)
+
+    # -- events of PROTOCOL §6 -------------------------------------------------------------
+
+    def turn_started(self, turn_id: str, prompt: str) -> None:
+        self.emit("turn_started", turn_id, prompt=prompt)
+        self.log("turn_started", log_events.TurnStarted(turn_id=turn_id))
+
+    def text_delta(self, turn_id: str | None, text: str, request_id: str | None) -> None:
+        self.emit("text_delta", turn_id, text=text)
+        payload = log_events.TextDelta(text=text)
+        if request_id is not None:
+            payload.request_id = request_id
+        self.log("text_delta", payload)
+
+    def tool_call(self, call_id: str, tool: str, args: dict[str, Any]) -> None:
+        """A call reached the gate with these effective arguments (log only)."""
+        self.log("tool_call", log_events.ToolCallEvent(call_id=call_id, tool=tool, arguments=args))
+
+    def tool_started(
+        self, turn_id: str | None, call_id: str, tool: str, arguments: dict[str, Any]
+    ) -> None:
+        self.emit("tool_started", turn_id, callId=call_id, tool=tool, arguments=arguments)
+
+    def permission_decided(
+        self,
+        turn_id: str | None,
+        call_id: str,
+        tool: str,
+        decision: Literal["allow", "ask", "deny"],
+        reason: str,
+    ) -> None:
+        members: dict[str, Any] = {"callId": call_id, "tool": tool, "decision": decision}
+        if reason:
+            members["reason"] = reason
+        self.emit("permission_decided", turn_id, **members)
+        payload = log_events.PermissionDecision(call_id=call_id, tool=tool, decision=decision)
+        if reason:
+            payload.reason = reason
+        self.log("permission_decision", payload)
+
+    def tool_finished(
+        self, turn_id: str | None, call_id: str, tool: str, ok: bool, content: str | None
+    ) -> None:
+        preview = (content or "")[:PREVIEW_CHARS]
+        self.emit("tool_finished", turn_id, callId=call_id, tool=tool, ok=ok, preview=preview)
+
+    def tool_result(self, call_id: str, tool: str, ok: bool, content: str | None) -> None:
+        """A tool result entered history, or a direct call settled (log only)."""
+        self.log(
+            "tool_result",
+            log_events.ToolResult(call_id=call_id, tool=tool, ok=ok, content=content),
+        )
+
+    def approval_requested(
+        self, turn_id: str | None, execution_id: str, requests: list[ApprovalRequest]
+    ) -> None:
+        wire = msgspec.to_builtins(requests)
+        self.emit("approval_requested", turn_id, executionId=execution_id, requests=wire)
+        self.log(
+            "approval_requested",
+            log_events.ApprovalRequested(execution_id=execution_id, requests=wire),
+        )
+
+    def approval_resolved(
+        self, turn_id: str | None, execution_id: str, request_id: str, approved: bool
+    ) -> None:
+        self.emit(
+            "approval_resolved",
+            turn_id,
+            executionId=execution_id,
+            requestId=request_id,
+            approved=approved,
+        )
+        self.log(
+            "approval_resolved",
+            log_events.ApprovalResolved(
+                execution_id=execution_id, request_id=request_id, approved=approved
+            ),
+        )
+
+    def context_updated(
+        self, turn_id: str | None, phase: Literal["estimated", "exact"], state: ContextState
+    ) -> None:
+        self.emit("context_updated", turn_id, phase=phase, **msgspec.to_builtins(state))
+        self.log(
+            "context_update",
+            log_events.ContextUpdate(
+                phase=phase, used_tokens=state.used_tokens, max_tokens=state.max_tokens
+            ),
+        )
+
+    def compaction(
+        self, turn_id: str | None, trigger: Literal["manual", "auto"], phase: Phase
+    ) -> None:
+        self.emit("compaction", turn_id, trigger=trigger, phase=phase)
+        self.log("context_compact", log_events.ContextCompact(trigger=trigger, phase=phase))
+
+    def turn_finished(
+        self,
+        turn_id: str,
+        status: Status,
+        *,
+        response: str | None = None,
+        error: RpcError | None = None,
+        hook_failures: Iterable[HookFailure] = (),
+    ) -> None:
+        members: dict[str, Any] = {"status": status}
+        if response is not None:
+            members["response"] = response
+        if error is not None:
+            members["error"] = error.to_wire()
+        failures = [{"event": f.event, "reason": f.reason} for f in hook_failures]
+        if failures:
+            members["hookFailures"] = failures
+        self.emit("turn_finished", turn_id, **members)
+
+    def hook_failures(self, failures: Iterable[HookFailure]) -> None:
+        for failure in failures:
+            self.log(
+                "hook_failure", log_events.HookFailure(event=failure.event, reason=failure.reason)
+            )

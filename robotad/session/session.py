@@ -1,0 +1,411 @@
+"""The Session: one conversation with permission-gated tools, hooks, context and compaction.
+
+A facade over composed collaborators (the seeds' "Facade + Decorator + Composition"): the
+`TurnClaim` (one turn at a time), the `PermissionEnforcer` with the auto-mode gate, the
+`HookLifecycle`, the `Conversation` (history, its one commit path and the context tracker),
+the `CompactionProcedure`, the `TurnRunner` around the agent loop, and every tool wrapped by the
+session's gate (G-211). Ports are Null Objects when absent: no store writes nothing (G-212), no
+logger logs nothing, no event sink emits nothing.
+
+Lifecycle: construct (synchronous; the working directory is required and is the root of every
+hook, permission and record, G-103, G-104) → ``await start()`` (SessionStart once, G-124; a
+first `run` starts it implicitly) → turns → ``await shutdown()`` (idempotent: drains the holder
+of the claim, saves, SessionEnd once, closes the provider; each step best-effort, G-129…G-132).
+
+Turns, compactions and direct invocations claim the session synchronously before their first
+``await`` (G-058) and are refused with `SessionBusy` while anything holds it (G-059…G-061,
+G-067). `abort()` signals the holder and never releases (G-064, G-065).
+
+`run` asks a live `permission_handler` (none: denied, G-118); `run_recoverable`,
+`resume_recoverable`, `recover`, `get_pending_execution` and `abandon_pending_execution` are the
+journaled, checkpointed-approval path (`robotad.session.recoverable`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from protocol.errors import ExecutionPending, InvalidParams, NotAllowed
+from protocol.methods import ApprovalResponse
+from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
+from robotad.agent.provider import Provider, ToolChoice
+from robotad.session.classifier import Classifier
+from robotad.session.composition import SessionCallbacks, compose
+from robotad.session.context import (
+    parse_auto_compact_threshold,
+)
+from robotad.session.direct import invoke_directly
+from robotad.session.hooks import HookRunner
+from robotad.session.permissions import PersistRule
+from robotad.session.ports import (
+    CompactOutcome,
+    EventSink,
+    NullStore,
+    PermissionHandler,
+    SessionSnapshot,
+    SessionStorePort,
+)
+from robotad.session.runtime_settings import RuntimeSettings
+from robotad.session.tool_gate import GatePolicy, LiveApprover, RefusingApprover
+from robotad.session.trace import TraceContext
+from robotad.session.turn_claim import ClaimKind, ClaimToken
+from robotad.session.turn_context import TurnContext
+from robotad.storage import log_events
+from robotad.storage.ids import validate_session_id
+from robotad.storage.journal import ExecutionJournal
+from robotad.storage.session_log import SessionLogger
+from robotad.storage.spill import SpillStore
+from robotad.tools.base import Tool, ToolResult
+
+__all__ = ["Session"]
+
+logger = logging.getLogger("robotad.session")
+
+
+class Session(RuntimeSettings):
+    """One session; see the module doc and SESSION_DESIGN.md for the exact API."""
+
+    def __init__(
+        self,
+        *,
+        cwd: Path,
+        provider: Provider,
+        tools: Sequence[Tool] = (),
+        session_id: str | None = None,
+        system_message: str | None = None,
+        history: Sequence[Message] = (),
+        turn_count: int = 0,
+        permissions: Mapping[str, Sequence[str]] | None = None,
+        permission_mode: str = "default",
+        hooks: HookRunner | None = None,
+        classifier: Classifier | None = None,
+        auto_compact_threshold: float | Literal[False] = 0.835,
+        context_window: int | None = None,
+        idle_timeout: float | None = None,
+        round_cap: int | None = None,
+        store: SessionStorePort | None = None,
+        logger: SessionLogger | None = None,
+        event_sink: EventSink | None = None,
+        permission_handler: PermissionHandler | None = None,
+        persist_project_rule: PersistRule | None = None,
+        spill: SpillStore | None = None,
+        trace: bool = False,
+        summary_template: str | None = None,
+        source: Literal["startup", "resume"] = "startup",
+    ) -> None:
+        cwd = Path(cwd)
+        if not cwd.is_absolute() or not cwd.is_dir():
+            message = "must be the absolute path of an existing directory"
+            raise InvalidParams([{"path": "$.cwd", "message": message}])
+        self.session_id = validate_session_id(session_id) if session_id else new_id("s-")
+        self.cwd = cwd
+        self.turn_count = turn_count
+        self.system_message = system_message
+        self.source = source
+        self.trace = trace
+        self.permission_handler = permission_handler
+        self.model_effort: str | None = None
+        self.tool_choice: ToolChoice = "auto"
+        self.active_preset: str | None = None
+        self.parallel_subagents = False
+        self._threshold = parse_auto_compact_threshold(auto_compact_threshold)
+        self._context_window = context_window
+        self._idle_timeout = idle_timeout
+        self._provider = provider
+        self._store: SessionStorePort = store if store is not None else NullStore()
+        parts = compose(
+            session_id=self.session_id,
+            cwd=cwd,
+            provider=provider,
+            callbacks=SessionCallbacks(
+                provider=lambda: self._provider,
+                effort=lambda: self.model_effort,
+                save=self._save,
+                persist=self._persist,
+                completed=self._turn_completed,
+            ),
+            tools=tools,
+            history=history,
+            system_message=system_message,
+            permissions=permissions,
+            permission_mode=permission_mode,
+            hooks=hooks,
+            classifier=classifier,
+            context_window=context_window,
+            idle_timeout=idle_timeout,
+            round_cap=round_cap,
+            logger=logger,
+            event_sink=event_sink,
+            persist_project_rule=persist_project_rule,
+            spill=spill,
+            summary_template=summary_template,
+        )
+        #: Content-free observations of the running turn (G-042); subscribe to it.
+        self.bus = parts.bus
+        self._tools = parts.tools
+        self._profiles = parts.profiles
+        self._enforcer = parts.enforcer
+        self._auto_gate = parts.auto_gate
+        self._claim = parts.claim
+        self._reporter = parts.reporter
+        self._lifecycle = parts.lifecycle
+        self._conversation = parts.conversation
+        self._compaction = parts.compaction
+        self._gate = parts.gate
+        self._runner = parts.runner
+        self._executions = parts.executions
+        self._started = False
+        self._closing = False
+        self._shutdown_done: trio.Event | None = None
+
+    # -- identity and state ---------------------------------------------------------------
+
+    def is_running(self) -> bool:
+        """Authoritative: true from a claim until its holder has fully stopped (G-064)."""
+        return self._claim.running
+
+    @property
+    def auto_compact_threshold(self) -> float | Literal[False]:
+        return self._threshold
+
+    @auto_compact_threshold.setter
+    def auto_compact_threshold(self, value: float | Literal[False]) -> None:
+        """Validated (G-052); a run reads it once when it begins (G-054)."""
+        self._threshold = parse_auto_compact_threshold(value)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fire SessionStart (source "startup" or "resume") — once, however often called."""
+        if self._started or self._closing:
+            return
+        self._started = True
+        self._reporter.log(
+            "session_start", log_events.SessionStart(source=self.source, cwd=str(self.cwd))
+        )
+        self._conversation.log_whole()
+        await self._lifecycle.session_start(self.source)
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        turn_id: str | None = None,
+        tool_choice: ToolChoice | None = None,
+        system_context: str | None = None,
+    ) -> str:
+        """Run one turn; returns the final response. Live approvals go to the permission
+        handler; with none, a call needing approval is denied (G-118). Raises `SessionBusy`,
+        `ExecutionPending`, `TurnAborted`, `ProviderFailed`, `CompactionFailed`,
+        `CompactionAborted`."""
+        with self._claimed("turn", turn_id or new_id("turn-")) as token:
+            threshold = self._threshold
+            await self.start()
+            turn = self._turn_context(token)
+            approver = (
+                LiveApprover(self.permission_handler, self._enforcer, turn)
+                if self.permission_handler is not None
+                else RefusingApprover()
+            )
+            outcome = await self._runner.execute(
+                turn,
+                prompt,
+                policy=GatePolicy(approver),
+                tool_choice=tool_choice if tool_choice is not None else self.tool_choice,
+                system_context=system_context,
+                threshold=threshold,
+            )
+            assert outcome.kind == "completed", "a live approver never parks"
+            return outcome.response  # type: ignore[union-attr]
+
+    async def run_recoverable(
+        self,
+        prompt: str,
+        journal: ExecutionJournal,
+        *,
+        turn_id: str | None = None,
+        tool_choice: ToolChoice | None = None,
+        system_context: str | None = None,
+    ) -> TurnCompleted | TurnWaiting:
+        """Run one journaled turn: a call that needs a person parks it and ``waiting`` comes
+        back once its request is durable (see `robotad.session.recoverable`)."""
+        with self._claimed("turn", turn_id or new_id("turn-")) as token:
+            threshold = self._threshold
+            await self.start()
+            return await self._executions.run(
+                self._turn_context(token),
+                prompt,
+                journal,
+                tool_choice=tool_choice if tool_choice is not None else self.tool_choice,
+                system_context=system_context,
+                threshold=threshold,
+            )
+
+    async def resume_recoverable(
+        self,
+        execution_id: str,
+        journal: ExecutionJournal,
+        responses: Sequence[ApprovalResponse],
+    ) -> TurnCompleted | TurnWaiting:
+        """Answer a waiting execution's requests and continue it without new input; raises
+        `SessionBusy`, `StaleResponse`, or a reconciliation error for an uncertain effect."""
+        with self._claimed("resume", self._executions.turn_id_of(execution_id)) as token:
+            await self.start()
+            return await self._executions.resume(
+                TurnContext(token), execution_id, journal, responses
+            )
+
+    async def recover(self, journal: ExecutionJournal) -> None:
+        """After a load: rebuild the waiting execution, if any, from `journal` and history."""
+        with self._claimed("resume", None):
+            await self._executions.recover(journal)
+
+    def get_pending_execution(self) -> Pending | None:
+        """The execution whose open round blocks new input, with its unanswered requests."""
+        return self._executions.pending_view()
+
+    async def abandon_pending_execution(self, execution_id: str) -> None:
+        """Give the waiting execution up: nothing runs, nothing is journaled, its open calls
+        close as failed in history, and the session is saved (`StaleResponse` if it does not
+        wait)."""
+        with self._claimed("resume", self._executions.turn_id_of(execution_id)):
+            await self._executions.abandon(execution_id)
+
+    def abort(self) -> bool:
+        """Signal the running turn, compaction or direct call to stop; True when something
+        was running. The claim stays held until it has stopped (G-064)."""
+        return self._claim.abort()
+
+    async def compact(
+        self, instructions: str | None = None, *, trigger: Literal["manual", "auto"] = "manual"
+    ) -> CompactOutcome:
+        """Summarise the conversation now (G-176 instructions; G-183 no-op). Its hooks get no
+        TRACEPARENT (G-137). Raises `SessionBusy`, `CompactionFailed`, `CompactionAborted`."""
+        with self._claimed("compaction", None) as token:
+            await self.start()
+            turn = TurnContext(token)
+            return await self._compaction.run(turn, trigger=trigger, instructions=instructions)
+
+    async def invoke_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run one tool directly (no history, no approval prompt); see `robotad.session.direct`."""
+        with self._claimed("direct", None) as token:
+            await self.start()
+            return await invoke_directly(
+                self._gate, TurnContext(token), self._tools, name, arguments
+            )
+
+    async def shutdown(self) -> None:
+        """Drain whatever holds the claim, save, fire SessionEnd once, close the provider.
+        Idempotent: a second call waits for the first. Each step is best-effort (G-132)."""
+        if self._shutdown_done is not None:
+            await self._shutdown_done.wait()
+            return
+        self._shutdown_done = done = trio.Event()
+        self._closing = True
+        try:
+            await self._claim.wait_released()
+            await self._save()
+            try:
+                await self._lifecycle.session_end("shutdown")
+            except Exception:
+                logger.warning("SessionEnd hooks failed", exc_info=True)
+            self._reporter.log("session_end", log_events.SessionEnd(reason="shutdown"))
+            self._lifecycle.close()
+            self._reporter.closed = True
+            try:
+                await self._provider.aclose()
+            except Exception:
+                logger.warning("closing provider %s failed", self.provider_name, exc_info=True)
+        finally:
+            self._lifecycle.close()
+            self._reporter.closed = True
+            done.set()
+
+    # -- history and context --------------------------------------------------------------
+
+    def get_history(self) -> list[Message]:
+        return list(self._conversation.messages)
+
+    def inject_message(self, message: Message) -> None:
+        """Append a message between turns (refused while anything runs)."""
+        self._refuse_while_running()
+        self._conversation.append(message)
+
+    def clear_history(self) -> None:
+        """Drop every message but the system messages (refused while anything runs)."""
+        self._refuse_while_running()
+        kept = [m for m in self._conversation.messages if m.role == "system"]
+        self._conversation.replace(kept)
+        self._conversation.tracker.reset()
+
+    def get_context_state(self) -> ContextState:
+        return self._conversation.state()
+
+    # -- persistence ----------------------------------------------------------------------
+
+    def snapshot(self) -> SessionSnapshot:
+        """The session-owned record members as they are now."""
+        remaining = getattr(self._provider, "remaining_steps", None)
+        script = remaining() if callable(remaining) else None
+        return SessionSnapshot(
+            session_id=self.session_id,
+            cwd=str(self.cwd),
+            messages=list(self._conversation.messages),
+            system_prompt=self.system_message,
+            tool_schemas=[tool.schema for tool in self._tools.values()],
+            provider=self._provider.name,
+            model=self._provider.model,
+            permission_mode=self._enforcer.mode,
+            permissions=self._enforcer.rules(),
+            auto_compact_threshold=self.auto_compact_threshold,
+            turn_count=self.turn_count,
+            context_window=self._context_window,
+            idle_timeout_ms=(
+                None if self._idle_timeout is None else max(1, round(self._idle_timeout * 1000))
+            ),
+            script=script if isinstance(script, list) else None,
+        )
+
+    async def _persist(self) -> None:
+        """Save a snapshot; raises when the store does."""
+        await self._store.save(self.snapshot())
+
+    async def _save(self) -> bool:
+        """Save a snapshot; a failure is logged, not raised — the next save writes the whole
+        state again. Returns whether it was saved."""
+        try:
+            await self._persist()
+        except Exception:
+            logger.error("saving session %s failed", self.session_id, exc_info=True)
+            return False
+        return True
+
+    # -- internals ------------------------------------------------------------------------
+
+    @contextmanager
+    def _claimed(self, kind: ClaimKind, turn_id: str | None) -> Iterator[ClaimToken]:
+        """Hold the claim for the block. Claims on entry, synchronously (G-058), or refuses:
+        shut down (`NotAllowed`), busy (`SessionBusy`), an execution waiting
+        (`ExecutionPending`, for new input). Released by this holder only, on exit (G-062)."""
+        if self._closing:
+            raise NotAllowed(f"session {self.session_id} is shut down")
+        token = self._claim.claim(kind, turn_id)
+        try:
+            pending = self._executions.pending
+            if pending is not None and kind in ("turn", "compaction"):
+                raise ExecutionPending(self.session_id, pending.execution_id)
+            yield token
+        finally:
+            self._claim.release(token)
+
+    def _turn_context(self, token: ClaimToken) -> TurnContext:
+        return TurnContext(token, trace=TraceContext.new_root() if self.trace else None)
+
+    def _turn_completed(self) -> None:
+        self.turn_count += 1

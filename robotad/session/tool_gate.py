@@ -1,0 +1,259 @@
+"""The Session's tool gate: what decides each runnable tool call before its body starts.
+
+`SessionToolGate` implements the loop's `ToolGate` port for one turn (or one direct call).
+`admit` decides a call in this order:
+
+1. the path argument is canonicalised against the session's cwd, so the enforcer, the hooks,
+   the log and the tool all see one spelling (G-116, G-117);
+2. the permission enforcer: deny rules, ask rules, allow rules, the mode table (G-111, G-112);
+3. in auto mode, for an ``ask`` that needs no person, the auto-mode gate and its classifier
+   (G-119, G-120; after a denial streak it hands the call back to a person, G-123);
+4. PreToolUse hooks, fail-closed: a deny blocks the call, an ``ask`` sends an allowed call to
+   a person; an ``allow`` never overrides an ask — a hook cannot grant what a person must;
+5. the PermissionDecision hook and a ``permission_decided`` event for each decision (G-128);
+6. for ``ask``: the `Approver` — a live permission handler in ``run``, a refusal where nobody
+   can be asked (no handler, G-118; a direct invocation, G-070), or a park in a recoverable run
+   (where a saved approval answers its own call only, re-checked by steps 2–5, G-081).
+
+A continuation passes the calls a person already denied: they are refused before anything else,
+however permissive the policy has become since (G-083). `before_effect` (the journal's
+``effect_started``) is awaited last, right before a body is admitted.
+
+A refusal — by a rule, the mode, the classifier, a hook or a person — is a failed tool result,
+never an exception (G-202, G-203), and is recorded with `note_denial`. An abort while a live
+approval waits resolves it as a denial: the call never runs (G-066).
+
+`settle` runs PostToolUse and spills a result longer than `spill_threshold` characters to the
+spill store, so the model reads an opaque ``tool-result:`` reference instead (G-195).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+import trio
+
+from protocol.errors import NotAllowed
+from protocol.shapes import ApprovalRequest, ToolCall, new_id
+from robotad.agent.gate import Admission, Admit, Park, Refuse
+from robotad.session.classifier import AutoModeGate
+from robotad.session.lifecycle import HookLifecycle
+from robotad.session.permissions import PermissionEnforcer
+from robotad.session.ports import ApprovalAnswer, PermissionHandler
+from robotad.session.reporting import SessionReporter
+from robotad.session.turn_context import TurnContext
+from robotad.storage.spill import SpillError, SpillStore
+from robotad.tools.base import Tool, ToolResult
+
+__all__ = [
+    "DEFAULT_SPILL_THRESHOLD",
+    "Approver",
+    "GatePolicy",
+    "GateServices",
+    "LiveApprover",
+    "RefusingApprover",
+    "SessionToolGate",
+]
+
+logger = logging.getLogger("robotad.session.gate")
+
+#: Tool results longer than this (characters) go to the spill store.
+DEFAULT_SPILL_THRESHOLD: Final = 64 * 1024
+
+Outcome = Literal["allow", "ask", "deny"]
+
+
+class Approver(Protocol):
+    """Answers a call that needs a person: `Admit` (with the arguments to run), `Refuse`, or
+    `Park` (the request is saved for a later answer). Cancellation means "no answer"."""
+
+    async def approve(
+        self, call: ToolCall, arguments: dict[str, Any], reason: str
+    ) -> Admission: ...
+
+
+class RefusingApprover:
+    """Nobody can be asked here: the call is denied at once (G-070, G-118)."""
+
+    def __init__(self, why: str = "no one is available to approve it") -> None:
+        self.why = why
+
+    async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+        return Refuse(f"{call.name} needs approval ({reason}) and {self.why}; denied")
+
+
+class LiveApprover:
+    """Asks the session's permission handler and waits for its answer. An answer arriving
+    after the turn was aborted is a denial, whatever it says (G-066)."""
+
+    def __init__(
+        self, handler: PermissionHandler, enforcer: PermissionEnforcer, turn: TurnContext
+    ) -> None:
+        self._handler = handler
+        self._enforcer = enforcer
+        self._turn = turn
+
+    async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+        request = ApprovalRequest(
+            request_id=new_id("req-"),
+            execution_id=self._turn.turn_id or "direct",
+            tool=call.name,
+            arguments=dict(arguments),
+            reason=reason,
+        )
+        try:
+            answer = await self._handler(request)
+        except Exception as exc:
+            logger.warning("permission handler raised %s; denied", type(exc).__name__)
+            return Refuse(f"the approval could not be obtained ({type(exc).__name__}); denied")
+        if self._turn.abort.aborted:
+            return Refuse("the turn was aborted while waiting for approval; denied")
+        if isinstance(answer, bool):
+            answer = ApprovalAnswer(answer)
+        if not answer.approved:
+            return Refuse(answer.reason or f"{call.name} was denied by the user")
+        if answer.remember != "once":
+            try:
+                await self._enforcer.remember(call.name, arguments, answer.remember)
+            except NotAllowed as exc:
+                return Refuse(f"the approval was rejected: {exc.message}")
+        return Admit(dict(arguments))
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """How one turn's gate treats what needs a person. `denied` maps the calls a person
+    already denied to the reason (binding, whatever the policy says now); `before_effect` is
+    awaited right before a body is admitted (a recoverable execution's ``effect_started``)."""
+
+    approver: Approver
+    denied: Mapping[str, str] = field(default_factory=dict)
+    before_effect: Callable[[ToolCall], Awaitable[None]] | None = None
+
+
+@dataclass
+class GateServices:
+    """The session-wide collaborators every gate of the session shares."""
+
+    session_id: str
+    cwd: Path
+    enforcer: PermissionEnforcer
+    auto_gate: AutoModeGate | None
+    lifecycle: HookLifecycle
+    reporter: SessionReporter
+    spill: SpillStore | None = None
+    spill_threshold: int = DEFAULT_SPILL_THRESHOLD
+
+
+class SessionToolGate:
+    """The gate of one turn (or one direct invocation); see the module doc."""
+
+    def __init__(self, services: GateServices, turn: TurnContext, policy: GatePolicy) -> None:
+        self._s = services
+        self._turn = turn
+        self._approver = policy.approver
+        self._denied = policy.denied
+        self._before_effect = policy.before_effect
+        #: Effective arguments of admitted calls, for their PostToolUse input.
+        self._admitted: dict[str, dict[str, Any]] = {}
+
+    async def admit(self, call: ToolCall, tool: Tool) -> Admission:
+        s = self._s
+        args = s.enforcer.canonical_arguments(call.name, call.arguments)
+        s.reporter.tool_call(call.id, call.name, args)
+        if call.id in self._denied:
+            return await self._refuse(call, args, self._denied[call.id])
+        decision = s.enforcer.evaluate(call.name, args)
+        outcome: Outcome = decision.outcome
+        reason = decision.reason
+        if (
+            outcome == "ask"
+            and decision.classifier_eligible
+            and s.auto_gate is not None
+            and s.enforcer.mode == "auto"
+        ):
+            verdict = await s.auto_gate.decide(
+                session_id=s.session_id, cwd=s.cwd, tool_name=call.name, tool_input=args
+            )
+            reason = verdict.reason
+            if verdict.outcome != "ask-person":
+                outcome = verdict.outcome
+        if outcome == "deny":
+            return await self._refuse(call, args, reason)
+        verdict_of_hooks = await s.lifecycle.pre_tool_use(self._turn, call.id, call.name, args)
+        if verdict_of_hooks.outcome == "deny":
+            why = verdict_of_hooks.reason or "no reason given"
+            return await self._refuse(call, args, f"blocked by a PreToolUse hook: {why}")
+        if verdict_of_hooks.outcome == "ask" and outcome == "allow":
+            outcome = "ask"
+            reason = verdict_of_hooks.reason or "a PreToolUse hook asks for approval"
+        if outcome == "ask":
+            await self._decided(call, args, "ask", reason)
+            try:
+                admission = await self._approver.approve(call, args, reason)
+            except trio.Cancelled:
+                self._note_refused(call, args, "aborted while waiting for approval")
+                raise
+            if isinstance(admission, Refuse):
+                return await self._refuse(call, args, admission.reason)
+            if isinstance(admission, Park):
+                return admission
+            args, reason = admission.arguments, "approved"
+        await self._decided(call, args, "allow", reason)
+        if self._before_effect is not None:
+            await self._before_effect(call)
+        self._admitted[call.id] = args
+        s.reporter.tool_started(self._turn.turn_id, call.id, call.name, args)
+        return Admit(args)
+
+    async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
+        args = self._admitted.pop(call.id, call.arguments)
+        await self._s.lifecycle.post_tool_use(
+            self._turn, call.id, call.name, args, result.ok, result.content
+        )
+        result = self._spilled(result)
+        self._s.reporter.tool_finished(
+            self._turn.turn_id, call.id, call.name, result.ok, result.content
+        )
+        return result
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def _decided(
+        self, call: ToolCall, args: dict[str, Any], decision: Outcome, reason: str
+    ) -> None:
+        self._s.reporter.permission_decided(
+            self._turn.turn_id, call.id, call.name, decision, reason
+        )
+        await self._s.lifecycle.permission_decision(
+            self._turn, call.id, call.name, args, decision, reason
+        )
+
+    async def _refuse(self, call: ToolCall, args: dict[str, Any], reason: str) -> Refuse:
+        self._s.enforcer.note_denial(call.name, args, reason)
+        await self._decided(call, args, "deny", reason)
+        return Refuse(reason)
+
+    def _note_refused(self, call: ToolCall, args: dict[str, Any], reason: str) -> None:
+        """A refusal reported without awaiting anything (the turn is being cancelled)."""
+        self._s.enforcer.note_denial(call.name, args, reason)
+        self._s.reporter.permission_decided(self._turn.turn_id, call.id, call.name, "deny", reason)
+
+    def _spilled(self, result: ToolResult) -> ToolResult:
+        s = self._s
+        size = len(result.content)
+        if s.spill is None or size <= s.spill_threshold:
+            return result
+        metadata = {**result.metadata, "spilled": True, "chars": size}
+        try:
+            reference = s.spill.put(result.content)
+        except SpillError as exc:
+            logger.warning("tool result not spilled (%s); truncated instead", exc)
+            kept = result.content[: s.spill_threshold]
+            note = f"\n[truncated: {size - s.spill_threshold} more characters not shown]"
+            return ToolResult(result.ok, kept + note, {**metadata, "spilled": False})
+        return ToolResult(result.ok, reference, metadata)

@@ -1,0 +1,50 @@
+"""The bookkeeping of one piece of work holding the claim: a turn, a compaction, a direct call.
+
+Everything a turn's collaborators need to know about "the turn in flight" lives here, in one
+place: its id (None outside a turn), the abort signal of its claim, its trace root (when the
+session traces), the advisory hook failures collected for ``turn_finished.hookFailures``, the
+nursery its fire-and-forget hooks run in, and the provider request still awaiting its response
+(so the log never leaves a request without an answer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import trio
+
+from robotad.agent.abort import AbortSignal
+from robotad.session.hooks import HookFailure
+from robotad.session.trace import TraceContext
+from robotad.session.turn_claim import ClaimToken
+
+__all__ = ["TurnContext"]
+
+
+@dataclass(eq=False)
+class TurnContext:
+    """One claim holder's state. `trace` is set only for a turn of a tracing session: hooks
+    fired on the turn's own path get its root's TRACEPARENT (G-135), nothing else does."""
+
+    token: ClaimToken
+    trace: TraceContext | None = None
+    #: False for a no-input continuation: no UserPromptSubmit, Stop or StopFailure (G-133).
+    prompted: bool = True
+    hook_failures: list[HookFailure] = field(default_factory=list)
+    background: trio.Nursery | None = None
+    #: The provider request id logged but not yet answered in the log.
+    open_request: str | None = None
+    rounds: int = 0
+
+    @property
+    def turn_id(self) -> str | None:
+        return self.token.turn_id
+
+    @property
+    def abort(self) -> AbortSignal:
+        return self.token.abort
+
+    @property
+    def traceparent(self) -> str | None:
+        """The prompt root's ``traceparent``, or None when this work is not traced."""
+        return self.trace.traceparent if self.trace is not None else None

@@ -1,0 +1,323 @@
+"""One turn of a session, from ``turn_started`` to ``turn_finished``.
+
+`TurnRunner.execute` runs a turn whose claim the caller already holds:
+
+1. ``turn_started``; auto-compaction when usage has reached the threshold fixed when the run
+   began (G-054, G-188), before the new prompt is processed (G-189) — a failure fails the run
+   and the prompt is never sent (G-179), an abort ends the turn "aborted" (G-182);
+2. UserPromptSubmit (G-125), then the user message is committed;
+3. the agent loop (`run_turn`) with the session's gate, its commit path and callbacks that
+   emit ``context_updated`` estimated before each provider call and exact after it (G-045),
+   log each request and response (G-144) and stream ``text_delta``; model-call hooks run
+   fire-and-forget in the turn's background nursery (G-050, G-051);
+4. the end: completed — turn count, Stop, save, ``turn_finished`` (G-126, G-010); failed —
+   ``turn_failed`` logged with its detail, StopFailure, history saved up to the failure, then
+   `ProviderFailed` (or the failure's own error) raised (G-127, G-206…G-208); aborted — the
+   partial reply is already committed as interrupted by the loop (G-191), the session is saved
+   and `TurnAborted` raised once everything has stopped (G-192).
+
+A parked outcome is returned as it is, for the recoverable-execution layer to journal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import msgspec
+import trio
+
+from protocol.errors import (
+    CompactionAborted,
+    CompactionFailed,
+    InternalError,
+    ProviderFailed,
+    RpcError,
+    TurnAborted,
+)
+from protocol.shapes import Message, new_id
+from robotad.agent.loop import (
+    CompletedTurn,
+    ParkedTurn,
+    ProviderFailure,
+    RoundCapReached,
+    TurnAbortedError,
+    TurnCallbacks,
+    TurnOutcome,
+    run_turn,
+)
+from robotad.agent.observations import EventBus
+from robotad.agent.provider import ModelReply, ModelRequest, Provider, ToolChoice
+from robotad.session.compacting import CompactionProcedure
+from robotad.session.context import should_auto_compact
+from robotad.session.conversation import Conversation
+from robotad.session.lifecycle import HookLifecycle
+from robotad.session.reporting import SessionReporter
+from robotad.session.tool_gate import GatePolicy, GateServices, SessionToolGate
+from robotad.session.turn_context import TurnContext
+from robotad.storage import log_events
+from robotad.storage.journal import JournalError
+from robotad.tools.base import Tool, ToolContext
+
+__all__ = ["TurnRunner", "TurnServices"]
+
+logger = logging.getLogger("robotad.session.turn")
+
+
+@dataclass
+class TurnServices:
+    """What a turn needs from its session. The callables read values that can change between
+    turns (the provider can be swapped, the effort set)."""
+
+    session_id: str
+    cwd: Path
+    conversation: Conversation
+    reporter: SessionReporter
+    lifecycle: HookLifecycle
+    gate: GateServices
+    compaction: CompactionProcedure
+    tools: dict[str, Tool]
+    bus: EventBus
+    provider: Callable[[], Provider]
+    effort: Callable[[], str | None]
+    save: Callable[[], Awaitable[bool]]
+    completed: Callable[[], None]
+    idle_timeout: float | None = None
+    round_cap: int | None = None
+
+
+class TurnRunner:
+    """Runs the turns of one session; see the module doc."""
+
+    def __init__(self, services: TurnServices) -> None:
+        self.s = services
+
+    async def execute(
+        self,
+        turn: TurnContext,
+        prompt: str,
+        *,
+        policy: GatePolicy,
+        tool_choice: ToolChoice,
+        system_context: str | None,
+        threshold: float | bool,
+        user: Message | None = None,
+    ) -> CompletedTurn | ParkedTurn:
+        """Run a new turn for `prompt` (`user`: its message, when the caller needs its id
+        first); raises the error its requester gets."""
+        s = self.s
+        assert turn.turn_id is not None
+        s.reporter.turn_started(turn.turn_id, prompt)
+        try:
+            if threshold is not False and should_auto_compact(s.conversation.state(), threshold):
+                await s.compaction.run(turn, trigger="auto")
+        except CompactionAborted as exc:
+            await self.aborted(turn, exc)
+        except CompactionFailed as exc:
+            await self.failed(turn, exc, str(exc), save=False)
+        except Exception as exc:
+            await self.failed(turn, _internal(exc), f"compaction failed: {exc!r}")
+        with turn.abort.scope():
+            await s.lifecycle.prompt_submit(turn, prompt)
+        if turn.abort.aborted:
+            await self.aborted(turn, TurnAborted(s.session_id, turn.turn_id))
+        user = user if user is not None else Message.user(prompt)
+        await s.conversation.commit(user)
+        s.reporter.log("user_message", log_events.UserMessage(message=user))
+        return await self.continue_turn(
+            turn, policy=policy, tool_choice=tool_choice, system_context=system_context
+        )
+
+    async def continue_turn(
+        self,
+        turn: TurnContext,
+        *,
+        policy: GatePolicy,
+        tool_choice: ToolChoice = "auto",
+        system_context: str | None = None,
+    ) -> CompletedTurn | ParkedTurn:
+        """Run the loop on the history as it stands (a new turn's user message already
+        committed, or an open round to continue) and finish a completed turn. Failures and
+        aborts are finished here and raised; a parked outcome is returned unfinished."""
+        outcome = await self._loop(turn, policy, tool_choice, system_context)
+        if isinstance(outcome, ParkedTurn):
+            return outcome
+        await self.completed(turn, outcome)
+        return outcome
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _loop(
+        self,
+        turn: TurnContext,
+        policy: GatePolicy,
+        tool_choice: ToolChoice,
+        system_context: str | None,
+    ) -> TurnOutcome:
+        s = self.s
+        provider = s.provider()
+        gate = SessionToolGate(s.gate, turn, policy)
+        callbacks = TurnCallbacks(
+            on_text=lambda delta: s.reporter.text_delta(turn.turn_id, delta, turn.open_request),
+            on_request=lambda request: self._on_request(turn, provider, request),
+            on_reply=lambda reply: self._on_reply(turn, provider, reply),
+        )
+        outcome: TurnOutcome | None = None
+        error: Exception | None = None
+        async with trio.open_nursery() as background:
+            turn.background = background
+            try:
+                outcome = await run_turn(
+                    provider=provider,
+                    tools=s.tools,
+                    history=s.conversation.messages,
+                    commit=s.conversation.commit,
+                    gate=gate,
+                    ctx=ToolContext(cwd=s.cwd, session_id=s.session_id),
+                    tool_choice=tool_choice,
+                    system_context=system_context,
+                    effort=s.effort(),
+                    idle_timeout=s.idle_timeout,
+                    round_cap=s.round_cap,
+                    callbacks=callbacks,
+                    bus=s.bus,
+                    abort=turn.abort,
+                )
+            except Exception as exc:
+                error = exc
+        turn.background = None
+        if outcome is not None:
+            return outcome
+        assert error is not None
+        await self._raise_failure(turn, provider, error)
+
+    async def _raise_failure(
+        self, turn: TurnContext, provider: Provider, error: Exception
+    ) -> NoReturn:
+        s = self.s
+        if isinstance(error, TurnAbortedError):
+            self._close_request(turn, "aborted")
+            await self.aborted(turn, TurnAborted(s.session_id, turn.turn_id), cause=error)
+        if isinstance(error, ProviderFailure):
+            self._close_request(turn, error.reason)
+            wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, error.reason)
+            await self.failed(turn, wire, error.reason, cause=error)
+        if isinstance(error, RoundCapReached):
+            wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, str(error))
+            await self.failed(turn, wire, str(error), cause=error)
+        self._close_request(turn, "the turn failed")
+        rpc = error if isinstance(error, RpcError) else _internal(error)
+        await self.failed(turn, rpc, f"{type(error).__name__}: {error}", cause=error)
+
+    async def _on_request(
+        self, turn: TurnContext, provider: Provider, request: ModelRequest
+    ) -> None:
+        s = self.s
+        turn.rounds += 1
+        state = s.conversation.tracker.state(request.messages)
+        s.reporter.context_updated(turn.turn_id, "estimated", state)
+        turn.open_request = new_id("req-")
+        s.reporter.log(
+            "provider_request",
+            log_events.ProviderRequest(
+                request_id=turn.open_request,
+                provider=provider.name,
+                model=provider.model,
+                request=msgspec.to_builtins(request),
+            ),
+        )
+        s.lifecycle.pre_model_call(turn, request, provider.name)
+
+    async def _on_reply(self, turn: TurnContext, provider: Provider, reply: ModelReply) -> None:
+        s = self.s
+        s.conversation.tracker.update_from_reply(reply.usage)
+        if turn.open_request is not None:
+            normalized = log_events.NormalizedResponse(
+                text=reply.text,
+                tool_calls=list(reply.tool_calls),
+                usage=reply.usage,
+                stop_reason=reply.stop_reason,
+            )
+            s.reporter.log(
+                "provider_response",
+                log_events.ProviderResponse(
+                    request_id=turn.open_request,
+                    native_raw=reply.raw,
+                    raw=msgspec.to_builtins(reply),
+                    normalized=normalized,
+                ),
+            )
+            turn.open_request = None
+        s.reporter.context_updated(turn.turn_id, "exact", s.conversation.state())
+        s.lifecycle.post_model_call(turn, reply, provider.name)
+
+    def _close_request(self, turn: TurnContext, error: str) -> None:
+        """Answer, in the log, a provider request that got no response."""
+        if turn.open_request is not None:
+            self.s.reporter.log(
+                "provider_response",
+                log_events.ProviderResponse(request_id=turn.open_request, error=error),
+            )
+            turn.open_request = None
+
+    # -- ends of a turn ---------------------------------------------------------------------
+
+    async def completed(self, turn: TurnContext, outcome: CompletedTurn) -> None:
+        s = self.s
+        assert turn.turn_id is not None
+        s.completed()
+        await s.lifecycle.stop(turn)
+        s.reporter.log(
+            "turn_completed", log_events.TurnCompleted(turn_id=turn.turn_id, status="completed")
+        )
+        await s.save()
+        s.reporter.turn_finished(
+            turn.turn_id, "completed", response=outcome.response, hook_failures=turn.hook_failures
+        )
+
+    async def failed(
+        self,
+        turn: TurnContext,
+        error: RpcError,
+        detail: str,
+        *,
+        save: bool = True,
+        cause: BaseException | None = None,
+    ) -> NoReturn:
+        """Log the failure with its detail, fire StopFailure, save, report; raise `error`."""
+        s = self.s
+        assert turn.turn_id is not None
+        s.reporter.log("turn_failed", log_events.TurnFailed(turn_id=turn.turn_id, error=detail))
+        await s.lifecycle.stop_failure(turn, error.message)
+        if save:
+            with trio.CancelScope(shield=True):
+                await s.save()
+        s.reporter.turn_finished(
+            turn.turn_id, "failed", error=error, hook_failures=turn.hook_failures
+        )
+        raise error from cause
+
+    async def aborted(
+        self, turn: TurnContext, error: RpcError, *, cause: BaseException | None = None
+    ) -> NoReturn:
+        """Log the abort, save what was committed, report; raise `error`. No Stop hook."""
+        s = self.s
+        assert turn.turn_id is not None
+        s.reporter.log("turn_aborted", log_events.TurnAborted(turn_id=turn.turn_id))
+        with trio.CancelScope(shield=True):
+            await s.save()
+        s.reporter.turn_finished(
+            turn.turn_id, "aborted", error=error, hook_failures=turn.hook_failures
+        )
+        raise error from cause
+
+
+def _internal(exc: Exception) -> RpcError:
+    if isinstance(exc, JournalError):  # a persistence failure, even while aborting (G-194)
+        logger.error("the execution journal failed: %s", exc)
+        return InternalError(f"the execution journal failed: {exc}")
+    logger.error("turn failed unexpectedly: %s", type(exc).__name__, exc_info=exc)
+    return InternalError(f"the turn failed: {type(exc).__name__}")

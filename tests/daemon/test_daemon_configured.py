@@ -1,0 +1,110 @@
+"""A robotad with a configuration file, end to end: default permissions, the classifier that
+makes ``auto`` mode possible, hooks fired in the session's cwd, and a bad file refused at
+start with every problem located (PROTOCOL §8)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.daemon_helpers import (
+    IO_TIMEOUT,
+    PROCESS_TIMEOUT,
+    REPO,
+    DaemonHome,
+    RunningDaemon,
+    connect,
+    running_daemon,
+)
+
+ALLOW = json.dumps({"decision": "allow", "reason": "fine by the classifier"})
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    home = DaemonHome(tmp_path_factory.mktemp("configured"))
+    classifier = home.root / "classifier.sh"
+    classifier.write_text(f"cat > /dev/null\necho '{ALLOW}'\n")
+    home.write_config(
+        f"""
+[permissions]
+deny = ["Bash(rm:*)"]
+
+[classifier]
+command = "sh {classifier}"
+
+[[hooks.SessionStart]]
+hooks = [{{type = "command", command = "echo started >> hook-runs.txt"}}]
+
+[[hooks.PreToolUse]]
+matcher = "Glob"
+hooks = [{{type = "command", command = "echo 'no globbing here' >&2; exit 2"}}]
+"""
+    )
+    with running_daemon(home) as running:
+        yield running
+
+
+async def test_configured_defaults_classifier_and_hooks(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """New sessions get the configured rules; with a classifier, auto mode is accepted and
+    the classifier stands in for the person; SessionStart hooks run in the session's cwd and
+    a blocking PreToolUse hook denies its call."""
+    target = tmp_path / "by-classifier.txt"
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "ok\n"}}
+    glob = {"name": "Glob", "arguments": {"pattern": "*"}}
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {
+                    "cwd": str(tmp_path),
+                    "permissionMode": "auto",
+                    "script": [{"toolCalls": [write]}, {"toolCalls": [glob]}, {"text": "done"}],
+                },
+            )
+            session_id = info["sessionId"]
+            rules = await client.call(
+                "session/addRule",
+                {"sessionId": session_id, "rule": "Read", "kind": "allow", "scope": "session"},
+            )
+            result = await client.call("session/run", {"sessionId": session_id, "prompt": "go"})
+            history = await client.call("session/history", {"sessionId": session_id})
+    assert info["permissionMode"] == "auto"
+    assert rules["deny"] == ["Bash(rm:*)"]
+    assert result["status"] == "completed"
+    assert target.read_text() == "ok\n"
+    results = [m for m in history["messages"] if m["role"] == "tool"]
+    assert [m["name"] for m in results] == ["Write", "Glob"]
+    assert results[0]["metadata"]["ok"] is True
+    assert results[1]["metadata"]["ok"] is False
+    assert (tmp_path / "hook-runs.txt").read_text() == "started\n"
+
+
+def test_a_bad_configuration_is_refused_at_start_with_every_problem(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """PROTOCOL §8: unknown keys and wrong types are located errors at start; the daemon
+    exits non-zero before serving."""
+    home = DaemonHome(tmp_path_factory.mktemp("badconfig"))
+    home.write_config('default_provider = 5\n[bogus]\nx = 1\n[permissions]\nallow = "Read"\n')
+    finished = subprocess.run(
+        [sys.executable, "-m", "robotad", "--socket", str(home.socket_path)],
+        env=home.environment(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+    assert finished.returncode == 1
+    for location in ("default_provider", "bogus", "permissions.allow"):
+        assert location in finished.stderr
+    assert not home.socket_path.exists()

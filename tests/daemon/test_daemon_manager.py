@@ -1,0 +1,124 @@
+"""The session manager in process: concurrent loads and creates, project-rule persistence
+failures, and the shutdown drain (the wire is covered by the other test_daemon_* modules)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from protocol.errors import NotAllowed, SessionExists
+from protocol.methods import AddRuleParams, CreateParams, RunParams, Step
+from protocol.shapes import TurnRunning
+from robotad.config import Config
+from robotad.daemon.assembly import SessionAssembler
+from robotad.daemon.live import LiveSession
+from robotad.daemon.manager import SessionManager
+from robotad.daemon.operations import SessionOperations
+
+TIMEOUT = 20.0
+
+
+@pytest.fixture
+async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
+    state = tmp_path / "state"
+    assembler = SessionAssembler.from_config(Config(), state_dir=state)
+    manager = SessionManager(
+        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
+    )
+    await nursery.start(manager.run)
+    yield manager
+    with trio.fail_after(TIMEOUT):
+        await manager.shutdown(0)
+
+
+async def test_concurrent_uses_of_a_stored_session_load_it_once(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """Loads of one id are serialised: two requests racing for an unloaded session get the
+    same live session (one SessionStart, one hub)."""
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path)))
+        await manager.close(info.session_id)
+        found: list[LiveSession] = []
+
+        async def use() -> None:
+            found.append(await manager.session(info.session_id))
+
+        async with trio.open_nursery() as racing:
+            for _ in range(3):
+                racing.start_soon(use)
+    assert len({id(live) for live in found}) == 1
+    log = (tmp_path / "state" / "logs" / f"{info.session_id}.jsonl").read_text()
+    starts = [line for line in log.splitlines() if json.loads(line)["event"] == "session_start"]
+    assert len(starts) == 2  # the create's, then exactly one reload
+
+
+async def test_racing_creates_of_one_id_make_one_session(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """G-005: of two creates of the same id, exactly one succeeds; the other is SessionExists."""
+    outcomes: list[str] = []
+
+    async def create() -> None:
+        try:
+            await manager.create(CreateParams(cwd=str(tmp_path), session_id="raced"))
+            outcomes.append("created")
+        except SessionExists:
+            outcomes.append("exists")
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as racing:
+            racing.start_soon(create)
+            racing.start_soon(create)
+    assert sorted(outcomes) == ["created", "exists"]
+
+
+async def test_a_project_rule_that_cannot_be_saved_is_not_added(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G-114 (daemon level): session/addRule {scope: "project"} that cannot persist fails
+    with NotAllowed (-32014) and adds nothing, not even to the session."""
+    ops = SessionOperations(manager)
+
+    def failing(cwd: str, rule: str, kind: str) -> dict[str, list[str]]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(manager.assembler.project_rules, "add", failing)
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path)))
+        with pytest.raises(NotAllowed):
+            await ops.add_rule(
+                AddRuleParams(session_id=info.session_id, rule="Read", kind="deny", scope="project")
+            )
+        rules = await ops.add_rule(
+            AddRuleParams(session_id=info.session_id, rule="Glob", kind="allow", scope="session")
+        )
+    assert (rules.allow, rules.ask, rules.deny) == (["Glob"], [], [])
+
+
+async def test_shutdown_drains_closes_and_persists_every_session(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """PROTOCOL §5 daemon/shutdown (manager side): running work finishes within the grace,
+    then every session is closed and its record holds the settled history (G-010)."""
+    ops = SessionOperations(manager)
+    step = Step(text="slow reply", chunks=5, delay_ms=20)
+    with trio.fail_after(TIMEOUT):
+        busy = await manager.create(CreateParams(cwd=str(tmp_path), script=[step]))
+        idle = await manager.create(CreateParams(cwd=str(tmp_path)))
+        started = await ops.run(
+            RunParams(session_id=busy.session_id, prompt="go", wait=False), None
+        )
+        assert manager.counts()[:2] == (2, 1)
+        await manager.shutdown(10)
+    assert isinstance(started, TurnRunning)
+    assert manager.counts() == (0, 0, 0)
+    assert manager.loaded(idle.session_id) is None
+    record = json.loads(manager.store.path_for(busy.session_id).read_bytes())["record"]
+    assert [m["content"] for m in record["messages"]] == ["go", "slow reply"]
+    with pytest.raises(NotAllowed):
+        await manager.session(busy.session_id)

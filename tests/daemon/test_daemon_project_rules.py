@@ -1,0 +1,88 @@
+"""`ProjectRules`: one owner-only file per canonical cwd, durable adds, never read as empty
+when damaged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable, canonical_cwd
+
+
+def test_rules_round_trip_per_canonical_cwd(tmp_path: Path) -> None:
+    """G-115: a rule persisted for a folder is found under any spelling of it, not others."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "link").symlink_to(project)
+    rules = ProjectRules(tmp_path / "state")
+    assert rules.load(project) == {"allow": [], "ask": [], "deny": []}
+    rules.add(project, "Bash(rm:*)", "deny")
+    rules.add(tmp_path / "link", "Read", "allow")
+    rules.add(project, "Read", "allow")
+    assert rules.load(tmp_path / "link" / ".") == {
+        "allow": ["Read"],
+        "ask": [],
+        "deny": ["Bash(rm:*)"],
+    }
+    assert rules.load(tmp_path) == {"allow": [], "ask": [], "deny": []}
+    assert rules.path_for(project) == rules.path_for(tmp_path / "link")
+    assert canonical_cwd(tmp_path / "link") == str(project.resolve())
+
+
+def test_files_are_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    """G-009: the folder is 0700 and the file 0600 whatever the process umask."""
+    rules = ProjectRules(tmp_path / "state")
+    previous = os.umask(0)
+    try:
+        rules.add(tmp_path, "Glob", "allow")
+    finally:
+        os.umask(previous)
+    path = rules.path_for(tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_damaged_file_is_never_read_as_no_rules(tmp_path: Path) -> None:
+    """Dropping a project's deny rules silently would widen permissions: refuse instead, and
+    never overwrite the file."""
+    rules = ProjectRules(tmp_path / "state")
+    rules.add(tmp_path, "Bash", "deny")
+    path = rules.path_for(tmp_path)
+    path.write_bytes(b'{"schemaVersion": 1, "cwd": "/elsewhere", "deny": []}')
+    with pytest.raises(ProjectRulesUnreadable):
+        rules.load(tmp_path)
+    with pytest.raises(ProjectRulesUnreadable):
+        rules.add(tmp_path, "Read", "allow")
+    path.write_bytes(b"not json")
+    with pytest.raises(ProjectRulesUnreadable):
+        rules.load(tmp_path)
+    assert path.read_bytes() == b"not json"
+
+
+def test_a_failed_write_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """G-114 (storage side): when the durable write fails, the stored rules are unchanged."""
+    from robotad.storage import fsio
+
+    rules = ProjectRules(tmp_path / "state")
+    rules.add(tmp_path, "Glob", "allow")
+
+    def failing(path: Path, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsio, "atomic_write", failing)
+    with pytest.raises(OSError, match="No space left"):
+        rules.add(tmp_path, "Read", "allow")
+    monkeypatch.undo()
+    assert rules.load(tmp_path)["allow"] == ["Glob"]
+
+
+def test_duplicates_change_nothing_and_unknown_kinds_are_refused(tmp_path: Path) -> None:
+    rules = ProjectRules(tmp_path / "state")
+    rules.add(tmp_path, "Glob", "allow")
+    before = rules.path_for(tmp_path).read_bytes()
+    assert rules.add(tmp_path, "Glob", "allow")["allow"] == ["Glob"]
+    assert rules.path_for(tmp_path).read_bytes() == before
+    with pytest.raises(ValueError, match="unknown rule kind"):
+        rules.add(tmp_path, "Glob", "maybe")

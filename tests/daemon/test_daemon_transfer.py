@@ -1,0 +1,178 @@
+"""Export, import, the session log and the prompt history end to end through a real robotad
+(one daemon for the module)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocol.errors import InvalidParams, SessionExists, SessionNotFound
+from tests.daemon_helpers import IO_TIMEOUT, Client, RunningDaemon, connect, module_daemon
+
+daemon = module_daemon()
+
+SECRET = "sk-test-0123456789abcdef"
+
+
+def session_files(daemon: RunningDaemon) -> dict[str, bytes]:
+    folder = daemon.home.state_dir / "sessions"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+async def session_with_turns(client: Client, cwd: Path, *steps: dict[str, Any]) -> str:
+    info = await client.call(
+        "session/create", {"cwd": str(cwd), "script": list(steps) or [{"text": "hi"}]}
+    )
+    session_id: str = info["sessionId"]
+    await client.call("session/run", {"sessionId": session_id, "prompt": "first"})
+    await client.call("session/run", {"sessionId": session_id, "prompt": "second"})
+    return session_id
+
+
+async def test_export_then_import_round_trips(daemon: RunningDaemon, tmp_path: Path) -> None:
+    """PROTOCOL §5: session/export → {artifact} with exactly {schemaVersion, kind, exportedAt,
+    record}; session/import under a new id gives the same history; under a taken id it is
+    SessionExists and writes nothing."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            source = await session_with_turns(client, tmp_path)
+            artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
+            imported = await client.call(
+                "session/import", {"artifact": artifact, "sessionId": "imported-1"}
+            )
+            source_history = await client.call("session/history", {"sessionId": source})
+            imported_history = await client.call("session/history", {"sessionId": "imported-1"})
+            before = session_files(daemon)
+            with pytest.raises(SessionExists) as taken:
+                await client.call("session/import", {"artifact": artifact})
+            with pytest.raises(SessionExists):
+                await client.call(
+                    "session/import", {"artifact": artifact, "sessionId": "imported-1"}
+                )
+            again = (await client.call("session/export", {"sessionId": "imported-1"}))["artifact"]
+    assert set(artifact) == {"schemaVersion", "kind", "exportedAt", "record"}
+    assert artifact["kind"] == "robota.session"
+    assert artifact["record"]["id"] == source
+    assert imported["sessionId"] == "imported-1"
+    assert (imported["messageCount"], imported["turnCount"]) == (4, 2)
+    assert imported_history == source_history
+    assert taken.value.data == {"sessionId": source}
+    assert session_files(daemon) == before
+    assert {k: v for k, v in again["record"].items() if k != "id"} == {
+        k: v for k, v in artifact["record"].items() if k != "id"
+    }
+
+
+async def test_a_refused_import_is_located_and_writes_nothing(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-032, G-215: the artifact goes through the store's total decoder; every defect is
+    refused with its path under $.artifact in one -32602, and no session or file appears."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            source = await session_with_turns(client, tmp_path)
+            artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
+            before = session_files(daemon)
+            broken = {
+                **artifact,
+                "exportedAt": "yesterday",
+                "record": {**artifact["record"], "cwd": 5, "turnCount": -1},
+            }
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": broken, "sessionId": "never"})
+            future = {**artifact, "schemaVersion": 9}
+            with pytest.raises(InvalidParams) as unsupported:
+                await client.call("session/import", {"artifact": future, "sessionId": "never"})
+            bad_rules = json.loads(json.dumps(artifact))
+            bad_rules["record"]["settings"]["permissions"]["allow"] = ["Read("]
+            with pytest.raises(InvalidParams) as rules:
+                await client.call("session/import", {"artifact": bad_rules, "sessionId": "never"})
+            elsewhere = json.loads(json.dumps(artifact))
+            elsewhere["record"]["cwd"] = str(tmp_path / "not-on-this-machine")
+            with pytest.raises(InvalidParams) as cwd:
+                await client.call("session/import", {"artifact": elsewhere, "sessionId": "never"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "never"})
+    assert {i["path"] for i in refused.value.issues} == {
+        "$.artifact.exportedAt",
+        "$.artifact.record.cwd",
+        "$.artifact.record.turnCount",
+    }
+    assert [i["path"] for i in unsupported.value.issues] == ["$.artifact.schemaVersion"]
+    assert [i["path"] for i in rules.value.issues] == [
+        "$.artifact.record.settings.permissions.allow[0]"
+    ]
+    assert [i["path"] for i in cwd.value.issues] == ["$.artifact.record.cwd"]
+    assert session_files(daemon) == before
+
+
+async def test_export_redacts_sensitive_values_only_when_asked(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """PROTOCOL §5/§8: export is lossless unless redact; redact replaces every value of a
+    sensitive key; the session log holds no such value."""
+    call = {"name": "Glob", "arguments": {"pattern": "*.txt", "api_key": SECRET}}
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            source = await session_with_turns(client, tmp_path, {"toolCalls": [call]})
+            full = await client.call("session/export", {"sessionId": source})
+            shared = await client.call("session/export", {"sessionId": source, "redact": True})
+    assert SECRET in json.dumps(full)
+    assert SECRET not in json.dumps(shared)
+    assert "[REDACTED]" in json.dumps(shared)
+    log = (daemon.home.state_dir / "logs" / f"{source}.jsonl").read_text()
+    assert SECRET not in log
+
+
+async def test_session_log_reports_entries_and_problems(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """PROTOCOL §5: session/log {entries, complete, problems}; a damaged line makes it
+    incomplete with the problem located by line."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            session_id = await session_with_turns(client, tmp_path)
+            report = await client.call("session/log", {"sessionId": session_id})
+            await client.call("session/close", {"sessionId": session_id})
+            log = daemon.home.state_dir / "logs" / f"{session_id}.jsonl"
+            lines = log.read_bytes().count(b"\n")
+            with log.open("ab") as damaged:
+                damaged.write(b"{this is not a log line}\n")
+            broken = await client.call("session/log", {"sessionId": session_id})
+    assert report["complete"] is True
+    assert report["problems"] == []
+    assert report["entries"] > 4
+    assert broken["complete"] is False
+    assert broken["entries"] == lines
+    assert [p["line"] for p in broken["problems"]] == [lines + 1]
+
+
+async def test_prompt_history_outlives_records_and_never_rules_them(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-167, G-168: history/search reads no record — a deleted session's prompts are still
+    found — and damaging the prompt history changes no session's history."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            gone = (await client.call("session/create", {"cwd": str(tmp_path)}))["sessionId"]
+            await client.call("session/run", {"sessionId": gone, "prompt": "walrus gone"})
+            kept = (await client.call("session/create", {"cwd": str(tmp_path)}))["sessionId"]
+            await client.call("session/run", {"sessionId": kept, "prompt": "walrus kept"})
+            await client.call("session/close", {"sessionId": gone})
+            await client.call("session/delete", {"sessionId": gone})
+            found = await client.call("history/search", {"query": "walrus"})
+            prompts = daemon.home.state_dir / "prompt-history.jsonl"
+            with prompts.open("ab") as damaged:
+                damaged.write(b"not json\n")
+            damaged_search = await client.call("history/search", {"query": "walrus"})
+            await client.call("session/close", {"sessionId": kept})
+            history = await client.call("session/history", {"sessionId": kept})
+    assert [e["sessionId"] for e in found["entries"]] == [kept, gone]
+    assert damaged_search["unreadableLines"] == 1
+    assert [e["prompt"] for e in damaged_search["entries"]] == ["walrus kept", "walrus gone"]
+    assert [m["content"] for m in history["messages"]] == ["walrus kept", "echo: walrus kept"]
+    assert prompts.stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,332 @@
+"""The session's tool gate: permissions, live approvals, consent, auto mode, spilling."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocol.errors import NotAllowed, TransitionRefused
+from protocol.shapes import ApprovalRequest
+from robotad.session.classifier import CommandClassifier
+from robotad.session.ports import ApprovalAnswer
+from robotad.storage.spill import SpillStore
+from robotad.tools import builtin_tools
+from tests.session.session_harness import (
+    LIMIT,
+    Events,
+    ShoutTool,
+    new_session,
+    scripted,
+)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    (cwd / "notes.txt").write_text("remember the milk\n")
+    (cwd / "secret.txt").write_text("hunter2\n")
+    return cwd
+
+
+def shouts(*texts: str) -> list[dict[str, Any]]:
+    """One scripted step per text, each calling Shout once, then a final answer."""
+    steps: list[dict[str, Any]] = [
+        {"toolCalls": [{"name": "Shout", "arguments": {"text": text}}]} for text in texts
+    ]
+    return [*steps, {"text": "done"}]
+
+
+class Approver:
+    """A live permission handler answering from a list, recording what it was asked."""
+
+    def __init__(self, *answers: ApprovalAnswer | bool) -> None:
+        self.answers = list(answers)
+        self.asked: list[ApprovalRequest] = []
+
+    async def __call__(self, request: ApprovalRequest) -> ApprovalAnswer | bool:
+        self.asked.append(request)
+        await trio.lowlevel.checkpoint()
+        return self.answers.pop(0)
+
+
+def results(session: Any) -> list[tuple[bool, str]]:
+    return [(m.ok, m.content or "") for m in session.get_history() if m.role == "tool"]
+
+
+async def test_no_handler_denies_what_needs_approval(workspace: Path) -> None:
+    """G-118, G-202: without a permission handler a call that needs approval is denied as a
+    failed result, and the denial is recorded."""
+    shout = ShoutTool()
+    session = new_session(workspace, scripted(shouts("hi")), tools=[shout])
+    assert await session.run("shout") == "done"
+    assert shout.runs == []
+    ((ok, content),) = results(session)
+    assert not ok
+    assert "needs approval" in content
+    assert session.recent_denials()[0].tool == "Shout"
+
+
+async def test_live_approval_and_session_consent(workspace: Path) -> None:
+    """G-113, G-128: a live "allow always" for the session remembers a pattern projected
+    from the argument: the same call runs without asking, a different argument asks again.
+    Each decision is reported (ask, then allow)."""
+    shout = ShoutTool()
+    approver = Approver(ApprovalAnswer(True, remember="session"), ApprovalAnswer(False))
+    events = Events()
+    session = new_session(
+        workspace,
+        scripted(shouts("hi", "hi", "other")),
+        tools=[shout],
+        permission_handler=approver,
+        event_sink=events,
+    )
+    assert await session.run("shout thrice") == "done"
+    assert shout.runs == ["hi", "hi"]
+    assert [r.arguments for r in approver.asked] == [{"text": "hi"}, {"text": "other"}]
+    assert session.rules()["allow"] == ["Shout(hi)"]
+    assert [ok for ok, _ in results(session)] == [True, True, False]
+    decisions = [e["decision"] for e in events.of("permission_decided")]
+    assert decisions == ["ask", "allow", "allow", "ask", "deny"]
+
+
+async def test_project_consent_needs_persistence(workspace: Path) -> None:
+    """G-114: a project-scoped "allow always" without a persistence callback, or with one
+    that fails, rejects the approval and leaves no session grant; with one it persists."""
+    shout = ShoutTool()
+    approver = Approver(*[ApprovalAnswer(True, remember="project")] * 3)
+    session = new_session(
+        workspace, scripted(shouts("a")), tools=[shout], permission_handler=approver
+    )
+    await session.run("no callback")
+    assert shout.runs == []
+    assert "rejected" in results(session)[0][1]
+    assert session.rules()["allow"] == []
+    with pytest.raises(NotAllowed):
+        await session.add_project_rule("Shout(x)", "allow")
+    assert session.rules()["allow"] == []
+
+    async def failing(rule: str, kind: str) -> None:
+        raise OSError("read-only file system")
+
+    persisted: list[tuple[str, str]] = []
+
+    async def persisting(rule: str, kind: str) -> None:
+        persisted.append((rule, kind))
+
+    broken = new_session(
+        workspace,
+        scripted(shouts("b")),
+        tools=[shout],
+        permission_handler=approver,
+        persist_project_rule=failing,
+    )
+    await broken.run("failing callback")
+    assert shout.runs == []
+    assert broken.rules()["allow"] == []
+    working = new_session(
+        workspace,
+        scripted(shouts("c", "c")),
+        tools=[shout],
+        permission_handler=approver,
+        persist_project_rule=persisting,
+    )
+    await working.run("working callback")
+    assert shout.runs == ["c", "c"]
+    assert persisted == [("Shout(c)", "allow")]
+    assert len(approver.asked) == 3
+
+
+async def test_relative_path_judged_in_canonical_form(workspace: Path) -> None:
+    """G-116, G-117: a relative path is canonicalised against the session's cwd before the
+    gate, so an absolute deny pattern catches it, and the tool gets the canonical path."""
+    provider = scripted(
+        [
+            {
+                "toolCalls": [
+                    {"name": "Read", "arguments": {"file_path": "secret.txt"}},
+                    {"name": "Read", "arguments": {"file_path": "./sub/../notes.txt"}},
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    session = new_session(
+        workspace,
+        provider,
+        tools=builtin_tools(),
+        permissions={"deny": [f"Read({workspace}/secret.txt)"]},
+    )
+    await session.run("read both")
+    (secret_ok, secret), (notes_ok, notes) = results(session)
+    assert not secret_ok
+    assert "denied by rule" in secret
+    assert "hunter2" not in secret
+    assert notes_ok
+    assert "remember the milk" in notes
+
+
+async def test_auto_mode_classifier(workspace: Path, tmp_path: Path) -> None:
+    """G-119, G-120, G-213, G-103: in auto mode the classifier is consulted only where the
+    gate would ask; it runs in the session's cwd and reads exactly {session_id, cwd,
+    tool_name, tool_input}; its deny is a failed result carrying its reason, its allow runs
+    the call."""
+    seen = tmp_path / "classifier.jsonl"
+    script = tmp_path / "classify.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"input=$(cat); printf '%s\\n' \"$input\" >> {shlex.quote(str(seen))}\n"
+        'case "$input" in *LOUD*) echo \'{"decision":"deny","reason":"too loud"}\';;\n'
+        '  *) echo \'{"decision":"allow","reason":"fine"}\';; esac\n'
+    )
+    script.chmod(0o755)
+    shout = ShoutTool()
+    provider = scripted(
+        [
+            {
+                "toolCalls": [
+                    {"name": "Read", "arguments": {"file_path": "notes.txt"}},
+                    {"name": "Shout", "arguments": {"text": "LOUD"}},
+                    {"name": "Shout", "arguments": {"text": "quiet"}},
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    session = new_session(
+        workspace,
+        provider,
+        tools=[*builtin_tools(), shout],
+        classifier=CommandClassifier(shlex.quote(str(script))),
+        permission_mode="auto",
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("go")
+    inputs = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert inputs == [
+        {
+            "session_id": session.session_id,
+            "cwd": str(workspace),
+            "tool_name": "Shout",
+            "tool_input": {"text": text},
+        }
+        for text in ("LOUD", "quiet")
+    ]
+    (read_ok, _), (loud_ok, loud), (quiet_ok, _) = results(session)
+    assert read_ok
+    assert quiet_ok
+    assert not loud_ok
+    assert "too loud" in loud
+    assert shout.runs == ["quiet"]
+
+
+async def test_auto_mode_ask_rule_goes_to_a_person(workspace: Path) -> None:
+    """G-121: in auto mode a call matching an ask rule goes to a person, not the classifier."""
+
+    class NeverAsked:
+        async def classify(self, **kwargs: Any) -> Any:
+            raise AssertionError("the classifier must not be consulted")
+
+    shout = ShoutTool()
+    approver = Approver(True)
+    session = new_session(
+        workspace,
+        scripted(shouts("hey")),
+        tools=[shout],
+        classifier=NeverAsked(),
+        permission_mode="auto",
+        permissions={"ask": ["Shout"]},
+        permission_handler=approver,
+    )
+    await session.run("go")
+    assert [r.tool for r in approver.asked] == ["Shout"]
+    assert shout.runs == ["hey"]
+
+
+async def test_mode_transitions(workspace: Path) -> None:
+    """G-105, G-106, G-107: auto without a classifier is refused; a guard's refusal keeps the
+    mode; removing the guard restores transitions."""
+    session = new_session(workspace)
+    with pytest.raises(TransitionRefused):
+        session.set_permission_mode("auto")
+    with pytest.raises(TransitionRefused):
+        new_session(workspace, permission_mode="auto")
+    session.set_mode_guard(lambda old, new: "no bypass" if new == "bypassPermissions" else None)
+    with pytest.raises(TransitionRefused) as refused:
+        session.set_permission_mode("bypassPermissions")
+    assert refused.value.data["reason"] == "no bypass"  # type: ignore[index]
+    assert session.permission_mode == "default"
+    assert session.set_permission_mode("plan") == "plan"
+    session.set_mode_guard(None)
+    assert session.set_permission_mode("bypassPermissions") == "bypassPermissions"
+
+
+async def test_added_tools_are_gated(workspace: Path) -> None:
+    """G-211: a tool added to a live session passes the gate like any other: plan mode
+    denies it (an execute tool) and its body never runs."""
+    shout = ShoutTool()
+    session = new_session(workspace, scripted(shouts("late")), permission_mode="plan")
+    session.add_tools([shout])
+    await session.run("go")
+    assert shout.runs == []
+    ((ok, content),) = results(session)
+    assert not ok
+    assert "plan mode denies" in content
+
+
+async def test_oversized_result_is_spilled(workspace: Path, tmp_path: Path) -> None:
+    """G-195, G-200: a result over the spill threshold reaches the model as an opaque
+    tool-result: reference that reads back in full."""
+    shout = ShoutTool(size=200_000)
+    runtime = tmp_path / "run"
+    with SpillStore(runtime) as spill:
+        session = new_session(
+            workspace,
+            scripted(shouts("abc")),
+            tools=[shout],
+            permissions={"allow": ["Shout"]},
+            spill=spill,
+        )
+        await session.run("big")
+        tool = next(m for m in session.get_history() if m.role == "tool")
+        assert tool.ok
+        assert (tool.content or "").startswith("tool-result:")
+        assert tool.metadata["spilled"] is True  # type: ignore[index]
+        assert spill.get(tool.content or "") == ("ABC" * 70_000)[:200_000]
+
+
+async def test_classifier_denial_streak_hands_back_to_a_person(workspace: Path) -> None:
+    """G-123: after three classifier denials in a row the next call that needs a decision
+    goes to a person instead of being denied."""
+
+    class Refuser:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def classify(self, **kwargs: Any) -> Any:
+            from robotad.session.classifier import ClassifierVerdict
+
+            self.calls += 1
+            await trio.lowlevel.checkpoint()
+            return ClassifierVerdict("deny", "no")
+
+    shout = ShoutTool()
+    classifier = Refuser()
+    approver = Approver(True)
+    session = new_session(
+        workspace,
+        scripted(shouts("1", "2", "3", "4")),
+        tools=[shout],
+        classifier=classifier,
+        permission_mode="auto",
+        permission_handler=approver,
+    )
+    await session.run("go")
+    assert classifier.calls == 3
+    assert [r.arguments for r in approver.asked] == [{"text": "4"}]
+    assert shout.runs == ["4"]
