@@ -282,10 +282,27 @@ class CloseResult(_Result, frozen=True):
 
 
 class ForkParams(_Params, frozen=True):
-    """``session/fork``: history up to and including `at_message_id` (default: all of it)."""
+    """``session/fork``: history up to and including `at_message_id` (default: all of it).
+
+    A parked execution is not carried over: each tool call the fork's history would leave
+    without a result (the parked round's unanswered calls, or a round cut between a call and
+    its result) is closed in the fork by a failed tool result saying it was not carried over.
+    The source keeps its pending execution and can still answer it.
+    """
 
     session_id: SessionId
-    at_message_id: NonEmpty | UnsetType = UNSET
+    at_message_id: (
+        Annotated[
+            NonEmpty,
+            Meta(
+                description="the source message the fork ends at (default: the last); a "
+                "tool call left without a result up to there, such as a parked approval's, is "
+                "closed in the fork by a failed 'not carried over' tool result, while the "
+                "source keeps its pending approval"
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     new_session_id: SessionId | UnsetType = UNSET
 
 

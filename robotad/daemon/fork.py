@@ -1,13 +1,24 @@
-"""``session/fork``'s history rule, as a plain function over messages.
+"""``session/fork``'s history rule, as plain functions over messages.
 
-A fork's history is the source's up to and including ``atMessageId`` (default: all of it). A
-parked execution is never carried into a fork: if the cut leaves an assistant message whose
+The source's history is read as a `CheckpointTree`: every message is a checkpoint whose parent
+is the message before it, so the history is one branch and a fork point names a node of it.
+A fork's history is the ancestry of ``atMessageId`` in that tree — root up to and including it
+— or the whole active path when no message is named. An id the tree does not hold is
+`SessionNotFound` with ``data.messageId``. A history whose ids cannot all be checkpoints (an
+empty or a repeated id, which only an imported or hand-edited record can hold) has no
+well-defined fork point and is refused as `RecordCorrupt`, located at the offending message.
+
+A fork never needs the source's own `forkedFrom` chain: a fork's record already holds copies of
+its source's messages, ids included, so the ancestry of any of its messages is in its own
+history.
+
+A parked execution is never carried into a fork: if the cut leaves an assistant message whose
 tool calls have no result inside the cut — the open round of a waiting execution, or a round
 cut between a call and its result — each such call is **closed as failed** in the fork, with
 a tool message appended after the cut saying it was not carried over. So the fork keeps every
 message of the source up to the cut (a person forking "at" a tool request sees that request),
 and its history never holds an open round, which its next run would otherwise try to continue
-without any approval record behind it.
+without any approval record behind it. The source keeps its pending execution.
 
 The fork's ``turnCount`` is the source's when the fork takes the whole history; for a cut, the
 number of turns the cut holds that reached a final reply (a user message later followed, before
@@ -22,10 +33,11 @@ from dataclasses import dataclass
 import msgspec
 from msgspec import UNSET
 
-from protocol.errors import SessionNotFound
+from protocol.errors import RecordCorrupt, SessionNotFound
 from protocol.shapes import Message
+from robotad.session.checkpoints import CheckpointError, CheckpointTree, UnknownCheckpoint
 
-__all__ = ["NOT_CARRIED_OVER", "ForkedHistory", "fork_history"]
+__all__ = ["NOT_CARRIED_OVER", "ForkedHistory", "completed_turns", "fork_history", "history_tree"]
 
 #: The content of a result that closes a call the fork did not carry over.
 NOT_CARRIED_OVER = "not carried over: the fork was taken before this call had a result"
@@ -41,6 +53,34 @@ class ForkedHistory:
     turn_count: int
 
 
+def history_tree(session_id: str, history: Sequence[Message]) -> CheckpointTree:
+    """`history` as a checkpoint tree: one branch, each message after the one before it, the
+    last one active.
+
+    Raises `RecordCorrupt` naming ``$.record.messages[i].id`` for the first message whose id
+    cannot be a checkpoint (empty, or already used by an earlier message).
+    """
+    tree = CheckpointTree()
+    first_use: dict[str, int] = {}
+    parent: str | None = None
+    for index, message in enumerate(history):
+        try:
+            tree.add(message.id, parent)
+        except CheckpointError as exc:
+            used = first_use.get(message.id)
+            reason = (
+                f"repeats the id {message.id!r} of $.record.messages[{used}], so it names no "
+                "single fork point"
+                if used is not None
+                else str(exc)
+            )
+            issue = {"path": f"$.record.messages[{index}].id", "message": reason}
+            raise RecordCorrupt(session_id, [issue]) from None
+        first_use[message.id] = index
+        parent = message.id
+    return tree
+
+
 def fork_history(
     session_id: str,
     history: Sequence[Message],
@@ -49,30 +89,27 @@ def fork_history(
 ) -> ForkedHistory:
     """The history of a fork of `session_id` taken at `at_message_id` (None: all of it).
 
-    Raises `SessionNotFound` with ``data.messageId`` when no message has that id. The source
+    Raises `SessionNotFound` with ``data.messageId`` when no message has that id, and
+    `RecordCorrupt` when the history is no checkpoint chain (see `history_tree`). The source
     messages are never modified: the fork gets copies.
     """
+    tree = history_tree(session_id, history)
     if at_message_id is None:
-        cut = list(history)
-        at = cut[-1].id if cut else ""
-        whole = True
+        taken = tree.path()
     else:
-        index = next((i for i, m in enumerate(history) if m.id == at_message_id), None)
-        if index is None:
-            error = SessionNotFound(session_id, messageId=at_message_id)
-            error.message = f"session {session_id} has no message {at_message_id}"
-            error.args = (error.message,)
-            raise error
-        cut = list(history[: index + 1])
-        at = at_message_id
-        whole = index == len(history) - 1
-    messages = [_copy(message) for message in cut]
+        try:
+            taken = tree.ancestry(at_message_id)
+        except UnknownCheckpoint:
+            raise _unknown_message(session_id, at_message_id) from None
+    by_id = {message.id: message for message in history}
+    messages = [_copy(by_id[message_id]) for message_id in taken]
     closing = _unanswered_calls(messages)
     messages.extend(
         Message.tool(call_id, name, NOT_CARRIED_OVER, ok=False) for call_id, name in closing
     )
+    whole = len(taken) == len(tree)
     turns = source_turn_count if whole and not closing else completed_turns(messages)
-    return ForkedHistory(messages, at, turns)
+    return ForkedHistory(messages, taken[-1] if taken else "", turns)
 
 
 def completed_turns(messages: Sequence[Message]) -> int:
@@ -91,6 +128,13 @@ def completed_turns(messages: Sequence[Message]) -> int:
             count += 1
             waiting = False
     return count
+
+
+def _unknown_message(session_id: str, message_id: str) -> SessionNotFound:
+    error = SessionNotFound(session_id, messageId=message_id)
+    error.message = f"session {session_id} has no message {message_id}"
+    error.args = (error.message,)
+    return error
 
 
 def _unanswered_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
