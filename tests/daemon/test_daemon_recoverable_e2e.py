@@ -1,0 +1,559 @@
+"""Checkpointed approvals end to end, through real robotad processes killed with SIGKILL.
+
+Every test runs its own daemon over a private state folder (`DaemonHome`), parks a turn on an
+approval, and kills the daemon outright — no shutdown, no final save — before a new daemon on the
+same state folder carries on. Effects are Bash commands that append a line to a file in the
+session's workspace, so "ran exactly once" is a line count. Where a test must know a tool body
+is running, the command itself writes a marker file the test polls (bounded by an absolute
+deadline); where a body must stay running, it waits for a release file the test creates.
+
+A command left running by a killed daemon is an orphan of the test: it writes its pid first,
+and the test kills its process group (by that id) before anything else looks at its effects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocol.errors import InternalError, RpcError, SessionBusy, StaleResponse
+from tests.daemon_helpers import (
+    IO_TIMEOUT,
+    PROCESS_TIMEOUT,
+    Client,
+    DaemonHome,
+    RunningDaemon,
+    connect,
+    running_daemon,
+)
+
+#: Between two looks at a marker file a tool body writes (a poll, never a readiness sleep).
+POLL_INTERVAL = 0.02
+#: The JSON-RPC code of a reconciliation error (`ReconciliationFailed` is an internal error).
+RECONCILIATION_CODE = InternalError.code
+#: How long a duplicate delivery may stay unanswered while the first one's body is held: not a
+#: readiness wait — a delivery that attaches to the running continuation is answered only after
+#: the body is released, one that is refused is answered at once.
+ATTACH_GRACE = 2.0
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def bash(command: str) -> dict[str, Any]:
+    """A scripted tool call of Bash, which asks for approval in the default mode."""
+    return {"name": "Bash", "arguments": {"command": command}}
+
+
+def lines(path: Path) -> int:
+    """How many times an effect appended its line to `path` (0 when it never ran)."""
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def answer(request: dict[str, Any], response_id: str, *, approved: bool) -> dict[str, Any]:
+    return {"requestId": request["requestId"], "responseId": response_id, "approved": approved}
+
+
+def resume_params(session_id: str, execution_id: str, *answers: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionId": session_id, "executionId": execution_id, "responses": list(answers)}
+
+
+async def park(client: Client, cwd: Path, *steps: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A new session in `cwd` whose first turn (scripted by `steps`) ends waiting."""
+    created = await client.call("session/create", {"cwd": str(cwd), "script": list(steps)})
+    session_id: str = created["sessionId"]
+    waiting = await client.call("session/run", {"sessionId": session_id, "prompt": "go"})
+    assert waiting["status"] == "waiting", waiting
+    return session_id, waiting
+
+
+def sigkill(daemon: RunningDaemon) -> None:
+    """Kill the daemon outright (no shutdown, no save) and reap it."""
+    daemon.process.kill()
+    daemon.process.wait(PROCESS_TIMEOUT)
+
+
+async def wait_for_file(path: Path) -> str:
+    """The content of `path` once a tool body wrote a whole line to it (the caller bounds
+    the wait)."""
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            text = path.read_text()
+            if text.endswith("\n"):
+                return text
+        await trio.sleep(POLL_INTERVAL)
+
+
+@contextlib.contextmanager
+def orphan_reaped(pid_file: Path) -> Iterator[None]:
+    """On the way out, kill the process group whose leader wrote its pid to `pid_file`: a Bash
+    command the killed daemon could not stop (Bash runs each command as a group leader)."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            os.killpg(int(pid_file.read_text().strip()), signal.SIGKILL)
+
+
+async def history(client: Client, session_id: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = (
+        await client.call("session/history", {"sessionId": session_id})
+    )["messages"]
+    return messages
+
+
+# -- a parked approval survives SIGKILL ---------------------------------------------------------
+
+
+async def test_a_parked_approval_survives_sigkill_and_runs_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-073, G-074, G-075, G-076, G-080, G-088: session/run returns "waiting" only once the
+    request is durable — after SIGKILL a new daemon on the same state folder lists the same
+    request through session/pending, a client of the new daemon approves it, the effect
+    happens exactly once, and no user message is added by the resume."""
+    effects = tmp_path / "effects.txt"
+    command = f"echo x >> {effects}"
+    home = DaemonHome(tmp_path_factory.mktemp("sigkill"))
+    with running_daemon(home) as first:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(first) as client:
+                session_id, waiting = await park(
+                    client, tmp_path, {"toolCalls": [bash(command)]}, {"text": "done"}
+                )
+        sigkill(first)
+    (request,) = waiting["requests"]
+    assert (request["tool"], request["arguments"]) == ("Bash", {"command": command})
+    assert request["executionId"] == waiting["executionId"]
+    assert lines(effects) == 0
+    with running_daemon(home) as second:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(second) as client:
+                pending = (await client.call("session/pending", {"sessionId": session_id}))[
+                    "pending"
+                ]
+                resumed = await client.call(
+                    "session/resume",
+                    resume_params(
+                        session_id, waiting["executionId"], answer(request, "r1", approved=True)
+                    ),
+                )
+                after = await client.call("session/get", {"sessionId": session_id})
+                messages = await history(client, session_id)
+    assert pending == {"executionId": waiting["executionId"], "requests": waiting["requests"]}
+    assert resumed == {"turnId": waiting["turnId"], "status": "completed", "response": "done"}
+    assert lines(effects) == 1
+    assert after["pending"] is None
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+
+
+# -- redelivery ---------------------------------------------------------------------------------
+
+
+async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-084, G-085, G-086, G-088: delivering the identical {requestId, responseId, approved}
+    again after the execution completed — on the same daemon and on a new one after SIGKILL —
+    runs nothing again and returns the execution's latest TurnResult; the same responseId with
+    other content, or another answer to the answered request, is StaleResponse (-32011)."""
+    effects = tmp_path / "effects.txt"
+    home = DaemonHome(tmp_path_factory.mktemp("redeliver"))
+    with running_daemon(home) as first:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(first) as client:
+                session_id, waiting = await park(
+                    client,
+                    tmp_path,
+                    {"toolCalls": [bash(f"echo x >> {effects}")]},
+                    {"text": "done"},
+                )
+                (request,) = waiting["requests"]
+                params = resume_params(
+                    session_id, waiting["executionId"], answer(request, "r1", approved=True)
+                )
+                completed = await client.call("session/resume", params)
+                again = await client.call("session/resume", params)
+        sigkill(first)
+    assert completed == {"turnId": waiting["turnId"], "status": "completed", "response": "done"}
+    assert again == completed
+    with running_daemon(home) as second:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(second) as client:
+                after_restart = await client.call("session/resume", params)
+                stale: list[RpcError] = []
+                for changed in (
+                    answer(request, "r1", approved=False),  # the response id, other content
+                    answer(request, "r2", approved=True),  # another answer to the request
+                ):
+                    with pytest.raises(StaleResponse) as refused:
+                        await client.call(
+                            "session/resume",
+                            resume_params(session_id, waiting["executionId"], changed),
+                        )
+                    stale.append(refused.value)
+                messages = await history(client, session_id)
+    assert after_restart == completed
+    assert lines(effects) == 1
+    assert [e.code for e in stale] == [-32011, -32011]
+    assert all((e.data or {}).get("executionId") == waiting["executionId"] for e in stale)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+
+
+async def deliver_twice_concurrently(
+    home: DaemonHome, cwd: Path
+) -> tuple[dict[str, Any], dict[str, Any] | RpcError, dict[str, Any], int]:
+    """Park a call, deliver its approval from one connection and — while that continuation's
+    tool body is still running — the identical approval from a second connection; then let
+    the body finish. Returns (first result, second outcome, a later redelivery's result,
+    effect count)."""
+    effects = cwd / "effects.txt"
+    release = cwd / "release"
+    command = f"echo x >> {effects}; until [ -e {release} ]; do sleep 0.02; done"
+    with running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(daemon) as one, connect(daemon) as two:
+                session_id, waiting = await park(one, cwd, {"toolCalls": [bash(command)]})
+                (request,) = waiting["requests"]
+                params = resume_params(
+                    session_id, waiting["executionId"], answer(request, "r1", approved=True)
+                )
+                outcomes: dict[str, Any] = {}
+
+                second_answered = trio.Event()
+
+                async def deliver(client: Client, key: str) -> None:
+                    try:
+                        outcomes[key] = await client.call("session/resume", params)
+                    except RpcError as exc:
+                        outcomes[key] = exc
+                    if key == "second":
+                        second_answered.set()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(deliver, one, "first")
+                    await wait_for_file(effects)  # the first delivery's body runs
+                    nursery.start_soon(deliver, two, "second")
+                    with trio.move_on_after(ATTACH_GRACE):
+                        await second_answered.wait()
+                    release.touch()
+                later = await two.call("session/resume", params)
+    return outcomes["first"], outcomes["second"], later, lines(effects)
+
+
+async def test_a_concurrent_duplicate_delivery_runs_nothing_twice(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-084 (safety): the identical approval delivered from two connections while the first
+    delivery's continuation runs never runs the effect twice; the second delivery gets either
+    the result or SessionBusy, and a redelivery afterwards gets the execution's result."""
+    home = DaemonHome(tmp_path_factory.mktemp("concurrent"))
+    first, second, later, effects = await deliver_twice_concurrently(home, tmp_path)
+    assert first["status"] == "completed"
+    assert isinstance(second, SessionBusy) or second == first
+    assert later == first
+    assert effects == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "product: a redelivered session/resume that arrives while the same execution's "
+        "continuation runs is refused with SessionBusy (-32001, SessionOperations.resume → "
+        "manager.refuse_new_work) instead of returning the execution's TurnResult (G-084)"
+    ),
+)
+async def test_a_concurrent_duplicate_delivery_returns_the_result(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-084: the identical approval delivered from a second connection while the first
+    delivery's continuation runs comes back with the execution's TurnResult, as session/run
+    with a known turnId attaches to its turn (G-071)."""
+    home = DaemonHome(tmp_path_factory.mktemp("concurrent-result"))
+    first, second, _, effects = await deliver_twice_concurrently(home, tmp_path)
+    assert second == first
+    assert effects == 1
+
+
+# -- a denial stays binding ---------------------------------------------------------------------
+
+
+async def loosen(client: Client, session_id: str) -> None:
+    """Make the session as permissive as it gets: allow Bash, then bypass permissions."""
+    await client.call(
+        "session/addRule",
+        {"sessionId": session_id, "rule": "Bash", "kind": "allow", "scope": "session"},
+    )
+    await client.call(
+        "session/setPermissionMode", {"sessionId": session_id, "mode": "bypassPermissions"}
+    )
+
+
+def tool_results(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Tool results by the command of the call they answer."""
+    commands = {
+        call["id"]: call["arguments"]["command"]
+        for message in messages
+        for call in message.get("toolCalls", [])
+    }
+    return {commands[m["toolCallId"]]: m for m in messages if m["role"] == "tool"}
+
+
+async def test_a_denial_stays_binding_when_the_round_continues_after_sigkill(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-083, G-077, G-088: a round of two Bash calls that both need approval parks on the
+    first (the second has not run); denying it continues the round, which parks again on the
+    second. After SIGKILL, on a new daemon, an allow rule for Bash is added and the mode
+    becomes bypassPermissions; approving the second call continues the same execution: the
+    approved call runs once, the denied call never runs and stays a failed result."""
+    denied_effect = tmp_path / "denied.txt"
+    approved_effect = tmp_path / "approved.txt"
+    denied_command = f"echo x >> {denied_effect}"
+    approved_command = f"echo x >> {approved_effect}"
+    home = DaemonHome(tmp_path_factory.mktemp("denial"))
+    with running_daemon(home) as first:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(first) as client:
+                session_id, waiting = await park(
+                    client,
+                    tmp_path,
+                    {"toolCalls": [bash(denied_command), bash(approved_command)]},
+                    {"text": "done"},
+                )
+                (denied,) = waiting["requests"]
+                execution_id = waiting["executionId"]
+                again = await client.call(
+                    "session/resume",
+                    resume_params(session_id, execution_id, answer(denied, "no", approved=False)),
+                )
+        sigkill(first)
+    assert denied["arguments"] == {"command": denied_command}
+    assert (lines(denied_effect), lines(approved_effect)) == (0, 0)
+    assert (again["status"], again["executionId"]) == ("waiting", execution_id)
+    (second_request,) = again["requests"]
+    assert second_request["arguments"] == {"command": approved_command}
+    with running_daemon(home) as second:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(second) as client:
+                pending = (await client.call("session/pending", {"sessionId": session_id}))[
+                    "pending"
+                ]
+                await loosen(client, session_id)
+                resumed = await client.call(
+                    "session/resume",
+                    resume_params(
+                        session_id, execution_id, answer(second_request, "yes", approved=True)
+                    ),
+                )
+                messages = await history(client, session_id)
+    assert pending == {"executionId": execution_id, "requests": again["requests"]}
+    assert resumed == {"turnId": waiting["turnId"], "status": "completed", "response": "done"}
+    assert (lines(denied_effect), lines(approved_effect)) == (0, 1)
+    results = tool_results(messages)
+    assert results[denied_command]["metadata"]["ok"] is False
+    assert results[approved_command]["metadata"].get("ok", True) is True
+
+
+async def test_a_denial_cut_off_by_sigkill_stays_binding(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-083, G-096, G-088: a denial is answered and the daemon is SIGKILLed while the
+    continuation waits for the model — after the denied call's failed result was journaled,
+    before the session record was saved again. The new daemon puts the journaled result back
+    instead of asking again: nothing is pending, the denied call is a failed result, and with
+    an allow rule and bypassPermissions neither a redelivered denial nor a late approval can
+    make it run (StaleResponse)."""
+    effect = tmp_path / "denied.txt"
+    command = f"echo x >> {effect}"
+    home = DaemonHome(tmp_path_factory.mktemp("denial-cut"))
+    with running_daemon(home) as first:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(first) as client:
+                session_id, waiting = await park(
+                    client,
+                    tmp_path,
+                    {"toolCalls": [bash(command)]},
+                    {"text": "never streamed", "delayMs": 60_000},
+                )
+                (request,) = waiting["requests"]
+                execution_id = waiting["executionId"]
+                denial = resume_params(
+                    session_id, execution_id, answer(request, "no", approved=False)
+                )
+                lost: list[BaseException] = []
+
+                async def resume_until_killed() -> None:
+                    try:
+                        await client.call("session/resume", denial)
+                    except (RpcError, ConnectionError) as exc:
+                        lost.append(exc)
+
+                def model_called_after_denial(events: list[dict[str, Any]]) -> bool:
+                    """The continuation asked the model again: the denied call's failed
+                    result is in history (and, before that, in the journal)."""
+                    ours = [e for e in events if e.get("sessionId") == session_id]
+                    kinds = [e["type"] for e in ours]
+                    if "approval_resolved" not in kinds:
+                        return False
+                    after = ours[kinds.index("approval_resolved") :]
+                    return any(
+                        e["type"] == "context_updated" and e["phase"] == "estimated" for e in after
+                    )
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(resume_until_killed)
+                    await client.wait_for(model_called_after_denial)
+                    sigkill(first)
+        assert lost, "the resume cannot have completed: its model call waits for 60 s"
+    with running_daemon(home) as second:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(second) as client:
+                pending = (await client.call("session/pending", {"sessionId": session_id}))[
+                    "pending"
+                ]
+                await loosen(client, session_id)
+                refusals: list[RpcError] = []
+                for params in (
+                    denial,
+                    resume_params(session_id, execution_id, answer(request, "yes", approved=True)),
+                ):
+                    with pytest.raises(StaleResponse) as refused:
+                        await client.call("session/resume", params)
+                    refusals.append(refused.value)
+                messages = await history(client, session_id)
+    assert pending is None
+    assert [e.code for e in refusals] == [-32011, -32011]
+    assert lines(effect) == 0
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    assert tool_results(messages)[command]["metadata"]["ok"] is False
+
+
+# -- an effect of unknown outcome ---------------------------------------------------------------
+
+
+async def cut_an_effect(home: DaemonHome, cwd: Path) -> tuple[str, str, dict[str, Any]]:
+    """Park a Bash call, approve it, and SIGKILL the daemon while its body runs (the body
+    writes its pid, then sleeps); the orphaned command is killed too, before its effect.
+    Returns (session id, execution id, the approval's resume params)."""
+    started = cwd / "started.pid"
+    command = f"echo $$ > {started}; sleep 30; echo x >> {cwd / 'effects.txt'}"
+    with orphan_reaped(started):
+        with running_daemon(home) as daemon:
+            with trio.fail_after(IO_TIMEOUT):
+                async with connect(daemon) as client:
+                    session_id, waiting = await park(
+                        client, cwd, {"toolCalls": [bash(command)]}, {"text": "afterwards"}
+                    )
+                    (request,) = waiting["requests"]
+                    execution_id = waiting["executionId"]
+                    approval = resume_params(
+                        session_id, execution_id, answer(request, "r1", approved=True)
+                    )
+                    lost: list[BaseException] = []
+
+                    async def resume_until_killed() -> None:
+                        try:
+                            await client.call("session/resume", approval)
+                        except (RpcError, ConnectionError) as exc:
+                            lost.append(exc)
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(resume_until_killed)
+                        await wait_for_file(started)  # the approved body runs
+                        sigkill(daemon)
+        assert lost, "the resume cannot have completed: its body sleeps for 30 s"
+    started.unlink()
+    return session_id, execution_id, approval
+
+
+async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-094, G-092, G-099, G-100, G-101, G-086: an approved Bash call is running when the
+    daemon is SIGKILLed, so its outcome is unknown. After a restart the execution is pending
+    with no request left to answer; resuming it is a reconciliation error (-32603 naming the
+    call), and neither that nor a redelivered approval runs the call again. session/abandon
+    closes the call as failed and discards the execution's journal; resuming it then is
+    StaleResponse, and a new run is accepted."""
+    home = DaemonHome(tmp_path_factory.mktemp("uncertain"))
+    session_id, execution_id, approval = await cut_an_effect(home, tmp_path)
+    journal_file = home.state_dir / "journal" / session_id / f"{execution_id}.jsonl"
+    assert journal_file.exists()
+    with running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(daemon) as client:
+                pending = (await client.call("session/pending", {"sessionId": session_id}))[
+                    "pending"
+                ]
+                with pytest.raises(RpcError) as refused:
+                    await client.call("session/resume", resume_params(session_id, execution_id))
+                with contextlib.suppress(RpcError):  # its answer: see the xfail test below
+                    await client.call("session/resume", approval)
+                still = (await client.call("session/pending", {"sessionId": session_id}))["pending"]
+                abandoned = await client.call(
+                    "session/abandon", {"sessionId": session_id, "executionId": execution_id}
+                )
+                with pytest.raises(StaleResponse):
+                    await client.call("session/resume", approval)
+                messages = await history(client, session_id)
+                after = await client.call("session/run", {"sessionId": session_id, "prompt": "on"})
+    assert pending == {"executionId": execution_id, "requests": []}
+    assert refused.value.code == RECONCILIATION_CODE
+    (call,) = messages[1]["toolCalls"]
+    assert refused.value.data == {
+        "sessionId": session_id,
+        "executionId": execution_id,
+        "callIds": [call["id"]],
+    }
+    assert still == pending
+    assert not (tmp_path / "started.pid").exists()  # the body never started again
+    assert lines(tmp_path / "effects.txt") == 0
+    assert abandoned == {"abandoned": True}
+    closed = messages[-1]
+    assert (closed["role"], closed["toolCallId"], closed["metadata"]["ok"]) == (
+        "tool",
+        call["id"],
+        False,
+    )
+    assert not journal_file.exists()
+    assert after == {"turnId": after["turnId"], "status": "completed", "response": "afterwards"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "product: after SIGKILL cut an approved effect, redelivering the identical approval "
+        "returns {status: 'waiting', requests: []} instead of the reconciliation error "
+        "(RecoverableExecutions.resume returns the redelivery result before checking "
+        "Execution.uncertain) — G-094"
+    ),
+)
+async def test_a_redelivered_approval_of_a_cut_effect_is_a_reconciliation_error(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-094, G-084: the client whose approval was cut off by the kill delivers it again —
+    the natural retry. The effect's outcome is unknown, so the answer is the reconciliation
+    error, not a "waiting" result with nothing left to answer."""
+    home = DaemonHome(tmp_path_factory.mktemp("uncertain-redelivery"))
+    session_id, execution_id, approval = await cut_an_effect(home, tmp_path)
+    with running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(daemon) as client:
+                with pytest.raises(RpcError) as refused:
+                    await client.call("session/resume", approval)
+    assert refused.value.code == RECONCILIATION_CODE
+    data = refused.value.data or {}
+    assert (data.get("sessionId"), data.get("executionId"), len(data.get("callIds", []))) == (
+        session_id,
+        execution_id,
+        1,
+    )
+    assert not (tmp_path / "started.pid").exists()
