@@ -415,6 +415,7 @@ class SessionManager:
         with trio.move_on_after(_HUB_DRAIN_TIMEOUT):
             await live.hub_done.wait()
         await live.journal.aclose()
+        self.store.forget(session_id)
 
     async def fresh_id(self) -> str:
         """A safe id no session uses (G-037)."""

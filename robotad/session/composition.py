@@ -24,6 +24,7 @@ from robotad.session.lifecycle import HookLifecycle
 from robotad.session.permissions import PermissionEnforcer, PersistRule
 from robotad.session.ports import EventSink
 from robotad.session.recoverable import RecoverableExecutions
+from robotad.session.registered_tool import register
 from robotad.session.reporting import SessionReporter
 from robotad.session.tool_gate import GateServices
 from robotad.session.turn_claim import TurnClaim
@@ -89,7 +90,7 @@ def compose(
 ) -> SessionParts:
     """Build one session's collaborators. Raises `InvalidParams` for malformed permission
     rules or mode and `TransitionRefused` for auto mode without a classifier."""
-    tool_map = {tool.name: tool for tool in tools}
+    tool_map: dict[str, Tool] = {tool.name: register(tool) for tool in tools}
     profiles = {name: tool.profile for name, tool in tool_map.items()}
     enforcer = PermissionEnforcer(
         cwd,

@@ -149,7 +149,10 @@ class RecoverableExecutions:
             model=provider.model,
             user_message_id=user.id,
         )
-        await self._append(x, x.started)
+        # Staged, not synced on its own: the first record that matters after a crash (a
+        # reply, request, effect or compaction) is appended durably to the same file, which
+        # makes this line durable too; until then a lost ``started`` loses nothing.
+        await self._append(x, x.started, durable=False)
 
         def body(policy: GatePolicy) -> Awaitable[CompletedTurn | ParkedTurn]:
             return self._runner.execute(
@@ -344,8 +347,11 @@ class RecoverableExecutions:
         record = FinishedRecord(
             id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
         )
+        # The mark is read only to answer a redelivered resume after a restart (G-084), so it
+        # must be durable only for an execution that had requests to answer; otherwise it is
+        # staged (history, saved already, holds the outcome).
         try:
-            await x.journal.append(record)
+            await x.journal.append(record, durable=bool(x.requests))
         except Exception:  # history holds the outcome; a missing mark only costs a lookup
             logger.warning("journaling the end of execution %s failed", x.execution_id)
 
@@ -379,9 +385,9 @@ class RecoverableExecutions:
     ) -> StaleResponse:
         return StaleResponse(self._session_id, execution_id, request_id, reason)
 
-    async def _append(self, x: Execution, record: JournalRecord) -> None:
+    async def _append(self, x: Execution, record: JournalRecord, *, durable: bool = True) -> None:
         try:
-            await x.journal.append(record)
+            await x.journal.append(record, durable=durable)
         except JournalError as exc:
             raise _persistence(exc) from exc
 

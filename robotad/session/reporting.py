@@ -8,25 +8,32 @@ Events are dicts with PROTOCOL §6 members in camelCase (``type``, ``turnId`` an
 members) and without ``sessionId``/``seq``, which the manager stamps. Log entries are the
 payload Structs of `robotad.storage.log_events`, so a payload the reader would refuse cannot be
 built here.
+
+`logged_request` is what a ``provider_request`` entry holds of a model call (G-144). A turn's
+request is the session's whole history, which the log already holds as ``history_mutation``
+events (G-145), so it is recorded by reference — the history's first ``count`` messages, the
+last one's id, and the system context inserted into them — and a turn's log line stays the same
+size however long the conversation grows. Anything else is logged in full.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
 
 from protocol.errors import RpcError
-from protocol.shapes import ApprovalRequest, ContextState
+from protocol.shapes import ApprovalRequest, ContextState, Message
+from robotad.agent.provider import ModelRequest
 from robotad.session.hooks import HookFailure
 from robotad.session.ports import EventSink
 from robotad.storage import log_events
 from robotad.storage.log_events import LogEventName
 from robotad.storage.session_log import SessionLogger
 
-__all__ = ["PREVIEW_CHARS", "SessionReporter"]
+__all__ = ["PREVIEW_CHARS", "SessionReporter", "logged_request"]
 
 logger = logging.getLogger("robotad.session")
 
@@ -189,3 +196,53 @@ class SessionReporter:
             self.log(
                 "hook_failure", log_events.HookFailure(event=failure.event, reason=failure.reason)
             )
+
+
+def logged_request(
+    request: ModelRequest, history: Sequence[Message], system_context: str | None
+) -> dict[str, Any]:
+    """The ``request`` member of a ``provider_request`` log entry for `request`.
+
+    Every member of the request as sent (snake_case, as `msgspec.to_builtins` gives them), except
+    its messages when they are a prefix of `history` — the session's history, which the log's
+    ``history_mutation`` events rebuild up to this entry — with at most `system_context`
+    inserted after its leading system messages, as the loop inserts it. Then ``messages`` is
+    left out and ``history_prefix: {count, last_message_id}`` (the id only when count > 0)
+    names them, with ``system_context: {index, message}`` for the inserted message. Otherwise
+    ``messages`` holds them all.
+    """
+    messages = request.messages
+    inserted: int | None = None
+    if system_context:
+        inserted = _leading_system(history)
+        candidate = messages[inserted] if inserted < len(messages) else None
+        if candidate is None or candidate.role != "system" or candidate.content != system_context:
+            return _in_full(request)
+        messages = [*messages[:inserted], *messages[inserted + 1 :]]
+    count = len(messages)
+    if count > len(history) or messages != history[:count]:
+        return _in_full(request)
+    form: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(request, messages=[]))
+    del form["messages"]
+    prefix: dict[str, Any] = {"count": count}
+    if count:
+        prefix["last_message_id"] = messages[-1].id
+    form["history_prefix"] = prefix
+    if inserted is not None:
+        form["system_context"] = {
+            "index": inserted,
+            "message": msgspec.to_builtins(request.messages[inserted]),
+        }
+    return form
+
+
+def _in_full(request: ModelRequest) -> dict[str, Any]:
+    form: dict[str, Any] = msgspec.to_builtins(request)
+    return form
+
+
+def _leading_system(history: Sequence[Message]) -> int:
+    count = 0
+    while count < len(history) and history[count].role == "system":
+        count += 1
+    return count

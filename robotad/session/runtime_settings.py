@@ -17,6 +17,7 @@ from robotad.session.context import DEFAULT_CONTEXT_WINDOW
 from robotad.session.conversation import Conversation
 from robotad.session.permissions import Denial, ModeGuard, PermissionEnforcer
 from robotad.session.recoverable import RecoverableExecutions
+from robotad.session.registered_tool import register
 from robotad.session.turn_claim import TurnClaim
 from robotad.tools.base import Tool, ToolProfile
 
@@ -69,7 +70,7 @@ class RuntimeSettings:
     def add_tools(self, tools: Sequence[Tool]) -> None:
         """Register more tools; they are gated like every other (G-211) from the next call."""
         for tool in tools:
-            self._tools[tool.name] = tool
+            self._tools[tool.name] = register(tool)
             self._profiles[tool.name] = tool.profile
 
     # -- permissions ------------------------------------------------------------------------

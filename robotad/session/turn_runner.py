@@ -8,8 +8,9 @@
 2. UserPromptSubmit (G-125), then the user message is committed;
 3. the agent loop (`run_turn`) with the session's gate, its commit path and callbacks that
    emit ``context_updated`` estimated before each provider call and exact after it (G-045),
-   log each request and response (G-144) and stream ``text_delta``; model-call hooks run
-   fire-and-forget in the turn's background nursery (G-050, G-051);
+   log each request (its history by reference, see `logged_request`) and response (G-144)
+   and stream ``text_delta``; model-call hooks run fire-and-forget in the turn's background
+   nursery (G-050, G-051);
 4. the end: completed — turn count, Stop, save, ``turn_finished`` (G-126, G-010); failed —
    ``turn_failed`` logged with its detail, StopFailure, history saved up to the failure, then
    `ProviderFailed` (or the failure's own error) raised (G-127, G-206…G-208); aborted — the
@@ -55,7 +56,7 @@ from robotad.session.compacting import CompactionProcedure
 from robotad.session.context import should_auto_compact
 from robotad.session.conversation import Conversation
 from robotad.session.lifecycle import HookLifecycle
-from robotad.session.reporting import SessionReporter
+from robotad.session.reporting import SessionReporter, logged_request
 from robotad.session.tool_gate import GatePolicy, GateServices, SessionToolGate
 from robotad.session.turn_context import TurnContext
 from robotad.storage import log_events
@@ -162,7 +163,7 @@ class TurnRunner:
         gate = SessionToolGate(s.gate, turn, policy)
         callbacks = TurnCallbacks(
             on_text=lambda delta: s.reporter.text_delta(turn.turn_id, delta, turn.open_request),
-            on_request=lambda request: self._on_request(turn, provider, request),
+            on_request=lambda request: self._on_request(turn, provider, request, system_context),
             on_reply=lambda reply: self._on_reply(turn, provider, reply),
         )
         outcome: TurnOutcome | None = None
@@ -213,7 +214,11 @@ class TurnRunner:
         await self.failed(turn, rpc, f"{type(error).__name__}: {error}", cause=error)
 
     async def _on_request(
-        self, turn: TurnContext, provider: Provider, request: ModelRequest
+        self,
+        turn: TurnContext,
+        provider: Provider,
+        request: ModelRequest,
+        system_context: str | None,
     ) -> None:
         s = self.s
         turn.rounds += 1
@@ -226,7 +231,7 @@ class TurnRunner:
                 request_id=turn.open_request,
                 provider=provider.name,
                 model=provider.model,
-                request=msgspec.to_builtins(request),
+                request=logged_request(request, s.conversation.messages, system_context),
             ),
         )
         s.lifecycle.pre_model_call(turn, request, provider.name)

@@ -10,11 +10,17 @@ The record types and their line codec live in `journal_records` and are re-expor
 The port, `ExecutionJournal`:
 
 - `append(record)` returns only once the record is durable: the whole line is written with
-  ``O_APPEND`` (one ``write`` unless the kernel writes short), the file fsynced and, when this
-  append created the file, the folder fsynced.
+  ``O_APPEND`` (one ``write`` unless the kernel writes short), the file fsynced and, when the
+  file's folder entry is not durable yet (this append, or an earlier staged one, created the
+  file), the folder fsynced.
   It is idempotent by ``record.id`` within its execution: a record equal to the stored one in
   every member but `timestamp` is a no-op (nothing written, nothing synced, the first timestamp
   stays); a different record under a used id raises `JournalConflict` and writes nothing.
+- `append(record, durable=False)` stages the record: the line is written the same way but not
+  synced. It becomes durable with the next durable append to the same execution (that fsync
+  covers every earlier line of the file, and the folder is synced then if the file is new); a
+  crash before that may lose it, and nothing else. Only for a record no guarantee needs on
+  disk by itself (an execution's ``started`` before its first reply, request or effect).
 - `read(execution_id)` returns the records in append order (no file: ``[]``); `executions()`
   lists the executions with a file; `discard(execution_id)` removes one durably.
 - A failed append raises `JournalWriteError`: nothing was acknowledged. A partial write is cut
@@ -238,10 +244,16 @@ def _unsafe(exc: OSError) -> OSError:
 
 
 class _Folder:
-    """Blocking work on one session's journal folder through its held, flock'ed descriptor."""
+    """Blocking work on one session's journal folder through its held, flock'ed descriptor.
+
+    `staged` names the files holding staged lines not synced yet, `unsynced` the files a
+    staged append created whose folder entry is not durable yet.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.staged: set[str] = set()
+        self.unsynced: set[str] = set()
 
     @classmethod
     def acquire(cls, directory: Path, session_id: str) -> _Folder:
@@ -324,9 +336,10 @@ class _Folder:
         finally:
             os.close(fd)
 
-    def append(self, name: str, line: bytes) -> None:
-        """Append `line`, fsync the file, and fsync the folder when this created the file.
-        A failed write is cut back off; a file this call created is removed again."""
+    def append(self, name: str, line: bytes, *, durable: bool = True) -> None:
+        """Append `line`; when `durable`, fsync the file, then the folder if the file's entry
+        is not durable yet (this call or a staged one created it). A failed write is cut back
+        off; a file this call created is removed again."""
         created = False
         try:
             fd = os.open(name, _APPEND_FLAGS, dir_fd=self.fd)
@@ -347,7 +360,8 @@ class _Folder:
             except OSError:
                 _cut_back(fd, info.st_size)
                 raise
-            _sync(fd)
+            if durable:
+                _sync(fd)
         except BaseException:
             os.close(fd)
             if created:
@@ -356,9 +370,33 @@ class _Folder:
             raise
         os.close(fd)
         if created:
+            self.unsynced.add(name)
+        if durable:
+            self.staged.discard(name)
+            self._sync_entry(name)
+        else:
+            self.staged.add(name)
+
+    def sync(self, name: str) -> None:
+        """Make the staged lines of `name` durable (nothing to do when it has none)."""
+        if name not in self.staged:
+            return
+        fd = os.open(name, _READ_FLAGS, dir_fd=self.fd)
+        try:
+            _sync(fd)
+        finally:
+            os.close(fd)
+        self.staged.discard(name)
+        self._sync_entry(name)
+
+    def _sync_entry(self, name: str) -> None:
+        if name in self.unsynced:
             _sync(self.fd)
+            self.unsynced.discard(name)
 
     def remove(self, name: str) -> None:
+        self.staged.discard(name)
+        self.unsynced.discard(name)
         try:
             os.unlink(name, dir_fd=self.fd)
         except FileNotFoundError:
@@ -399,7 +437,7 @@ def _end_of_last_line(fd: int, size: int) -> int:
 class ExecutionJournal(Protocol):
     """Durable, idempotent storage of recoverable executions' records (see module docstring)."""
 
-    async def append(self, record: JournalRecord) -> None: ...
+    async def append(self, record: JournalRecord, *, durable: bool = True) -> None: ...
 
     async def read(self, execution_id: str) -> list[JournalRecord]: ...
 
@@ -505,8 +543,10 @@ class FileExecutionJournal:
         self._index[execution_id] = index
         return index
 
-    async def append(self, record: JournalRecord) -> None:
-        """Durably append `record` unless an equal one is stored under its id (module doc).
+    async def append(self, record: JournalRecord, *, durable: bool = True) -> None:
+        """Append `record` unless an equal one is stored under its id: durably, or staged
+        with ``durable=False`` (module doc). One worker-thread trip, reading the execution's
+        file first only when this object has not read or written it since `open()`.
 
         Raises `InvalidParams` (unsafe execution id), `JournalConflict`, `JournalCorrupt`,
         `JournalWriteError` or `JournalClosed`.
@@ -519,23 +559,50 @@ class FileExecutionJournal:
         async with self._lock:
             folder = self._writable_folder()
             index = self._index.get(execution_id)
-            if index is None:
-                loaded = await trio.to_thread.run_sync(self._load, folder, execution_id)
-                index = self._remember(execution_id, loaded)
-            stored = index.get(record.id)
-            if stored == fingerprint:
-                return
-            if stored is not None:
-                raise JournalConflict(execution_id, record.id)
             try:
-                await trio.to_thread.run_sync(folder.append, f"{execution_id}{_SUFFIX}", line)
+                index = await trio.to_thread.run_sync(
+                    self._append_blocking,
+                    folder,
+                    execution_id,
+                    index,
+                    record.id,
+                    fingerprint,
+                    line,
+                    durable,
+                )
             except OSError as exc:
                 self._index.pop(execution_id, None)
                 self._broken = self._broken or isinstance(exc, _DurabilityLost)
                 raise JournalWriteError(
                     f"cannot append to the journal of execution {execution_id}: {_reason(exc)}"
                 ) from exc
-            index[record.id] = fingerprint
+            self._index[execution_id] = index
+
+    def _append_blocking(
+        self,
+        folder: _Folder,
+        execution_id: str,
+        index: dict[str, bytes] | None,
+        record_id: str,
+        fingerprint: bytes,
+        line: bytes,
+        durable: bool,
+    ) -> dict[str, bytes]:
+        """Blocking: the index of the execution (read from its file when not known), after
+        appending the line unless the record is already stored. `JournalConflict` and
+        `JournalCorrupt` leave the file unchanged; an `OSError` is a failed write."""
+        if index is None:
+            index = {r.id: record_fingerprint(r) for r in self._load(folder, execution_id)}
+        stored = index.get(record_id)
+        if stored == fingerprint:
+            if durable:  # the stored line may have been staged: it must be durable now
+                folder.sync(f"{execution_id}{_SUFFIX}")
+            return index
+        if stored is not None:
+            raise JournalConflict(execution_id, record_id)
+        folder.append(f"{execution_id}{_SUFFIX}", line, durable=durable)
+        index[record_id] = fingerprint
+        return index
 
     async def read(self, execution_id: str) -> list[JournalRecord]:
         """The execution's records in append order; ``[]`` when it has no file.

@@ -20,7 +20,8 @@ daemon imports it.
 
   The predicates are plain attributes, so a test can arm or disarm them mid-run; `once(p)`
   makes a predicate fire a single time and `of_kind("reply", ...)` matches records by kind.
-  `attempts` lists every record passed to `append`, `failures` counts injected failures.
+  `attempts` lists every record passed to `append` (`staged` those passed with
+  ``durable=False``), `failures` counts injected failures.
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ class MemoryJournal:
     def __init__(self) -> None:
         self._records: dict[str, list[JournalRecord]] = {}
 
-    async def append(self, record: JournalRecord) -> None:
+    async def append(self, record: JournalRecord, *, durable: bool = True) -> None:
+        """Store a copy of `record` (staged or not: memory is as durable as it gets)."""
+        del durable
         execution_id = validate_execution_id(record.execution_id)
         records = self._records.setdefault(execution_id, [])
         for stored in records:
@@ -125,6 +128,8 @@ class FaultyJournal:
         self.tear = tear
         self.fail_reads = fail_reads
         self.attempts: list[JournalRecord] = []
+        #: The records appended with ``durable=False`` (staged), in order.
+        self.staged: list[JournalRecord] = []
         self.failures = 0
         self._torn: set[str] = set()
 
@@ -144,17 +149,19 @@ class FaultyJournal:
             f"injected {what} appending record {record.id} of execution {record.execution_id}"
         )
 
-    async def append(self, record: JournalRecord) -> None:
+    async def append(self, record: JournalRecord, *, durable: bool = True) -> None:
         self.attempts.append(record)
+        if not durable:
+            self.staged.append(record)
         await self._refuse_torn(record.execution_id)
         if self.tear(record):
             self._torn.add(record.execution_id)
             raise self._injected("torn write", record)
         if self.fail_on(record):
             if self.after:
-                await self.inner.append(record)
+                await self.inner.append(record, durable=durable)
             raise self._injected("write failure", record)
-        await self.inner.append(record)
+        await self.inner.append(record, durable=durable)
 
     async def read(self, execution_id: str) -> list[JournalRecord]:
         if self.fail_reads is not None and self.fail_reads(execution_id):

@@ -88,7 +88,11 @@ class UserMessage(_Payload):
 
 
 class ProviderRequest(_Payload):
-    """What was sent to the model: the full request (messages, tools, tool choice)."""
+    """What was sent to the model: the request's members (tools, tool choice, effort…) and
+    its messages — in full under ``messages``, or, when they are the session's history as the
+    log's ``history_mutation`` events rebuild it at this line, by reference:
+    ``history_prefix: {count, last_message_id}`` (that history's first `count` messages) and
+    ``system_context: {index, message}`` (a system message inserted at `index`)."""
 
     request_id: str
     provider: str

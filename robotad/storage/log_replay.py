@@ -7,7 +7,10 @@ source first: a missing log is an empty replay, a nonempty malformed one is an e
 
 `validate_log` is ``session/log``: ``{entries, complete, problems}``. It never reports complete
 while any line is undecodable (G-151) or the log leaves something open (G-163): a provider
-request with no raw response (or error) and a tool call with no result (or abandonment).
+request with no raw response (or error) and a tool call with no result (or abandonment). A
+provider request that names its messages by reference to the history (``history_prefix``) must
+find that history rebuilt by the mutations before it — as many messages, the last one's id
+matching — or the request cannot be rebuilt and that is a problem too (G-144).
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ def _coverage(numbered: list[tuple[int, LogEntry]]) -> list[LogProblem]:
         data = entry.data
         if entry.event == "provider_request":
             requests.setdefault(data["requestId"], line)
+            problem = _unrebuildable(data.get("request"), history)
+            if problem is not None:
+                problems.append(_gap(line, entry, problem))
         elif entry.event == "provider_response":
             if contains_reference(data.get("normalized")):
                 problems.append(_gap(line, entry, "normalized response holds a sidecar reference"))
@@ -135,6 +141,20 @@ def _coverage(numbered: list[tuple[int, LogEntry]]) -> list[LogProblem]:
             )
     problems.sort(key=lambda p: p.get("line", 0))
     return problems
+
+
+def _unrebuildable(request: Any, history: list[Message]) -> str | None:
+    """Why a request's messages cannot be rebuilt from `history` (as replayed so far), if so."""
+    if not isinstance(request, dict) or "history_prefix" not in request:
+        return None
+    prefix = request["history_prefix"]
+    count = prefix.get("count") if isinstance(prefix, dict) else None
+    if type(count) is not int or count < 0:
+        return "provider request has a malformed history reference"
+    last = prefix.get("last_message_id")
+    if count > len(history) or (count and history[count - 1].id != last):
+        return "provider request refers to history the log does not rebuild"
+    return None
 
 
 def _gap(line: int, entry: LogEntry, message: str) -> LogProblem:

@@ -14,6 +14,7 @@ typed into free text is not detected (G-220).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,9 @@ __all__ = ["REDACTED", "is_sensitive_key", "scrub_sensitive_keys"]
 
 #: What a sensitive key's value becomes.
 REDACTED = "[REDACTED]"
+
+#: Keys up to this long are memoised by `is_sensitive_key`.
+_MEMO_KEY_CHARS = 64
 
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
@@ -83,7 +87,17 @@ def _words(key: str) -> list[str]:
 
 
 def is_sensitive_key(key: str) -> bool:
-    """Whether values under `key` are secrets (see the module docstring for the rule)."""
+    """Whether values under `key` are secrets (see the module docstring for the rule).
+
+    Memoised for ordinary key lengths (a bounded cache: a log payload repeats the same few
+    keys, message and schema members, on every line); a key longer than that is classified
+    afresh, so no outsized key is ever kept."""
+    if len(key) <= _MEMO_KEY_CHARS:
+        return _sensitive_memo(key)
+    return _sensitive(key)
+
+
+def _sensitive(key: str) -> bool:
     words = _words(key)
     if not words:
         return False
@@ -92,6 +106,9 @@ def is_sensitive_key(key: str) -> bool:
     if words[-1] in _SUFFIX_WORDS:
         return True
     return tuple(words[-2:]) in _SUFFIX_PAIRS or tuple(words[-1:]) in _SUFFIX_PAIRS
+
+
+_sensitive_memo = functools.lru_cache(maxsize=4096)(_sensitive)
 
 
 def scrub_sensitive_keys(value: Any) -> Any:

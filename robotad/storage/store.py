@@ -14,6 +14,12 @@ Re-saving keeps what the session does not own (G-011): `save` refreshes only `SE
 members and keeps the stored `createdAt`, `name`, `title`, `forkedFrom`, `omittedPrompt` and
 `metadata` entries another writer put there. Such writers use `update`.
 
+`save` reads the stored file every time, but decodes it only when its bytes differ from the
+last ones this store wrote or decoded for that id (it remembers those bytes with the members a
+save keeps from them, for a bounded number of ids). So a save costs one read, not a decode of
+the whole history, while any change made behind the store's back — a new name, a corrupt or
+unsupported file — is still seen, because different bytes are always decoded afresh.
+
 Blocking I/O; async callers use ``trio.to_thread.run_sync``. One store object serialises its
 own writes with a lock; it assumes no other process writes the same folder concurrently.
 """
@@ -24,6 +30,7 @@ import contextlib
 import os
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -74,6 +81,8 @@ SESSION_OWNED = (
 )
 _PRESERVED_OPTIONAL = ("name", "title", "forked_from", "omitted_prompt")
 _SUFFIX = ".json"
+#: Ids whose last stored bytes a store remembers (most recently used kept).
+KNOWN_RECORDS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +91,41 @@ class Missing:
 
 
 LoadOutcome = Valid | Missing | Corrupt | Unsupported
+
+
+class _Kept(msgspec.Struct, rename="camel"):
+    """The members of a stored record that a save keeps (everything not `SESSION_OWNED`)."""
+
+    created_at: str
+    metadata: dict[str, Any]
+    name: str | msgspec.UnsetType = UNSET
+    title: str | msgspec.UnsetType = UNSET
+    forked_from: ForkedFrom | msgspec.UnsetType = UNSET
+    omitted_prompt: bool | msgspec.UnsetType = UNSET
+
+    @classmethod
+    def of(cls, record: SessionRecord) -> _Kept:
+        return cls(
+            record.created_at,
+            record.metadata,
+            record.name,
+            record.title,
+            record.forked_from,
+            record.omitted_prompt,
+        )
+
+
+_kept_encoder = msgspec.json.Encoder()
+_kept_decoder = msgspec.json.Decoder(_Kept)
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """The exact bytes last written or decoded at a record path, and the kept members they
+    hold — encoded, so nothing a caller does to a returned record can change them."""
+
+    data: bytes
+    kept: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +152,8 @@ class FileSessionStore:
         self._dir = Path(state_dir) / "sessions"
         self._lock = threading.Lock()
         self._listing: dict[str, tuple[tuple[int, ...], StoredSession]] = {}
+        self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._known_lock = threading.Lock()
 
     @property
     def directory(self) -> Path:
@@ -129,10 +175,19 @@ class FileSessionStore:
         try:
             data = fsio.read_regular(path)
         except fsio.UnsafePath:
-            return Corrupt([{"path": "$", "message": "the record path is not a regular file"}])
+            return _not_regular()
         if data is None:
             return Missing()
-        return decode_record(data)
+        outcome = decode_record(data)
+        if isinstance(outcome, Valid):
+            self._remember(session_id, data, outcome.record)
+        return outcome
+
+    def forget(self, session_id: str) -> None:
+        """Drop what the store remembers of `session_id`'s stored bytes (e.g. once its session
+        is unloaded); the next save decodes the file again."""
+        with self._known_lock:
+            self._known.pop(session_id, None)
 
     def exists(self, session_id: str) -> bool:
         """Whether anything at all occupies the record path of `session_id`."""
@@ -190,10 +245,12 @@ class FileSessionStore:
 
         The file appears atomically and exclusively: of two racing creates one wins."""
         path = self.path_for(record.id)
+        data = encode_record(record)
         with self._lock:
             fsio.ensure_private_dir(self._dir)
-            if os.path.lexists(path) or not fsio.create_exclusive(path, encode_record(record)):
+            if os.path.lexists(path) or not fsio.create_exclusive(path, data):
                 raise SessionExists(record.id)
+            self._remember(record.id, data, record)
         return record
 
     def save(self, record: SessionRecord) -> SessionRecord:
@@ -201,18 +258,46 @@ class FileSessionStore:
 
         With no stored file the record is written as given. A stored record that is corrupt or
         unsupported is refused (`RecordCorrupt`/`RecordUnsupported`) and left byte-identical.
-        Returns what was written.
+        The stored file is read each time and decoded only when its bytes are not the ones
+        this store last wrote or decoded (module doc). Returns what was written.
         """
         path = self.path_for(record.id)
         with self._lock:
-            current = self.load(record.id)
-            if isinstance(current, Valid):
-                record = _merge(current.record, record)
-            else:
-                _refuse_damaged(record.id, current)
+            kept = self._stored_kept(record.id, path)
+            if kept is not None:
+                record = _merge(kept, record)
             fsio.ensure_private_dir(self._dir)
-            fsio.atomic_write(path, encode_record(record))
+            data = encode_record(record)
+            fsio.atomic_write(path, data)
+            self._remember(record.id, data, record)
         return record
+
+    def _stored_kept(self, session_id: str, path: Path) -> _Kept | None:
+        """The kept members of the stored record; None when there is none. Refuses a damaged
+        record (`RecordCorrupt`/`RecordUnsupported`)."""
+        try:
+            data = fsio.read_regular(path)
+        except fsio.UnsafePath:
+            raise _damaged(session_id, _not_regular()) from None
+        if data is None:
+            return None
+        with self._known_lock:
+            known = self._known.get(session_id)
+        if known is not None and known.data == data:
+            return _kept_decoder.decode(known.kept)
+        outcome = decode_record(data)
+        if not isinstance(outcome, Valid):
+            raise _damaged(session_id, outcome)
+        return _Kept.of(outcome.record)
+
+    def _remember(self, session_id: str, data: bytes, record: SessionRecord) -> None:
+        """`data` is now the stored content of `session_id`, holding `record`."""
+        known = _Known(data, _kept_encoder.encode(_Kept.of(record)))
+        with self._known_lock:
+            self._known[session_id] = known
+            self._known.move_to_end(session_id)
+            while len(self._known) > KNOWN_RECORDS:
+                self._known.popitem(last=False)
 
     def update(
         self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
@@ -229,7 +314,9 @@ class FileSessionStore:
             changed = change(current.record)
             if changed.id != session_id:
                 raise ValueError("update must not change the record's id")
-            fsio.atomic_write(path, encode_record(changed))
+            data = encode_record(changed)
+            fsio.atomic_write(path, data)
+            self._remember(session_id, data, changed)
         return changed
 
     def sweep_temp_files(self) -> int:
@@ -260,25 +347,38 @@ class FileSessionStore:
                 return False
             fsio.fsync_dir(self._dir)
             self._listing.pop(session_id, None)
+            self.forget(session_id)
         return True
 
 
 def _refuse_damaged(session_id: str, outcome: LoadOutcome) -> None:
+    if isinstance(outcome, Corrupt | Unsupported):
+        raise _damaged(session_id, outcome)
+
+
+def _damaged(session_id: str, outcome: Corrupt | Unsupported) -> RecordCorrupt | RecordUnsupported:
     if isinstance(outcome, Corrupt):
-        raise RecordCorrupt(session_id, outcome.issues)
-    if isinstance(outcome, Unsupported):
-        raise RecordUnsupported(session_id, outcome.schema_version)
+        return RecordCorrupt(session_id, outcome.issues)
+    return RecordUnsupported(session_id, outcome.schema_version)
 
 
-def _merge(stored: SessionRecord, fresh: SessionRecord) -> SessionRecord:
-    """`fresh`'s session-owned members over `stored`; stored non-owned members win, and
-    `fresh` fills only the ones the stored record lacks."""
-    owned: dict[str, Any] = {name: getattr(fresh, name) for name in SESSION_OWNED}
+def _not_regular() -> Corrupt:
+    return Corrupt([{"path": "$", "message": "the record path is not a regular file"}])
+
+
+def _merge(stored: _Kept, fresh: SessionRecord) -> SessionRecord:
+    """`fresh`'s session-owned members with the stored record's kept ones: the stored
+    ``createdAt``, the stored optional members (`fresh` fills only the ones the stored record
+    lacks) and the stored metadata entries over `fresh`'s."""
+    kept: dict[str, Any] = {
+        "created_at": stored.created_at,
+        "metadata": {**fresh.metadata, **stored.metadata},
+    }
     for name in _PRESERVED_OPTIONAL:
-        if getattr(stored, name) is UNSET:
-            owned[name] = getattr(fresh, name)
-    owned["metadata"] = {**fresh.metadata, **stored.metadata}
-    return msgspec.structs.replace(stored, **owned)
+        value = getattr(stored, name)
+        if value is not UNSET:
+            kept[name] = value
+    return msgspec.structs.replace(fresh, **kept)
 
 
 class _Summary(msgspec.Struct):

@@ -1,0 +1,256 @@
+"""What one turn costs in durable writes and log volume, with every guarantee kept.
+
+- A plain journaled turn makes exactly one journal write durable — its reply, before it enters
+  history (G-096) — while ``started`` and the end mark of an execution that had nothing to
+  answer are staged (made durable by the next durable append, or not needed at all).
+- A request's history is logged by reference (``history_prefix``) so a turn's
+  ``provider_request`` line does not grow with the conversation; the log still rebuilds exactly
+  what was sent (G-144), and ``session/log`` reports a reference the log cannot resolve.
+- A tool's schema is read once per session, not on every provider call and save.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+import pytest
+import trio
+from msgspec import Struct
+
+from protocol.methods import ApprovalResponse
+from protocol.shapes import Message, TurnCompleted, TurnWaiting
+from robotad.agent.provider import ModelRequest, ToolSchema
+from robotad.session.reporting import logged_request
+from robotad.storage.journal import FileExecutionJournal
+from robotad.storage.journal_testing import FaultyJournal, MemoryJournal
+from robotad.storage.log_files import FileLogSource
+from robotad.storage.log_replay import replay_history, validate_log
+from robotad.tools import builtin_tools
+from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
+from tests.session.session_harness import LIMIT, FileLog, MemoryStore, new_session, scripted
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    return cwd
+
+
+def kinds(records: list[Any]) -> list[str]:
+    return [str(type(r).__struct_config__.tag) for r in records]
+
+
+# -- journal durability per turn ---------------------------------------------------------------
+
+
+async def test_a_plain_turn_makes_only_its_reply_durable(workspace: Path) -> None:
+    """G-096: the reply is journaled durably before it enters history; ``started`` and the end
+    mark of an execution without requests are staged (nothing can ever answer them)."""
+    journal = FaultyJournal(MemoryJournal())
+    session = new_session(workspace, scripted([{"text": "hi"}]), store=MemoryStore())
+    with trio.fail_after(LIMIT):
+        result = await session.run_recoverable("hello", journal)
+    assert isinstance(result, TurnCompleted)
+    assert kinds(journal.attempts) == ["started", "reply", "finished"]
+    assert kinds(journal.staged) == ["started", "finished"]
+
+
+async def test_an_execution_with_requests_marks_its_end_durably(workspace: Path) -> None:
+    """G-075, G-084: requests are durable before "waiting" comes back, and the end mark of an
+    execution a person answered is durable too (a redelivered answer after a restart reads
+    it); only ``started`` is staged — the durable request right after it covers it."""
+    steps: list[dict[str, Any]] = [
+        {"toolCalls": [{"name": "Write", "arguments": {"file_path": "o.txt", "content": "x"}}]},
+        {"text": "written"},
+    ]
+    journal = FaultyJournal(MemoryJournal())
+    session = new_session(workspace, scripted(steps), tools=builtin_tools(), store=MemoryStore())
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("write it", journal)
+        assert isinstance(waiting, TurnWaiting)
+        (request,) = waiting.requests
+        answer = ApprovalResponse(request.request_id, "r-1", True)
+        done = await session.resume_recoverable(waiting.execution_id, journal, [answer])
+    assert isinstance(done, TurnCompleted)
+    assert kinds(journal.staged) == ["started"]
+    assert kinds(journal.attempts)[-1] == "finished"
+
+
+async def test_a_plain_turn_fsyncs_the_journal_twice(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the file journal a plain turn costs two fsyncs: the reply's file (covering the staged
+    ``started`` line) and, since the execution's file is new, its folder — and the reply is on
+    disk with ``started`` before the turn returns."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    session = new_session(workspace, scripted([{"text": "hi"}]), store=MemoryStore())
+    async with FileExecutionJournal(tmp_path / "state", session.session_id) as journal:
+        monkeypatch.setattr(os, "fsync", spy)
+        with trio.fail_after(LIMIT):
+            await session.run_recoverable("hello", journal)
+        monkeypatch.undo()
+        (execution_id,) = await journal.executions()
+        file = os.path.realpath(journal.path_for(execution_id))
+        assert synced == [file, os.path.realpath(journal.directory)]
+        records = await journal.read(execution_id)
+    assert kinds(records) == ["started", "reply", "finished"]
+
+
+# -- provider requests in the log --------------------------------------------------------------
+
+
+def _rebuilt(entries: list[Any], request: dict[str, Any], line: int) -> list[Message]:
+    """The messages a logged request names, rebuilt from the mutations logged before it."""
+    history = replay_history(entries[:line])
+    prefix = request["history_prefix"]
+    messages = history[: prefix["count"]]
+    if "system_context" in request:
+        context = request["system_context"]
+        messages.insert(context["index"], msgspec.convert(context["message"], Message))
+    return messages
+
+
+async def test_requests_are_logged_by_reference_and_rebuild_exactly(workspace: Path) -> None:
+    """G-144, G-145: each provider request's messages are named by reference to the history
+    the log rebuilds at that line (with a turn's system context inserted where it was); that
+    rebuild equals what the provider received, and the log validates as complete."""
+    provider = scripted([{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    log = FileLog(workspace.parent, "s-log")
+    session = new_session(
+        workspace, provider, logger=log.logger, session_id="s-log", system_message="Be brief."
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("first")
+        await session.run("second", system_context="It is Tuesday.")
+        await session.run("third")
+    entries = log.entries()
+    logged = [(i, e) for i, e in enumerate(entries) if e.event == "provider_request"]
+    assert len(logged) == len(provider.turn_requests) == 3
+    for (line, entry), sent in zip(logged, provider.turn_requests, strict=True):
+        request = entry.data["request"]
+        assert "messages" not in request
+        assert _rebuilt(entries, request, line) == sent.messages
+        assert request["tools"] == msgspec.to_builtins(sent.tools)
+    assert "system_context" in logged[1][1].data["request"]
+    report = validate_log(FileLogSource(log.path))
+    assert report.complete, report.problems
+
+
+async def test_a_request_line_does_not_grow_with_the_history(workspace: Path) -> None:
+    """The scale target: the 20th turn's request line is as long as the first one's (give or
+    take the digits of its count) and repeats none of the earlier prompts."""
+    provider = scripted([{"text": f"reply {i}"} for i in range(20)])
+    log = FileLog(workspace.parent, "s-grow")
+    session = new_session(workspace, provider, logger=log.logger, session_id="s-grow")
+    with trio.fail_after(LIMIT):
+        for index in range(20):
+            await session.run(f"needle-{index:02d} " + "words " * 50)
+    lines = [
+        line for line in log.path.read_bytes().splitlines() if b'"event":"provider_request"' in line
+    ]
+    assert len(lines) == 20
+    assert abs(len(lines[-1]) - len(lines[0])) <= 8
+    assert b"needle-00" not in lines[-1]
+
+
+async def test_a_reference_the_log_cannot_rebuild_is_reported(workspace: Path) -> None:
+    """G-144, G-163: with a history mutation missing from the log, a request naming that
+    history can no longer be rebuilt, and ``session/log`` says so instead of "complete"."""
+    log = FileLog(workspace.parent, "s-gap")
+    session = new_session(
+        workspace, scripted([{"text": "a"}, {"text": "b"}]), logger=log.logger, session_id="s-gap"
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("first")
+        await session.run("second")
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    first_mutation = next(i for i, line in enumerate(lines) if b"history_mutation" in line)
+    log.path.write_bytes(b"".join(lines[:first_mutation] + lines[first_mutation + 1 :]))
+    report = validate_log(FileLogSource(log.path))
+    assert not report.complete
+    assert any(
+        p.get("event") == "provider_request" and "does not rebuild" in p.get("message", "")
+        for p in report.problems
+    )
+
+
+def test_messages_that_are_not_the_history_are_logged_in_full() -> None:
+    """A request whose messages are not a prefix of the session's history (plus the system
+    context where the loop puts it) is logged with every message, as sent."""
+    history = [Message.system("sys"), Message.user("hi")]
+    tools = [ToolSchema("T", "a tool", {"type": "object"})]
+    stranger = ModelRequest([Message.user("summarise this")], tools, purpose="compaction")
+    assert logged_request(stranger, history, None) == msgspec.to_builtins(stranger)
+    misplaced = ModelRequest([Message.system("ctx"), *history], tools)
+    assert logged_request(misplaced, history, "ctx") == msgspec.to_builtins(misplaced)
+    inserted = ModelRequest([history[0], Message.system("ctx"), history[1]], tools)
+    form = logged_request(inserted, history, "ctx")
+    assert form["history_prefix"] == {"count": 2, "last_message_id": history[1].id}
+    assert form["system_context"]["index"] == 1
+    assert "messages" not in form
+
+
+# -- tool schemas ------------------------------------------------------------------------------
+
+
+class _NoArgs(Struct, forbid_unknown_fields=True):
+    pass
+
+
+class _CountingTool(TypedTool[_NoArgs]):
+    """Counts how often its schema is built."""
+
+    name: ClassVar[str] = "Count"
+    description: ClassVar[str] = "Counts schema builds."
+    profile: ClassVar[ToolProfile] = ToolProfile(risk="inspect")
+    Arguments: ClassVar[type[Struct]] = _NoArgs
+
+    def __init__(self) -> None:
+        self.built = 0
+
+    @property
+    def schema(self) -> ToolSchema:
+        self.built += 1
+        return super().schema
+
+    async def run(self, arguments: _NoArgs, ctx: ToolContext) -> ToolResult:
+        return ToolResult(True, "counted")
+
+
+class _LateTool(_CountingTool):
+    name: ClassVar[str] = "Late"
+
+
+async def test_a_tool_schema_is_built_once_per_session(workspace: Path) -> None:
+    """Turns, tool calls and saves all show the model and the record the same schema, built
+    once; a tool added later is registered the same way."""
+    counting, late = _CountingTool(), _LateTool()
+    steps: list[dict[str, Any]] = [
+        {"toolCalls": [{"name": "Count", "arguments": {}}]},
+        {"text": "done"},
+        {"text": "ok"},
+        {"text": "late"},
+    ]
+    provider = scripted(steps)
+    store = MemoryStore()
+    session = new_session(workspace, provider, tools=[counting], store=store)
+    with trio.fail_after(LIMIT):
+        await session.run("count")
+        await session.run("again")
+        assert counting.built == 1
+        assert [s.name for s in store.last.tool_schemas] == ["Count"]
+        session.add_tools([late])
+        await session.run("with the late tool")
+    assert [s.name for s in store.last.tool_schemas] == ["Count", "Late"]
+    assert [s.name for s in provider.turn_requests[-1].tools] == ["Count", "Late"]
+    assert (counting.built, late.built) == (1, 1)

@@ -1,0 +1,132 @@
+"""Staged journal appends (``durable=False``): written at once, made durable by the next durable
+append of the same execution, never acknowledged as durable on their own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from robotad.storage.journal import FileExecutionJournal, JournalConflict
+
+from .journal_samples import SESSION, every_kind, started
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+async def journal(state: Path) -> AsyncIterator[FileExecutionJournal]:
+    async with FileExecutionJournal(state, SESSION) as opened:
+        yield opened
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync'd path, in order."""
+    calls: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return calls
+
+
+def _paths(journal: FileExecutionJournal, execution_id: str, fsyncs: list[str]) -> tuple[str, str]:
+    """The file and folder paths fsyncs name; forgets the fsyncs of opening the journal."""
+    fsyncs.clear()
+    return (
+        os.path.realpath(journal.path_for(execution_id)),
+        os.path.realpath(journal.directory),
+    )
+
+
+async def test_a_staged_append_is_written_but_synced_nowhere(
+    journal: FileExecutionJournal, fsyncs: list[str]
+) -> None:
+    """A staged record reads back at once, and no fsync happened for it."""
+    _paths(journal, "x-1", fsyncs)
+    record = started("x-1")
+    await journal.append(record, durable=False)
+    assert fsyncs == []
+    assert await journal.read("x-1") == [record]
+
+
+async def test_the_next_durable_append_syncs_the_staged_lines_and_the_new_file(
+    journal: FileExecutionJournal, fsyncs: list[str]
+) -> None:
+    """G-075, G-096 (journal part): the first durable append after a staged one that created
+    the file syncs the file (covering every earlier line) and then the folder entry; later
+    durable appends sync only the file."""
+    first, reply, request, *_ = every_kind("x-1")
+    file, folder = _paths(journal, "x-1", fsyncs)
+    await journal.append(first, durable=False)
+    await journal.append(reply)
+    assert fsyncs == [file, folder]
+    await journal.append(request)
+    assert fsyncs == [file, folder, file]
+    assert await journal.read("x-1") == [first, reply, request]
+
+
+async def test_a_durable_redelivery_of_a_staged_record_makes_it_durable(
+    journal: FileExecutionJournal, fsyncs: list[str]
+) -> None:
+    """An equal record appended again durably writes nothing new but is not acknowledged
+    before the staged line (and its new file's entry) are synced; once synced, a further
+    redelivery is a no-op."""
+    record = started("x-1")
+    file, folder = _paths(journal, "x-1", fsyncs)
+    await journal.append(record, durable=False)
+    await journal.append(record)
+    assert fsyncs == [file, folder]
+    await journal.append(record)
+    assert fsyncs == [file, folder]
+    assert len(journal.path_for("x-1").read_bytes().splitlines()) == 1
+
+
+async def test_staging_onto_a_durable_file_syncs_nothing_and_survives_a_reopen(
+    state: Path, fsyncs: list[str]
+) -> None:
+    """A staged record after durable ones costs no fsync; a clean close and reopen reads it."""
+    records = every_kind("x-1")
+    async with FileExecutionJournal(state, SESSION) as journal:
+        for record in records[:-1]:
+            await journal.append(record)
+        synced = len(fsyncs)
+        await journal.append(records[-1], durable=False)
+        assert len(fsyncs) == synced
+    async with FileExecutionJournal(state, SESSION) as reopened:
+        assert await reopened.read("x-1") == records
+
+
+async def test_a_staged_record_is_still_idempotent_by_id(journal: FileExecutionJournal) -> None:
+    """A different record under the id of a staged one is a conflict, exactly as for a durable
+    one, and writes nothing."""
+    record = started("x-1")
+    await journal.append(record, durable=False)
+    other = msgspec.structs.replace(record, turn_id="t-other")
+    with pytest.raises(JournalConflict):
+        await journal.append(other)
+    assert await journal.read("x-1") == [record]
+
+
+async def test_discarding_a_staged_only_execution_syncs_the_folder(
+    journal: FileExecutionJournal, fsyncs: list[str]
+) -> None:
+    """Discard removes the file durably even when nothing of it was ever synced; a new file of
+    that id afterwards has its entry synced again."""
+    file, folder = _paths(journal, "x-1", fsyncs)
+    await journal.append(started("x-1"), durable=False)
+    await journal.discard("x-1")
+    assert fsyncs == [folder]
+    assert not journal.path_for("x-1").exists()
+    await journal.append(started("x-1"))
+    assert fsyncs == [folder, file, folder]
