@@ -181,7 +181,9 @@ class SessionManager:
         now = iso_now()
         record = SessionRecord(
             id=session_id,
-            cwd=params.cwd,
+            # The spelling the Session itself uses (``/p/./`` is ``/p``), so the record, the
+            # SessionInfo and every hook report one root (G-104).
+            cwd=str(Path(params.cwd)),
             created_at=now,
             updated_at=now,
             messages=[],

@@ -89,6 +89,9 @@ class SessionOperations:
 
     def __init__(self, manager: SessionManager) -> None:
         self.manager = manager
+        # In-flight resumes by (session, execution, answers): an identical delivery that
+        # arrives while one runs attaches to it instead of being refused as busy (G-084).
+        self._resuming: dict[tuple[str, str, bytes], Any] = {}
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -190,15 +193,26 @@ class SessionOperations:
         live = await self.manager.session(params.session_id)
         if caller is not None:
             self._attach(live, caller)
-        self.manager.refuse_new_work(live)
         responses = list(params.responses)
+        answers = msgspec.json.encode(
+            sorted((r.request_id, r.response_id, r.approved) for r in responses)
+        )
+        key = (live.session_id, params.execution_id, answers)
+        running = self._resuming.get(key)
+        if running is not None:
+            attached: RunOutcome = await running.wait()
+            return attached
+        self.manager.refuse_new_work(live)
 
         async def work() -> TurnCompleted | TurnWaiting:
-            return await live.session.resume_recoverable(
-                params.execution_id, live.journal, responses
-            )
+            try:
+                return await live.session.resume_recoverable(
+                    params.execution_id, live.journal, responses
+                )
+            finally:
+                self._resuming.pop(key, None)
 
-        outcome: RunOutcome = await self._spawn(live, "~resume-", work)
+        outcome: RunOutcome = await self._spawn(live, "~resume-", work, track=key)
         return outcome
 
     async def abort(self, session_id: str) -> bool:
@@ -241,9 +255,17 @@ class SessionOperations:
         result: CompactResult = await self._spawn(live, "~compact-", work)
         return result
 
-    async def _spawn(self, live: LiveSession, prefix: str, work: Any) -> Any:
+    async def _spawn(
+        self,
+        live: LiveSession,
+        prefix: str,
+        work: Any,
+        *,
+        track: tuple[str, str, bytes] | None = None,
+    ) -> Any:
         """Run `work` as the session's manager-held work in the manager's nursery (it outlives
-        its requester) and wait for its outcome."""
+        its requester) and wait for its outcome; with `track`, identical requests arriving
+        meanwhile find it in `_resuming`."""
         label = prefix + new_id()
         live.begin(label)
 
@@ -253,7 +275,10 @@ class SessionOperations:
             finally:
                 live.end(label)
 
-        return await live.turns.start(label, body).wait()
+        turn = live.turns.start(label, body)
+        if track is not None and not turn.done:
+            self._resuming[track] = turn
+        return await turn.wait()
 
     # -- events ----------------------------------------------------------------------------
 

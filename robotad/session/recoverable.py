@@ -197,11 +197,13 @@ class RecoverableExecutions:
                 return x.result
             raise self._stale(execution_id, reason="the execution does not wait any more")
         history = self._conversation.messages
-        if not fresh and responses:
-            return x.result or self._waiting(x)
+        # An effect that started and never finished is checked first: a redelivered answer
+        # must meet the reconciliation error too, not a wait with nothing left to answer.
         uncertain = x.uncertain(history)
         if uncertain:
             raise ReconciliationFailed(self._session_id, execution_id, [c.id for c in uncertain])
+        if not fresh and responses:
+            return x.result or self._waiting(x)
         x.journal = journal  # the host's journal as it is now (it may have been reopened)
         for answer in fresh:
             record = ResponseRecord(

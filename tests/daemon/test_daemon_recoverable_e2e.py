@@ -262,14 +262,6 @@ async def test_a_concurrent_duplicate_delivery_runs_nothing_twice(
     assert effects == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "product: a redelivered session/resume that arrives while the same execution's "
-        "continuation runs is refused with SessionBusy (-32001, SessionOperations.resume → "
-        "manager.refuse_new_work) instead of returning the execution's TurnResult (G-084)"
-    ),
-)
 async def test_a_concurrent_duplicate_delivery_returns_the_result(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
@@ -527,15 +519,6 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     assert after == {"turnId": after["turnId"], "status": "completed", "response": "afterwards"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "product: after SIGKILL cut an approved effect, redelivering the identical approval "
-        "returns {status: 'waiting', requests: []} instead of the reconciliation error "
-        "(RecoverableExecutions.resume returns the redelivery result before checking "
-        "Execution.uncertain) — G-094"
-    ),
-)
 async def test_a_redelivered_approval_of_a_cut_effect_is_a_reconciliation_error(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
