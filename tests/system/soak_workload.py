@@ -1,0 +1,614 @@
+"""The soak workload: many clients, few sessions, scripted tool calls and approvals, optional
+SIGKILLs of the daemon — and every invariant checked afterwards.
+
+Shape (`SoakShape`): `clients` clients share `sessions` sessions (client ``c`` works on session
+``c % sessions``) and each runs `turns_per_client` turns. Every session is created with the
+offline scripted provider and a script that cycles through five kinds of turn (`TURN_KINDS`):
+
+- ``plain``  — streamed text, no tool;
+- ``read``   — a Read of ``seed.txt`` (inspect: allowed in default mode);
+- ``note``   — a Write under ``notes/`` (allowed by the session rule ``Write(notes/**)``);
+- ``effect`` — a Bash ``echo MARKER >> effects.log`` (execute: asks → the turn waits);
+- ``write``  — a Write under ``out/`` beside a Read (modify: asks → waits); files whose name
+  holds ``deny-`` are refused by the approver, the others granted.
+
+Clients take turns politely: a run refused with SessionBusy waits for the next
+``turn_finished`` it sees (bounded) and retries; one refused with ExecutionPending reads
+``session/pending`` and answers those requests itself. Answers are deterministic
+(``responseId`` derived from the request id, the decision from the action), so two clients
+answering one request send identical responses and the redelivery must be idempotent (G-084).
+
+Faults are counted, not hidden: a refusal (busy, pending) is expected and counted; a reply that
+never comes is a lost response; an error nobody expects is an anomaly. With `kills` > 0 a
+killer SIGKILLs the daemon at random moments, checks the stored state while it is down and
+after it is back, and the clients reconnect and carry on (`run_soak`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol.errors import ExecutionPending, RpcError, SessionBusy, StaleResponse
+from tests.system.daemon_process import DaemonHome, DaemonProcess, Scale
+from tests.system.soak_checks import check_storage_offline
+from tests.system.soak_client import (
+    ConnectionGone,
+    LostResponse,
+    SoakConnection,
+    open_soak_connection,
+)
+
+__all__ = [
+    "CRASH_SHAPES",
+    "SOAK_SHAPES",
+    "TURN_KINDS",
+    "SoakRun",
+    "SoakShape",
+    "SoakStats",
+    "approves",
+    "run_soak",
+    "session_script",
+]
+
+
+@dataclass(frozen=True)
+class SoakShape:
+    clients: int
+    turns_per_client: int
+    sessions: int
+    kills: int = 0
+
+    @property
+    def turns(self) -> int:
+        return self.clients * self.turns_per_client
+
+    def session_of(self, client: int) -> str:
+        return f"soak-{client % self.sessions}"
+
+    def turns_of_session(self, index: int) -> int:
+        owners = len(range(index, self.clients, self.sessions))
+        return owners * self.turns_per_client
+
+
+SOAK_SHAPES: dict[Scale, SoakShape] = {
+    "full": SoakShape(clients=50, turns_per_client=200, sessions=20),
+    "reduced": SoakShape(clients=8, turns_per_client=10, sessions=4),
+}
+CRASH_SHAPES: dict[Scale, SoakShape] = {
+    "full": SoakShape(clients=20, turns_per_client=60, sessions=10, kills=20),
+    "reduced": SoakShape(clients=6, turns_per_client=8, sessions=3, kills=3),
+}
+
+TURN_KINDS = ("plain", "read", "note", "effect", "write")
+_MARKER = re.compile(r"echo (\S+) >> effects\.log")
+#: Bounds: attempts to get one turn accepted, approval rounds of one turn.
+MAX_ATTEMPTS = 5_000
+MAX_ROUNDS = 20
+#: How long a refused client waits for a turn to finish before it simply retries.
+BUSY_WAIT = 0.5
+#: One waiting turn in `SLOW_APPROVER` is answered late by its own client: it first waits
+#: this long for another client to answer (G-076) or, under crashes, for a restart (G-075).
+SLOW_APPROVER = 3
+SLOW_APPROVAL_WAIT = 1.0
+
+
+# -- the script ---------------------------------------------------------------------------
+
+
+def session_script(session_id: str, turns: int) -> list[dict[str, Any]]:
+    """The scripted provider's steps for `turns` turns of one session (see the module
+    docstring); a tool turn takes two steps: the call, then the text after its result."""
+    steps: list[dict[str, Any]] = []
+    for k in range(turns):
+        kind = TURN_KINDS[k % len(TURN_KINDS)]
+        if kind == "plain":
+            steps.append({"text": f"turn {k} of {session_id}: nothing to do", "chunks": 4})
+            continue
+        if kind == "read":
+            calls = [_call("Read", file_path="seed.txt")]
+        elif kind == "note":
+            calls = [_call("Write", file_path=f"notes/n{k}.txt", content=f"note {k}\n")]
+        elif kind == "effect":
+            calls = [_call("Bash", command=f"echo {session_id}.{k} >> effects.log")]
+        else:
+            verdict = "deny" if (k // len(TURN_KINDS)) % 2 else "keep"
+            calls = [
+                _call("Write", file_path=f"out/{verdict}-{k}.txt", content=f"out {k}\n"),
+                _call("Read", file_path="seed.txt"),
+            ]
+        steps.append({"toolCalls": calls})
+        steps.append({"text": f"{kind} {k} done", "chunks": 2})
+    return steps
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def approves(request: dict[str, Any]) -> bool:
+    """The approver's one rule: grant every action except files named ``deny-…``."""
+    return "deny-" not in json.dumps(request.get("arguments"))
+
+
+def effect_marker(request: dict[str, Any]) -> str | None:
+    """The marker a Bash effect appends, when `request` is one."""
+    if request.get("tool") != "Bash":
+        return None
+    found = _MARKER.search(str(request.get("arguments", {}).get("command", "")))
+    return found.group(1) if found else None
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+@dataclass
+class SoakStats:
+    turns_completed: int = 0
+    turns_waited: int = 0
+    resumes: int = 0
+    helper_resumes: int = 0
+    busy_refusals: int = 0
+    pending_refusals: int = 0
+    idempotent_redeliveries: int = 0
+    slow_approvals: int = 0
+    interrupted_calls: int = 0
+    abandoned: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)
+    settled: int = 0
+    waits_checked_after_restart: int = 0
+    kills: int = 0
+    lost_responses: list[str] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
+    resume_failures: list[str] = field(default_factory=list)
+    storage_faults: list[str] = field(default_factory=list)
+    granted_effects: dict[str, str] = field(default_factory=dict)
+    approvals: int = 0
+    denials: int = 0
+    completed_by_session: Counter[str] = field(default_factory=Counter)
+    run_seconds: list[float] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+    events: int = 0
+    text_deltas: int = 0
+    overflows: int = 0
+    stream_faults: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def rss_growth(self) -> float | None:
+        """Mean RSS of the last quarter of samples over that of the first, minus one."""
+        if len(self.rss_kib) < 8:
+            return None
+        quarter = len(self.rss_kib) // 4
+        first = statistics.mean(self.rss_kib[:quarter])
+        last = statistics.mean(self.rss_kib[-quarter:])
+        return last / first - 1.0
+
+
+@dataclass
+class SoakRun:
+    """Shared state of one soak: the daemon, the shape, statistics, the up/down signal."""
+
+    home: DaemonHome
+    daemon: DaemonProcess
+    shape: SoakShape
+    stats: SoakStats = field(default_factory=SoakStats)
+    seed: int = 0
+    up: trio.Event = field(default_factory=trio.Event)
+    all_done: trio.Event = field(default_factory=trio.Event)
+    killer_done: trio.Event = field(default_factory=trio.Event)
+    finished: set[str] = field(default_factory=set)
+    live: set[SoakConnection] = field(default_factory=set)
+    #: Executions a client was told wait and for which no resume was sent yet (G-075).
+    parked: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
+    #: What each client is doing right now (printed when a run hangs).
+    activity: dict[str, str] = field(default_factory=dict)
+    #: Replaced by a fresh event at each restart (slow approvers wait for one).
+    restarted: trio.Event = field(default_factory=trio.Event)
+    #: Executions another client than their own answered.
+    helped: set[str] = field(default_factory=set)
+    waits: int = 0
+    connection_of: dict[str, SoakConnection] = field(default_factory=dict)
+    _progress: int = 0
+
+    @property
+    def crashing(self) -> bool:
+        return self.shape.kills > 0
+
+    def describe(self) -> list[str]:
+        """What every client is doing (and waiting for), for a hang's report."""
+        lines = []
+        for client, doing in sorted(self.activity.items()):
+            connection = self.connection_of.get(client)
+            waiting = connection.in_flight if connection is not None else None
+            lines.append(f"{client}: {doing}" + (f", awaiting {waiting}" if waiting else ""))
+        return lines
+
+    def client_done(self, turns: int) -> bool:
+        """A client stops after its turns — under crashes, only once every kill happened, so
+        the kills always fall on a running workload."""
+        return turns >= self.shape.turns_per_client and self.killer_done.is_set()
+
+    def progress(self) -> None:
+        self._progress += 1
+        every = max(1, self.shape.turns // 40)
+        if not self.crashing and self._progress % every == 0 and self.daemon.alive():
+            self.stats.rss_kib.append(self.daemon.rss_kib())
+
+
+# -- clients ------------------------------------------------------------------------------
+
+
+async def _wait_for_turn_end(connection: SoakConnection, session_id: str, seen: int) -> None:
+    stream = connection.stream(session_id)
+    with trio.move_on_after(BUSY_WAIT):
+        while stream.turn_finished <= seen:
+            await stream.changed.wait()
+
+
+def _responses(run: SoakRun, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    responses = []
+    for request in requests:
+        approved = approves(request)
+        marker = effect_marker(request)
+        if approved and marker is not None:
+            run.stats.granted_effects[request["requestId"]] = marker
+        responses.append(
+            {
+                "requestId": request["requestId"],
+                "responseId": f"answer-{request['requestId']}",
+                "approved": approved,
+            }
+        )
+    return responses
+
+
+async def _resume(
+    run: SoakRun,
+    connection: SoakConnection,
+    session_id: str,
+    execution_id: str,
+    requests: list[dict[str, Any]],
+    *,
+    helper: bool,
+) -> dict[str, Any] | None:
+    """Answer `requests`; the execution's result, or None when a helper found it busy or the
+    execution could not be resumed (recorded)."""
+    responses = _responses(run, requests)
+    run.parked.pop(execution_id, None)
+    params = {"sessionId": session_id, "executionId": execution_id, "responses": responses}
+    for _ in range(MAX_ATTEMPTS):
+        seen = connection.stream(session_id).turn_finished
+        try:
+            result: dict[str, Any] = await connection.call("session/resume", params)
+        except SessionBusy:
+            run.stats.busy_refusals += 1
+            if helper:
+                return None
+            await _wait_for_turn_end(connection, session_id, seen)
+            continue
+        except RpcError as error:
+            # After a crash an effect may be uncertain: the resume refuses (never re-runs it)
+            # and the session stays blocked until the execution is abandoned.
+            run.stats.resume_failures.append(f"{session_id}/{execution_id}: {error!r}")
+            run.stats.refused.add(execution_id)
+            if not run.crashing:
+                run.stats.anomalies.append(f"resume refused: {error!r}")
+            await _abandon(run, connection, session_id, execution_id)
+            return None
+        if helper:
+            run.stats.helper_resumes += 1
+            run.helped.add(execution_id)
+        else:
+            run.stats.resumes += 1
+            if execution_id in run.helped:
+                run.stats.idempotent_redeliveries += 1
+        for response in responses:
+            run.stats.approvals += response["approved"]
+            run.stats.denials += not response["approved"]
+        return result
+    run.stats.anomalies.append(f"resume of {execution_id} never accepted")
+    return None
+
+
+async def _abandon(
+    run: SoakRun, connection: SoakConnection, session_id: str, execution_id: str
+) -> None:
+    """Abandon an execution nobody can resume (another client may have done it first)."""
+    params = {"sessionId": session_id, "executionId": execution_id}
+    for _ in range(MAX_ROUNDS):
+        seen = connection.stream(session_id).turn_finished
+        try:
+            await connection.call("session/abandon", params)
+        except SessionBusy:
+            await _wait_for_turn_end(connection, session_id, seen)
+            continue
+        except StaleResponse:
+            pass  # abandoned (or finished) meanwhile, by another client
+        except RpcError as error:
+            run.stats.anomalies.append(f"abandon of {execution_id} refused: {error!r}")
+            return
+        run.stats.abandoned.add(execution_id)
+        return
+    run.stats.anomalies.append(f"abandon of {execution_id} never accepted")
+
+
+async def _help_pending(run: SoakRun, connection: SoakConnection, session_id: str) -> None:
+    """Answer whatever waits on the session (any client may, G-076)."""
+    pending = (await connection.call("session/pending", {"sessionId": session_id}))["pending"]
+    if pending is not None:
+        await _resume(
+            run,
+            connection,
+            session_id,
+            pending["executionId"],
+            pending["requests"],
+            helper=True,
+        )
+
+
+async def _answer_late(
+    run: SoakRun, connection: SoakConnection, session_id: str, execution_id: str
+) -> None:
+    """A slow person: give another client the chance to answer first, or (under crashes) the
+    daemon the chance to die and come back while the wait is parked."""
+    run.stats.slow_approvals += 1
+    stream = connection.stream(session_id)
+    restarted = run.restarted
+    with trio.move_on_after(SLOW_APPROVAL_WAIT):
+        if run.crashing:
+            await restarted.wait()
+        else:
+            while execution_id not in stream.resolved:
+                await stream.changed.wait()
+
+
+async def _one_turn(
+    run: SoakRun, connection: SoakConnection, session_id: str, turn_id: str, prompt: str
+) -> None:
+    stream = connection.stream(session_id)
+    for _ in range(MAX_ATTEMPTS):
+        if stream.needs_resubscribe:
+            await connection.subscribe(session_id)
+        seen = stream.turn_finished
+        started = time.perf_counter()
+        try:
+            result: dict[str, Any] | None = await connection.call(
+                "session/run", {"sessionId": session_id, "prompt": prompt, "turnId": turn_id}
+            )
+        except SessionBusy:
+            run.stats.busy_refusals += 1
+            await _wait_for_turn_end(connection, session_id, seen)
+            continue
+        except ExecutionPending:
+            run.stats.pending_refusals += 1
+            await _help_pending(run, connection, session_id)
+            continue
+        run.stats.run_seconds.append(time.perf_counter() - started)
+        waited = False
+        for _ in range(MAX_ROUNDS):
+            if result is None or result["status"] != "waiting":
+                break
+            waited = True
+            execution_id = result["executionId"]
+            requests = result["requests"]
+            run.parked[execution_id] = (session_id, frozenset(r["requestId"] for r in requests))
+            run.waits += 1
+            if run.waits % SLOW_APPROVER == 0:
+                await _answer_late(run, connection, session_id, execution_id)
+            result = await _resume(
+                run, connection, session_id, execution_id, requests, helper=False
+            )
+        run.stats.turns_waited += waited
+        if result is not None and result["status"] == "completed":
+            run.stats.turns_completed += 1
+            run.stats.completed_by_session[session_id] += 1
+        elif result is not None:
+            run.stats.anomalies.append(f"{turn_id} ended {result['status']}")
+        return
+    run.stats.anomalies.append(f"{turn_id} never accepted after {MAX_ATTEMPTS} attempts")
+
+
+async def _client(run: SoakRun, index: int) -> None:
+    """One client: subscribe to its session, run its turns; reconnect after a kill; once its
+    turns are done, wait for every other client (`_finish`) — exactly once."""
+    session_id = run.shape.session_of(index)
+    name = f"client {index:02d} ({session_id})"
+    done = 0
+    while name not in run.finished:
+        try:
+            run.activity[name] = "connecting"
+            async with open_soak_connection(run.daemon.socket_path) as connection:
+                run.live.add(connection)
+                run.connection_of[name] = connection
+                try:
+                    await connection.subscribe(session_id)
+                    while not run.client_done(done):
+                        turn_id = f"c{index}-t{done}"
+                        prompt = f"client {index} turn {done}"
+                        run.activity[name] = f"turn {turn_id}"
+                        await _one_turn(run, connection, session_id, turn_id, prompt)
+                        done += 1
+                        run.progress()
+                    run.activity[name] = "finishing"
+                    await _finish(run, name, connection, session_id)
+                    run.activity[name] = "done"
+                finally:
+                    run.live.discard(connection)
+                    _collect(run, connection)
+        except ConnectionGone:
+            if not run.crashing:
+                raise
+            run.stats.interrupted_calls += 1
+            if name not in run.finished:
+                run.activity[name] = "waiting for the daemon to be back"
+                await run.up.wait()
+        except LostResponse as lost:
+            run.stats.lost_responses.append(f"{name}: {lost}")
+            await _finish(run, name, None, session_id)
+
+
+async def _finish(
+    run: SoakRun, name: str, connection: SoakConnection | None, session_id: str
+) -> None:
+    """Count this client finished; once every client is, wait until this connection saw the
+    session's last event."""
+    run.finished.add(name)
+    if len(run.finished) == run.shape.clients:
+        run.all_done.set()
+    await run.all_done.wait()
+    if connection is None or connection.peer.closed:
+        return  # killed while it waited for the others: nothing more can arrive
+    target = max(
+        c.stream(session_id).position
+        for c in run.live
+        if session_id in c.streams and not c.peer.closed
+    )
+    with trio.move_on_after(10):
+        await connection.wait_for_seq(session_id, target)
+    last = connection.stream(session_id).position
+    if last < target:
+        connection_faults = f"{session_id}: connection stopped at seq {last} of {target}"
+        run.stats.stream_faults.append(connection_faults)
+
+
+def _collect(run: SoakRun, connection: SoakConnection) -> None:
+    for stream in connection.streams.values():
+        run.stats.events += stream.events
+        run.stats.text_deltas += stream.text_deltas
+        run.stats.overflows += stream.overflows
+    run.stats.stream_faults.extend(
+        f"{f.session_id}: expected seq {f.expected_seq}, got {f.got_seq} ({f.note})"
+        for f in connection.faults
+    )
+
+
+# -- set-up, killer, driver -----------------------------------------------------------------
+
+
+async def create_sessions(run: SoakRun) -> None:
+    """Create every session with its workspace (seed file, notes/ and out/) and script."""
+    async with open_soak_connection(run.daemon.socket_path) as connection:
+        for index in range(run.shape.sessions):
+            session_id = f"soak-{index}"
+            cwd = run.home.workspace(session_id)
+            (cwd / "seed.txt").write_text("seed\n")
+            (cwd / "notes").mkdir(exist_ok=True)
+            (cwd / "out").mkdir(exist_ok=True)
+            # Under crashes clients run on until the last kill: give them script to spare.
+            turns = run.shape.turns_of_session(index) * (3 if run.crashing else 1)
+            await connection.call(
+                "session/create",
+                {
+                    "cwd": str(cwd),
+                    "sessionId": session_id,
+                    "provider": "scripted",
+                    "script": session_script(session_id, turns + turns // 4),
+                    "permissions": {"allow": ["Write(notes/**)"]},
+                },
+            )
+
+
+async def _killer(run: SoakRun) -> None:
+    """SIGKILL the daemon `kills` times at random moments; check the stored state while it
+    is down, restart it, check every acknowledged wait is still pending (G-075)."""
+    rng = random.Random(run.seed)
+    try:
+        for _ in range(run.shape.kills):
+            await trio.sleep(rng.uniform(0.05, 0.8))
+            run.up = trio.Event()
+            run.daemon.kill()
+            run.stats.kills += 1
+            acknowledged = dict(run.parked)
+            run.stats.storage_faults.extend(check_storage_offline(run.home))
+            run.daemon.start()
+            await _check_parked_survived(run, acknowledged)
+            run.up.set()
+            run.restarted.set()
+            run.restarted = trio.Event()
+    finally:
+        run.killer_done.set()
+
+
+async def _check_parked_survived(
+    run: SoakRun, acknowledged: dict[str, tuple[str, frozenset[str]]]
+) -> None:
+    async with open_soak_connection(run.daemon.socket_path) as connection:
+        for execution_id, (session_id, request_ids) in acknowledged.items():
+            if execution_id not in run.parked:
+                continue  # a resume was sent meanwhile: its fate is the resume's
+            run.stats.waits_checked_after_restart += 1
+            pending = (await connection.call("session/pending", {"sessionId": session_id}))[
+                "pending"
+            ]
+            listed = (
+                pending is not None
+                and pending["executionId"] == execution_id
+                and {r["requestId"] for r in pending["requests"]} >= request_ids
+            )
+            if not listed:
+                run.stats.storage_faults.append(
+                    f"{session_id}: acknowledged wait {execution_id} not pending after restart "
+                    f"(session/pending: {pending})"
+                )
+
+
+async def _settle(run: SoakRun) -> None:
+    """Answer whatever still waits once the clients are gone (a wait the last kill left, or one
+    nobody ran into afterwards): every parked approval must be resumable (G-088) — or, for an
+    effect a kill made uncertain, refused and abandoned (G-094)."""
+    async with open_soak_connection(run.daemon.socket_path) as connection:
+        for index in range(run.shape.sessions):
+            session_id = f"soak-{index}"
+            for _ in range(MAX_ROUNDS):
+                reply = await connection.call("session/pending", {"sessionId": session_id})
+                pending = reply["pending"]
+                if pending is None:
+                    break
+                run.stats.settled += 1
+                await _resume(
+                    run,
+                    connection,
+                    session_id,
+                    pending["executionId"],
+                    pending["requests"],
+                    helper=False,
+                )
+
+
+async def run_soak(run: SoakRun) -> SoakStats:
+    """Create the sessions, run every client (and the killer), answer what still waits, and
+    return the statistics."""
+    started = time.perf_counter()
+    run.up.set()
+    if not run.crashing:
+        run.killer_done.set()
+    await create_sessions(run)
+    if not run.crashing and run.daemon.alive():
+        run.stats.rss_kib.append(run.daemon.rss_kib())
+    async with trio.open_nursery() as nursery:
+        if run.crashing:
+            nursery.start_soon(_killer, run)
+        async with trio.open_nursery() as clients:
+            for index in range(run.shape.clients):
+                clients.start_soon(_client, run, index)
+        nursery.cancel_scope.cancel()
+    await _settle(run)
+    run.stats.wall_seconds = time.perf_counter() - started
+    return run.stats
+
+
+def marker_lines(cwd: Path) -> Counter[str]:
+    """How many times each marker was appended to ``effects.log`` in `cwd`."""
+    path = cwd / "effects.log"
+    if not path.exists():
+        return Counter()
+    return Counter(path.read_text().split())
