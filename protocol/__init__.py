@@ -11,8 +11,9 @@ module) costs only that module; the full reference is ``protocol/REFERENCE.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from protocol.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from protocol.client import open_connection as open_connection
@@ -65,8 +66,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'protocol' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_attributes(globals(), _HOMES)

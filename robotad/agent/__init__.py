@@ -9,8 +9,9 @@ eager import of the loop here would import the tool port back while it is still 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from protocol.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from robotad.agent.abort import AbortSignal
@@ -37,29 +38,29 @@ if TYPE_CHECKING:
     from robotad.agent.tool_round import MAX_CONCURRENT_TOOLS
 
 _HOMES = {
-    "AbortSignal": "abort",
-    "Admission": "gate",
-    "Admit": "gate",
-    "AdmitAll": "gate",
-    "Park": "gate",
-    "Refuse": "gate",
-    "ToolGate": "gate",
-    "CompletedTurn": "loop",
-    "ParkedCall": "loop",
-    "ParkedTurn": "loop",
-    "ProviderFailure": "loop",
-    "RoundCapReached": "loop",
-    "TurnAbortedError": "loop",
-    "TurnCallbacks": "loop",
-    "TurnOutcome": "loop",
-    "open_calls": "loop",
-    "run_turn": "loop",
-    "EventBus": "observations",
-    "Observation": "observations",
-    "Observer": "observations",
-    "ProviderRoundObserved": "observations",
-    "ToolBodyObserved": "observations",
-    "MAX_CONCURRENT_TOOLS": "tool_round",
+    "AbortSignal": ".abort",
+    "Admission": ".gate",
+    "Admit": ".gate",
+    "AdmitAll": ".gate",
+    "Park": ".gate",
+    "Refuse": ".gate",
+    "ToolGate": ".gate",
+    "CompletedTurn": ".loop",
+    "ParkedCall": ".loop",
+    "ParkedTurn": ".loop",
+    "ProviderFailure": ".loop",
+    "RoundCapReached": ".loop",
+    "TurnAbortedError": ".loop",
+    "TurnCallbacks": ".loop",
+    "TurnOutcome": ".loop",
+    "open_calls": ".loop",
+    "run_turn": ".loop",
+    "EventBus": ".observations",
+    "Observation": ".observations",
+    "Observer": ".observations",
+    "ProviderRoundObserved": ".observations",
+    "ToolBodyObserved": ".observations",
+    "MAX_CONCURRENT_TOOLS": ".tool_round",
 }
 
 __all__ = [
@@ -89,10 +90,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _HOMES)

@@ -12,8 +12,9 @@ Names are resolved on first use, so importing one collaborator module (e.g.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from protocol.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from robotad.session.classifier import Classifier, CommandClassifier
@@ -34,22 +35,22 @@ if TYPE_CHECKING:
     from robotad.session.turn_claim import ClaimToken, TurnClaim
 
 _HOMES = {
-    "Classifier": "classifier",
-    "CommandClassifier": "classifier",
-    "parse_hooks_config": "hook_config",
-    "HookRunner": "hooks",
-    "ApprovalAnswer": "ports",
-    "CompactOutcome": "ports",
-    "Denial": "ports",
-    "EventSink": "ports",
-    "NullStore": "ports",
-    "PermissionHandler": "ports",
-    "SessionSnapshot": "ports",
-    "SessionStorePort": "ports",
-    "ReconciliationFailed": "recoverable",
-    "Session": "session",
-    "ClaimToken": "turn_claim",
-    "TurnClaim": "turn_claim",
+    "Classifier": ".classifier",
+    "CommandClassifier": ".classifier",
+    "parse_hooks_config": ".hook_config",
+    "HookRunner": ".hooks",
+    "ApprovalAnswer": ".ports",
+    "CompactOutcome": ".ports",
+    "Denial": ".ports",
+    "EventSink": ".ports",
+    "NullStore": ".ports",
+    "PermissionHandler": ".ports",
+    "SessionSnapshot": ".ports",
+    "SessionStorePort": ".ports",
+    "ReconciliationFailed": ".recoverable",
+    "Session": ".session",
+    "ClaimToken": ".turn_claim",
+    "TurnClaim": ".turn_claim",
 }
 
 __all__ = [
@@ -72,10 +73,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _HOMES)
