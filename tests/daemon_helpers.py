@@ -1,10 +1,12 @@
 """Shared helpers of the daemon tests: a real robotad in a subprocess with its own private
 state, config and runtime folders, and an async client that collects ``session/event``s.
 
-`start_robotad` runs ``python -m robotad --socket <dir>/robotad.sock --ready-fd FD`` exactly as
-a user would and waits for the ready byte under a deadline (never a sleep). The child's
-environment is built explicitly (``ROBOTA_STATE_DIR``, ``ROBOTA_CONFIG`` and every XDG folder
-inside the daemon's own temp tree), so a module-scoped daemon is as isolated as a per-test one.
+`start_robotad` runs ``python -m robotad --socket <dir>/robotad.sock --ready-fd FD`` through
+tests/robotad_process.py (the launcher every test area shares) and waits for the ready byte
+under a deadline (never a sleep); `stop_robotad`, `REPO` and `PROCESS_TIMEOUT` are that
+module's, re-exported. The child's environment is built explicitly (``ROBOTA_STATE_DIR``,
+``ROBOTA_CONFIG`` and every XDG folder inside the daemon's own temp tree), so a module-scoped
+daemon is as isolated as a per-test one.
 
 `Client` wraps `protocol.client.open_connection`: ``await client.call(method, params)`` returns
 the plain JSON result or raises the `RpcError` subclass of the daemon's error; every event the
@@ -14,11 +16,6 @@ until a predicate over them holds.
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -31,10 +28,12 @@ import trio
 
 from protocol.client import open_connection
 from protocol.peer import JsonRpcPeer
+from tests import robotad_process
+from tests.robotad_process import PROCESS_TIMEOUT as PROCESS_TIMEOUT
+from tests.robotad_process import REPO as REPO
+from tests.robotad_process import RobotadProcess, child_environment
+from tests.robotad_process import stop_robotad as stop_robotad
 
-REPO = Path(__file__).resolve().parents[1]
-#: Absolute bound on one robotad start or exit.
-PROCESS_TIMEOUT = 30.0
 #: Absolute bound on one piece of client I/O in these tests.
 IO_TIMEOUT = 20.0
 
@@ -74,12 +73,11 @@ class DaemonHome:
         self.config_path.write_text(text)
 
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = child_environment()
         for name in ("ROBOTA_SOCKET", "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS"):
             env.pop(name, None)
         env.update(
             {
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
                 "ROBOTA_STATE_DIR": str(self.state_dir),
                 "ROBOTA_CONFIG": str(self.config_path),
                 "XDG_RUNTIME_DIR": str(self.root / "run"),
@@ -92,65 +90,19 @@ class DaemonHome:
 
 
 @dataclass
-class RunningDaemon:
-    """A robotad subprocess serving `home.socket_path`."""
+class RunningDaemon(RobotadProcess):
+    """A robotad subprocess serving `home.socket_path`, logging to `home.log_path`."""
 
     home: DaemonHome
-    process: subprocess.Popen[bytes]
-
-    @property
-    def socket_path(self) -> Path:
-        return self.home.socket_path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def output(self) -> str:
-        return self.home.log_path.read_text(errors="replace")
-
-    def wait_exit(self) -> int:
-        """The exit status once the daemon has exited on its own (bounded)."""
-        return self.process.wait(PROCESS_TIMEOUT)
 
 
 def start_robotad(home: DaemonHome, *args: str) -> RunningDaemon:
-    """Start robotad for `home` and return once it reports serving (fails the test with its
-    output when it exits or stays silent for `PROCESS_TIMEOUT`)."""
-    read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-m", "robotad", "--socket", str(home.socket_path), *args]
-    with open(home.log_path, "ab") as log_file:
-        process = subprocess.Popen(
-            [*argv, "--ready-fd", str(write_fd)],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            env=home.environment(),
-            cwd=REPO,
-        )
-    os.close(write_fd)
-    daemon = RunningDaemon(home, process)
-    try:
-        readable, _, _ = select.select([read_fd], [], [], PROCESS_TIMEOUT)
-        ready = bool(readable) and os.read(read_fd, 1) != b""
-    finally:
-        os.close(read_fd)
-    if not ready:
-        stop_robotad(daemon)
-        pytest.fail(f"robotad did not become ready:\n{daemon.output()}")
-    return daemon
-
-
-def stop_robotad(daemon: RunningDaemon) -> None:
-    """SIGTERM a daemon that still runs and reap it (SIGKILL past the deadline)."""
-    if daemon.process.poll() is None:
-        daemon.process.send_signal(signal.SIGTERM)
-        try:
-            daemon.process.wait(PROCESS_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            daemon.process.kill()
-            daemon.process.wait()
+    """Start robotad for `home` with extra `args` and return once it reports serving (fails
+    the test with its output when it exits or stays silent for `PROCESS_TIMEOUT`)."""
+    started = robotad_process.start_robotad(
+        home.socket_path, home.log_path, *args, env=home.environment()
+    )
+    return RunningDaemon(started.socket_path, started.process, started.log, home)
 
 
 @contextmanager

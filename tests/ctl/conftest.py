@@ -1,17 +1,17 @@
 """Fixtures of the robotactl tests: a real robotad in a subprocess, and robotactl as a
 subprocess with an absolute timeout.
 
-`robotad` starts ``python -m robotad --socket <tmp>/robotad.sock --ready-fd FD`` exactly as a
-user (or robotactl's autostart) would, waits for the ready byte under a deadline (never a
-sleep), and stops the daemon at teardown (SIGTERM, then SIGKILL past the deadline). Nothing
-here fakes a daemon in-process. Candidates for promotion to tests/conftest.py.
+`robotad` starts the daemon on ``<tmp>/robotad.sock`` through tests/robotad_process.py (the
+launcher every test area shares: ``--ready-fd``, a deadline, never a sleep) and stops it at
+teardown. The names this package's modules import from here (`RunningDaemon`,
+`child_environment`, `REPO`, `PROCESS_TIMEOUT`) are that module's. Nothing here fakes a daemon
+in-process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -21,74 +21,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-#: Absolute bound on any one robotad start, robotactl run or daemon exit in these tests.
-PROCESS_TIMEOUT = 30.0
+from tests.robotad_process import PROCESS_TIMEOUT as PROCESS_TIMEOUT
+from tests.robotad_process import REPO as REPO
+from tests.robotad_process import RobotadProcess, start_robotad, stop_robotad
+from tests.robotad_process import child_environment as child_environment
 
-
-@dataclass
-class RunningDaemon:
-    """A robotad subprocess serving at `socket_path`; `log` holds its stdout and stderr."""
-
-    socket_path: Path
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def child_environment(**extra: str) -> dict[str, str]:
-    """os.environ (already isolated by tests/conftest.py) with this checkout importable."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
-
-
-def start_robotad(socket_path: Path, log: Path, *args: str) -> RunningDaemon:
-    """Start robotad on `socket_path` and return once it reports serving.
-
-    Fails the test with robotad's output if it exits or stays silent for `PROCESS_TIMEOUT`.
-    """
-    read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-m", "robotad", "--socket", str(socket_path), *args]
-    with open(log, "wb") as log_file:
-        process = subprocess.Popen(
-            [*argv, "--ready-fd", str(write_fd)],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            env=child_environment(),
-            cwd=REPO,
-        )
-    os.close(write_fd)
-    daemon = RunningDaemon(socket_path, process, log)
-    try:
-        readable, _, _ = select.select([read_fd], [], [], PROCESS_TIMEOUT)
-        ready = bool(readable) and os.read(read_fd, 1) != b""
-    finally:
-        os.close(read_fd)
-    if not ready:
-        stop_robotad(daemon)
-        pytest.fail(f"robotad did not become ready at {socket_path}:\n{daemon.output()}")
-    return daemon
-
-
-def stop_robotad(daemon: RunningDaemon) -> None:
-    """SIGTERM a daemon that is still running and reap it (SIGKILL past the deadline)."""
-    if daemon.process.poll() is None:
-        daemon.process.send_signal(signal.SIGTERM)
-        try:
-            daemon.process.wait(PROCESS_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            daemon.process.kill()
-            daemon.process.wait()
+#: The daemon the `robotad` fixture yields (the name this package's tests use).
+RunningDaemon = RobotadProcess
 
 
 @pytest.fixture

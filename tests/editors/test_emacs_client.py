@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ctl.conftest import RunningDaemon, child_environment, start_robotad, stop_robotad
+from tests.robotad_process import RobotadProcess, child_environment, start_robotad, stop_robotad
 
 EMACS = shutil.which("emacs")
 pytestmark = pytest.mark.skipif(
@@ -53,7 +53,7 @@ def run_emacs(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess
     )
 
 
-def run_ert(selector: str, daemon: RunningDaemon, home: Path) -> subprocess.CompletedProcess[str]:
+def run_ert(selector: str, daemon: RobotadProcess, home: Path) -> subprocess.CompletedProcess[str]:
     """Run the ERT tests matching `selector` against `daemon`."""
     return run_emacs(
         "-L",
@@ -78,7 +78,7 @@ def summary(result: subprocess.CompletedProcess[str]) -> dict[str, int]:
 
 
 @pytest.fixture
-def daemon(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Iterator[RunningDaemon]:
+def daemon(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Iterator[RobotadProcess]:
     """A live robotad on a private short-path socket for the test's duration."""
     socket_dir = tmp_path_factory.mktemp("sock")
     socket_dir.chmod(0o700)
@@ -155,7 +155,7 @@ def test_client_installs_as_a_package_with_autoloads(tmp_path: Path, home: Path)
     assert probe.stdout.split() == ["t", "robota-send-prompt", "nil"], probe.stdout
 
 
-def test_ert_suite_against_live_daemon(daemon: RunningDaemon, home: Path) -> None:
+def test_ert_suite_against_live_daemon(daemon: RobotadProcess, home: Path) -> None:
     """Connecting, initialize, daemon/status, errors, reconnecting, event rendering and
     approvals: every ERT test but the full turn passes against a real robotad."""
     result = run_ert("(not (tag full-turn))", daemon, home)
@@ -168,7 +168,7 @@ def test_ert_suite_against_live_daemon(daemon: RunningDaemon, home: Path) -> Non
     assert daemon.process.poll() is None, daemon.output()
 
 
-def test_ert_full_turn_against_live_daemon(daemon: RunningDaemon, home: Path) -> None:
+def test_ert_full_turn_against_live_daemon(daemon: RobotadProcess, home: Path) -> None:
     """A scripted session from Emacs: streamed text, an approval answered yes through
     y-or-n-p, the file written, the final reply streamed."""
     result = run_ert("(tag full-turn)", daemon, home)
