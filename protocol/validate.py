@@ -343,6 +343,7 @@ def _walk_struct(value: Any, info: mi.StructType, path: str, issues: list[Issue]
                     "message": f"expected {json.dumps(info.tag)}",
                 }
             )
+    before = len(issues)
     _walk_fields(value, info.fields, path, issues)
     if info.forbid_unknown_fields:
         known = {f.encode_name for f in info.fields}
@@ -351,6 +352,17 @@ def _walk_struct(value: Any, info: mi.StructType, path: str, issues: list[Issue]
         for key in value:
             if key not in known:
                 issues.append({"path": join_path(path, str(key)), "message": "unknown member"})
+    if len(issues) == before and hasattr(info.cls, "__post_init__"):
+        # Checks a Struct makes when it is built (`__post_init__`) run only on a value whose
+        # members all passed; msgspec reports them at the value itself, so this one value is
+        # converted on its own to report them here, wherever else the document is wrong.
+        try:
+            msgspec.convert(value, info.cls)
+        except msgspec.ValidationError as exc:
+            inner = issue_from_error(exc)
+            issues.append(
+                {"path": path + inner["path"].removeprefix("$"), "message": inner["message"]}
+            )
 
 
 def _walk_fields(

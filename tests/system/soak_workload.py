@@ -1,45 +1,36 @@
-"""The soak workload: many clients, few sessions, scripted tool calls and approvals, optional
-SIGKILLs of the daemon — and every invariant checked afterwards.
+"""The soak workload: clients sharing sessions, approvals over the wire, optional SIGKILLs.
 
-Shape (`SoakShape`): `clients` clients share `sessions` sessions (client ``c`` works on session
-``c % sessions``) and each runs `turns_per_client` turns. Every session is created with the
-offline scripted provider and a script that cycles through five kinds of turn (`TURN_KINDS`):
-
-- ``plain``  — streamed text, no tool;
-- ``read``   — a Read of ``seed.txt`` (inspect: allowed in default mode);
-- ``note``   — a Write under ``notes/`` (allowed by the session rule ``Write(notes/**)``);
-- ``effect`` — a Bash ``echo MARKER >> effects.log`` (execute: asks → the turn waits);
-- ``write``  — a Write under ``out/`` beside a Read (modify: asks → waits); files whose name
-  holds ``deny-`` are refused by the approver, the others granted.
+`run_soak` creates the sessions of a `soak_plan.SoakShape`, runs every client (and, with
+`kills`, the killer) and answers whatever still waits at the end; `SoakRun` is the state they
+share. The plan (shape, script, approver) and what is counted (`SoakStats`) live in
+`soak_plan`; the file checks in `soak_checks`.
 
 Clients take turns politely: a run refused with SessionBusy waits for the next
 ``turn_finished`` it sees (bounded) and retries; one refused with ExecutionPending reads
 ``session/pending`` and answers those requests itself. Answers are deterministic
 (``responseId`` derived from the request id, the decision from the action), so two clients
 answering one request send identical responses and the redelivery must be idempotent (G-084).
+One waiting turn in `SLOW_APPROVER` is answered late by its own client, so that another
+client answers first (G-076) or, under crashes, the daemon dies while the wait is parked.
 
 Faults are counted, not hidden: a refusal (busy, pending) is expected and counted; a reply that
-never comes is a lost response; an error nobody expects is an anomaly. With `kills` > 0 a
-killer SIGKILLs the daemon at random moments, checks the stored state while it is down and
-after it is back, and the clients reconnect and carry on (`run_soak`).
+never comes is a lost response; an error nobody expects is an anomaly. The killer SIGKILLs the
+daemon at random moments (from the run's seed), checks the stored state while it is down,
+restarts it and checks every acknowledged wait is still pending (G-075); the clients
+reconnect and carry on.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
-import statistics
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import trio
 
 from protocol.errors import ExecutionPending, RpcError, SessionBusy, StaleResponse
-from tests.system.daemon_process import DaemonHome, DaemonProcess, Scale
+from tests.system.daemon_process import DaemonHome, DaemonProcess
 from tests.system.soak_checks import check_storage_offline
 from tests.system.soak_client import (
     ConnectionGone,
@@ -47,50 +38,11 @@ from tests.system.soak_client import (
     SoakConnection,
     open_soak_connection,
 )
+from tests.system.soak_plan import SoakShape, SoakStats, approves, effect_marker, session_script
 
-__all__ = [
-    "CRASH_SHAPES",
-    "SOAK_SHAPES",
-    "TURN_KINDS",
-    "SoakRun",
-    "SoakShape",
-    "SoakStats",
-    "approves",
-    "run_soak",
-    "session_script",
-]
+__all__ = ["SoakHung", "SoakRun", "create_sessions", "run_soak", "still_pending"]
 
 
-@dataclass(frozen=True)
-class SoakShape:
-    clients: int
-    turns_per_client: int
-    sessions: int
-    kills: int = 0
-
-    @property
-    def turns(self) -> int:
-        return self.clients * self.turns_per_client
-
-    def session_of(self, client: int) -> str:
-        return f"soak-{client % self.sessions}"
-
-    def turns_of_session(self, index: int) -> int:
-        owners = len(range(index, self.clients, self.sessions))
-        return owners * self.turns_per_client
-
-
-SOAK_SHAPES: dict[Scale, SoakShape] = {
-    "full": SoakShape(clients=50, turns_per_client=200, sessions=20),
-    "reduced": SoakShape(clients=8, turns_per_client=10, sessions=4),
-}
-CRASH_SHAPES: dict[Scale, SoakShape] = {
-    "full": SoakShape(clients=20, turns_per_client=60, sessions=10, kills=20),
-    "reduced": SoakShape(clients=6, turns_per_client=8, sessions=3, kills=3),
-}
-
-TURN_KINDS = ("plain", "read", "note", "effect", "write")
-_MARKER = re.compile(r"echo (\S+) >> effects\.log")
 #: Bounds: attempts to get one turn accepted, approval rounds of one turn.
 MAX_ATTEMPTS = 5_000
 MAX_ROUNDS = 20
@@ -100,97 +52,6 @@ BUSY_WAIT = 0.5
 #: this long for another client to answer (G-076) or, under crashes, for a restart (G-075).
 SLOW_APPROVER = 3
 SLOW_APPROVAL_WAIT = 1.0
-
-
-# -- the script ---------------------------------------------------------------------------
-
-
-def session_script(session_id: str, turns: int) -> list[dict[str, Any]]:
-    """The scripted provider's steps for `turns` turns of one session (see the module
-    docstring); a tool turn takes two steps: the call, then the text after its result."""
-    steps: list[dict[str, Any]] = []
-    for k in range(turns):
-        kind = TURN_KINDS[k % len(TURN_KINDS)]
-        if kind == "plain":
-            steps.append({"text": f"turn {k} of {session_id}: nothing to do", "chunks": 4})
-            continue
-        if kind == "read":
-            calls = [_call("Read", file_path="seed.txt")]
-        elif kind == "note":
-            calls = [_call("Write", file_path=f"notes/n{k}.txt", content=f"note {k}\n")]
-        elif kind == "effect":
-            calls = [_call("Bash", command=f"echo {session_id}.{k} >> effects.log")]
-        else:
-            verdict = "deny" if (k // len(TURN_KINDS)) % 2 else "keep"
-            calls = [
-                _call("Write", file_path=f"out/{verdict}-{k}.txt", content=f"out {k}\n"),
-                _call("Read", file_path="seed.txt"),
-            ]
-        steps.append({"toolCalls": calls})
-        steps.append({"text": f"{kind} {k} done", "chunks": 2})
-    return steps
-
-
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-def approves(request: dict[str, Any]) -> bool:
-    """The approver's one rule: grant every action except files named ``deny-…``."""
-    return "deny-" not in json.dumps(request.get("arguments"))
-
-
-def effect_marker(request: dict[str, Any]) -> str | None:
-    """The marker a Bash effect appends, when `request` is one."""
-    if request.get("tool") != "Bash":
-        return None
-    found = _MARKER.search(str(request.get("arguments", {}).get("command", "")))
-    return found.group(1) if found else None
-
-
-# -- statistics ---------------------------------------------------------------------------
-
-
-@dataclass
-class SoakStats:
-    turns_completed: int = 0
-    turns_waited: int = 0
-    resumes: int = 0
-    helper_resumes: int = 0
-    busy_refusals: int = 0
-    pending_refusals: int = 0
-    idempotent_redeliveries: int = 0
-    slow_approvals: int = 0
-    interrupted_calls: int = 0
-    abandoned: set[str] = field(default_factory=set)
-    refused: set[str] = field(default_factory=set)
-    settled: int = 0
-    waits_checked_after_restart: int = 0
-    kills: int = 0
-    lost_responses: list[str] = field(default_factory=list)
-    anomalies: list[str] = field(default_factory=list)
-    resume_failures: list[str] = field(default_factory=list)
-    storage_faults: list[str] = field(default_factory=list)
-    granted_effects: dict[str, str] = field(default_factory=dict)
-    approvals: int = 0
-    denials: int = 0
-    completed_by_session: Counter[str] = field(default_factory=Counter)
-    run_seconds: list[float] = field(default_factory=list)
-    rss_kib: list[int] = field(default_factory=list)
-    events: int = 0
-    text_deltas: int = 0
-    overflows: int = 0
-    stream_faults: list[str] = field(default_factory=list)
-    wall_seconds: float = 0.0
-
-    def rss_growth(self) -> float | None:
-        """Mean RSS of the last quarter of samples over that of the first, minus one."""
-        if len(self.rss_kib) < 8:
-            return None
-        quarter = len(self.rss_kib) // 4
-        first = statistics.mean(self.rss_kib[:quarter])
-        last = statistics.mean(self.rss_kib[-quarter:])
-        return last / first - 1.0
 
 
 @dataclass
@@ -312,8 +173,8 @@ async def _resume(
             if execution_id in run.helped:
                 run.stats.idempotent_redeliveries += 1
         for response in responses:
-            run.stats.approvals += response["approved"]
-            run.stats.denials += not response["approved"]
+            answered = run.stats.approved if response["approved"] else run.stats.denied
+            answered.add(response["requestId"])
         return result
     run.stats.anomalies.append(f"resume of {execution_id} never accepted")
     return None
@@ -584,31 +445,42 @@ async def _settle(run: SoakRun) -> None:
                 )
 
 
-async def run_soak(run: SoakRun) -> SoakStats:
+class SoakHung(Exception):
+    """The soak did not finish in time; the message says what every client was doing."""
+
+
+async def run_soak(run: SoakRun, *, timeout: float) -> SoakStats:
     """Create the sessions, run every client (and the killer), answer what still waits, and
-    return the statistics."""
+    return the statistics. `SoakHung` (naming each client's activity) past `timeout`."""
     started = time.perf_counter()
     run.up.set()
     if not run.crashing:
         run.killer_done.set()
-    await create_sessions(run)
-    if not run.crashing and run.daemon.alive():
-        run.stats.rss_kib.append(run.daemon.rss_kib())
-    async with trio.open_nursery() as nursery:
-        if run.crashing:
-            nursery.start_soon(_killer, run)
-        async with trio.open_nursery() as clients:
-            for index in range(run.shape.clients):
-                clients.start_soon(_client, run, index)
-        nursery.cancel_scope.cancel()
-    await _settle(run)
+    with trio.move_on_after(timeout) as guard:
+        await create_sessions(run)
+        if not run.crashing and run.daemon.alive():
+            run.stats.rss_kib.append(run.daemon.rss_kib())
+        async with trio.open_nursery() as nursery:
+            if run.crashing:
+                nursery.start_soon(_killer, run)
+            async with trio.open_nursery() as clients:
+                for index in range(run.shape.clients):
+                    clients.start_soon(_client, run, index)
+            nursery.cancel_scope.cancel()
+        await _settle(run)
+    if guard.cancelled_caught:
+        raise SoakHung("the soak did not finish:\n" + "\n".join(run.describe()))
     run.stats.wall_seconds = time.perf_counter() - started
     return run.stats
 
 
-def marker_lines(cwd: Path) -> Counter[str]:
-    """How many times each marker was appended to ``effects.log`` in `cwd`."""
-    path = cwd / "effects.log"
-    if not path.exists():
-        return Counter()
-    return Counter(path.read_text().split())
+async def still_pending(run: SoakRun) -> dict[str, Any]:
+    """Every session's pending execution, for the sessions that have one."""
+    found: dict[str, Any] = {}
+    async with open_soak_connection(run.daemon.socket_path) as connection:
+        for index in range(run.shape.sessions):
+            session_id = f"soak-{index}"
+            reply = await connection.call("session/pending", {"sessionId": session_id})
+            if reply["pending"] is not None:
+                found[session_id] = reply["pending"]
+    return found

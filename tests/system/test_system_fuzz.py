@@ -6,9 +6,9 @@ or Content-Length) cut into arbitrary chunks, half-closes and reads every reply;
 connection must still be served. Afterwards the daemon must be alive and its log free of
 handler failures. Budgets are fixed (``max_examples``) so the run time is bounded.
 
-Params come from `param_strategies.near_valid_params`, type-directed from the method's params
-Struct in `protocol.methods.METHODS`. msgspec, with the params type the daemon decodes with
-(`ORACLE`), is the oracle:
+Params come from `param_strategies`: random JSON objects, and near-valid params type-directed
+from the method's params Struct in `protocol.methods.METHODS`. msgspec, with the params type
+the daemon decodes with (`ORACLE`), is the oracle:
 - params it refuses are answered -32602 whose ``data.issues`` names every drawn defect at its
   path (G-215), every issue a ``{path, message}`` pair;
 - params it accepts are answered with a result of the method's result type, or an application
@@ -40,6 +40,7 @@ from tests.system.param_strategies import (
     arbitrary_json,
     is_valid,
     near_valid_params,
+    random_params,
 )
 
 #: Absolute bound on one example's socket I/O.
@@ -171,7 +172,8 @@ async def test_every_method_answers_near_valid_params_exactly(
     cases: list[tuple[str, ParamsCase]] = []
     for _ in range(count):
         method = data.draw(_methods, label="method")
-        case = data.draw(near_valid_params(METHODS[method][0]), label="params")
+        strategy = near_valid_params(METHODS[method][0]) | random_params(ORACLE[method])
+        case = data.draw(strategy, label="params")
         assume(_deliverable(method, case))
         cases.append((method, case))
     messages = [
@@ -337,3 +339,17 @@ async def test_garbage_frames_are_parse_errors_and_the_daemon_serves_on(
 
 def _probe(request_id: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": "daemon/status"}
+
+
+async def test_a_cross_member_defect_is_listed_beside_the_others(
+    fuzz_daemon: DaemonProcess,
+) -> None:
+    """G-215: a script step that is both a summary and a reply step is refused at its own path
+    even when another parameter is invalid too (the generator above never draws this
+    cross-member defect, so it is pinned here)."""
+    params = {"cwd": 1, "script": [{"summary": "s", "text": "t"}]}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": params}
+    with trio.fail_after(EXAMPLE_TIMEOUT):
+        (reply,) = await exchange(fuzz_daemon, "ndjson", [message], [])
+    paths = {issue["path"] for issue in reply["error"]["data"]["issues"]}
+    assert paths == {"$.cwd", "$.script[0]"}, reply
