@@ -23,8 +23,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
+
+from robotad.storage.fsio import atomic_write
+
+#: Unit files are read by the user's systemd manager; nothing in them is secret.
+UNIT_MODE = 0o644
 
 __all__ = ["SERVICE_NAME", "SOCKET_UNIT_NAME", "exec_command", "install_units", "render_units"]
 
@@ -128,8 +132,10 @@ def install_units(unit_dir: Path | None = None, *, exec_path: str | None = None)
         unit_dir = xdg_config_home() / "systemd" / "user"
     units = render_units(exec_path=exec_path)
     unit_dir.mkdir(parents=True, exist_ok=True)
-    written = [_write_atomically(unit_dir / name, text) for name, text in units.items()]
-    _fsync_directory(unit_dir)
+    written = []
+    for name, text in units.items():
+        atomic_write(unit_dir / name, text.encode("utf-8"), mode=UNIT_MODE)
+        written.append(unit_dir / name)
     return written
 
 
@@ -159,26 +165,3 @@ def _quote_word(word: str) -> str:
         escaped = escaped.replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'
     return escaped
-
-
-def _write_atomically(path: Path, text: str) -> Path:
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o644)
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
