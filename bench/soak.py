@@ -91,12 +91,13 @@ def _ms(values: list[float], quantile: float) -> str:
 def _rss(outcome: Outcome) -> str:
     value = outcome.stats.rss_growth()
     kib = outcome.stats.rss_kib
-    if value is None or not kib:
+    start = outcome.stats.rss_start_kib
+    if value is None or not kib or start is None:
         return "–"
     verdict = "met" if value < RSS_GROWTH_TARGET else "MISSED"
     return (
-        f"{kib[0] / 1024:.0f} → {kib[-1] / 1024:.0f} MiB; last vs first quarter "
-        f"{value:+.1%} (target < {RSS_GROWTH_TARGET:.0%}: {verdict})"
+        f"{start / 1024:.0f} MiB idle → {kib[0] / 1024:.0f} → {kib[-1] / 1024:.0f} MiB under "
+        f"load; last vs first quarter {value:+.1%} (target < {RSS_GROWTH_TARGET:.0%}: {verdict})"
     )
 
 
@@ -108,6 +109,10 @@ ROWS: list[tuple[str, Callable[[Outcome], str]]] = [
     (
         "shape: clients × turns, sessions",
         lambda o: f"{o.shape.clients} × {o.shape.turns_per_client}, {o.shape.sessions}",
+    ),
+    (
+        "context window per session (auto-compaction)",
+        lambda o: f"{o.shape.context_window:,} tokens" if o.shape.context_window else "default",
     ),
     ("SIGKILLs (restarts)", lambda o: str(o.stats.kills)),
     ("turns completed", lambda o: f"{o.stats.turns_completed:,}"),
@@ -124,6 +129,7 @@ ROWS: list[tuple[str, Callable[[Outcome], str]]] = [
         "SessionBusy / ExecutionPending refusals (expected, retried)",
         lambda o: f"{o.stats.busy_refusals:,} / {o.stats.pending_refusals:,}",
     ),
+    ("compactions completed", lambda o: f"{len(o.stats.compactions):,}"),
     ("wall time", lambda o: f"{o.stats.wall_seconds:.0f} s"),
     (
         "throughput",

@@ -239,6 +239,7 @@ class SessionAssembler:
                 spill=self.spill,
                 trace=self.trace,
                 source=source,
+                discard_settled_journals=True,  # the daemon hosts the journal (G-099)
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):

@@ -4,7 +4,8 @@
 synchronous, never blocks and never waits for a subscriber. It stamps ``sessionId`` and the next
 ``seq`` (strictly increasing for the hub's lifetime; the manager passes ``next_seq`` when it
 rebuilds a hub for a reloaded session so seq never goes backwards within the process), keeps the
-event in a bounded replay buffer and offers it to every subscriber's bounded queue.
+event in a bounded replay buffer (`replay.ReplayBuffer`, which compresses all but the newest
+events) and offers it to every subscriber's bounded queue.
 
 Each subscriber has a delivery task in the hub's nursery (`EventHub.run`) that awaits the
 subscriber's ``send(event)`` — in the daemon, the connection's
@@ -26,7 +27,6 @@ and stays in the buffer: consumers treat it as read-only.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -35,6 +35,7 @@ from typing import Any, Final, Literal
 import trio
 
 from protocol.errors import EventsLost
+from robotad.daemon.replay import ReplayBuffer
 from robotad.log import fields
 
 __all__ = [
@@ -152,7 +153,7 @@ class EventHub:
             raise ValueError(f"next_seq must be at least 1, not {next_seq}")
         self.session_id = session_id
         self._subscriber_queue = subscriber_queue
-        self._buffer: deque[Event] = deque(maxlen=buffer_size)
+        self._buffer = ReplayBuffer(buffer_size)
         self._next_seq = next_seq
         self._subs: dict[Hashable, _Subscription] = {}
         # The newest subscription per key whose delivery task has not ended, active or not:
@@ -173,10 +174,8 @@ class EventHub:
     @property
     def oldest_seq(self) -> int:
         """The oldest seq still buffered; the next seq to come when nothing is buffered."""
-        if not self._buffer:
-            return self._next_seq
-        oldest: int = self._buffer[0]["seq"]
-        return oldest
+        oldest = self._buffer.oldest_seq
+        return self._next_seq if oldest is None else oldest
 
     @property
     def closed(self) -> bool:
@@ -267,10 +266,7 @@ class EventHub:
         oldest = self.oldest_seq
         if after_seq < oldest - 1 or after_seq > self.latest_seq:
             raise EventsLost(self.session_id, oldest)
-        count = self.latest_seq - after_seq
-        newest_first = list(itertools.islice(reversed(self._buffer), count))
-        newest_first.reverse()
-        return newest_first
+        return self._buffer.after(after_seq)
 
     def unsubscribe(self, key: Hashable) -> bool:
         """Stop delivering to `key` (a send in progress still finishes); True if it was

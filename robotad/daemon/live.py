@@ -15,6 +15,7 @@ bookkeeping around them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
@@ -67,8 +68,9 @@ class RecordWriter:
 
     A snapshot equal to the last one saved (or to the one the session was loaded with, see
     `remember`) is not written again, so closing or unloading an unchanged session leaves its
-    record — and its ``updatedAt``, the list order — as they were. Snapshots are compared in
-    encoded form, so a message changed in place can never pass for an unchanged one.
+    record — and its ``updatedAt``, the list order — as they were. Snapshots are compared by
+    a digest of their encoded form (a long session's snapshot runs to megabytes; its digest is
+    32 bytes), so a message changed in place can never pass for an unchanged one.
     """
 
     def __init__(self, store: FileSessionStore, *, created_at: str, updated_at: str) -> None:
@@ -79,17 +81,21 @@ class RecordWriter:
 
     def remember(self, snapshot: SessionSnapshot) -> None:
         """Record that the stored record already holds `snapshot`'s state."""
-        self._saved = _encoder.encode(snapshot)
+        self._saved = _digest(snapshot)
 
     async def save(self, snapshot: SessionSnapshot) -> None:
         """Persist the session-owned members durably; raises when the store refuses."""
-        encoded = _encoder.encode(snapshot)
-        if encoded == self._saved:
+        digest = _digest(snapshot)
+        if digest == self._saved:
             return
         record = snapshot.to_record(created_at=self.created_at, updated_at=iso_now())
         written = await trio.to_thread.run_sync(self._store.save, record)
         self.updated_at = written.updated_at
-        self._saved = encoded
+        self._saved = digest
+
+
+def _digest(snapshot: SessionSnapshot) -> bytes:
+    return hashlib.sha256(_encoder.encode(snapshot)).digest()
 
 
 class EventForwarder:

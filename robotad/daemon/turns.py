@@ -31,8 +31,9 @@ __all__ = ["DEFAULT_RETAINED_TURNS", "Runner", "Turn", "TurnRegistry"]
 
 log = logging.getLogger("robotad.daemon.turns")
 
-#: Settled turns a registry remembers, most recently settled first.
-DEFAULT_RETAINED_TURNS: Final = 1000
+#: Settled turns a registry remembers, most recently settled first: far more than any retry of
+#: a lost reply needs, and bounded so a session running for days holds a fixed amount.
+DEFAULT_RETAINED_TURNS: Final = 256
 
 R = TypeVar("R")
 
@@ -41,18 +42,23 @@ Runner = Callable[[], Awaitable[R]]
 
 
 class Turn(Generic[R]):
-    """One turn's slot: in flight until its runner returns or raises, then its outcome."""
+    """One turn's slot: in flight until its runner returns or raises, then its outcome.
+
+    A registry keeps hundreds of settled turns per session, so a settled one holds its outcome
+    and nothing else: the event its waiters waited on is dropped once set."""
+
+    __slots__ = ("_error", "_result", "_settled", "turn_id")
 
     def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
-        self._settled = trio.Event()
+        self._settled: trio.Event | None = trio.Event()
         self._result: tuple[R] | None = None
         self._error: RpcError | None = None
 
     @property
     def done(self) -> bool:
         """True once the turn has settled."""
-        return self._settled.is_set()
+        return self._settled is None
 
     @property
     def error(self) -> RpcError | None:
@@ -62,12 +68,16 @@ class Turn(Generic[R]):
     async def wait(self) -> R:
         """Wait for the outcome: the result, or the turn's error raised (a fresh copy per
         waiter). Cancelling the wait leaves the turn running."""
-        await self._settled.wait()
+        await self.settled()
         return self.outcome()
 
     async def settled(self) -> None:
         """Wait until the turn has settled, whatever its outcome; never raises it."""
-        await self._settled.wait()
+        event = self._settled
+        if event is None:
+            await trio.lowlevel.checkpoint()
+        else:
+            await event.wait()
 
     def outcome(self) -> R:
         """The result of a settled turn, or its error raised. RuntimeError while in flight."""
@@ -79,11 +89,16 @@ class Turn(Generic[R]):
 
     def _succeed(self, result: R) -> None:
         self._result = (result,)
-        self._settled.set()
+        self._settle()
 
     def _fail(self, error: RpcError) -> None:
         self._error = error
-        self._settled.set()
+        self._settle()
+
+    def _settle(self) -> None:
+        event, self._settled = self._settled, None
+        if event is not None:
+            event.set()
 
 
 def _copy_error(error: RpcError) -> RpcError:

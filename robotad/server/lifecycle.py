@@ -9,7 +9,8 @@
 3. open the application, add the daemon methods to its router, start the server, install the
    SIGTERM/SIGINT handlers;
 4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
-   watchdog if systemd asked for one;
+   watchdog if systemd asked for one; the allocator, tuned before anything else, is trimmed
+   periodically from now on (`allocator`);
 5. serve until ``daemon/shutdown`` or a signal, then shut down gracefully (see `Server`), close
    the application, remove the socket file and release the lock. Returning means exit 0.
 
@@ -34,6 +35,7 @@ from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
 from robotad.log import fields
+from robotad.server import allocator
 from robotad.server.app import ApplicationFactory, DaemonContext, standalone_application
 from robotad.server.daemon_methods import (
     DEFAULT_GRACE_SECONDS,
@@ -87,6 +89,7 @@ async def serve_daemon(
     """
     env = os.environ if environ is None else environ
     started_at = utc_now()
+    allocator.tune()
     with ExitStack() as cleanup:
         ready_pipe = _ReadyPipe.claim(settings.ready_fd)
         cleanup.callback(ready_pipe.close)
@@ -123,6 +126,7 @@ async def serve_daemon(
                 ready_pipe.announce()
                 notifier.ready(f"serving on {socket_name}")
                 nursery.start_soon(notifier.run_watchdog)
+                nursery.start_soon(allocator.trim_periodically)
                 task_status.started(socket_name)
                 log.info(
                     "serving",

@@ -87,6 +87,7 @@ def compose(
     persist_project_rule: PersistRule | None,
     spill: SpillStore | None,
     summary_template: str | None,
+    discard_settled_journals: bool = False,
 ) -> SessionParts:
     """Build one session's collaborators. Raises `InvalidParams` for malformed permission
     rules or mode and `TransitionRefused` for auto mode without a classifier."""
@@ -153,6 +154,7 @@ def compose(
         runner=runner,
         provider=callbacks.provider,
         persist=callbacks.persist,
+        discard_settled=discard_settled_journals,
     )
     return SessionParts(
         tools=tool_map,

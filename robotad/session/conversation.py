@@ -9,6 +9,9 @@ Compaction's summary goes through `apply_compaction` with ``before_compaction`` 
 Each change is written to the session log as a ``history_mutation`` (so a replay rebuilds this
 history, G-145), and each tool message as a ``tool_result``. The context tracker measures this
 history; `state` gives the current `ContextState`.
+
+`revision` counts the changes; the session marks the revision its last successful save held
+(`mark_saved`), so `saved` says whether the stored record holds this history exactly.
 """
 
 from __future__ import annotations
@@ -44,7 +47,19 @@ class Conversation:
         self.messages: list[Message] = list(messages)
         self.tracker = tracker
         self.barrier: CommitBarrier | None = None
+        #: Bumped by every change of `messages`.
+        self.revision = 0
+        self._saved_revision: int | None = None
         self._reporter = reporter
+
+    @property
+    def saved(self) -> bool:
+        """Whether the last successful save held exactly this history."""
+        return self._saved_revision == self.revision
+
+    def mark_saved(self, revision: int) -> None:
+        """A save of the history as it was at `revision` succeeded."""
+        self._saved_revision = revision
 
     def state(self) -> ContextState:
         return self.tracker.state(self.messages)
@@ -59,6 +74,7 @@ class Conversation:
         """Append without a barrier (a user message before a journaled execution starts, an
         injected message)."""
         self.messages.append(message)
+        self.revision += 1
         self._reporter.log(
             "history_mutation", log_events.HistoryMutation(op="append", messages=[message])
         )
@@ -83,6 +99,7 @@ class Conversation:
     def replace(self, history: Sequence[Message]) -> None:
         """History becomes exactly `history`."""
         self.messages[:] = list(history)
+        self.revision += 1
         self.tracker.invalidate()
         self._reporter.log(
             "history_mutation", log_events.HistoryMutation(op="replace", messages=list(history))

@@ -18,6 +18,14 @@
 - `recover`: after a load, rebuild the pending execution from the journal and the history —
   results the journal recorded but history lacks are put back, never re-run.
 
+The journal is the host's (G-099): by default a settled execution is marked ``finished`` and its
+records kept. A host that lets the session retire journals (``discard_settled``, robotad does)
+gets them discarded once nothing can need them: an execution that asked for no approval as soon
+as the saved record holds its outcome (nobody can redeliver an answer to it), one with requests
+once it leaves the `SETTLED_KEPT` window of idempotent redelivery, and at `recover` every
+execution but the pending one and the `SETTLED_KEPT` most recently written — so a long-lived
+session's journal, and its load, stay bounded.
+
 While an execution waits, or after it failed or was aborted with its round open in history, it
 is pending and blocks new input (G-079, G-091, G-092); once its rounds settled, a failure ends it
 like an ordinary turn (G-093).
@@ -101,8 +109,10 @@ class RecoverableExecutions:
         runner: TurnRunner,
         provider: Callable[[], Provider],
         persist: Callable[[], Awaitable[None]],
+        discard_settled: bool = False,
     ) -> None:
         self._session_id = session_id
+        self._discard_settled = discard_settled
         self._cwd = cwd
         self._conversation = conversation
         self._reporter = reporter
@@ -244,7 +254,7 @@ class RecoverableExecutions:
         )
         x.state = "abandoned"
         self.pending = None
-        self._settle(x)
+        await self._settle(x)
         await self._persist()
 
     async def recover(self, journal: ExecutionJournal) -> None:
@@ -254,24 +264,39 @@ class RecoverableExecutions:
         is the history's open round counts. What it journaled after that reply — results and
         replies the saved record missed — is put back in order, never produced again; if a
         round is still open afterwards, the execution is pending."""
+        executions = await journal.executions()
         history = self._conversation.messages
-        if not open_calls(history):
-            return
-        anchor = next(m for m in reversed(history) if m.role == "assistant").id
-        for execution_id in await journal.executions():
-            records = await journal.read(execution_id)
-            x = Execution.from_records(execution_id, journal, records)
-            if x is None or x.started is None or anchor not in x.replies:
+        if open_calls(history):
+            anchor = next(m for m in reversed(history) if m.role == "assistant").id
+            for execution_id in reversed(executions):  # newest first: it is almost always
+                records = await journal.read(execution_id)
+                x = Execution.from_records(execution_id, journal, records)
+                if x is None or x.started is None or anchor not in x.replies:
+                    continue
+                if not self._ours(x.started):
+                    continue
+                if self._put_back(records, anchor):
+                    await self._persist()
+                if open_calls(self._conversation.messages) and x.state != "finished":
+                    x.state = "pending"
+                    x.result = self._waiting(x)
+                    self.pending = x
+                break
+        if self._discard_settled:
+            await self._prune(journal, executions)
+
+    async def _prune(self, journal: ExecutionJournal, executions: list[str]) -> None:
+        """Discard the journals beyond the `SETTLED_KEPT` newest, sparing the pending one:
+        what earlier runs of the daemon left (they kept as many as this one keeps)."""
+        pending = self.pending.execution_id if self.pending is not None else None
+        for execution_id in executions[: max(0, len(executions) - SETTLED_KEPT)]:
+            if execution_id == pending:
                 continue
-            if not self._ours(x.started):
-                continue
-            if self._put_back(records, anchor):
-                await self._persist()
-            if open_calls(self._conversation.messages) and x.state != "finished":
-                x.state = "pending"
-                x.result = self._waiting(x)
-                self.pending = x
-            return
+            try:
+                await journal.discard(execution_id)
+            except Exception:
+                logger.warning("pruning the journal of execution %s failed", execution_id)
+                return
 
     def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
         """Append what was journaled after the anchor reply; True when anything was."""
@@ -345,14 +370,18 @@ class RecoverableExecutions:
         self, x: Execution, status: Literal["completed", "failed", "aborted"]
     ) -> None:
         x.state = "finished"
-        self._settle(x)
-        record = FinishedRecord(
-            id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
-        )
-        # The mark is read only to answer a redelivered resume after a restart (G-084), so it
-        # must be durable only for an execution that had requests to answer; otherwise it is
-        # staged (history, saved already, holds the outcome).
+        await self._settle(x)
         try:
+            if self._discard_settled and not x.requests and self._conversation.saved:
+                # Nobody can redeliver an answer to it and the saved record holds its
+                # outcome: the journal has nothing left to tell.
+                await x.journal.discard(x.execution_id)
+                return
+            # The mark is read only to answer a redelivered resume after a restart (G-084), so
+            # it must be durable only for an execution that had requests to answer.
+            record = FinishedRecord(
+                id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
+            )
             await x.journal.append(record, durable=bool(x.requests))
         except Exception:  # history holds the outcome; a missing mark only costs a lookup
             logger.warning("journaling the end of execution %s failed", x.execution_id)
@@ -368,10 +397,20 @@ class RecoverableExecutions:
             return self.pending
         return self._settled.get(execution_id)
 
-    def _settle(self, x: Execution) -> None:
+    async def _settle(self, x: Execution) -> None:
+        """Remember `x` among the settled executions; the journal of one pushed out of that
+        window is discarded (a redelivered answer to it is stale from now on)."""
         self._settled[x.execution_id] = x
         while len(self._settled) > SETTLED_KEPT:
-            self._settled.popitem(last=False)
+            _, old = self._settled.popitem(last=False)
+            if self._discard_settled:
+                await self._discard(old)
+
+    async def _discard(self, x: Execution) -> None:
+        try:
+            await x.journal.discard(x.execution_id)
+        except Exception:  # a leftover file is pruned at the next load
+            logger.warning("discarding the journal of execution %s failed", x.execution_id)
 
     def _ours(self, started: StartedRecord) -> bool:
         provider = self._provider()

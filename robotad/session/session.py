@@ -98,6 +98,7 @@ class Session(RuntimeSettings):
         trace: bool = False,
         summary_template: str | None = None,
         source: Literal["startup", "resume"] = "startup",
+        discard_settled_journals: bool = False,
     ) -> None:
         cwd = Path(cwd)
         if not cwd.is_absolute() or not cwd.is_dir():
@@ -145,6 +146,7 @@ class Session(RuntimeSettings):
             persist_project_rule=persist_project_rule,
             spill=spill,
             summary_template=summary_template,
+            discard_settled_journals=discard_settled_journals,
         )
         #: Content-free observations of the running turn (G-042); subscribe to it.
         self.bus = parts.bus
@@ -374,7 +376,9 @@ class Session(RuntimeSettings):
 
     async def _persist(self) -> None:
         """Save a snapshot; raises when the store does."""
+        revision = self._conversation.revision
         await self._store.save(self.snapshot())
+        self._conversation.mark_saved(revision)
 
     async def _save(self) -> bool:
         """Save a snapshot; a failure is logged, not raised — the next save writes the whole

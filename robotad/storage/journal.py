@@ -22,7 +22,8 @@ The port, `ExecutionJournal`:
   crash before that may lose it, and nothing else. Only for a record no guarantee needs on
   disk by itself (an execution's ``started`` before its first reply, request or effect).
 - `read(execution_id)` returns the records in append order (no file: ``[]``); `executions()`
-  lists the executions with a file; `discard(execution_id)` removes one durably.
+  lists the executions with a file, least recently written first; `discard(execution_id)`
+  removes one durably.
 - A failed append raises `JournalWriteError`: nothing was acknowledged. A partial write is cut
   back off the file; if that or an ``fsync`` fails, the file's durable state is unknown, so the
   journal refuses further writes until it is closed and opened again.
@@ -295,6 +296,17 @@ class _Folder:
             if name.endswith(_SUFFIX) and is_safe_session_id(name[: -len(_SUFFIX)])
         )
 
+    def names_by_age(self) -> list[str]:
+        """Execution file names, least recently written first (name breaks ties)."""
+        aged = []
+        for name in self.names():
+            try:
+                written = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mtime_ns
+            except FileNotFoundError:
+                continue
+            aged.append((written, name))
+        return [name for _, name in sorted(aged)]
+
     def repair(self, name: str) -> None:
         """Cut an unterminated final line (a write that never returned); drop an empty file.
         Non-regular files are left for `read` to report."""
@@ -538,10 +550,12 @@ class FileExecutionJournal:
             ) from exc
         return [] if data is None else decode_journal(execution_id, data)
 
-    def _remember(self, execution_id: str, records: list[JournalRecord]) -> dict[str, bytes]:
-        index = {record.id: record_fingerprint(record) for record in records}
-        self._index[execution_id] = index
-        return index
+    def _remember(self, execution_id: str, records: list[JournalRecord]) -> None:
+        """Index what was read, unless the execution is over (nothing will be appended)."""
+        if any(isinstance(record, FinishedRecord) for record in records):
+            self._index.pop(execution_id, None)
+        else:
+            self._index[execution_id] = {r.id: record_fingerprint(r) for r in records}
 
     async def append(self, record: JournalRecord, *, durable: bool = True) -> None:
         """Append `record` unless an equal one is stored under its id: durably, or staged
@@ -576,7 +590,10 @@ class FileExecutionJournal:
                 raise JournalWriteError(
                     f"cannot append to the journal of execution {execution_id}: {_reason(exc)}"
                 ) from exc
-            self._index[execution_id] = index
+            if isinstance(record, FinishedRecord):  # over: no more appends to check
+                self._index.pop(execution_id, None)
+            else:
+                self._index[execution_id] = index
 
     def _append_blocking(
         self,
@@ -617,11 +634,11 @@ class FileExecutionJournal:
             return records
 
     async def executions(self) -> list[str]:
-        """Ids of the executions that have a file, sorted."""
+        """Ids of the executions that have a file, least recently written first."""
         async with self._lock:
             folder = self._open_folder()
             try:
-                names = await trio.to_thread.run_sync(folder.names)
+                names = await trio.to_thread.run_sync(folder.names_by_age)
             except OSError as exc:
                 raise JournalReadError(
                     f"cannot list the journal of session {self.session_id}: {_reason(exc)}"

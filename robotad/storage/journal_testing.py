@@ -97,13 +97,15 @@ class MemoryJournal:
                     return
                 raise JournalConflict(execution_id, record.id)
         records.append(_copy(record))
+        self._records[execution_id] = self._records.pop(execution_id)  # most recently written
 
     async def read(self, execution_id: str) -> list[JournalRecord]:
         validate_execution_id(execution_id)
         return [_copy(record) for record in self._records.get(execution_id, [])]
 
     async def executions(self) -> list[str]:
-        return sorted(eid for eid, records in self._records.items() if records)
+        """Least recently written first."""
+        return [eid for eid, records in self._records.items() if records]
 
     async def discard(self, execution_id: str) -> None:
         validate_execution_id(execution_id)

@@ -15,10 +15,12 @@ members and keeps the stored `createdAt`, `name`, `title`, `forkedFrom`, `omitte
 `metadata` entries another writer put there. Such writers use `update`.
 
 `save` reads the stored file every time, but decodes it only when its bytes differ from the
-last ones this store wrote or decoded for that id (it remembers those bytes with the members a
-save keeps from them, for a bounded number of ids). So a save costs one read, not a decode of
-the whole history, while any change made behind the store's back — a new name, a corrupt or
-unsupported file — is still seen, because different bytes are always decoded afresh.
+last ones this store wrote or decoded for that id. It remembers a SHA-256 digest of those
+bytes (never the bytes: a long session's record runs to megabytes) with the members a save
+keeps from them, for a bounded number of ids. So a save costs one read and one hash, not a
+decode of the whole history, while any change made behind the store's back — a new name, a
+corrupt or unsupported file — is still seen, because different bytes are always decoded
+afresh.
 
 Blocking I/O; async callers use ``trio.to_thread.run_sync``. One store object serialises its
 own writes with a lock; it assumes no other process writes the same folder concurrently.
@@ -27,6 +29,7 @@ own writes with a lock; it assumes no other process writes the same folder concu
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import threading
@@ -121,11 +124,15 @@ _kept_decoder = msgspec.json.Decoder(_Kept)
 
 @dataclass(frozen=True, slots=True)
 class _Known:
-    """The exact bytes last written or decoded at a record path, and the kept members they
-    hold — encoded, so nothing a caller does to a returned record can change them."""
+    """The digest of the bytes last written or decoded at a record path, and the kept members
+    they hold — encoded, so nothing a caller does to a returned record can change them."""
 
-    data: bytes
+    digest: bytes
     kept: bytes
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +290,7 @@ class FileSessionStore:
             return None
         with self._known_lock:
             known = self._known.get(session_id)
-        if known is not None and known.data == data:
+        if known is not None and known.digest == _digest(data):
             return _kept_decoder.decode(known.kept)
         outcome = decode_record(data)
         if not isinstance(outcome, Valid):
@@ -292,7 +299,7 @@ class FileSessionStore:
 
     def _remember(self, session_id: str, data: bytes, record: SessionRecord) -> None:
         """`data` is now the stored content of `session_id`, holding `record`."""
-        known = _Known(data, _kept_encoder.encode(_Kept.of(record)))
+        known = _Known(_digest(data), _kept_encoder.encode(_Kept.of(record)))
         with self._known_lock:
             self._known[session_id] = known
             self._known.move_to_end(session_id)

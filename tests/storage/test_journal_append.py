@@ -320,7 +320,7 @@ async def test_executions_and_discard(journal: FileExecutionJournal, fsyncs: lis
     await journal.append(started("x-2"))
     await journal.append(started("x-1"))
     (journal.directory / "notes.txt").write_bytes(b"ignored")
-    assert await journal.executions() == ["x-1", "x-2"]
+    assert sorted(await journal.executions()) == ["x-1", "x-2"]
     fsyncs.clear()
     await journal.discard("x-1")
     assert fsyncs == [os.path.realpath(journal.directory)]
@@ -331,6 +331,19 @@ async def test_executions_and_discard(journal: FileExecutionJournal, fsyncs: lis
     replacement = msgspec.structs.replace(started("x-1"), turn_id="t-2")
     await journal.append(replacement)
     assert await journal.read("x-1") == [replacement]
+
+
+async def test_executions_are_listed_least_recently_written_first(
+    journal: FileExecutionJournal,
+) -> None:
+    """`executions()` orders by each file's last write (what pruning a session's journal
+    relies on), whatever the ids' own order."""
+    for execution_id in ("x-c", "x-a", "x-b"):
+        await journal.append(started(execution_id))
+    for age, execution_id in enumerate(("x-b", "x-c", "x-a")):
+        stamp = 1_700_000_000 + age
+        os.utime(journal.path_for(execution_id), (stamp, stamp))
+    assert await journal.executions() == ["x-b", "x-c", "x-a"]
 
 
 async def test_concurrent_appends_keep_every_line_whole(

@@ -81,6 +81,8 @@ class EventStream:
     overflows: int = 0
     turn_finished: int = 0
     text_deltas: int = 0
+    #: The seqs of the ``compaction`` events this stream saw complete.
+    compactions: set[int] = field(default_factory=set)
     needs_resubscribe: bool = False
     #: Executions whose approvals this stream saw resolved (``approval_resolved``).
     resolved: set[str] = field(default_factory=set)
@@ -148,6 +150,8 @@ class SoakConnection:
             stream.turn_finished += 1
         elif event.get("type") == "text_delta":
             stream.text_deltas += 1
+        elif event.get("type") == "compaction" and event.get("phase") == "completed":
+            stream.compactions.add(seq)
         elif event.get("type") == "approval_resolved":
             stream.resolved.add(str(event.get("executionId")))
         stream.wake()

@@ -44,6 +44,9 @@ class SoakShape:
     turns_per_client: int
     sessions: int
     kills: int = 0
+    #: Each session's context window in tokens: small enough that its history compacts
+    #: every few dozen turns, as a long agent session's does (None: the provider's).
+    context_window: int | None = None
 
     @property
     def turns(self) -> int:
@@ -58,12 +61,12 @@ class SoakShape:
 
 
 SOAK_SHAPES: dict[Scale, SoakShape] = {
-    "full": SoakShape(clients=50, turns_per_client=200, sessions=20),
-    "reduced": SoakShape(clients=8, turns_per_client=10, sessions=4),
+    "full": SoakShape(clients=50, turns_per_client=200, sessions=20, context_window=16_000),
+    "reduced": SoakShape(clients=8, turns_per_client=10, sessions=4, context_window=3_000),
 }
 CRASH_SHAPES: dict[Scale, SoakShape] = {
-    "full": SoakShape(clients=20, turns_per_client=60, sessions=10, kills=20),
-    "reduced": SoakShape(clients=6, turns_per_client=8, sessions=3, kills=3),
+    "full": SoakShape(clients=20, turns_per_client=60, sessions=10, kills=20, context_window=6_000),
+    "reduced": SoakShape(clients=6, turns_per_client=8, sessions=3, kills=3, context_window=2_000),
 }
 
 TURN_KINDS = ("plain", "read", "note", "effect", "write")
@@ -145,15 +148,21 @@ class SoakStats:
     denied: set[str] = field(default_factory=set)
     completed_by_session: Counter[str] = field(default_factory=Counter)
     run_seconds: list[float] = field(default_factory=list)
+    #: The daemon's RSS once the sessions exist, before the first turn.
+    rss_start_kib: int | None = None
+    #: The daemon's RSS sampled every 1/40 of the turns.
     rss_kib: list[int] = field(default_factory=list)
     events: int = 0
     text_deltas: int = 0
+    #: (session, seq) of every completed compaction a subscriber saw.
+    compactions: set[tuple[str, int]] = field(default_factory=set)
     overflows: int = 0
     stream_faults: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
 
     def rss_growth(self) -> float | None:
-        """Mean RSS of the last quarter of samples over that of the first, minus one."""
+        """Mean RSS of the last quarter of the samples taken under load over that of the
+        first quarter, minus one."""
         if len(self.rss_kib) < 8:
             return None
         quarter = len(self.rss_kib) // 4

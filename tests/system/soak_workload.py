@@ -345,6 +345,7 @@ def _collect(run: SoakRun, connection: SoakConnection) -> None:
     for stream in connection.streams.values():
         run.stats.events += stream.events
         run.stats.text_deltas += stream.text_deltas
+        run.stats.compactions.update((stream.session_id, seq) for seq in stream.compactions)
         run.stats.overflows += stream.overflows
     run.stats.stream_faults.extend(
         f"{f.session_id}: expected seq {f.expected_seq}, got {f.got_seq} ({f.note})"
@@ -374,6 +375,11 @@ async def create_sessions(run: SoakRun) -> None:
                     "provider": "scripted",
                     "script": session_script(session_id, turns + turns // 4),
                     "permissions": {"allow": ["Write(notes/**)"]},
+                    **(
+                        {"contextWindow": run.shape.context_window}
+                        if run.shape.context_window
+                        else {}
+                    ),
                 },
             )
 
@@ -459,7 +465,7 @@ async def run_soak(run: SoakRun, *, timeout: float) -> SoakStats:
     with trio.move_on_after(timeout) as guard:
         await create_sessions(run)
         if not run.crashing and run.daemon.alive():
-            run.stats.rss_kib.append(run.daemon.rss_kib())
+            run.stats.rss_start_kib = run.daemon.rss_kib()
         async with trio.open_nursery() as nursery:
             if run.crashing:
                 nursery.start_soon(_killer, run)

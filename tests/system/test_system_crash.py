@@ -59,6 +59,7 @@ async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing() -> 
         gaps = log_gaps(home)
     print(
         f"seed {seed}: {stats.kills} kills, {stats.turns_completed} turns, "
+        f"{len(stats.compactions)} compactions, "
         f"{stats.interrupted_calls} calls cut, {stats.resumes + stats.helper_resumes} resumes, "
         f"{len(stats.refused)} executions refused resume, {len(stats.abandoned)} abandoned, "
         f"{stats.settled} waits answered after the clients left, "
