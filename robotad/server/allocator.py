@@ -10,8 +10,10 @@ that tripled resident growth over live objects.
 
 So at start-up `tune` fixes the mmap threshold at `MMAP_THRESHOLD` (a block that large is mapped
 on its own and unmapped when freed) and caps the arenas at `ARENA_MAX`; `trim_periodically`
-then calls ``malloc_trim(0)`` every `TRIM_INTERVAL` seconds, in a worker thread, which hands the
-free pages inside the heaps back. Elsewhere than glibc (musl, macOS) both do nothing.
+then calls ``malloc_trim(0)``, in a worker thread, which hands the free pages inside the heaps
+back: every `TRIM_INTERVAL` seconds in which the daemon used any CPU time (an idle daemon has
+freed nothing since the last trim, so it is not trimmed again). Elsewhere than glibc (musl,
+macOS) both do nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import platform
+import time
 from typing import Final
 
 import trio
@@ -32,8 +35,10 @@ MMAP_THRESHOLD: Final = 128 * 1024
 #: Malloc arenas shared by every thread.
 ARENA_MAX: Final = 2
 #: Seconds between two trims.
-TRIM_INTERVAL: Final = 10.0
+TRIM_INTERVAL: Final = 5.0
 
+#: CPU time below which an interval counts as idle (the trim itself costs about this much).
+_IDLE_CPU_SECONDS: Final = 0.005
 _M_MMAP_THRESHOLD: Final = -3
 _M_ARENA_MAX: Final = -8
 
@@ -67,9 +72,14 @@ def trim() -> bool:
 
 
 async def trim_periodically(interval: float = TRIM_INTERVAL) -> None:
-    """Trim every `interval` seconds until cancelled (returns at once off glibc)."""
+    """Trim every `interval` seconds that saw work, until cancelled (returns at once off
+    glibc)."""
     if _libc is None:
         return
+    trimmed_at = time.process_time()
     while True:
         await trio.sleep(interval)
+        if time.process_time() - trimmed_at < _IDLE_CPU_SECONDS:
+            continue
         await trio.to_thread.run_sync(trim)
+        trimmed_at = time.process_time()

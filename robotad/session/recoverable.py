@@ -18,13 +18,16 @@
 - `recover`: after a load, rebuild the pending execution from the journal and the history —
   results the journal recorded but history lacks are put back, never re-run.
 
+Settled executions are remembered in memory (`SETTLED_KEPT` of them) only to spare a journal
+read; a redelivered answer to an older one is judged from its journal, which holds everything.
+
 The journal is the host's (G-099): by default a settled execution is marked ``finished`` and its
 records kept. A host that lets the session retire journals (``discard_settled``, robotad does)
 gets them discarded once nothing can need them: an execution that asked for no approval as soon
-as the saved record holds its outcome (nobody can redeliver an answer to it), one with requests
-once it leaves the `SETTLED_KEPT` window of idempotent redelivery, and at `recover` every
-execution but the pending one and the `SETTLED_KEPT` most recently written — so a long-lived
-session's journal, and its load, stay bounded.
+as the saved record holds its outcome (nobody can redeliver an answer to it), any other once
+`JOURNALS_KEPT` executions settled after it (the window of idempotent redelivery), and at
+`recover` every execution but the pending one and the `JOURNALS_KEPT` most recently written —
+so a long-lived session's journal, its memory and its load all stay bounded.
 
 While an execution waits, or after it failed or was aborted with its round open in history, it
 is pending and blocks new input (G-079, G-091, G-092); once its rounds settled, a failure ends it
@@ -78,8 +81,10 @@ __all__ = ["ReconciliationFailed", "RecoverableExecutions"]
 
 logger = logging.getLogger("robotad.session.recoverable")
 
-#: Finished executions remembered for idempotent redelivery of their last answers.
-SETTLED_KEPT = 64
+#: Settled executions remembered in memory (older ones are read back from their journal).
+SETTLED_KEPT = 16
+#: Settled executions whose journal a retiring host keeps, for redelivered answers.
+JOURNALS_KEPT = 64
 
 Body = Callable[[GatePolicy], Awaitable[CompletedTurn | ParkedTurn]]
 
@@ -122,6 +127,8 @@ class RecoverableExecutions:
         #: The execution that blocks new input, if any.
         self.pending: Execution | None = None
         self._settled: collections.OrderedDict[str, Execution] = collections.OrderedDict()
+        #: Settled executions whose journal is kept, oldest first (when retiring journals).
+        self._kept_journals: collections.deque[str] = collections.deque()
 
     def pending_view(self) -> Pending | None:
         x = self.pending
@@ -254,7 +261,7 @@ class RecoverableExecutions:
         )
         x.state = "abandoned"
         self.pending = None
-        await self._settle(x)
+        self._settle(x)
         await self._persist()
 
     async def recover(self, journal: ExecutionJournal) -> None:
@@ -286,17 +293,14 @@ class RecoverableExecutions:
             await self._prune(journal, executions)
 
     async def _prune(self, journal: ExecutionJournal, executions: list[str]) -> None:
-        """Discard the journals beyond the `SETTLED_KEPT` newest, sparing the pending one:
-        what earlier runs of the daemon left (they kept as many as this one keeps)."""
+        """Keep the journals of the pending execution and of the `JOURNALS_KEPT` most recently
+        written others (what earlier runs of the daemon kept); discard the rest."""
         pending = self.pending.execution_id if self.pending is not None else None
-        for execution_id in executions[: max(0, len(executions) - SETTLED_KEPT)]:
-            if execution_id == pending:
-                continue
-            try:
-                await journal.discard(execution_id)
-            except Exception:
-                logger.warning("pruning the journal of execution %s failed", execution_id)
-                return
+        settled = [execution_id for execution_id in executions if execution_id != pending]
+        cut = max(0, len(settled) - JOURNALS_KEPT)
+        for execution_id in settled[:cut]:
+            await self._discard(journal, execution_id)
+        self._kept_journals = collections.deque(settled[cut:])
 
     def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
         """Append what was journaled after the anchor reply; True when anything was."""
@@ -370,7 +374,7 @@ class RecoverableExecutions:
         self, x: Execution, status: Literal["completed", "failed", "aborted"]
     ) -> None:
         x.state = "finished"
-        await self._settle(x)
+        self._settle(x)
         try:
             if self._discard_settled and not x.requests and self._conversation.saved:
                 # Nobody can redeliver an answer to it and the saved record holds its
@@ -385,6 +389,15 @@ class RecoverableExecutions:
             await x.journal.append(record, durable=bool(x.requests))
         except Exception:  # history holds the outcome; a missing mark only costs a lookup
             logger.warning("journaling the end of execution %s failed", x.execution_id)
+        if self._discard_settled:
+            await self._keep_journal(x.journal, x.execution_id)
+
+    async def _keep_journal(self, journal: ExecutionJournal, execution_id: str) -> None:
+        """`execution_id`'s journal is kept; the one kept `JOURNALS_KEPT` settlements ago
+        is discarded (a redelivered answer to it is stale from now on)."""
+        self._kept_journals.append(execution_id)
+        while len(self._kept_journals) > JOURNALS_KEPT:
+            await self._discard(journal, self._kept_journals.popleft())
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -397,20 +410,16 @@ class RecoverableExecutions:
             return self.pending
         return self._settled.get(execution_id)
 
-    async def _settle(self, x: Execution) -> None:
-        """Remember `x` among the settled executions; the journal of one pushed out of that
-        window is discarded (a redelivered answer to it is stale from now on)."""
+    def _settle(self, x: Execution) -> None:
         self._settled[x.execution_id] = x
         while len(self._settled) > SETTLED_KEPT:
-            _, old = self._settled.popitem(last=False)
-            if self._discard_settled:
-                await self._discard(old)
+            self._settled.popitem(last=False)
 
-    async def _discard(self, x: Execution) -> None:
+    async def _discard(self, journal: ExecutionJournal, execution_id: str) -> None:
         try:
-            await x.journal.discard(x.execution_id)
+            await journal.discard(execution_id)
         except Exception:  # a leftover file is pruned at the next load
-            logger.warning("discarding the journal of execution %s failed", x.execution_id)
+            logger.warning("discarding the journal of execution %s failed", execution_id)
 
     def _ours(self, started: StartedRecord) -> bool:
         provider = self._provider()

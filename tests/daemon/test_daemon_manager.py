@@ -11,8 +11,17 @@ import pytest
 import trio
 
 from protocol.errors import NotAllowed, SessionExists
-from protocol.methods import AddRuleParams, CreateParams, RunParams, Step
-from protocol.shapes import TurnRunning
+from protocol.methods import (
+    AddRuleParams,
+    ApprovalResponse,
+    CreateParams,
+    Permissions,
+    ResumeParams,
+    RunParams,
+    ScriptedToolCall,
+    Step,
+)
+from protocol.shapes import TurnCompleted, TurnRunning, TurnWaiting
 from robotad.config import Config
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.live import LiveSession
@@ -122,3 +131,45 @@ async def test_shutdown_drains_closes_and_persists_every_session(
     assert [m["content"] for m in record["messages"]] == ["go", "slow reply"]
     with pytest.raises(NotAllowed):
         await manager.session(busy.session_id)
+
+
+async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """robotad hosts the journal (G-099): a turn that asked for nothing leaves no journal file
+    once its record is saved; one that waited keeps its file after it completed, so a
+    redelivered answer is still idempotent (G-084)."""
+    ops = SessionOperations(manager)
+    write = ScriptedToolCall(name="Write", arguments={"file_path": "out.txt", "content": "x"})
+    read = ScriptedToolCall(name="Read", arguments={"file_path": "out.txt"})
+    script = [
+        Step(text="plain"),
+        Step(tool_calls=[write]),
+        Step(text="wrote it"),
+        Step(tool_calls=[read]),
+        Step(text="read it"),
+    ]
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(
+            CreateParams(cwd=str(tmp_path), script=script, permissions=Permissions(allow=["Read"]))
+        )
+        journal_dir = tmp_path / "state" / "journal" / info.session_id
+        sid = info.session_id
+        assert isinstance(
+            await ops.run(RunParams(session_id=sid, prompt="hi"), None), TurnCompleted
+        )
+        assert list(journal_dir.iterdir()) == []
+        waiting = await ops.run(RunParams(session_id=sid, prompt="write"), None)
+        assert isinstance(waiting, TurnWaiting)
+        answer = ApprovalResponse(waiting.requests[0].request_id, "resp-1", True)
+        resume = ResumeParams(session_id=sid, execution_id=waiting.execution_id, responses=[answer])
+        assert await ops.resume(resume, None) == TurnCompleted(
+            turn_id=waiting.turn_id, response="wrote it"
+        )
+        assert await ops.resume(resume, None) == TurnCompleted(
+            turn_id=waiting.turn_id, response="wrote it"
+        )
+        assert isinstance(
+            await ops.run(RunParams(session_id=sid, prompt="read"), None), TurnCompleted
+        )
+    assert [p.name for p in journal_dir.iterdir()] == [f"{waiting.execution_id}.jsonl"]

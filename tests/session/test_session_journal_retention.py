@@ -101,9 +101,11 @@ async def test_answered_executions_stay_redeliverable_within_the_window(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """G-084: an execution that had requests keeps its journal while it is among the
-    `SETTLED_KEPT` most recently settled — a redelivered answer returns its result — and is
-    discarded once pushed out; a redelivery to it is then StaleResponse, and runs nothing."""
-    monkeypatch.setattr(recoverable, "SETTLED_KEPT", 2)
+    `JOURNALS_KEPT` most recently settled — a redelivered answer returns its result, read back
+    from the journal once the execution left the in-memory `SETTLED_KEPT` — and is discarded
+    once pushed out; a redelivery to it is then StaleResponse, and runs nothing."""
+    monkeypatch.setattr(recoverable, "JOURNALS_KEPT", 2)
+    monkeypatch.setattr(recoverable, "SETTLED_KEPT", 1)
     steps = []
     for name in ("a", "b", "c"):
         steps += [{"toolCalls": [write(f"out/{name}.txt")]}, {"text": f"wrote {name}"}]
@@ -117,6 +119,10 @@ async def test_answered_executions_stay_redeliverable_within_the_window(
         third.execution_id, journal, [answer(third.requests[0].request_id)]
     )
     assert again == TurnCompleted(turn_id="t-c", response="wrote c")
+    from_journal = await session.resume_recoverable(
+        second.execution_id, journal, [answer(second.requests[0].request_id)]
+    )
+    assert from_journal == TurnCompleted(turn_id="t-b", response="wrote b")
     with pytest.raises(StaleResponse):
         await session.resume_recoverable(
             first.execution_id, journal, [answer(first.requests[0].request_id)]
@@ -127,9 +133,10 @@ async def test_answered_executions_stay_redeliverable_within_the_window(
 async def test_recovery_prunes_leftovers_but_never_the_pending_execution(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At load, a journal holding more than `SETTLED_KEPT` executions (earlier daemon runs)
-    keeps the pending one, however old, and the most recently written others."""
-    monkeypatch.setattr(recoverable, "SETTLED_KEPT", 2)
+    """At load, a journal holding more than `JOURNALS_KEPT` executions (earlier daemon runs)
+    keeps the pending one, however old, and the most recently written others; the window then
+    goes on from there."""
+    monkeypatch.setattr(recoverable, "JOURNALS_KEPT", 2)
     store = MemoryStore()
     session = retiring(workspace, [{"toolCalls": [write("out/p.txt")]}], store=store)
     journal = MemoryJournal()
@@ -164,3 +171,4 @@ async def test_recovery_prunes_leftovers_but_never_the_pending_execution(
         waiting.execution_id, journal, [answer(waiting.requests[0].request_id)]
     )
     assert done == TurnCompleted(turn_id="t-p", response="resumed")
+    assert await journal.executions() == [strays[-1], waiting.execution_id]
