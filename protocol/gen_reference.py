@@ -28,7 +28,11 @@ REFERENCE_PATH: Final = Path(__file__).with_name("REFERENCE.md")
 
 #: One line per method: what it does and what to know about its errors.
 SUMMARIES: Final[dict[str, str]] = {
-    "initialize": "Optional handshake; always answered. Clients may skip it.",
+    "initialize": (
+        "Optional handshake; always answered. Clients may skip it. The daemon also accepts an "
+        "LSP editor's `initialize`: members it does not know are ignored and "
+        "`clientInfo.version` may be absent (the table is what a robota client sends)."
+    ),
     "daemon/status": "Daemon version, pid, paths and session counts.",
     "daemon/shutdown": (
         "Answers at once, then stops accepting, lets running turns finish within "
