@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from protocol.events import SessionEvent as SessionEvent
     from protocol.framing import DEFAULT_MAX_FRAME_BYTES as DEFAULT_MAX_FRAME_BYTES
     from protocol.framing import Framing as Framing
+    from protocol.jsonrpc import ConnectionLost as ConnectionLost
+    from protocol.jsonrpc import MalformedResponse as MalformedResponse
     from protocol.methods import METHODS as METHODS
     from protocol.methods import PROTOCOL_VERSION as PROTOCOL_VERSION
     from protocol.peer import CallContext as CallContext
-    from protocol.peer import ConnectionLost as ConnectionLost
     from protocol.peer import JsonRpcPeer as JsonRpcPeer
-    from protocol.peer import MalformedResponse as MalformedResponse
     from protocol.peer import Router as Router
     from protocol.socket_path import resolve_socket_path as resolve_socket_path
 
@@ -58,9 +58,9 @@ _HOMES = {
     "METHODS": "protocol.methods",
     "PROTOCOL_VERSION": "protocol.methods",
     "CallContext": "protocol.peer",
-    "ConnectionLost": "protocol.peer",
+    "ConnectionLost": "protocol.jsonrpc",
     "JsonRpcPeer": "protocol.peer",
-    "MalformedResponse": "protocol.peer",
+    "MalformedResponse": "protocol.jsonrpc",
     "Router": "protocol.peer",
     "resolve_socket_path": "protocol.socket_path",
 }

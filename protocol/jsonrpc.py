@@ -21,6 +21,10 @@ Classification follows the JSON-RPC 2.0 specification:
 
 Members beyond JSON-RPC's own are ignored on input (be lenient in what you accept) and never
 produced on output.
+
+A client's side of a call ends in `decode_result`, `ConnectionLost` or `MalformedResponse`;
+they live here, free of any I/O library, so that the trio peer (`protocol.peer`) and the
+blocking client (`protocol.blocking_client`) fail the same way.
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ from protocol.errors import InvalidRequest, ParseError, RpcError
 
 __all__ = [
     "JSONRPC_VERSION",
+    "ConnectionLost",
     "Frame",
     "Invalid",
+    "MalformedResponse",
     "Message",
     "Notification",
     "Request",
     "RequestId",
     "Response",
+    "decode_result",
     "encode_batch",
     "encode_error",
     "encode_notification",
@@ -305,3 +312,26 @@ def encode_notification(method: str, params: Any = None) -> bytes:
 def encode_batch(bodies: list[bytes]) -> bytes:
     """Join encoded messages into one batch array."""
     return b"[" + b",".join(bodies) + b"]"
+
+
+# -- a client's outcome ---------------------------------------------------------------------
+
+
+class ConnectionLost(ConnectionError):
+    """The connection ended before a reply arrived, or a message could not be sent."""
+
+
+class MalformedResponse(ValueError):
+    """The remote's reply was not a usable JSON-RPC response, or its result had the wrong
+    shape for the requested type."""
+
+
+def decode_result(method: str, result: Raw, result_type: Any = None) -> Any:
+    """The `result` of a successful reply to `method`, decoded as `result_type` (plain JSON
+    values when None). Raises `MalformedResponse` when it does not have that shape."""
+    try:
+        if result_type is None:
+            return msgspec.json.decode(result)
+        return msgspec.json.decode(result, type=result_type)
+    except msgspec.DecodeError as exc:
+        raise MalformedResponse(f"result of {method} does not match: {exc}") from None

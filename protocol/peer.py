@@ -60,7 +60,14 @@ from protocol.framing import (
     FramingError,
     encode_frame,
 )
-from protocol.jsonrpc import Notification, Request, RequestId, Response
+from protocol.jsonrpc import (
+    ConnectionLost,
+    MalformedResponse,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+)
 
 __all__ = [
     "CANCEL_METHOD",
@@ -86,15 +93,6 @@ CANCEL_METHOD: Final = "$/cancelRequest"
 Handler = Callable[[Any, "CallContext"], Awaitable[Any]]
 #: ``callback(method, params)`` for notifications no route handles; sync and must not block.
 NotificationCallback = Callable[[str, msgspec.Raw], None]
-
-
-class ConnectionLost(ConnectionError):
-    """The connection ended before a reply arrived, or a message could not be sent."""
-
-
-class MalformedResponse(ValueError):
-    """The remote's reply was not a usable JSON-RPC response, or its result had the wrong
-    shape for the requested type."""
 
 
 # -- routing --------------------------------------------------------------------------------
@@ -331,12 +329,7 @@ class JsonRpcPeer:
         if slot.error is not None:
             raise slot.error
         assert slot.result is not None
-        try:
-            if result_type is None:
-                return msgspec.json.decode(slot.result)
-            return msgspec.json.decode(slot.result, type=result_type)
-        except msgspec.DecodeError as exc:
-            raise MalformedResponse(f"result of {method} does not match: {exc}") from None
+        return jsonrpc.decode_result(method, slot.result, result_type)
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification. Raises `ConnectionLost` when the connection is closed."""

@@ -5,16 +5,23 @@ options come before the command. Each command lives in a module under `robotactl
 and is imported only when it runs (or when ``--help`` lists it), so adding one is a line in
 `COMMANDS` plus its module, and ``robotactl --help`` never pays for trio or msgspec.
 
+A command talks to robotad in one of two ways. `call_daemon` runs a plain function with a
+blocking, trio-free client (`protocol.blocking_client`): every command whose requests are
+answered one by one uses it, so it starts in the time of click, msgspec and one round trip.
+`run_with_daemon` runs a coroutine with a trio peer: only ``run``, ``approve`` and ``deny``,
+which stream a turn's events and may prompt for approvals, pay for trio. Both fail alike.
+
 Exit statuses (`robotactl.exit_codes`): 0 completed, 1 error, 2 usage, 3 waiting for approval,
 4 aborted. A command signals a failure by raising `CommandFailed` (or letting a `protocol`
-`RpcError` or a `DaemonUnavailable` escape `run_with_daemon`, which turns them into one); click
-turns usage errors into status 2 itself.
+`RpcError` or a `DaemonUnavailable` escape `call_daemon` or `run_with_daemon`, which turn them
+into one); click turns usage errors into status 2 itself.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,22 +33,29 @@ from robotactl.exit_codes import EXIT_CODES_HELP, ExitCode
 from robotactl.render import Output
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.peer import JsonRpcPeer, NotificationCallback
 
 __all__ = [
     "COMMANDS",
+    "REPLY_TIMEOUT",
     "ClientOptions",
     "CommandFailed",
     "DaemonNotRunningFailed",
     "LazyGroup",
     "RpcFailed",
     "TurnAbortedFailed",
+    "call_daemon",
     "cli",
     "main",
     "run_with_daemon",
 ]
 
 T = TypeVar("T")
+
+#: Seconds `call_daemon` waits for each reply by default: generous, since a request that loads
+#: a stored session may run its hooks. A request that waits on a model or a turn passes None.
+REPLY_TIMEOUT = 120.0
 
 #: command name → ``module:attribute`` of its `click.Command`, imported on first use.
 COMMANDS: dict[str, str] = {
@@ -193,6 +207,31 @@ def cli(ctx: click.Context, socket: str | None, json_mode: bool, no_autostart: b
     )
 
 
+def call_daemon(
+    options: ClientOptions,
+    body: Callable[[BlockingClient], T],
+    *,
+    autostart: bool | None = None,
+    timeout: float | None = REPLY_TIMEOUT,
+) -> T:
+    """Connect (autostarting per `options` unless `autostart` overrides) and return what
+    `body` returns for the blocking client, whose requests wait at most `timeout` seconds by
+    default (None: as long as the daemon takes). The client is closed afterwards.
+
+    trio is imported only to start a missing daemon. Failures become `CommandFailed` exactly
+    as in `run_with_daemon`, plus a request that timed out (exit 1).
+    """
+    from robotactl.connection import connect_blocking
+
+    path = options.socket_path
+    allowed = options.autostart if autostart is None else autostart
+    with (
+        _failures_explained(path),
+        connect_blocking(path, autostart=allowed, timeout=timeout) as client,
+    ):
+        return body(client)
+
+
 def run_with_daemon(
     options: ClientOptions,
     body: Callable[[JsonRpcPeer], Awaitable[T]],
@@ -210,9 +249,7 @@ def run_with_daemon(
     """
     import trio
 
-    from protocol.errors import RpcError, TurnAborted
-    from protocol.peer import ConnectionLost, MalformedResponse
-    from robotactl.connection import DaemonNotRunning, DaemonUnavailable, connect
+    from robotactl.connection import connect
 
     path = options.socket_path
     allowed = options.autostart if autostart is None else autostart
@@ -221,12 +258,25 @@ def run_with_daemon(
         async with connect(path, autostart=allowed, on_notification=on_notification) as peer:
             return await body(peer)
 
-    try:
+    with _failures_explained(path):
         try:
             return trio.run(session)
         except BaseExceptionGroup as group:
             # The connection's nursery wraps whatever the body raised; one leaf is the error.
             raise _sole_exception(group) from None
+
+
+@contextmanager
+def _failures_explained(path: Path) -> Iterator[None]:
+    """Turn what talking to the daemon at `path` can raise into the `CommandFailed` a person
+    reads; let everything else through."""
+    from protocol.blocking_client import RequestTimeout
+    from protocol.errors import RpcError, TurnAborted
+    from protocol.jsonrpc import ConnectionLost, MalformedResponse
+    from robotactl.connection import DaemonNotRunning, DaemonUnavailable
+
+    try:
+        yield
     except DaemonNotRunning as exc:
         raise DaemonNotRunningFailed(str(exc), exc.socket_path) from None
     except DaemonUnavailable as exc:
@@ -244,6 +294,10 @@ def run_with_daemon(
         ) from None
     except MalformedResponse as exc:
         raise CommandFailed(f"robotad at {path} sent an unusable reply: {exc}") from None
+    except RequestTimeout as exc:
+        raise CommandFailed(
+            f"robotad at {path} did not answer {exc.method} within {exc.timeout:g} s"
+        ) from None
 
 
 def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:

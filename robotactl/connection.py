@@ -1,11 +1,15 @@
 """Reaching robotad: connect to its socket, starting it first when nothing answers.
 
-`connect` is the only way robotactl talks to the daemon. When no daemon listens at the socket
-(the file is missing, or a stale file refuses connections) and autostart is allowed, it has
-`robotactl.autostart` start one and waits for it to report that it serves — never a
-sleep-and-retry loop — then connects. Concurrent robotactl processes take turns starting
-(see `robotactl.autostart.autostart_lock`), so only one daemon is ever started for them and
-all of them connect to it.
+Two ways in, alike in every failure: `connect` yields a trio `JsonRpcPeer` (for the commands
+that stream a turn's events and prompt for approvals), `connect_blocking` returns a trio-free
+`BlockingClient` (for every one-shot command: importing trio costs more than the whole call).
+When no daemon listens at the socket (the file is missing, or a stale file refuses
+connections) and autostart is allowed, either has `robotactl.autostart` start one and waits
+for it to report that it serves — never a sleep-and-retry loop — then connects. Starting is
+trio code; `connect_blocking` runs it under ``trio.run`` only then, so a client that finds the
+daemon serving never imports trio. Concurrent robotactl processes take turns starting (see
+`robotactl.autostart.autostart_lock`), so only one daemon is ever started for them and all of
+them connect to it.
 
 Failures are `DaemonUnavailable` with a message written for a person: the socket it tried,
 why nothing answered, and — when a started daemon gave up — what robotad printed (for example
@@ -15,12 +19,13 @@ the unsafe runtime directory it refused). Nothing here prints or exits; the CLI 
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.peer import JsonRpcPeer, NotificationCallback
 
 __all__ = [
@@ -29,7 +34,11 @@ __all__ = [
     "DaemonStartFailed",
     "DaemonUnavailable",
     "connect",
+    "connect_blocking",
 ]
+
+#: A connection of either kind, as `_start_unless_served` hands it back.
+C = TypeVar("C")
 
 #: Seconds a freshly started robotad has to report that it serves.
 READY_TIMEOUT = 10.0
@@ -77,43 +86,73 @@ async def connect(
     socket cannot be reached (permissions, a path too long).
     """
     async with AsyncExitStack() as stack:
-        peer = await _try_connect(stack, socket_path, on_notification)
+
+        async def probe() -> JsonRpcPeer | None:
+            return await _try_connect(stack, socket_path, on_notification)
+
+        peer = await probe()
         if peer is None:
             if not autostart:
                 raise DaemonNotRunning(socket_path)
-            peer = await _start_then_connect(stack, socket_path, ready_timeout, on_notification)
+            peer = await _start_unless_served(socket_path, ready_timeout, probe)
         yield peer
 
 
-async def _start_then_connect(
-    stack: AsyncExitStack,
+def connect_blocking(
     socket_path: Path,
-    ready_timeout: float,
-    on_notification: NotificationCallback | None,
-) -> JsonRpcPeer:
+    *,
+    autostart: bool,
+    timeout: float | None,
+    ready_timeout: float = READY_TIMEOUT,
+) -> BlockingClient:
+    """A connected `BlockingClient` for the daemon at `socket_path`, whose requests wait at
+    most `timeout` seconds by default (None: no bound); the caller closes it (``with``).
+
+    Fails exactly as `connect` does. Only a missing daemon with `autostart` imports trio, to
+    start it (see the module docstring).
+    """
+    client = _try_connect_blocking(socket_path, timeout)
+    if client is not None:
+        return client
+    if not autostart:
+        raise DaemonNotRunning(socket_path)
+    import trio
+
+    async def probe() -> BlockingClient | None:
+        # A Unix connect(2) completes (or fails) at once: nothing here waits on the loop.
+        return _try_connect_blocking(socket_path, timeout)
+
+    return trio.run(_start_unless_served, socket_path, ready_timeout, probe)
+
+
+async def _start_unless_served(
+    socket_path: Path, ready_timeout: float, probe: Callable[[], Awaitable[C | None]]
+) -> C:
+    """Start robotad under the autostart lock unless `probe` finds one serving meanwhile;
+    return what `probe` connects once it serves."""
     # Imported here: only a client that found no daemon pays for it.
     from robotactl.autostart import autostart_lock, start_daemon
 
     async with autostart_lock(socket_path, lock_timeout=2 * ready_timeout):
         # Whoever held the lock before us may have started it already.
-        peer = await _try_connect(stack, socket_path, on_notification)
-        if peer is not None:
-            return peer
+        connection = await probe()
+        if connection is not None:
+            return connection
         try:
             await start_daemon(socket_path, ready_timeout=ready_timeout)
         except DaemonStartFailed:
             # A daemon started by other means (by hand, by systemd) at the same moment wins
             # the daemon's own lock and ours exits; use the winner if it is there.
-            peer = await _try_connect(stack, socket_path, on_notification)
-            if peer is None:
+            connection = await probe()
+            if connection is None:
                 raise
-            return peer
-        peer = await _try_connect(stack, socket_path, on_notification)
-        if peer is None:
+            return connection
+        connection = await probe()
+        if connection is None:
             raise DaemonStartFailed(
                 f"robotad reported ready but nothing answers at {socket_path}", socket_path
             )
-        return peer
+        return connection
 
 
 async def _try_connect(
@@ -127,9 +166,27 @@ async def _try_connect(
             open_connection(socket_path, on_notification=on_notification)
         )
     except OSError as exc:
-        if exc.errno in _NOBODY_LISTENING:
-            return None
-        reason = exc.strerror or str(exc)
-        raise DaemonUnavailable(
-            f"cannot connect to robotad at {socket_path}: {reason}", socket_path
-        ) from exc
+        _unless_nobody_listens(exc, socket_path)
+        return None
+
+
+def _try_connect_blocking(socket_path: Path, timeout: float | None) -> BlockingClient | None:
+    """A connected blocking client, or None when nobody listens at `socket_path`."""
+    from protocol.blocking_client import open_blocking_connection
+
+    try:
+        return open_blocking_connection(socket_path, timeout=timeout)
+    except OSError as exc:
+        _unless_nobody_listens(exc, socket_path)
+        return None
+
+
+def _unless_nobody_listens(exc: OSError, socket_path: Path) -> None:
+    """Return when connect(2) failed with `exc` because nobody listens at `socket_path`;
+    raise `DaemonUnavailable` (with the reason, for a person) for any other failure."""
+    if exc.errno in _NOBODY_LISTENING:
+        return
+    reason = exc.strerror or str(exc)
+    raise DaemonUnavailable(
+        f"cannot connect to robotad at {socket_path}: {reason}", socket_path
+    ) from exc

@@ -1,8 +1,8 @@
 """What to do next, for the application errors a person meets most (PROTOCOL.md §3).
 
 `hint_for` maps an error's code and data to one sentence naming the robotactl command that
-helps; `run_with_daemon` attaches it to every `RpcFailed`, which prints it after the error.
-A pure function over values: nothing here talks to the daemon.
+helps; `call_daemon` and `run_with_daemon` attach it to every `RpcFailed`, which prints it
+after the error. A pure function over values: nothing here talks to the daemon.
 """
 
 from __future__ import annotations

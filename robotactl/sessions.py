@@ -1,7 +1,8 @@
 """Which session a command means: ``-s/--session ID``, else the one this directory worked in.
 
 PROTOCOL.md §9: ``-s`` defaults to the most recently updated session whose cwd is the current
-directory. `resolve_session` asks the daemon for ``session/list`` and picks it, comparing
+directory. `resolve_session` (on a blocking client; `resolve_session_streaming` on a trio peer)
+asks the daemon for ``session/list`` and picks it, comparing
 directories after resolving symbolic links on both sides (the daemon may store a canonical
 cwd, the shell may stand in a linked path). Damaged records (status "corrupt" or
 "unsupported") are never picked by default: they can be named with ``-s`` only.
@@ -21,10 +22,18 @@ import click
 from robotactl.cli import CommandFailed
 
 if TYPE_CHECKING:
-    from protocol.methods import SessionSummary
+    from protocol.blocking_client import BlockingClient
+    from protocol.methods import SessionList, SessionSummary
     from protocol.peer import JsonRpcPeer
 
-__all__ = ["NoSessionHere", "pick_session", "resolve_session", "same_directory", "session_option"]
+__all__ = [
+    "NoSessionHere",
+    "pick_session",
+    "resolve_session",
+    "resolve_session_streaming",
+    "same_directory",
+    "session_option",
+]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -79,7 +88,7 @@ def pick_session(sessions: list[SessionSummary], here: str) -> str | None:
     return max(candidates)[2]
 
 
-async def resolve_session(peer: JsonRpcPeer, given: str | None) -> str:
+def resolve_session(client: BlockingClient, given: str | None) -> str:
     """`given` when set, else the default session of the current directory.
 
     Raises `NoSessionHere` (exit 1) when there is none.
@@ -88,8 +97,20 @@ async def resolve_session(peer: JsonRpcPeer, given: str | None) -> str:
         return given
     from protocol.methods import SessionList
 
+    return _default_session(client.request("session/list", {}, result_type=SessionList))
+
+
+async def resolve_session_streaming(peer: JsonRpcPeer, given: str | None) -> str:
+    """`resolve_session` on the trio peer of a command that streams a turn."""
+    if given:
+        return given
+    from protocol.methods import SessionList
+
+    return _default_session(await peer.request("session/list", {}, result_type=SessionList))
+
+
+def _default_session(listing: SessionList) -> str:
     here = os.getcwd()
-    listing = await peer.request("session/list", {}, result_type=SessionList)
     chosen = pick_session(listing.sessions, here)
     if chosen is None:
         raise NoSessionHere(here)

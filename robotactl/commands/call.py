@@ -5,6 +5,9 @@ argument is ``-``; omitted (or ``null``) they are ``{}``. Invalid JSON is a usag
 that names the line and column and points at the spot. The result is printed as JSON whether
 or not ``--json`` was given; a JSON-RPC error prints ``error CODE: message`` and its data on
 stderr and exits 1.
+
+It is one request on the blocking client, waiting as long as the method takes; events that
+the call subscribes the connection to (``session/run``) are not shown.
 """
 
 from __future__ import annotations
@@ -14,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, run_with_daemon
+from robotactl.cli import ClientOptions, call_daemon
 
 if TYPE_CHECKING:
     from json import JSONDecodeError
 
-    from protocol.peer import JsonRpcPeer
+    from protocol.blocking_client import BlockingClient
 
 __all__ = ["JSON_PARAMS", "JsonParams", "call", "parse_json"]
 
@@ -105,7 +108,9 @@ def call(options: ClientOptions, method: str, params: Any) -> None:
       echo '{"query": "tests"}' | robotactl call history/search -
     """
 
-    async def send(peer: JsonRpcPeer) -> Any:
-        return await peer.request(method, {} if params is None else params)
+    def send(client: BlockingClient) -> Any:
+        return client.request(method, {} if params is None else params)
 
-    options.output.json(run_with_daemon(options, send))
+    # Any method may be called, session/run and session/compact included: the reply comes
+    # when the daemon is done, however long that takes (Ctrl-C stops waiting).
+    options.output.json(call_daemon(options, send, timeout=None))

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, CommandFailed, DaemonNotRunningFailed, run_with_daemon
+from robotactl.cli import ClientOptions, CommandFailed, DaemonNotRunningFailed, call_daemon
 
 if TYPE_CHECKING:
-    from protocol.peer import JsonRpcPeer
+    import socket
+
+    from protocol.blocking_client import BlockingClient
 
 __all__ = ["format_uptime", "shutdown", "status", "status_rows"]
 
@@ -34,10 +36,10 @@ def status(options: ClientOptions) -> None:
     With --json, prints the daemon/status result as the daemon sent it.
     """
 
-    async def ask(peer: JsonRpcPeer) -> Any:
-        return await peer.request("daemon/status", {})
+    def ask(client: BlockingClient) -> Any:
+        return client.request("daemon/status", {})
 
-    result = run_with_daemon(options, ask)
+    result = call_daemon(options, ask)
     if options.output.json_mode:
         options.output.json(result)
     else:
@@ -124,13 +126,13 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
         params["graceSeconds"] = int(grace) if grace.is_integer() else grace
     deadline = (DEFAULT_GRACE if grace is None else grace) + WAIT_MARGIN
 
-    async def stop(peer: JsonRpcPeer) -> Any:
+    def stop(client: BlockingClient) -> Any:
         if not wait:
-            return await peer.request("daemon/shutdown", params)
-        return await _shutdown_and_wait(peer, params, deadline)
+            return client.request("daemon/shutdown", params)
+        return _shutdown_and_wait(client, params, deadline)
 
     try:
-        result = run_with_daemon(options, stop, autostart=False)
+        result = call_daemon(options, stop, autostart=False)
     except DaemonNotRunningFailed as exc:
         options.output.notice(f"robotad is not running at {exc.socket_path}; nothing to shut down")
         return
@@ -142,38 +144,35 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
         options.output.line("robotad is shutting down")
 
 
-async def _shutdown_and_wait(peer: JsonRpcPeer, params: dict[str, Any], deadline: float) -> Any:
+def _shutdown_and_wait(client: BlockingClient, params: dict[str, Any], deadline: float) -> Any:
     """Ask for shutdown, then wait (at most `deadline` seconds) until the daemon process is
     gone. The process is the peer of our socket (``SO_PEERCRED``, so its pid is right in our
     pid namespace), watched through a pidfd opened before the request: no polling, no pid
     reuse race."""
     import os
+    import select
 
-    import trio
-
-    pid, pidfd = _peer_process(peer)
+    pid, pidfd = _peer_process(client.socket)
     try:
-        result = await peer.request("daemon/shutdown", params)
+        result = client.request("daemon/shutdown", params)
         if pidfd is not None:
-            with trio.move_on_after(deadline):
-                await trio.lowlevel.wait_readable(pidfd)
-                return result
-            raise CommandFailed(f"robotad (pid {pid}) is still running after {deadline:g} s")
+            exited, _, _ = select.select([pidfd], [], [], deadline)
+            if not exited:
+                raise CommandFailed(f"robotad (pid {pid}) is still running after {deadline:g} s")
         return result
     finally:
         if pidfd is not None:
             os.close(pidfd)
 
 
-def _peer_process(peer: JsonRpcPeer) -> tuple[int | None, int | None]:
-    """The daemon's pid and a pidfd for it, or Nones when the stream is not a Unix socket or
-    the process is already gone."""
+def _peer_process(sock: socket.socket) -> tuple[int | None, int | None]:
+    """The pid of the process at the other end of `sock` and a pidfd for it, or Nones when
+    `sock` is not a Unix socket or the process is already gone."""
     import os
     import socket
     import struct
 
-    sock = getattr(peer.stream, "socket", None)
-    if sock is None or sock.family != socket.AF_UNIX:
+    if sock.family != socket.AF_UNIX:
         return None, None
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid = struct.unpack("3i", creds)[0]

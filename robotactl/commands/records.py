@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, run_with_daemon
+from robotactl.cli import ClientOptions, call_daemon
 from robotactl.exit_codes import ExitCode
 from robotactl.sessions import resolve_session, session_option
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.methods import HistoryEntry, LogResult
-    from protocol.peer import JsonRpcPeer
 
 __all__ = ["export", "history", "history_rows", "import_", "log", "log_lines", "write_private"]
 
@@ -53,12 +53,12 @@ def export(options: ClientOptions, session: str | None, redact: bool, path: str 
     """
     from protocol.methods import ExportResult
 
-    async def fetch(peer: JsonRpcPeer) -> tuple[str, ExportResult]:
-        session_id = await resolve_session(peer, session)
+    def fetch(client: BlockingClient) -> tuple[str, ExportResult]:
+        session_id = resolve_session(client, session)
         params = {"sessionId": session_id, "redact": redact}
-        return session_id, await peer.request("session/export", params, result_type=ExportResult)
+        return session_id, client.request("session/export", params, result_type=ExportResult)
 
-    session_id, result = run_with_daemon(options, fetch)
+    session_id, result = call_daemon(options, fetch)
     import msgspec
 
     from robotactl.render import format_json
@@ -122,10 +122,10 @@ def import_(options: ClientOptions, file: str, session_id: str | None) -> None:
     if session_id is not None:
         params["sessionId"] = session_id
 
-    async def create(peer: JsonRpcPeer) -> SessionInfo:
-        return await peer.request("session/import", params, result_type=SessionInfo)
+    def create(client: BlockingClient) -> SessionInfo:
+        return client.request("session/import", params, result_type=SessionInfo)
 
-    info = run_with_daemon(options, create)
+    info = call_daemon(options, create)
     if options.output.json_mode:
         import msgspec
 
@@ -163,10 +163,10 @@ def history(options: ClientOptions, query: str | None, cwd: str | None, limit: i
         if value is not None:
             params[key] = value
 
-    async def search(peer: JsonRpcPeer) -> SearchResult:
-        return await peer.request("history/search", params, result_type=SearchResult)
+    def search(client: BlockingClient) -> SearchResult:
+        return client.request("history/search", params, result_type=SearchResult)
 
-    result = run_with_daemon(options, search)
+    result = call_daemon(options, search)
     output = options.output
     if output.json_mode:
         import msgspec
@@ -207,12 +207,12 @@ def log(options: ClientOptions, session: str | None) -> None:
     """
     from protocol.methods import LogResult
 
-    async def check(peer: JsonRpcPeer) -> tuple[str, LogResult]:
-        session_id = await resolve_session(peer, session)
+    def check(client: BlockingClient) -> tuple[str, LogResult]:
+        session_id = resolve_session(client, session)
         params = {"sessionId": session_id}
-        return session_id, await peer.request("session/log", params, result_type=LogResult)
+        return session_id, client.request("session/log", params, result_type=LogResult)
 
-    session_id, result = run_with_daemon(options, check)
+    session_id, result = call_daemon(options, check)
     output = options.output
     if output.json_mode:
         import msgspec

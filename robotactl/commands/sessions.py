@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, RpcFailed, run_with_daemon
+from robotactl.cli import ClientOptions, RpcFailed, call_daemon
 from robotactl.sessions import resolve_session, session_option
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.methods import SearchResult, SessionSummary
-    from protocol.peer import JsonRpcPeer
     from protocol.shapes import SessionInfo
 
 __all__ = ["close", "first_prompts", "fork", "list_rows", "ls", "new", "rm", "session_state"]
@@ -101,12 +101,12 @@ def new(
     if script is not None:
         params["script"] = _read_script(script)
 
-    async def create(peer: JsonRpcPeer) -> SessionInfo:
+    def create(client: BlockingClient) -> SessionInfo:
         from protocol.shapes import SessionInfo
 
-        return await peer.request("session/create", params, result_type=SessionInfo)
+        return client.request("session/create", params, result_type=SessionInfo)
 
-    _print_new_session(options, run_with_daemon(options, create))
+    _print_new_session(options, call_daemon(options, create))
 
 
 def _read_script(path: str) -> list[Any]:
@@ -147,13 +147,13 @@ def ls(options: ClientOptions) -> None:
     """
     from protocol.methods import SearchResult, SessionList
 
-    async def listing(peer: JsonRpcPeer) -> tuple[SessionList, dict[str, str]]:
-        result = await peer.request("session/list", {}, result_type=SessionList)
+    def listing(client: BlockingClient) -> tuple[SessionList, dict[str, str]]:
+        result = client.request("session/list", {}, result_type=SessionList)
         prompts: dict[str, str] = {}
         if not options.output.json_mode and any(s.title is UNSET for s in result.sessions):
             # Untitled sessions are shown by their first prompt, from the prompt history
             # (which, unlike reading each session, loads nothing).
-            search = await peer.request(
+            search = client.request(
                 "history/search", {"limit": PROMPT_SCAN}, result_type=SearchResult
             )
             prompts = first_prompts(search)
@@ -161,7 +161,7 @@ def ls(options: ClientOptions) -> None:
 
     from msgspec import UNSET
 
-    result, prompts = run_with_daemon(options, listing)
+    result, prompts = call_daemon(options, listing)
     output = options.output
     if output.json_mode:
         import msgspec
@@ -250,15 +250,15 @@ def fork(
     """
     from protocol.shapes import SessionInfo
 
-    async def branch(peer: JsonRpcPeer) -> SessionInfo:
-        params: dict[str, Any] = {"sessionId": await resolve_session(peer, session)}
+    def branch(client: BlockingClient) -> SessionInfo:
+        params: dict[str, Any] = {"sessionId": resolve_session(client, session)}
         if at_message is not None:
             params["atMessageId"] = at_message
         if new_id is not None:
             params["newSessionId"] = new_id
-        return await peer.request("session/fork", params, result_type=SessionInfo)
+        return client.request("session/fork", params, result_type=SessionInfo)
 
-    _print_new_session(options, run_with_daemon(options, branch))
+    _print_new_session(options, call_daemon(options, branch))
 
 
 @click.command(short_help="Close a session (persist and unload it).")
@@ -273,12 +273,15 @@ def close(options: ClientOptions, session: str | None) -> None:
 
     from protocol.methods import CloseResult
 
-    async def unload(peer: JsonRpcPeer) -> tuple[str, CloseResult]:
-        session_id = await resolve_session(peer, session)
+    def unload(client: BlockingClient) -> tuple[str, CloseResult]:
+        session_id = resolve_session(client, session)
         params = {"sessionId": session_id}
-        return session_id, await peer.request("session/close", params, result_type=CloseResult)
+        # Closing drains a running turn first, which takes as long as the turn does.
+        return session_id, client.request(
+            "session/close", params, result_type=CloseResult, timeout=None
+        )
 
-    session_id, result = run_with_daemon(options, unload)
+    session_id, result = call_daemon(options, unload)
     if options.output.json_mode:
         options.output.json({"closed": result.closed})
     else:
@@ -298,19 +301,20 @@ def rm(options: ClientOptions, session_id: str, force: bool) -> None:
 
     from protocol.methods import DeleteResult
 
-    async def delete(peer: JsonRpcPeer) -> DeleteResult:
+    def delete(client: BlockingClient) -> DeleteResult:
         if force:
             import contextlib
 
             from protocol.errors import SessionNotFound
 
             with contextlib.suppress(SessionNotFound):  # the delete below reports it
-                await peer.request("session/close", {"sessionId": session_id})
+                # Closing drains a running turn first: no bound on the wait.
+                client.request("session/close", {"sessionId": session_id}, timeout=None)
         params = {"sessionId": session_id}
-        return await peer.request("session/delete", params, result_type=DeleteResult)
+        return client.request("session/delete", params, result_type=DeleteResult)
 
     try:
-        result = run_with_daemon(options, delete)
+        result = call_daemon(options, delete)
     except RpcFailed as exc:
         if exc.code == -32014 and not force:
             exc.hint = f"close it first (`robotactl close -s {session_id}`), or use `rm --force`"

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, run_with_daemon
+from robotactl.cli import ClientOptions, call_daemon
 from robotactl.commands.sessions import MODES
 from robotactl.sessions import resolve_session, session_option
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.methods import CompactResult, PermissionRules
-    from protocol.peer import JsonRpcPeer
     from protocol.shapes import ContextState
 
 __all__ = ["compact", "context", "context_line", "mode", "rule", "rule_rows"]
@@ -41,11 +41,11 @@ def context(options: ClientOptions, session: str | None) -> None:
     """
     from protocol.shapes import ContextState
 
-    async def ask(peer: JsonRpcPeer) -> ContextState:
-        params = {"sessionId": await resolve_session(peer, session)}
-        return await peer.request("session/context", params, result_type=ContextState)
+    def ask(client: BlockingClient) -> ContextState:
+        params = {"sessionId": resolve_session(client, session)}
+        return client.request("session/context", params, result_type=ContextState)
 
-    state = run_with_daemon(options, ask)
+    state = call_daemon(options, ask)
     if options.output.json_mode:
         import msgspec
 
@@ -66,13 +66,15 @@ def compact(options: ClientOptions, session: str | None, instructions: str | Non
     """
     from protocol.methods import CompactResult
 
-    async def summarise(peer: JsonRpcPeer) -> CompactResult:
-        params: dict[str, Any] = {"sessionId": await resolve_session(peer, session)}
+    def summarise(client: BlockingClient) -> CompactResult:
+        params: dict[str, Any] = {"sessionId": resolve_session(client, session)}
         if instructions is not None:
             params["instructions"] = instructions
-        return await peer.request("session/compact", params, result_type=CompactResult)
+        # The summary is a model call: it takes as long as the model does. The compaction
+        # events this request subscribes the connection to are skipped.
+        return client.request("session/compact", params, result_type=CompactResult, timeout=None)
 
-    result = run_with_daemon(options, summarise)
+    result = call_daemon(options, summarise)
     output = options.output
     if output.json_mode:
         import msgspec
@@ -112,23 +114,21 @@ def mode(options: ClientOptions, session: str | None, new_mode: str | None) -> N
     With --json, prints {"mode": MODE}.
     """
 
-    async def change(peer: JsonRpcPeer) -> str:
+    def change(client: BlockingClient) -> str:
         from protocol.methods import SetPermissionModeResult
         from protocol.shapes import SessionInfo
 
-        session_id = await resolve_session(peer, session)
+        session_id = resolve_session(client, session)
         if new_mode is None:
-            info = await peer.request(
-                "session/get", {"sessionId": session_id}, result_type=SessionInfo
-            )
+            info = client.request("session/get", {"sessionId": session_id}, result_type=SessionInfo)
             return info.permission_mode
         params = {"sessionId": session_id, "mode": new_mode}
-        result = await peer.request(
+        result = client.request(
             "session/setPermissionMode", params, result_type=SetPermissionModeResult
         )
         return result.mode
 
-    current = run_with_daemon(options, change)
+    current = call_daemon(options, change)
     if options.output.json_mode:
         options.output.json({"mode": current})
     else:
@@ -161,16 +161,16 @@ def rule(
     """
     from protocol.methods import PermissionRules
 
-    async def add(peer: JsonRpcPeer) -> PermissionRules:
+    def add(client: BlockingClient) -> PermissionRules:
         params = {
-            "sessionId": await resolve_session(peer, session),
+            "sessionId": resolve_session(client, session),
             "rule": pattern,
             "kind": kind,
             "scope": "project" if project else "session",
         }
-        return await peer.request("session/addRule", params, result_type=PermissionRules)
+        return client.request("session/addRule", params, result_type=PermissionRules)
 
-    rules = run_with_daemon(options, add)
+    rules = call_daemon(options, add)
     if options.output.json_mode:
         import msgspec
 

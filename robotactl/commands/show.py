@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, run_with_daemon
+from robotactl.cli import ClientOptions, call_daemon
 from robotactl.sessions import resolve_session, session_option
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.methods import HistoryResult
-    from protocol.peer import JsonRpcPeer
     from protocol.shapes import Message, SessionInfo
 
 __all__ = ["Fork", "header_lines", "message_lines", "show"]
@@ -65,19 +65,19 @@ def show(options: ClientOptions, session: str | None, limit: int | None) -> None
     from protocol.methods import HistoryResult
     from protocol.shapes import SessionInfo
 
-    async def read(peer: JsonRpcPeer) -> tuple[SessionInfo, HistoryResult, Fork | None]:
-        session_id = await resolve_session(peer, session)
+    def read(client: BlockingClient) -> tuple[SessionInfo, HistoryResult, Fork | None]:
+        session_id = resolve_session(client, session)
         ref = {"sessionId": session_id}
-        info = await peer.request("session/get", ref, result_type=SessionInfo)
+        info = client.request("session/get", ref, result_type=SessionInfo)
         params: dict[str, Any] = dict(ref)
         if limit is not None:
             params["offset"] = max(0, info.message_count - limit)
             params["limit"] = limit
-        history = await peer.request("session/history", params, result_type=HistoryResult)
-        fork = None if options.output.json_mode else await _fork_of(peer, session_id)
+        history = client.request("session/history", params, result_type=HistoryResult)
+        fork = None if options.output.json_mode else _fork_of(client, session_id)
         return info, history, fork
 
-    info, history, fork = run_with_daemon(options, read)
+    info, history, fork = call_daemon(options, read)
     output = options.output
     if output.json_mode:
         import msgspec
@@ -95,20 +95,18 @@ def show(options: ClientOptions, session: str | None, limit: int | None) -> None
             output.line(line)
 
 
-async def _fork_of(peer: JsonRpcPeer, session_id: str) -> Fork | None:
+def _fork_of(client: BlockingClient, session_id: str) -> Fork | None:
     """The fork origin of `session_id`: the source from ``session/list``, the message from
     the record itself (only a fork pays for reading it)."""
     from msgspec import UNSET
 
     from protocol.methods import ExportResult, SessionList
 
-    listing = await peer.request("session/list", {}, result_type=SessionList)
+    listing = client.request("session/list", {}, result_type=SessionList)
     source = next((s.forked_from for s in listing.sessions if s.session_id == session_id), UNSET)
     if not isinstance(source, str):
         return None
-    exported = await peer.request(
-        "session/export", {"sessionId": session_id}, result_type=ExportResult
-    )
+    exported = client.request("session/export", {"sessionId": session_id}, result_type=ExportResult)
     origin = exported.artifact.record.get("forkedFrom")
     message_id = origin.get("messageId") if isinstance(origin, dict) else None
     return Fork(source, message_id if isinstance(message_id, str) else None)

@@ -25,11 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, CommandFailed, TurnAbortedFailed, run_with_daemon
+from robotactl.cli import (
+    ClientOptions,
+    CommandFailed,
+    TurnAbortedFailed,
+    call_daemon,
+    run_with_daemon,
+)
 from robotactl.exit_codes import ExitCode
-from robotactl.sessions import resolve_session, session_option
+from robotactl.sessions import resolve_session, resolve_session_streaming, session_option
 
 if TYPE_CHECKING:
+    from protocol.blocking_client import BlockingClient
     from protocol.methods import RunResult
     from protocol.peer import JsonRpcPeer
     from protocol.shapes import ApprovalRequest
@@ -226,7 +233,7 @@ def _stream(
     resolved: list[str] = []
 
     async def body(peer: JsonRpcPeer) -> RunResult:
-        session_id = await resolve_session(peer, session)
+        session_id = await resolve_session_streaming(peer, session)
         resolved.append(session_id)
         return await follow_turn(
             peer, relay, session_id, lambda: start(peer, session_id), view, turn_id=turn_id
@@ -251,12 +258,12 @@ def abort(options: ClientOptions, session: str | None) -> None:
     """
     from protocol.methods import AbortResult
 
-    async def stop(peer: JsonRpcPeer) -> tuple[str, AbortResult]:
-        session_id = await resolve_session(peer, session)
+    def stop(client: BlockingClient) -> tuple[str, AbortResult]:
+        session_id = resolve_session(client, session)
         params = {"sessionId": session_id}
-        return session_id, await peer.request("session/abort", params, result_type=AbortResult)
+        return session_id, client.request("session/abort", params, result_type=AbortResult)
 
-    session_id, result = run_with_daemon(options, stop)
+    session_id, result = call_daemon(options, stop)
     if options.output.json_mode:
         options.output.json({"aborted": result.aborted})
     elif result.aborted:
