@@ -378,8 +378,9 @@ class RecoverableExecutions:
         try:
             if self._discard_settled and not x.requests and self._conversation.saved:
                 # Nobody can redeliver an answer to it and the saved record holds its
-                # outcome: the journal has nothing left to tell.
-                await x.journal.discard(x.execution_id)
+                # outcome: the journal has nothing left to tell. Not durably: a file a crash
+                # brings back is pruned at a later load.
+                await x.journal.discard(x.execution_id, durable=False)
                 return
             # The mark is read only to answer a redelivered resume after a restart (G-084), so
             # it must be durable only for an execution that had requests to answer.
@@ -417,7 +418,7 @@ class RecoverableExecutions:
 
     async def _discard(self, journal: ExecutionJournal, execution_id: str) -> None:
         try:
-            await journal.discard(execution_id)
+            await journal.discard(execution_id, durable=False)
         except Exception:  # a leftover file is pruned at the next load
             logger.warning("discarding the journal of execution %s failed", execution_id)
 

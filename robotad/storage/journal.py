@@ -23,7 +23,7 @@ The port, `ExecutionJournal`:
   disk by itself (an execution's ``started`` before its first reply, request or effect).
 - `read(execution_id)` returns the records in append order (no file: ``[]``); `executions()`
   lists the executions with a file, least recently written first; `discard(execution_id)`
-  removes one durably.
+  removes one, durably unless told ``durable=False``.
 - A failed append raises `JournalWriteError`: nothing was acknowledged. A partial write is cut
   back off the file; if that or an ``fsync`` fails, the file's durable state is unknown, so the
   journal refuses further writes until it is closed and opened again.
@@ -406,14 +406,15 @@ class _Folder:
             _sync(self.fd)
             self.unsynced.discard(name)
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, durable: bool = True) -> None:
         self.staged.discard(name)
         self.unsynced.discard(name)
         try:
             os.unlink(name, dir_fd=self.fd)
         except FileNotFoundError:
             return
-        _sync(self.fd)
+        if durable:
+            _sync(self.fd)
 
 
 def _sync(fd: int) -> None:
@@ -455,7 +456,7 @@ class ExecutionJournal(Protocol):
 
     async def executions(self) -> list[str]: ...
 
-    async def discard(self, execution_id: str) -> None: ...
+    async def discard(self, execution_id: str, *, durable: bool = True) -> None: ...
 
 
 class FileExecutionJournal:
@@ -463,8 +464,9 @@ class FileExecutionJournal:
 
     Construction validates `session_id` and does no I/O. Use ``async with`` (or `open()` and
     `aclose()`): between them this object is the session's only journal writer. The object
-    keeps a fingerprint index of each execution it has read or written, so idempotence checks
-    read a file at most once per `open()`.
+    keeps a fingerprint index of each execution it has read or written and that has not
+    finished, so idempotence checks read a file at most once per `open()` and the index does
+    not grow with the executions a long-lived session has finished.
     """
 
     def __init__(self, root: Path, session_id: str) -> None:
@@ -645,14 +647,16 @@ class FileExecutionJournal:
                 ) from exc
             return [name[: -len(_SUFFIX)] for name in names]
 
-    async def discard(self, execution_id: str) -> None:
-        """Remove an execution's file durably (folder fsynced); a missing file is a no-op."""
+    async def discard(self, execution_id: str, *, durable: bool = True) -> None:
+        """Remove an execution's file, durably (folder fsynced) unless `durable` is False —
+        for a file whose coming back after a crash would do no harm; a missing file is a
+        no-op."""
         validate_execution_id(execution_id)
         async with self._lock:
             folder = self._writable_folder()
             self._index.pop(execution_id, None)
             try:
-                await trio.to_thread.run_sync(folder.remove, f"{execution_id}{_SUFFIX}")
+                await trio.to_thread.run_sync(folder.remove, f"{execution_id}{_SUFFIX}", durable)
             except OSError as exc:
                 self._broken = self._broken or isinstance(exc, _DurabilityLost)
                 raise JournalWriteError(

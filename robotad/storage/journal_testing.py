@@ -107,7 +107,8 @@ class MemoryJournal:
         """Least recently written first."""
         return [eid for eid, records in self._records.items() if records]
 
-    async def discard(self, execution_id: str) -> None:
+    async def discard(self, execution_id: str, *, durable: bool = True) -> None:
+        del durable
         validate_execution_id(execution_id)
         self._records.pop(execution_id, None)
 
@@ -175,6 +176,6 @@ class FaultyJournal:
     async def executions(self) -> list[str]:
         return sorted(set(await self.inner.executions()) | self._torn)
 
-    async def discard(self, execution_id: str) -> None:
-        await self.inner.discard(execution_id)
+    async def discard(self, execution_id: str, *, durable: bool = True) -> None:
+        await self.inner.discard(execution_id, durable=durable)
         self._torn.discard(execution_id)

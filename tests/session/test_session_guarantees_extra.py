@@ -103,8 +103,8 @@ class BlockingJournal:
     async def executions(self) -> list[str]:
         return await self.inner.executions()
 
-    async def discard(self, execution_id: str) -> None:
-        await self.inner.discard(execution_id)
+    async def discard(self, execution_id: str, *, durable: bool = True) -> None:
+        await self.inner.discard(execution_id, durable=durable)
 
 
 async def assert_busy(session: Session, turn_id: str | None) -> None:

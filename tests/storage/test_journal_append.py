@@ -333,6 +333,19 @@ async def test_executions_and_discard(journal: FileExecutionJournal, fsyncs: lis
     assert await journal.read("x-1") == [replacement]
 
 
+async def test_a_discard_that_need_not_be_durable_syncs_nothing(
+    journal: FileExecutionJournal, fsyncs: list[str]
+) -> None:
+    """Retiring a settled execution's journal (``durable=False``) unlinks it without the
+    folder fsync an abandon needs: a file a crash brings back is pruned at a later load."""
+    await journal.append(started("x-1"))
+    fsyncs.clear()
+    await journal.discard("x-1", durable=False)
+    assert fsyncs == []
+    assert not journal.path_for("x-1").exists()
+    assert await journal.executions() == []
+
+
 async def test_executions_are_listed_least_recently_written_first(
     journal: FileExecutionJournal,
 ) -> None:
