@@ -13,12 +13,14 @@ import trio
 from msgspec import Struct
 
 from protocol.events import SessionEvent
+from protocol.methods import ApprovalResponse
 from robotad.agent.provider import ModelReply, ModelRequest, Provider, StreamObserver
 from robotad.providers.scripted import ScriptedProvider, decode_script
 from robotad.session.hook_config import parse_hooks_config
 from robotad.session.hooks import HookRunner
 from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
+from robotad.storage.journal import JournalRecord
 from robotad.storage.log_files import FileLogSink, FileLogSource
 from robotad.storage.session_log import LogEntry, SessionLogger, decode_log
 from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
@@ -237,3 +239,26 @@ def new_session(
     **kwargs: Any,
 ) -> Session:
     return Session(cwd=cwd, provider=provider or scripted(), tools=list(tools), **kwargs)
+
+
+# -- scripted tool calls and approvals ------------------------------------------------------
+
+
+def write_call(path: str = "out.txt", content: str = "hello") -> dict[str, Any]:
+    """A scripted ``Write`` call (it asks for approval unless a rule allows it)."""
+    return {"name": "Write", "arguments": {"file_path": path, "content": content}}
+
+
+def read_call(path: str = "notes.txt") -> dict[str, Any]:
+    """A scripted ``Read`` call."""
+    return {"name": "Read", "arguments": {"file_path": path}}
+
+
+def answer(request_id: str, approved: bool = True, response_id: str = "") -> ApprovalResponse:
+    """A person's answer to `request_id`; the response id derives from it unless given."""
+    return ApprovalResponse(request_id, response_id or f"r-{request_id}", approved)
+
+
+def kinds(records: list[JournalRecord]) -> list[str]:
+    """The journal records' kind tags, in order."""
+    return [str(type(r).__struct_config__.tag) for r in records]

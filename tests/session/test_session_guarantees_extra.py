@@ -17,7 +17,6 @@ import trio
 import trio.testing
 
 from protocol.errors import ExecutionPending, SessionBusy, StaleResponse, TurnAborted
-from protocol.methods import ApprovalResponse
 from protocol.shapes import Message, TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
 from robotad.agent.observations import Observation
@@ -30,39 +29,19 @@ from tests.session.session_harness import (
     LIMIT,
     MemoryStore,
     Recorder,
+    answer,
     every_event,
     hook_recorder,
     hook_records,
     hooks_for,
+    kinds,
     new_session,
+    read_call,
     scripted,
+    write_call,
 )
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    cwd = tmp_path / "project"
-    cwd.mkdir()
-    (cwd / "notes.txt").write_text("remember the milk\n")
-    return cwd
-
-
-def write(path: str = "out.txt", content: str = "hello") -> dict[str, Any]:
-    return {"name": "Write", "arguments": {"file_path": path, "content": content}}
-
-
-def read(path: str = "notes.txt") -> dict[str, Any]:
-    return {"name": "Read", "arguments": {"file_path": path}}
-
-
-def answer(request_id: str, approved: bool = True) -> ApprovalResponse:
-    return ApprovalResponse(request_id, f"r-{request_id}", approved)
-
-
-def kinds(records: list[JournalRecord]) -> list[str]:
-    return [str(type(r).__struct_config__.tag) for r in records]
 
 
 def journaled_session(
@@ -133,7 +112,7 @@ async def test_claim_is_held_while_the_parks_request_is_being_journaled(workspac
     still holds the claim: a run or a compaction is refused with SessionBusy. Once the write
     settles, ``waiting`` comes back and the claim is free (new input then meets the pending
     execution, not a busy session)."""
-    session, _, _ = journaled_session(workspace, [{"toolCalls": [write()]}, {"text": "done"}])
+    session, _, _ = journaled_session(workspace, [{"toolCalls": [write_call()]}, {"text": "done"}])
     journal = BlockingJournal(MemoryJournal(), of_kind("request"))
     results: list[TurnCompleted | TurnWaiting] = []
 
@@ -196,7 +175,7 @@ async def test_an_abort_keeps_the_claim_until_the_journal_write_settles(workspac
     """G-078: aborting a turn whose journal write is in flight does not free the claim: run
     and compact stay refused with SessionBusy until the write has settled and the turn has
     ended (aborted, the recorded result kept); then the session takes new input."""
-    session, _, _ = journaled_session(workspace, [{"toolCalls": [read()]}, {"text": "after"}])
+    session, _, _ = journaled_session(workspace, [{"toolCalls": [read_call()]}, {"text": "after"}])
     journal = BlockingJournal(MemoryJournal(), of_kind("effect_finished"))
     ended: list[object] = []
 
@@ -264,7 +243,7 @@ async def test_resume_follows_the_checkpoint_not_the_transcripts_attribution(
     (the user's prompt now marked as a peer session's, the assistant's metadata gone) still
     recovers the parked execution from the journal's executionId and checkpoint, offers the
     same requests, and resumes it to completion without running anything twice."""
-    session, _, store = journaled_session(workspace, [{"toolCalls": [write()]}])
+    session, _, store = journaled_session(workspace, [{"toolCalls": [write_call()]}])
     journal = MemoryJournal()
     waiting = await session.run_recoverable("write it", journal, turn_id="t-1")
     assert isinstance(waiting, TurnWaiting)
@@ -291,10 +270,10 @@ async def test_only_the_named_execution_of_this_session_resumes(workspace: Path)
     another session sharing the journal, or one that is unknown — is StaleResponse and leaves
     the parked execution as it was; a session holding an identical transcript but another id
     cannot resume it either, since the checkpoint, not the transcript, decides."""
-    session, _, store = journaled_session(workspace, [{"toolCalls": [write("a.txt")]}])
+    session, _, store = journaled_session(workspace, [{"toolCalls": [write_call("a.txt")]}])
     other = new_session(
         workspace,
-        scripted([{"toolCalls": [write("b.txt")]}]),
+        scripted([{"toolCalls": [write_call("b.txt")]}]),
         tools=builtin_tools(),
         session_id="s-neighbour",
     )
@@ -383,7 +362,7 @@ async def test_a_failing_observer_neither_holds_back_nor_undoes_a_result(
     """G-098: with the session log's sink, the event sink or a bus observer raising on every
     write, a journaled turn still completes; every result the journal recorded is in history
     and in the saved record, and nothing is rolled back."""
-    steps: list[dict[str, Any]] = [{"toolCalls": [read()]}, {"text": "read it"}]
+    steps: list[dict[str, Any]] = [{"toolCalls": [read_call()]}, {"text": "read it"}]
     session, store, refused = failing_session(workspace, steps, failing)
     journal = MemoryJournal()
     with trio.fail_after(LIMIT):
@@ -416,7 +395,7 @@ async def test_failing_observers_do_not_block_a_park_or_its_resume(workspace: Pa
     sink, events, observer = RaisingLogSink(), Raising(), Raising()
     session, _, store = journaled_session(
         workspace,
-        [{"toolCalls": [write()]}, {"text": "written"}],
+        [{"toolCalls": [write_call()]}, {"text": "written"}],
         logger=SessionLogger("s-extra", sink),
         event_sink=events,
     )

@@ -10,34 +10,20 @@ from typing import Any
 import pytest
 
 from protocol.errors import StaleResponse
-from protocol.methods import ApprovalResponse
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.session import recoverable
 from robotad.session.session import Session
 from robotad.storage.journal import StartedRecord
 from robotad.storage.journal_testing import MemoryJournal
 from robotad.tools import builtin_tools
-from tests.session.session_harness import MemoryStore, new_session, scripted
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    cwd = tmp_path / "project"
-    cwd.mkdir()
-    (cwd / "notes.txt").write_text("remember the milk\n")
-    return cwd
-
-
-def write(path: str) -> dict[str, Any]:
-    return {"name": "Write", "arguments": {"file_path": path, "content": "hello"}}
-
-
-def read() -> dict[str, Any]:
-    return {"name": "Read", "arguments": {"file_path": "notes.txt"}}
-
-
-def answer(request_id: str) -> ApprovalResponse:
-    return ApprovalResponse(request_id, f"r-{request_id}", True)
+from tests.session.session_harness import (
+    MemoryStore,
+    answer,
+    new_session,
+    read_call,
+    scripted,
+    write_call,
+)
 
 
 def retiring(
@@ -69,7 +55,7 @@ async def test_a_turn_that_asked_nothing_leaves_no_journal_once_saved(workspace:
     """A completed turn without approvals — text only, or with a tool the rules allow — has
     its journal discarded once the saved record holds its outcome; the library default keeps
     it, marked finished (the journal is the host's, G-099)."""
-    steps = [{"text": "plain"}, {"toolCalls": [read()]}, {"text": "read it"}]
+    steps = [{"text": "plain"}, {"toolCalls": [read_call()]}, {"text": "read it"}]
     session = retiring(workspace, steps)
     journal = MemoryJournal()
     first = await session.run_recoverable("one", journal, turn_id="t-1")
@@ -108,7 +94,7 @@ async def test_answered_executions_stay_redeliverable_within_the_window(
     monkeypatch.setattr(recoverable, "SETTLED_KEPT", 1)
     steps = []
     for name in ("a", "b", "c"):
-        steps += [{"toolCalls": [write(f"out/{name}.txt")]}, {"text": f"wrote {name}"}]
+        steps += [{"toolCalls": [write_call(f"out/{name}.txt")]}, {"text": f"wrote {name}"}]
     session = retiring(workspace, steps)
     journal = MemoryJournal()
     first = await approve_one(session, journal, "t-a")
@@ -138,7 +124,7 @@ async def test_recovery_prunes_leftovers_but_never_the_pending_execution(
     goes on from there."""
     monkeypatch.setattr(recoverable, "JOURNALS_KEPT", 2)
     store = MemoryStore()
-    session = retiring(workspace, [{"toolCalls": [write("out/p.txt")]}], store=store)
+    session = retiring(workspace, [{"toolCalls": [write_call("out/p.txt")]}], store=store)
     journal = MemoryJournal()
     waiting = await session.run_recoverable("park", journal, turn_id="t-p")
     assert isinstance(waiting, TurnWaiting)

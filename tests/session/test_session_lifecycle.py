@@ -40,14 +40,6 @@ TURN_EVENTS = (
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    cwd = tmp_path / "project"
-    cwd.mkdir()
-    (cwd / "notes.txt").write_text("remember the milk\n")
-    return cwd
-
-
-@pytest.fixture
 def hookdir(tmp_path: Path) -> Path:
     folder = tmp_path / "hooks"
     folder.mkdir()

@@ -10,12 +10,10 @@ import trio
 import trio.testing
 
 from protocol.errors import ExecutionPending, InternalError, StaleResponse, TurnAborted
-from protocol.methods import ApprovalResponse
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
 from robotad.session.recoverable import ReconciliationFailed
 from robotad.session.session import Session
-from robotad.storage.journal import JournalRecord
 from robotad.storage.journal_testing import FaultyJournal, MemoryJournal, of_kind, once
 from robotad.tools import builtin_tools
 from tests.session.session_harness import (
@@ -24,37 +22,17 @@ from tests.session.session_harness import (
     MemoryStore,
     Recorder,
     WaitTool,
+    answer,
     every_event,
     hook_recorder,
     hook_records,
     hooks_for,
+    kinds,
     new_session,
+    read_call,
     scripted,
+    write_call,
 )
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    cwd = tmp_path / "project"
-    cwd.mkdir()
-    (cwd / "notes.txt").write_text("remember the milk\n")
-    return cwd
-
-
-def write(path: str = "out.txt", content: str = "hello") -> dict[str, Any]:
-    return {"name": "Write", "arguments": {"file_path": path, "content": content}}
-
-
-def read(path: str = "notes.txt") -> dict[str, Any]:
-    return {"name": "Read", "arguments": {"file_path": path}}
-
-
-def answer(request_id: str, approved: bool, response_id: str = "") -> ApprovalResponse:
-    return ApprovalResponse(request_id, response_id or f"r-{request_id}", approved)
-
-
-def kinds(records: list[JournalRecord]) -> list[str]:
-    return [str(type(r).__struct_config__.tag) for r in records]
 
 
 def recoverable(
@@ -87,7 +65,7 @@ async def test_park_then_resume(workspace: Path, tmp_path: Path) -> None:
         ),
     )
     session, _, store, events = recoverable(
-        workspace, [{"toolCalls": [write()]}, {"text": "written"}], hooks=hooks
+        workspace, [{"toolCalls": [write_call()]}, {"text": "written"}], hooks=hooks
     )
     journal = MemoryJournal()
     with trio.fail_after(LIMIT):
@@ -130,7 +108,9 @@ async def test_redelivery_and_stale_responses(workspace: Path) -> None:
     """G-084, G-085, G-086: an identical redelivery returns the latest result and runs
     nothing twice; a reused response id with other content, an unknown request and an
     unknown or finished execution are refused as stale."""
-    session, provider, _, _ = recoverable(workspace, [{"toolCalls": [write()]}, {"text": "ok"}])
+    session, provider, _, _ = recoverable(
+        workspace, [{"toolCalls": [write_call()]}, {"text": "ok"}]
+    )
     journal = MemoryJournal()
     waiting = await session.run_recoverable("w", journal)
     assert isinstance(waiting, TurnWaiting)
@@ -154,8 +134,8 @@ async def test_redelivery_and_stale_responses(workspace: Path) -> None:
 async def test_answers_are_rechecked_and_binding(workspace: Path) -> None:
     """G-081, G-083: an approved call still meets a deny rule added since; a denied call
     stays denied after an allow rule and a more permissive mode."""
-    steps = [{"toolCalls": [write("a.txt")]}, {"text": "one"}]
-    steps += [{"toolCalls": [write("b.txt")]}, {"text": "two"}]
+    steps = [{"toolCalls": [write_call("a.txt")]}, {"text": "one"}]
+    steps += [{"toolCalls": [write_call("b.txt")]}, {"text": "two"}]
     session, _, _, _ = recoverable(workspace, steps)
     journal = MemoryJournal()
 
@@ -184,7 +164,7 @@ async def test_answers_are_rechecked_and_binding(workspace: Path) -> None:
 async def test_approval_grants_no_consent(workspace: Path) -> None:
     """G-082: an approval answers one action; the same call with identical arguments in a
     later round asks again, and no rule was added."""
-    steps = [{"toolCalls": [write()]}, {"text": "one"}, {"toolCalls": [write()]}]
+    steps = [{"toolCalls": [write_call()]}, {"text": "one"}, {"toolCalls": [write_call()]}]
     session, _, _, _ = recoverable(workspace, steps)
     journal = MemoryJournal()
     first = await session.run_recoverable("once", journal)
@@ -202,7 +182,7 @@ async def test_approval_grants_no_consent(workspace: Path) -> None:
 async def test_running_calls_settle_before_waiting(workspace: Path) -> None:
     """G-077: a call already running beside the parked one finishes before "waiting"; the
     calls after the parked one have not run and run on resume."""
-    steps = [{"toolCalls": [read(), write(), read()]}, {"text": "done"}]
+    steps = [{"toolCalls": [read_call(), write_call(), read_call()]}, {"text": "done"}]
     session, _, _, _ = recoverable(workspace, steps)
     journal = MemoryJournal()
     waiting = await session.run_recoverable("go", journal)
@@ -221,7 +201,7 @@ async def test_abort_after_a_wait_was_saved_leaves_it_pending(workspace: Path) -
     """G-091, G-095: an abort that ends the turn once a wait was saved (a tool still running
     beside it) leaves the execution pending; its request can still be answered."""
     wait = WaitTool()
-    steps = [{"toolCalls": [{"name": "Wait", "arguments": {"label": "w"}}, write()]}]
+    steps = [{"toolCalls": [{"name": "Wait", "arguments": {"label": "w"}}, write_call()]}]
     session, _, _, _ = recoverable(workspace, [*steps, {"text": "after"}])
     session.add_tools([wait])
     journal = MemoryJournal()
@@ -256,7 +236,7 @@ async def test_journal_failure_with_open_round(workspace: Path) -> None:
     committed fails the turn and leaves the execution pending; an effect that started without
     a recorded outcome is never re-run (reconciliation error); abandon closes the open calls
     as failed, writes nothing to the journal, and new input is accepted."""
-    steps = [{"toolCalls": [read()]}, {"text": "after abandoning"}]
+    steps = [{"toolCalls": [read_call()]}, {"text": "after abandoning"}]
     session, _, store, _ = recoverable(workspace, steps)
     journal = FaultyJournal(MemoryJournal(), fail_on=once(of_kind("effect_finished")))
     with pytest.raises(InternalError):
@@ -295,7 +275,7 @@ async def test_recover_after_reload(workspace: Path) -> None:
     """G-088, G-089, G-075: a session rebuilt from the saved record (same id, cwd, provider,
     model) recovers the waiting execution from the journal and can resume it; another
     session id or model cannot."""
-    session, _, store, _ = recoverable(workspace, [{"toolCalls": [write()]}])
+    session, _, store, _ = recoverable(workspace, [{"toolCalls": [write_call()]}])
     journal = MemoryJournal()
     waiting = await session.run_recoverable("w", journal)
     assert isinstance(waiting, TurnWaiting)
@@ -334,7 +314,7 @@ async def test_recover_after_reload(workspace: Path) -> None:
 async def test_recover_puts_back_recorded_results(workspace: Path) -> None:
     """G-094: a result the journal recorded but the saved record lacks (a crash between the
     two) is put back on recovery, never produced by running the tool again."""
-    session, _, store, _ = recoverable(workspace, [{"toolCalls": [write()]}])
+    session, _, store, _ = recoverable(workspace, [{"toolCalls": [write_call()]}])
     journal = MemoryJournal()
     waiting = await session.run_recoverable("w", journal)
     assert isinstance(waiting, TurnWaiting)
@@ -406,7 +386,9 @@ async def test_journal_failure_while_aborting_is_a_persistence_failure(workspace
 async def test_redelivery_after_a_reload(workspace: Path) -> None:
     """G-084, G-088: redelivering the answer of a completed execution to a reloaded session
     returns the execution's result from the journal and runs nothing again."""
-    session, _, store, _ = recoverable(workspace, [{"toolCalls": [write()]}, {"text": "wrote"}])
+    session, _, store, _ = recoverable(
+        workspace, [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    )
     journal = MemoryJournal()
     waiting = await session.run_recoverable("w", journal)
     assert isinstance(waiting, TurnWaiting)

@@ -25,15 +25,6 @@ from tests.session.session_harness import (
     scripted,
 )
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    cwd = tmp_path / "project"
-    cwd.mkdir()
-    (cwd / "notes.txt").write_text("remember the milk\n")
-    return cwd
-
-
 TOOL_THEN_TEXT: list[dict[str, Any]] = [
     {
         "toolCalls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}],
