@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
-    "REPLY_TIMEOUT",
+    "STATUS_TIMEOUT",
     "ClientOptions",
     "CommandFailed",
     "DaemonNotRunningFailed",
@@ -53,9 +53,10 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Seconds `call_daemon` waits for each reply by default: generous, since a request that loads
-#: a stored session may run its hooks. A request that waits on a model or a turn passes None.
-REPLY_TIMEOUT = 120.0
+#: Seconds `status` waits for the daemon's reply (it never runs hooks or models). Other
+#: requests wait as long as the daemon takes — loading a session runs its SessionStart hooks,
+#: compacting calls a model — as they always did; Ctrl-C stops the waiting.
+STATUS_TIMEOUT = 30.0
 
 #: command name → ``module:attribute`` of its `click.Command`, imported on first use.
 COMMANDS: dict[str, str] = {
@@ -212,11 +213,11 @@ def call_daemon(
     body: Callable[[BlockingClient], T],
     *,
     autostart: bool | None = None,
-    timeout: float | None = REPLY_TIMEOUT,
+    timeout: float | None = None,
 ) -> T:
     """Connect (autostarting per `options` unless `autostart` overrides) and return what
     `body` returns for the blocking client, whose requests wait at most `timeout` seconds by
-    default (None: as long as the daemon takes). The client is closed afterwards.
+    default (None, the default: as long as the daemon takes). The client is closed afterwards.
 
     trio is imported only to start a missing daemon. Failures become `CommandFailed` exactly
     as in `run_with_daemon`, plus a request that timed out (exit 1).

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, CommandFailed, DaemonNotRunningFailed, call_daemon
+from robotactl.cli import (
+    STATUS_TIMEOUT,
+    ClientOptions,
+    CommandFailed,
+    DaemonNotRunningFailed,
+    call_daemon,
+)
 
 if TYPE_CHECKING:
     import socket
@@ -39,7 +45,7 @@ def status(options: ClientOptions) -> None:
     def ask(client: BlockingClient) -> Any:
         return client.request("daemon/status", {})
 
-    result = call_daemon(options, ask)
+    result = call_daemon(options, ask, timeout=STATUS_TIMEOUT)
     if options.output.json_mode:
         options.output.json(result)
     else:

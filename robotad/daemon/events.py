@@ -22,7 +22,8 @@ subscriber's ``send(event)`` — in the daemon, the connection's
 
 Events are plain dicts shaped as `protocol.events` describes (``sessionId``, ``seq``, ``turnId``
 — null outside a turn — ``type`` and the type's members). The same dict goes to every subscriber
-and stays in the buffer: consumers treat it as read-only.
+(and to the buffer's open chunk; a replay from a sealed chunk hands out equal copies): consumers
+treat it as read-only.
 """
 
 from __future__ import annotations

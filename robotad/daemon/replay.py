@@ -12,11 +12,14 @@ events.
 The buffer holds exactly the last `capacity` events as far as anyone can tell: `oldest_seq`
 and `after` never reach further back, although the oldest sealed chunk may still hold a few
 older ones until all of its events have left the window. Events are appended with seqs rising
-by one (the hub's stamping); a replayed event from a sealed chunk is an equal, fresh dict.
+by one (the hub's stamping); a replayed event from a sealed chunk is an equal, fresh dict. A
+chunk holding an event that does not encode as JSON (a bug elsewhere: its own delivery fails
+too) is kept uncompressed, so one bad event never stops the stream.
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections import deque
 from dataclasses import dataclass
@@ -29,22 +32,38 @@ __all__ = ["CHUNK", "ReplayBuffer"]
 #: Events per sealed chunk (fewer when the buffer holds fewer).
 CHUNK: Final = 256
 
+log = logging.getLogger("robotad.daemon.replay")
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(list[dict[str, Any]])
 
 
 @dataclass(frozen=True, slots=True)
 class _Sealed:
+    """`count` events from `first_seq` on: compressed JSON, or the dicts themselves when
+    they would not encode (an event only its own delivery can fail on)."""
+
     first_seq: int
     count: int
-    data: bytes
+    data: bytes | list[dict[str, Any]]
 
     @property
     def last_seq(self) -> int:
         return self.first_seq + self.count - 1
 
     def events(self) -> list[dict[str, Any]]:
+        if isinstance(self.data, list):
+            return self.data
         return _decoder.decode(zlib.decompress(self.data))
+
+
+def _seal(events: list[dict[str, Any]]) -> _Sealed:
+    first: int = events[0]["seq"]
+    try:
+        data: bytes | list[dict[str, Any]] = zlib.compress(_encoder.encode(events), 1)
+    except (TypeError, ValueError, OverflowError):  # msgspec's EncodeError is a ValueError
+        log.warning("replay buffer: a chunk of events does not encode; kept uncompressed")
+        data = events
+    return _Sealed(first, len(events), data)
 
 
 class ReplayBuffer:
@@ -77,9 +96,7 @@ class ReplayBuffer:
         self._open.append(event)
         self._latest = seq
         if len(self._open) >= self._chunk:
-            first: int = self._open[0]["seq"]
-            data = zlib.compress(_encoder.encode(self._open), 1)
-            self._sealed.append(_Sealed(first, len(self._open), data))
+            self._sealed.append(_seal(self._open))
             self._open = []
         lowest = self._latest - self.capacity + 1
         while self._sealed and self._sealed[0].last_seq < lowest:

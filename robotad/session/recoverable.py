@@ -21,13 +21,10 @@
 Settled executions are remembered in memory (`SETTLED_KEPT` of them) only to spare a journal
 read; a redelivered answer to an older one is judged from its journal, which holds everything.
 
-The journal is the host's (G-099): by default a settled execution is marked ``finished`` and its
-records kept. A host that lets the session retire journals (``discard_settled``, robotad does)
-gets them discarded once nothing can need them: an execution that asked for no approval as soon
-as the saved record holds its outcome (nobody can redeliver an answer to it), any other once
-`JOURNALS_KEPT` executions settled after it (the window of idempotent redelivery), and at
-`recover` every execution but the pending one and the `JOURNALS_KEPT` most recently written —
-so a long-lived session's journal, its memory and its load all stay bounded.
+The journal is the host's (G-099): a settled execution is marked ``finished`` and its records
+kept, unless the host lets the session retire journals (``discard_settled``; robotad does), in
+which case `journal_retention` decides what is kept. Finishing is shielded: once a turn's
+outcome is saved, a cancellation cannot turn it into a failure or skip its journal work.
 
 While an execution waits, or after it failed or was aborted with its round open in history, it
 is pending and blocks new input (G-079, G-091, G-092); once its rounds settled, a failure ends it
@@ -63,6 +60,7 @@ from robotad.session.execution import (
     StaleAnswer,
     journaled_after,
 )
+from robotad.session.journal_retention import JournalRetention
 from robotad.session.reporting import SessionReporter
 from robotad.session.tool_gate import GatePolicy
 from robotad.session.turn_context import TurnContext
@@ -83,8 +81,6 @@ logger = logging.getLogger("robotad.session.recoverable")
 
 #: Settled executions remembered in memory (older ones are read back from their journal).
 SETTLED_KEPT = 16
-#: Settled executions whose journal a retiring host keeps, for redelivered answers.
-JOURNALS_KEPT = 64
 
 Body = Callable[[GatePolicy], Awaitable[CompletedTurn | ParkedTurn]]
 
@@ -117,7 +113,7 @@ class RecoverableExecutions:
         discard_settled: bool = False,
     ) -> None:
         self._session_id = session_id
-        self._discard_settled = discard_settled
+        self._retention = JournalRetention(enabled=discard_settled)
         self._cwd = cwd
         self._conversation = conversation
         self._reporter = reporter
@@ -127,8 +123,6 @@ class RecoverableExecutions:
         #: The execution that blocks new input, if any.
         self.pending: Execution | None = None
         self._settled: collections.OrderedDict[str, Execution] = collections.OrderedDict()
-        #: Settled executions whose journal is kept, oldest first (when retiring journals).
-        self._kept_journals: collections.deque[str] = collections.deque()
 
     def pending_view(self) -> Pending | None:
         x = self.pending
@@ -271,8 +265,10 @@ class RecoverableExecutions:
         is the history's open round counts. What it journaled after that reply — results and
         replies the saved record missed — is put back in order, never produced again; if a
         round is still open afterwards, the execution is pending."""
-        executions = await journal.executions()
         history = self._conversation.messages
+        if not open_calls(history) and not self._retention.enabled:
+            return
+        executions = await journal.executions()
         if open_calls(history):
             anchor = next(m for m in reversed(history) if m.role == "assistant").id
             for execution_id in reversed(executions):  # newest first: it is almost always
@@ -289,18 +285,8 @@ class RecoverableExecutions:
                     x.result = self._waiting(x)
                     self.pending = x
                 break
-        if self._discard_settled:
-            await self._prune(journal, executions)
-
-    async def _prune(self, journal: ExecutionJournal, executions: list[str]) -> None:
-        """Keep the journals of the pending execution and of the `JOURNALS_KEPT` most recently
-        written others (what earlier runs of the daemon kept); discard the rest."""
         pending = self.pending.execution_id if self.pending is not None else None
-        settled = [execution_id for execution_id in executions if execution_id != pending]
-        cut = max(0, len(settled) - JOURNALS_KEPT)
-        for execution_id in settled[:cut]:
-            await self._discard(journal, execution_id)
-        self._kept_journals = collections.deque(settled[cut:])
+        await self._retention.prune(journal, executions, pending)
 
     def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
         """Append what was journaled after the anchor reply; True when anything was."""
@@ -334,7 +320,8 @@ class RecoverableExecutions:
         if isinstance(outcome, ParkedTurn):
             return await self._park(x, turn)
         x.result = TurnCompleted(turn_id=x.turn_id, response=outcome.response)
-        await self._finish(x, "completed")
+        with trio.CancelScope(shield=True):  # saved already: finishing must not be cut short
+            await self._finish(x, "completed")
         return x.result
 
     async def _park(self, x: Execution, turn: TurnContext) -> TurnWaiting:
@@ -375,30 +362,20 @@ class RecoverableExecutions:
     ) -> None:
         x.state = "finished"
         self._settle(x)
+        if self._retention.enabled and not x.requests and self._conversation.saved:
+            # Nobody can redeliver an answer to it and the saved record holds its outcome.
+            await self._retention.retire(x.journal, x.execution_id)
+            return
+        # The mark is read only to answer a redelivered resume after a restart (G-084), so it
+        # must be durable only for an execution that had requests to answer.
+        record = FinishedRecord(
+            id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
+        )
         try:
-            if self._discard_settled and not x.requests and self._conversation.saved:
-                # Nobody can redeliver an answer to it and the saved record holds its
-                # outcome: the journal has nothing left to tell. Not durably: a file a crash
-                # brings back is pruned at a later load.
-                await x.journal.discard(x.execution_id, durable=False)
-                return
-            # The mark is read only to answer a redelivered resume after a restart (G-084), so
-            # it must be durable only for an execution that had requests to answer.
-            record = FinishedRecord(
-                id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
-            )
             await x.journal.append(record, durable=bool(x.requests))
         except Exception:  # history holds the outcome; a missing mark only costs a lookup
             logger.warning("journaling the end of execution %s failed", x.execution_id)
-        if self._discard_settled:
-            await self._keep_journal(x.journal, x.execution_id)
-
-    async def _keep_journal(self, journal: ExecutionJournal, execution_id: str) -> None:
-        """`execution_id`'s journal is kept; the one kept `JOURNALS_KEPT` settlements ago
-        is discarded (a redelivered answer to it is stale from now on)."""
-        self._kept_journals.append(execution_id)
-        while len(self._kept_journals) > JOURNALS_KEPT:
-            await self._discard(journal, self._kept_journals.popleft())
+        await self._retention.keep(x.journal, x.execution_id)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -415,12 +392,6 @@ class RecoverableExecutions:
         self._settled[x.execution_id] = x
         while len(self._settled) > SETTLED_KEPT:
             self._settled.popitem(last=False)
-
-    async def _discard(self, journal: ExecutionJournal, execution_id: str) -> None:
-        try:
-            await journal.discard(execution_id, durable=False)
-        except Exception:  # a leftover file is pruned at the next load
-            logger.warning("discarding the journal of execution %s failed", execution_id)
 
     def _ours(self, started: StartedRecord) -> bool:
         provider = self._provider()

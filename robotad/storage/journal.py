@@ -553,8 +553,9 @@ class FileExecutionJournal:
         return [] if data is None else decode_journal(execution_id, data)
 
     def _remember(self, execution_id: str, records: list[JournalRecord]) -> None:
-        """Index what was read, unless the execution is over (nothing will be appended)."""
-        if any(isinstance(record, FinishedRecord) for record in records):
+        """Index what was read, unless the execution is over (nothing will be appended) or
+        unknown (an id a client made up must not take room)."""
+        if not records or any(isinstance(record, FinishedRecord) for record in records):
             self._index.pop(execution_id, None)
         else:
             self._index[execution_id] = {r.id: record_fingerprint(r) for r in records}

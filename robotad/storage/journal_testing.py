@@ -174,7 +174,10 @@ class FaultyJournal:
         return await self.inner.read(execution_id)
 
     async def executions(self) -> list[str]:
-        return sorted(set(await self.inner.executions()) | self._torn)
+        """The inner journal's, in its order (least recently written first); a torn
+        execution the inner one does not list comes last (its tear was the latest write)."""
+        listed = await self.inner.executions()
+        return [*listed, *sorted(self._torn - set(listed))]
 
     async def discard(self, execution_id: str, *, durable: bool = True) -> None:
         await self.inner.discard(execution_id, durable=durable)

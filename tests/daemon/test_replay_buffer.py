@@ -93,3 +93,20 @@ def test_a_full_buffer_costs_a_fraction_of_its_events_as_dicts() -> None:
     assert len(as_buffer()) == 10_000
     assert as_buffer().after(10_000 + CHUNK) == [event(s) for s in range(10_001 + CHUNK, 20_001)]
     assert traced(as_buffer) * 4 < traced(as_dicts)
+
+
+def test_an_event_that_does_not_encode_never_stops_the_buffer() -> None:
+    """A chunk holding a value JSON cannot carry is kept as it is: later appends, the window
+    and replays go on exactly as for any other chunk."""
+    buffer = ReplayBuffer(CHUNK * 3)
+    odd = {**event(5), "detail": object()}
+    for seq in range(1, CHUNK * 4 + 1):
+        buffer.append(odd if seq == 5 else event(seq))
+    assert len(buffer) == CHUNK * 3
+    assert buffer.after(CHUNK * 4 - 2) == [event(CHUNK * 4 - 1), event(CHUNK * 4)]
+    wide = ReplayBuffer(CHUNK * 2)
+    for seq in range(1, CHUNK + 3):
+        wide.append(odd if seq == 5 else event(seq))
+    replayed = wide.after(0)
+    assert [e["seq"] for e in replayed] == list(range(1, CHUNK + 3))
+    assert replayed[4] is odd

@@ -5,12 +5,18 @@ once `tune` ran, or after a `trim`."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
+import trio
+import trio.testing
 
+from robotad.server import allocator
 from tests.robotad_process import PROCESS_TIMEOUT, child_environment
 
 pytestmark = pytest.mark.skipif(
@@ -60,8 +66,13 @@ def returned_kib(mode: str) -> int:
     return int(done.stdout.strip())
 
 
+@pytest.mark.skipif(
+    any(name.startswith("MALLOC_") or name == "GLIBC_TUNABLES" for name in os.environ),
+    reason="the environment tunes glibc already",
+)
 def test_untuned_glibc_keeps_freed_record_sized_buffers() -> None:
-    """The problem the settings address: without them, freeing 64 MiB returns almost none."""
+    """The premise the two tests below rest on (glibc's own behaviour, not ours): without the
+    settings, freeing 64 MiB returns almost none, so returning it proves they work."""
     assert returned_kib("untuned") < 16 * 1024
 
 
@@ -71,3 +82,36 @@ def test_tuning_returns_freed_record_sized_buffers() -> None:
 
 def test_trim_returns_freed_pages_inside_the_heap() -> None:
     assert returned_kib("trimmed") > 56 * 1024
+
+
+async def test_the_periodic_trim_skips_idle_intervals(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`trim_periodically` trims after an interval in which the daemon used CPU time and
+    not after one in which it sat idle."""
+    cpu = [0.0]
+    trims: list[float] = []
+
+    async def inline(function: Callable[[], object]) -> object:
+        return function()
+
+    def trim() -> bool:
+        trims.append(trio.current_time())
+        return True
+
+    monkeypatch.setattr(time, "process_time", lambda: cpu[0])
+    monkeypatch.setattr(allocator, "trim", trim)
+    monkeypatch.setattr(trio.to_thread, "run_sync", inline)
+
+    async def work_then_idle() -> None:
+        await trio.sleep(7)
+        cpu[0] += 1.0  # work between the ticks at 5 s and 10 s
+        await trio.sleep(10)
+        cpu[0] += 1.0  # work between 15 s and 20 s; none after
+
+    start = trio.current_time()
+    with trio.move_on_after(5 * allocator.TRIM_INTERVAL + 1):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(work_then_idle)
+            await allocator.trim_periodically()
+    assert [round(t - start) for t in trims] == [10, 20]  # not at the idle 5, 15, 25 s

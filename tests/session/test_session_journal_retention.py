@@ -8,22 +8,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from protocol.errors import StaleResponse
 from protocol.shapes import TurnCompleted, TurnWaiting
-from robotad.session import recoverable
+from robotad.session import journal_retention, recoverable
 from robotad.session.session import Session
-from robotad.storage.journal import StartedRecord
-from robotad.storage.journal_testing import MemoryJournal
+from robotad.storage.journal import JournalRecord, StartedRecord
+from robotad.storage.journal_testing import MemoryJournal, of_kind
 from robotad.tools import builtin_tools
 from tests.session.session_harness import (
+    LIMIT,
     MemoryStore,
     answer,
+    kinds,
     new_session,
     read_call,
     scripted,
     write_call,
 )
+from tests.session.test_session_guarantees_extra import BlockingJournal
 
 
 def retiring(
@@ -55,7 +60,11 @@ async def test_a_turn_that_asked_nothing_leaves_no_journal_once_saved(workspace:
     """A completed turn without approvals — text only, or with a tool the rules allow — has
     its journal discarded once the saved record holds its outcome; the library default keeps
     it, marked finished (the journal is the host's, G-099)."""
-    steps = [{"text": "plain"}, {"toolCalls": [read_call()]}, {"text": "read it"}]
+    steps: list[dict[str, Any]] = [
+        {"text": "plain"},
+        {"toolCalls": [read_call()]},
+        {"text": "read it"},
+    ]
     session = retiring(workspace, steps)
     journal = MemoryJournal()
     first = await session.run_recoverable("one", journal, turn_id="t-1")
@@ -90,9 +99,9 @@ async def test_answered_executions_stay_redeliverable_within_the_window(
     `JOURNALS_KEPT` most recently settled — a redelivered answer returns its result, read back
     from the journal once the execution left the in-memory `SETTLED_KEPT` — and is discarded
     once pushed out; a redelivery to it is then StaleResponse, and runs nothing."""
-    monkeypatch.setattr(recoverable, "JOURNALS_KEPT", 2)
+    monkeypatch.setattr(journal_retention, "JOURNALS_KEPT", 2)
     monkeypatch.setattr(recoverable, "SETTLED_KEPT", 1)
-    steps = []
+    steps: list[dict[str, Any]] = []
     for name in ("a", "b", "c"):
         steps += [{"toolCalls": [write_call(f"out/{name}.txt")]}, {"text": f"wrote {name}"}]
     session = retiring(workspace, steps)
@@ -122,7 +131,7 @@ async def test_recovery_prunes_leftovers_but_never_the_pending_execution(
     """At load, a journal holding more than `JOURNALS_KEPT` executions (earlier daemon runs)
     keeps the pending one, however old, and the most recently written others; the window then
     goes on from there."""
-    monkeypatch.setattr(recoverable, "JOURNALS_KEPT", 2)
+    monkeypatch.setattr(journal_retention, "JOURNALS_KEPT", 2)
     store = MemoryStore()
     session = retiring(workspace, [{"toolCalls": [write_call("out/p.txt")]}], store=store)
     journal = MemoryJournal()
@@ -158,3 +167,43 @@ async def test_recovery_prunes_leftovers_but_never_the_pending_execution(
     )
     assert done == TurnCompleted(turn_id="t-p", response="resumed")
     assert await journal.executions() == [strays[-1], waiting.execution_id]
+
+
+class CheckpointingJournal(MemoryJournal):
+    """A memory journal whose appends pass a cancellable checkpoint first, as the file
+    journal's do (its lock): a cancellation arriving there drops the record."""
+
+    def __init__(self, inner: MemoryJournal) -> None:
+        super().__init__()
+        self._records = inner._records
+
+    async def append(self, record: JournalRecord, *, durable: bool = True) -> None:
+        await trio.lowlevel.checkpoint()
+        await super().append(record, durable=durable)
+
+
+async def test_a_cancellation_while_a_saved_turn_finishes_changes_nothing(workspace: Path) -> None:
+    """A turn whose outcome is saved finishes its journal work even when its caller is
+    cancelled meanwhile (a shutdown's grace running out): the finished mark is written and the
+    window goes on, instead of the completed turn ending half-settled."""
+    session = new_session(
+        workspace, scripted([{"text": "done"}, {"text": "next"}]), store=MemoryStore()
+    )
+    journal = BlockingJournal(CheckpointingJournal(MemoryJournal()), of_kind("finished"))
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                await session.run_recoverable("go", journal, turn_id="t-1")
+
+            nursery.start_soon(run)
+            try:
+                await journal.entered.wait()
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+            finally:  # never leave the shielded write blocked, pass or fail
+                journal.release.set()
+        (execution_id,) = await journal.executions()
+        assert kinds(await journal.read(execution_id))[-1] == "finished"
+        assert not session.is_running()
+        assert await session.run("again") == "next"

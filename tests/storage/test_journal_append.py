@@ -18,6 +18,7 @@ import trio
 from protocol.errors import InvalidParams
 from robotad.storage.journal import (
     FileExecutionJournal,
+    FinishedRecord,
     JournalClosed,
     JournalConflict,
     JournalCorrupt,
@@ -344,6 +345,23 @@ async def test_a_discard_that_need_not_be_durable_syncs_nothing(
     assert fsyncs == []
     assert not journal.path_for("x-1").exists()
     assert await journal.executions() == []
+
+
+async def test_the_index_holds_only_executions_that_may_still_be_appended_to(
+    journal: FileExecutionJournal,
+) -> None:
+    """The fingerprint index does not grow with what a long-lived session has finished, nor
+    with ids a client made up: a finished execution and an unknown id are not indexed (their
+    idempotence checks read the file again, and still hold)."""
+    await journal.append(started("x-open"))
+    await journal.append(started("x-done"))
+    done = FinishedRecord(id="finished:0", execution_id="x-done", status="completed")
+    await journal.append(done)
+    assert await journal.read("x-made-up") == []
+    assert [r.id for r in await journal.read("x-done")] == ["x-done:started", "finished:0"]
+    assert set(journal._index) == {"x-open"}
+    await journal.append(done)  # the same record again: a no-op, checked against the file
+    assert [r.id for r in await journal.read("x-done")] == ["x-done:started", "finished:0"]
 
 
 async def test_executions_are_listed_least_recently_written_first(
