@@ -60,8 +60,9 @@ SUMMARIES: Final[dict[str, str]] = {
     ),
     "session/delete": "Delete a stored session. -32014 while it is loaded.",
     "session/run": (
-        "Run a turn. `turnId` is an idempotency key: a known one attaches to that turn or "
-        'returns its result. `wait: false` answers `{turnId, status: "running"}` at once and '
+        "Run a turn. `turnId` is an idempotency key: a known one (robotad remembers the last "
+        "256 of each session) attaches to that turn or returns its result. `wait: false` "
+        'answers `{turnId, status: "running"}` at once and '
         "the outcome arrives as `turn_finished`. Turns outlive the connection; cancelling the "
         "request stops only the waiting. -32001 busy, -32005 an execution waits, -32006 "
         "aborted, -32007 provider failed. The caller is subscribed to the session."
@@ -70,8 +71,10 @@ SUMMARIES: Final[dict[str, str]] = {
     "session/pending": "The parked execution waiting for approval, or null.",
     "session/resume": (
         "Answer a parked execution's approval requests; no new user message. Redelivering an "
-        "identical `{requestId, responseId, approved}` is idempotent. -32011 for an unknown, "
-        "abandoned or finished execution or a reused `responseId` with other content."
+        "identical `{requestId, responseId, approved}` is idempotent (robotad keeps the "
+        "journals of the last 64 executions of each session that asked for approval). -32011 "
+        "for an unknown, abandoned or finished execution or a reused `responseId` with other "
+        "content."
     ),
     "session/abandon": (
         "Drop a parked execution: nothing runs, its open tool calls close as failed; resuming "
@@ -92,8 +95,9 @@ SUMMARIES: Final[dict[str, str]] = {
         "fails and adds nothing."
     ),
     "session/subscribe": (
-        "Receive `session/event` notifications. Buffered events after `afterSeq` come first; "
-        "-32012 when `afterSeq` is older than the replay buffer."
+        "Receive `session/event` notifications. Buffered events after `afterSeq` come first "
+        "(the last 10,000 of the session, `robotad --event-buffer N`); -32012 when `afterSeq` "
+        "is older than the replay buffer."
     ),
     "session/unsubscribe": "Stop receiving the session's events on this connection.",
     "session/export": "The session as an artifact; lossless unless `redact`.",
