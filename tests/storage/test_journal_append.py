@@ -8,7 +8,7 @@ import os
 import signal
 import stat
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -30,31 +30,6 @@ from robotad.storage.journal import (
 )
 
 from .journal_samples import SESSION, bulky, every_kind, request, response, started
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def journal(state: Path) -> AsyncIterator[FileExecutionJournal]:
-    async with FileExecutionJournal(state, SESSION) as opened:
-        yield opened
-
-
-@pytest.fixture
-def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every fsync'd path, in order, recorded while the fsync happens."""
-    calls: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return calls
 
 
 @contextlib.contextmanager

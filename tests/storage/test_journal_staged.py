@@ -4,7 +4,6 @@ append of the same execution, never acknowledged as durable on their own."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
@@ -13,31 +12,6 @@ import pytest
 from robotad.storage.journal import FileExecutionJournal, JournalConflict
 
 from .journal_samples import SESSION, every_kind, started
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def journal(state: Path) -> AsyncIterator[FileExecutionJournal]:
-    async with FileExecutionJournal(state, SESSION) as opened:
-        yield opened
-
-
-@pytest.fixture
-def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every fsync'd path, in order."""
-    calls: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return calls
 
 
 def _paths(journal: FileExecutionJournal, execution_id: str, fsyncs: list[str]) -> tuple[str, str]:

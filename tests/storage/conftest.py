@@ -1,0 +1,38 @@
+"""Fixtures shared by the storage tests: a state folder, an open journal, an fsync spy."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from robotad.storage.journal import FileExecutionJournal
+
+from .journal_samples import SESSION
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+async def journal(state: Path) -> AsyncIterator[FileExecutionJournal]:
+    async with FileExecutionJournal(state, SESSION) as opened:
+        yield opened
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync'd path, in order, recorded while the fsync happens."""
+    calls: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return calls
