@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from protocol.shapes import Message, ToolCall
-from robotad.session.compaction import render_conversation, summary_request
-from robotad.session.context import ContextTracker, estimate_tokens
+from robotad.session.compaction.summary import render_conversation, summary_request
+from robotad.session.context_window import ContextTracker, estimate_tokens
 
 
 def history(size: int) -> list[Message]:

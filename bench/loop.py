@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from protocol.shapes import Message, ToolCall
 from robotad.agent import AdmitAll, TurnCallbacks, run_turn
 from robotad.agent.provider import ModelReply, ModelRequest, Provider, StreamObserver
+from robotad.agent.tool import Tool, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.providers.scripted import ScriptedProvider, decode_script
-from robotad.tools.base import Tool, ToolContext, ToolProfile, ToolResult, TypedTool
 
 RUNS = 5
 BUDGET_SECONDS = 0.001

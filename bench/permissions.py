@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robotad.session.permissions import PermissionEnforcer
-from robotad.tools.base import ToolProfile
+from robotad.agent.tool import ToolProfile
+from robotad.session.permissions.enforcer import PermissionEnforcer
 
 PROFILES = {
     "Read": ToolProfile("inspect", "file_path", "path"),

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from robotactl.connection import DaemonStartFailed
+from robotactl.daemon_errors import DaemonStartFailed
 
 __all__ = ["LOG_NAME", "autostart_lock", "start_daemon"]
 

@@ -24,6 +24,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from robotactl.daemon_errors import DaemonNotRunning, DaemonStartFailed, DaemonUnavailable
+
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
     from protocol.peer import JsonRpcPeer, NotificationCallback
@@ -44,29 +46,6 @@ C = TypeVar("C")
 READY_TIMEOUT = 10.0
 #: connect(2) errors meaning "nobody is listening there", as opposed to "not allowed".
 _NOBODY_LISTENING = frozenset({errno.ENOENT, errno.ECONNREFUSED})
-
-
-class DaemonUnavailable(Exception):
-    """No connection to robotad at `socket_path`; the message says why, for a person."""
-
-    def __init__(self, message: str, socket_path: Path) -> None:
-        super().__init__(message)
-        self.socket_path = socket_path
-
-
-class DaemonNotRunning(DaemonUnavailable):
-    """Nothing listens at the socket and autostart is off."""
-
-    def __init__(self, socket_path: Path) -> None:
-        super().__init__(
-            f"robotad is not running at {socket_path} "
-            "(start it with `robotad` or drop --no-autostart)",
-            socket_path,
-        )
-
-
-class DaemonStartFailed(DaemonUnavailable):
-    """robotactl started robotad (or waited for another client to), and it never served."""
 
 
 @asynccontextmanager

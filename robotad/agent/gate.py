@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from msgspec import Struct
 
 from protocol.shapes import ToolCall
-from robotad.tools.base import Tool, ToolResult
+from robotad.agent.tool import Tool, ToolResult
 
 __all__ = ["Admission", "Admit", "AdmitAll", "Park", "Refuse", "ToolGate"]
 

@@ -56,8 +56,8 @@ from robotad.agent.abort import AbortSignal
 from robotad.agent.gate import ToolGate
 from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
 from robotad.agent.provider import ModelReply, ModelRequest, Provider, ProviderError, ToolChoice
+from robotad.agent.tool import Tool, ToolContext
 from robotad.agent.tool_round import ParkedCall, ToolRound
-from robotad.tools.base import Tool, ToolContext
 
 __all__ = [
     "CompletedTurn",

@@ -39,7 +39,7 @@ import trio
 from protocol.shapes import Message, ToolCall, utc_now
 from robotad.agent.gate import Admit, Park, Refuse, ToolGate
 from robotad.agent.observations import EventBus, ObservedOutcome, ToolBodyObserved
-from robotad.tools.base import ArgumentError, Tool, ToolContext, ToolResult
+from robotad.agent.tool import ArgumentError, Tool, ToolContext, ToolResult
 
 __all__ = ["MAX_CONCURRENT_TOOLS", "ParkedCall", "ToolRound"]
 

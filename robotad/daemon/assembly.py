@@ -44,10 +44,10 @@ from robotad.providers import (
     resolve_provider_config,
 )
 from robotad.providers.scripted import decode_script
-from robotad.session.classifier import Classifier, CommandClassifier
-from robotad.session.hook_config import HooksConfig, parse_hooks_config
-from robotad.session.hooks import HookRunner
-from robotad.session.patterns import parse_rules
+from robotad.session.hooks.config import HooksConfig, parse_hooks_config
+from robotad.session.hooks.runner import HookRunner
+from robotad.session.permissions.classifier import Classifier, CommandClassifier
+from robotad.session.permissions.patterns import parse_rules
 from robotad.session.ports import EventSink, SessionStorePort
 from robotad.session.session import Session
 from robotad.storage.log_files import FileLogSink

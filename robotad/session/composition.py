@@ -15,23 +15,23 @@ from pathlib import Path
 from protocol.shapes import Message
 from robotad.agent.observations import EventBus
 from robotad.agent.provider import Provider
-from robotad.session.classifier import AutoModeGate, Classifier
-from robotad.session.compacting import CompactionProcedure
-from robotad.session.context import DEFAULT_CONTEXT_WINDOW, ContextTracker
+from robotad.agent.tool import Tool, ToolProfile
+from robotad.session.compaction.procedure import CompactionProcedure
+from robotad.session.context_window import DEFAULT_CONTEXT_WINDOW, ContextTracker
 from robotad.session.conversation import Conversation
-from robotad.session.hooks import HookRunner
-from robotad.session.lifecycle import HookLifecycle
-from robotad.session.permissions import PermissionEnforcer, PersistRule
+from robotad.session.hooks.lifecycle import HookLifecycle
+from robotad.session.hooks.runner import HookRunner
+from robotad.session.permissions.classifier import AutoModeGate, Classifier
+from robotad.session.permissions.enforcer import PermissionEnforcer, PersistRule
 from robotad.session.ports import EventSink
-from robotad.session.recoverable import RecoverableExecutions
+from robotad.session.recovery.recoverable import RecoverableExecutions
 from robotad.session.registered_tool import register
 from robotad.session.reporting import SessionReporter
-from robotad.session.tool_gate import GateServices
-from robotad.session.turn_claim import TurnClaim
-from robotad.session.turn_runner import TurnRunner, TurnServices
+from robotad.session.turn.claim import TurnClaim
+from robotad.session.turn.runner import TurnRunner, TurnServices
+from robotad.session.turn.tool_admission import GateServices
 from robotad.storage.session_log import SessionLogger
 from robotad.storage.spill import SpillStore
-from robotad.tools.base import Tool, ToolProfile
 
 __all__ = ["SessionCallbacks", "SessionParts", "compose"]
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from protocol.shapes import ContextState, Message
-from robotad.session.context import ContextTracker
+from robotad.session.context_window import ContextTracker
 from robotad.session.reporting import SessionReporter
 from robotad.storage import log_events
 

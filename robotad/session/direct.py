@@ -18,14 +18,14 @@ from typing import Any
 
 from protocol.shapes import ToolCall, new_id
 from robotad.agent.gate import Admit
-from robotad.session.tool_gate import (
+from robotad.agent.tool import ArgumentError, Tool, ToolContext, ToolResult
+from robotad.session.turn.tool_admission import (
     GatePolicy,
     GateServices,
     RefusingApprover,
     SessionToolGate,
 )
-from robotad.session.turn_context import TurnContext
-from robotad.tools.base import ArgumentError, Tool, ToolContext, ToolResult
+from robotad.session.turn.work import TurnContext
 
 __all__ = ["invoke_directly"]
 

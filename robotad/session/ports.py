@@ -22,7 +22,7 @@ from msgspec import UNSET, Struct
 
 from protocol.shapes import ApprovalRequest, ContextState, Message
 from robotad.agent.provider import ToolSchema
-from robotad.session.permissions import Denial
+from robotad.session.permissions.enforcer import Denial
 from robotad.storage.record import (
     Permissions,
     SessionRecord,

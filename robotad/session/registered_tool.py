@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from robotad.agent.provider import ToolSchema
-from robotad.tools.base import Tool, ToolContext, ToolProfile, ToolResult
+from robotad.agent.tool import Tool, ToolContext, ToolProfile, ToolResult
 
 __all__ = ["RegisteredTool", "register"]
 

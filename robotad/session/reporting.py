@@ -27,7 +27,7 @@ import msgspec
 from protocol.errors import RpcError
 from protocol.shapes import ApprovalRequest, ContextState, Message
 from robotad.agent.provider import ModelRequest
-from robotad.session.hooks import HookFailure
+from robotad.session.hooks.runner import HookFailure
 from robotad.session.ports import EventSink
 from robotad.storage import log_events
 from robotad.storage.log_events import LogEventName

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 
 from protocol.errors import ExecutionPending, SessionBusy
 from robotad.agent.provider import Provider
-from robotad.session.classifier import AutoModeGate
-from robotad.session.context import DEFAULT_CONTEXT_WINDOW
+from robotad.agent.tool import Tool, ToolProfile
+from robotad.session.context_window import DEFAULT_CONTEXT_WINDOW
 from robotad.session.conversation import Conversation
-from robotad.session.permissions import Denial, ModeGuard, PermissionEnforcer
-from robotad.session.recoverable import RecoverableExecutions
+from robotad.session.permissions.classifier import AutoModeGate
+from robotad.session.permissions.enforcer import Denial, ModeGuard, PermissionEnforcer
+from robotad.session.recovery.recoverable import RecoverableExecutions
 from robotad.session.registered_tool import register
-from robotad.session.turn_claim import TurnClaim
-from robotad.tools.base import Tool, ToolProfile
+from robotad.session.turn.claim import TurnClaim
 
 __all__ = ["RuntimeSettings"]
 

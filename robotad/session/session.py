@@ -18,7 +18,7 @@ G-067). `abort()` signals the holder and never releases (G-064, G-065).
 
 `run` asks a live `permission_handler` (none: denied, G-118); `run_recoverable`,
 `resume_recoverable`, `recover`, `get_pending_execution` and `abandon_pending_execution` are the
-journaled, checkpointed-approval path (`robotad.session.recoverable`).
+journaled, checkpointed-approval path (`robotad.session.recovery.recoverable`).
 """
 
 from __future__ import annotations
@@ -35,14 +35,16 @@ from protocol.errors import ExecutionPending, InvalidParams, NotAllowed
 from protocol.methods import ApprovalResponse
 from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.provider import Provider, ToolChoice
-from robotad.session.classifier import Classifier
+from robotad.agent.tool import Tool, ToolResult
 from robotad.session.composition import SessionCallbacks, compose
-from robotad.session.context import (
+from robotad.session.context_window import (
     parse_auto_compact_threshold,
 )
 from robotad.session.direct import invoke_directly
-from robotad.session.hooks import HookRunner
-from robotad.session.permissions import PersistRule
+from robotad.session.hooks.runner import HookRunner
+from robotad.session.hooks.trace import TraceContext
+from robotad.session.permissions.classifier import Classifier
+from robotad.session.permissions.enforcer import PersistRule
 from robotad.session.ports import (
     CompactOutcome,
     EventSink,
@@ -52,16 +54,14 @@ from robotad.session.ports import (
     SessionStorePort,
 )
 from robotad.session.runtime_settings import RuntimeSettings
-from robotad.session.tool_gate import GatePolicy, LiveApprover, RefusingApprover
-from robotad.session.trace import TraceContext
-from robotad.session.turn_claim import ClaimKind, ClaimToken
-from robotad.session.turn_context import TurnContext
+from robotad.session.turn.claim import ClaimKind, ClaimToken
+from robotad.session.turn.tool_admission import GatePolicy, LiveApprover, RefusingApprover
+from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
 from robotad.storage.ids import validate_session_id
 from robotad.storage.journal import ExecutionJournal
 from robotad.storage.session_log import SessionLogger
 from robotad.storage.spill import SpillStore
-from robotad.tools.base import Tool, ToolResult
 
 __all__ = ["Session"]
 
@@ -236,7 +236,7 @@ class Session(RuntimeSettings):
         system_context: str | None = None,
     ) -> TurnCompleted | TurnWaiting:
         """Run one journaled turn: a call that needs a person parks it and ``waiting`` comes
-        back once its request is durable (see `robotad.session.recoverable`)."""
+        back once its request is durable (see `robotad.session.recovery.recoverable`)."""
         with self._claimed("turn", turn_id or new_id("turn-")) as token:
             threshold = self._threshold
             await self.start()

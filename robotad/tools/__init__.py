@@ -8,7 +8,7 @@ spelling of a path argument shared by the permission gate, the hooks, the log an
 
 from __future__ import annotations
 
-from robotad.tools.base import (
+from robotad.agent.tool import (
     ArgumentError,
     ArgumentKind,
     Risk,

@@ -28,8 +28,8 @@ from typing import Annotated
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.storage.scrub import is_sensitive_key
-from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.process_group import KILL_GRACE_S, terminate_process_tree
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Annotated
 import trio
 from msgspec import Meta, Struct
 
-from robotad.tools.base import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.paths import canonical_path
 from robotad.tools.read import MAX_LINE_CHARS, number_line
 from robotad.tools.textfile import (

@@ -24,7 +24,7 @@ from typing import Annotated
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from robotad.tools.base import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.glob import walk_files
 from robotad.tools.glob_pattern import GlobError, compile_glob
 from robotad.tools.paths import canonical_path

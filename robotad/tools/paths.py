@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from robotad.tools.base import ArgumentError
+from robotad.agent.tool import ArgumentError
 
 __all__ = ["canonical_path"]
 

@@ -20,7 +20,7 @@ from typing import Annotated
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from robotad.tools.base import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.paths import canonical_path
 from robotad.tools.textfile import (
     SNIFF_BYTES,

@@ -27,7 +27,7 @@ import httpx
 import trio
 from msgspec import Meta, Struct
 
-from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.html_text import html_to_text
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Annotated
 import trio
 from msgspec import Meta, Struct
 
-from robotad.tools.base import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.paths import canonical_path
 from robotad.tools.textfile import FileRefused, describe_os_error, write_atomically
 

@@ -27,8 +27,8 @@ from robotad.agent.provider import (
     StreamObserver,
     ToolChoice,
 )
+from robotad.agent.tool import Tool, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.providers.scripted import ScriptedProvider, decode_script
-from robotad.tools.base import Tool, ToolContext, ToolProfile, ToolResult, TypedTool
 
 CTX = ToolContext(cwd=Path("/"), session_id="s-test")
 

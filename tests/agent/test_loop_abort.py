@@ -13,7 +13,7 @@ from robotad.agent import AbortSignal, EventBus, Observation, ToolBodyObserved, 
 from robotad.agent.gate import Admission
 from robotad.agent.loop import TurnCallbacks
 from robotad.agent.provider import ModelRequest
-from robotad.tools.base import Tool
+from robotad.agent.tool import Tool
 
 from .loop_fakes import (
     EchoTool,

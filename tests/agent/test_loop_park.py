@@ -17,7 +17,7 @@ from robotad.agent import (
     open_calls,
 )
 from robotad.agent.gate import Admission, Admit, Park
-from robotad.tools.base import Tool
+from robotad.agent.tool import Tool
 
 from .loop_fakes import (
     EchoTool,

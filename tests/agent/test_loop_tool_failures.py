@@ -13,7 +13,7 @@ from protocol.shapes import Message, ToolCall
 from robotad.agent import CompletedTurn, Refuse
 from robotad.agent.gate import Admission, Admit
 from robotad.agent.provider import ModelReply
-from robotad.tools.base import Tool
+from robotad.agent.tool import Tool
 
 from .loop_fakes import (
     BrokenTool,

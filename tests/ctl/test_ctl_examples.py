@@ -15,7 +15,7 @@ from protocol.methods import Step
 from robotad.config import load_config
 from robotad.providers import DEFAULT_MODELS, resolve_provider_config
 from robotad.providers.scripted import decode_script
-from robotad.session.patterns import parse_rules
+from robotad.session.permissions.patterns import parse_rules
 from robotad.tools import builtin_tools
 
 from .conftest import PROCESS_TIMEOUT, REPO, child_environment

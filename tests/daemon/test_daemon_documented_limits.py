@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from robotad.daemon.events import DEFAULT_BUFFER_SIZE
 from robotad.daemon.turns import DEFAULT_RETAINED_TURNS
-from robotad.session.journal_retention import JOURNALS_KEPT
+from robotad.session.recovery.retention import JOURNALS_KEPT
 from tests.robotad_process import REPO
 
 

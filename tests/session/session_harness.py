@@ -15,15 +15,15 @@ from msgspec import Struct
 from protocol.events import SessionEvent
 from protocol.methods import ApprovalResponse
 from robotad.agent.provider import ModelReply, ModelRequest, Provider, StreamObserver
+from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.providers.scripted import ScriptedProvider, decode_script
-from robotad.session.hook_config import parse_hooks_config
-from robotad.session.hooks import HookRunner
+from robotad.session.hooks.config import parse_hooks_config
+from robotad.session.hooks.runner import HookRunner
 from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
 from robotad.storage.journal import JournalRecord
 from robotad.storage.log_files import FileLogSink, FileLogSource
 from robotad.storage.session_log import LogEntry, SessionLogger, decode_log
-from robotad.tools.base import ToolContext, ToolProfile, ToolResult, TypedTool
 
 LIMIT = 20  # seconds: an absolute bound around tests that spawn real processes
 

@@ -12,7 +12,7 @@ import trio.testing
 
 from protocol.errors import NotAllowed, SessionBusy, TurnAborted
 from protocol.shapes import ApprovalRequest
-from robotad.session.turn_claim import TurnClaim
+from robotad.session.turn.claim import TurnClaim
 from tests.session.session_harness import (
     MemoryStore,
     ShoutTool,

@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 import trio
 
-from robotad.session.classifier import AutoModeGate, ClassifierVerdict, CommandClassifier
+from robotad.session.permissions.classifier import (
+    AutoModeGate,
+    ClassifierVerdict,
+    CommandClassifier,
+)
 
 LIMIT = 20
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from protocol.shapes import Message, ToolCall
 from robotad.agent.provider import ModelReply, ModelRequest, ProviderError, StreamObserver
-from robotad.session.compaction import (
+from robotad.session.compaction.summary import (
     DEFAULT_SUMMARY_TEMPLATE,
     CompactionError,
     CompactionInvalid,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from protocol.errors import InvalidParams
 from protocol.shapes import ContextState, Message, ToolCall, Usage
-from robotad.session.context import (
+from robotad.session.context_window import (
     AUTO_COMPACT_THRESHOLD,
     DEFAULT_CONTEXT_WINDOW,
     ContextTracker,

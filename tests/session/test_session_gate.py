@@ -12,7 +12,7 @@ import trio
 
 from protocol.errors import NotAllowed, TransitionRefused
 from protocol.shapes import ApprovalRequest
-from robotad.session.classifier import CommandClassifier
+from robotad.session.permissions.classifier import CommandClassifier
 from robotad.session.ports import ApprovalAnswer
 from robotad.storage.spill import SpillStore
 from robotad.tools import builtin_tools
@@ -309,7 +309,7 @@ async def test_classifier_denial_streak_hands_back_to_a_person(workspace: Path) 
             self.calls = 0
 
         async def classify(self, **kwargs: Any) -> Any:
-            from robotad.session.classifier import ClassifierVerdict
+            from robotad.session.permissions.classifier import ClassifierVerdict
 
             self.calls += 1
             await trio.lowlevel.checkpoint()

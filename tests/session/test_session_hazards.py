@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotad.session.hazards import ProtectedPaths, is_critical_removal, split_compound
+from robotad.session.permissions.hazards import ProtectedPaths, is_critical_removal, split_compound
 
 CWD = "/work/proj"
 HOME = "/home/me"

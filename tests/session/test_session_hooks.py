@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from protocol.errors import InvalidParams
-from robotad.session.hook_config import parse_hooks_config
-from robotad.session.hooks import HookFailure, HookRunner, model_call_input
+from robotad.session.hooks.config import parse_hooks_config
+from robotad.session.hooks.runner import HookFailure, HookRunner, model_call_input
 
 LIMIT = 20  # seconds: an absolute bound on every test doing real process I/O
 

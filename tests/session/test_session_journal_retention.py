@@ -13,7 +13,8 @@ import trio.testing
 
 from protocol.errors import StaleResponse
 from protocol.shapes import TurnCompleted, TurnWaiting
-from robotad.session import journal_retention, recoverable
+from robotad.session.recovery import recoverable
+from robotad.session.recovery import retention as journal_retention
 from robotad.session.session import Session
 from robotad.storage.journal import JournalRecord, StartedRecord
 from robotad.storage.journal_testing import MemoryJournal, of_kind

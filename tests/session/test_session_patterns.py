@@ -7,13 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import InvalidParams
-from robotad.session.patterns import (
+from robotad.agent.tool import ToolProfile
+from robotad.session.permissions.patterns import (
     compile_rule,
     escape_pattern_text,
     parse_rule,
     parse_rules,
 )
-from robotad.tools.base import ToolProfile
 
 READ = ToolProfile("inspect", "file_path", "path")
 BASH = ToolProfile("execute", "command", "command")

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import InvalidParams, NotAllowed, TransitionRefused
-from robotad.session.consent import consent_pattern
-from robotad.session.permissions import MODE_TABLE, PermissionEnforcer, PermissionMode
-from robotad.tools.base import Risk, ToolProfile
+from robotad.agent.tool import Risk, ToolProfile
+from robotad.session.permissions.consent import consent_pattern
+from robotad.session.permissions.enforcer import MODE_TABLE, PermissionEnforcer, PermissionMode
 
 PROFILES = {
     "Read": ToolProfile("inspect", "file_path", "path"),

@@ -12,7 +12,7 @@ import trio.testing
 from protocol.errors import ExecutionPending, InternalError, StaleResponse, TurnAborted
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
-from robotad.session.recoverable import ReconciliationFailed
+from robotad.session.recovery.recoverable import ReconciliationFailed
 from robotad.session.session import Session
 from robotad.storage.journal_testing import FaultyJournal, MemoryJournal, of_kind, once
 from robotad.tools import builtin_tools

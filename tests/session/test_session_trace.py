@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from robotad.session.trace import TraceContext
+from robotad.session.hooks.trace import TraceContext
 
 
 def test_root_and_child_spans() -> None:

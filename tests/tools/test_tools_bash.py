@@ -12,9 +12,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robotad.agent.tool import ToolContext
 from robotad.tools import BashTool
 from robotad.tools import bash as bash_module
-from robotad.tools.base import ToolContext
 from robotad.tools.bash import MAX_OUTPUT_CHARS, OutputCapture
 from tests.tools.tool_calls import call, is_running
 

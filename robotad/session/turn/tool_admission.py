@@ -40,14 +40,14 @@ import trio
 from protocol.errors import NotAllowed
 from protocol.shapes import ApprovalRequest, ToolCall, new_id
 from robotad.agent.gate import Admission, Admit, Park, Refuse
-from robotad.session.classifier import AutoModeGate
-from robotad.session.lifecycle import HookLifecycle
-from robotad.session.permissions import PermissionEnforcer
+from robotad.agent.tool import Tool, ToolResult
+from robotad.session.hooks.lifecycle import HookLifecycle
+from robotad.session.permissions.classifier import AutoModeGate
+from robotad.session.permissions.enforcer import PermissionEnforcer
 from robotad.session.ports import ApprovalAnswer, PermissionHandler
 from robotad.session.reporting import SessionReporter
-from robotad.session.turn_context import TurnContext
+from robotad.session.turn.work import TurnContext
 from robotad.storage.spill import SpillError, SpillStore
-from robotad.tools.base import Tool, ToolResult
 
 __all__ = [
     "DEFAULT_SPILL_THRESHOLD",

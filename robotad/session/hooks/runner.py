@@ -1,6 +1,6 @@
 """Claude-Code-compatible command hooks: execution and verdicts.
 
-The configuration is parsed by `robotad.session.hook_config`. Each matching hook runs through
+The configuration is parsed by `robotad.session.hooks.config`. Each matching hook runs through
 the executor registered for its type; a ``command`` hook runs ``/bin/sh -c COMMAND`` in the
 session's cwd (G-103) as the leader of a new process group, with the JSON input on stdin
 (``session_id``, ``cwd``, ``hook_event_name`` and the event's own fields, Claude Code's names),
@@ -30,8 +30,13 @@ import msgspec
 import trio
 from msgspec import Struct
 
-from robotad.session.hook_config import MATCH_FIELD, HooksConfig, HookSpec
-from robotad.session.shell import OUTPUT_LIMIT, ShellFailure, child_environment, run_shell_command
+from robotad.session.hooks.config import MATCH_FIELD, HooksConfig, HookSpec
+from robotad.session.hooks.shell import (
+    OUTPUT_LIMIT,
+    ShellFailure,
+    child_environment,
+    run_shell_command,
+)
 
 __all__ = [
     "CommandExecutor",

@@ -28,9 +28,9 @@ from typing import Any
 import msgspec
 
 from robotad.agent.provider import ModelReply, ModelRequest
-from robotad.session.hooks import HookFailure, HookRunner, HookVerdict, model_call_input
+from robotad.session.hooks.runner import HookFailure, HookRunner, HookVerdict, model_call_input
 from robotad.session.reporting import SessionReporter
-from robotad.session.turn_context import TurnContext
+from robotad.session.turn.work import TurnContext
 
 __all__ = ["HookLifecycle"]
 

@@ -29,7 +29,7 @@ from robotad.storage.journal import ExecutionJournal
 
 __all__ = ["JOURNALS_KEPT", "JournalRetention"]
 
-logger = logging.getLogger("robotad.session.journal_retention")
+logger = logging.getLogger("robotad.session.recovery.retention")
 
 #: Settled executions with approvals whose journal a retiring session keeps.
 JOURNALS_KEPT = 64

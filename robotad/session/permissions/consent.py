@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from protocol.errors import InvalidParams
-from robotad.session.hazards import split_compound
-from robotad.session.patterns import escape_pattern_text, parse_rule, url_host
-from robotad.tools.base import ToolProfile
+from robotad.agent.tool import ToolProfile
+from robotad.session.permissions.hazards import split_compound
+from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
 
 __all__ = ["consent_pattern"]
 

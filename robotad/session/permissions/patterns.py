@@ -28,7 +28,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from protocol.errors import InvalidParams, Issue
-from robotad.tools.base import ToolProfile
+from robotad.agent.tool import ToolProfile
 
 __all__ = [
     "ANY_TOOL",

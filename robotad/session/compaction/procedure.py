@@ -1,7 +1,7 @@
 """The session's compaction procedure: hooks, events, log, abort and the all-or-nothing apply.
 
 `CompactionProcedure.run` summarises the conversation with the session's current provider
-(`robotad.session.compaction.Compactor`) and applies the summary, or changes nothing:
+(`robotad.session.compaction.summary.Compactor`) and applies the summary, or changes nothing:
 
 - nothing but system messages: a no-op — ``compacted: false``, no hook, no event, no log entry
   (G-183, G-184);
@@ -29,7 +29,7 @@ import trio
 
 from protocol.errors import CompactionAborted, CompactionFailed
 from robotad.agent.provider import Provider
-from robotad.session.compaction import (
+from robotad.session.compaction.summary import (
     DEFAULT_SUMMARY_TEMPLATE,
     CompactionError,
     CompactionNoOp,
@@ -37,14 +37,14 @@ from robotad.session.compaction import (
     Compactor,
 )
 from robotad.session.conversation import Conversation
-from robotad.session.lifecycle import HookLifecycle
+from robotad.session.hooks.lifecycle import HookLifecycle
 from robotad.session.ports import CompactOutcome
 from robotad.session.reporting import SessionReporter
-from robotad.session.turn_context import TurnContext
+from robotad.session.turn.work import TurnContext
 
 __all__ = ["CompactionProcedure"]
 
-logger = logging.getLogger("robotad.session.compaction")
+logger = logging.getLogger("robotad.session.compaction.summary")
 
 Trigger = Literal["manual", "auto"]
 

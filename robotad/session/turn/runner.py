@@ -52,16 +52,16 @@ from robotad.agent.loop import (
 )
 from robotad.agent.observations import EventBus
 from robotad.agent.provider import ModelReply, ModelRequest, Provider, ToolChoice
-from robotad.session.compacting import CompactionProcedure
-from robotad.session.context import should_auto_compact
+from robotad.agent.tool import Tool, ToolContext
+from robotad.session.compaction.procedure import CompactionProcedure
+from robotad.session.context_window import should_auto_compact
 from robotad.session.conversation import Conversation
-from robotad.session.lifecycle import HookLifecycle
+from robotad.session.hooks.lifecycle import HookLifecycle
 from robotad.session.reporting import SessionReporter, logged_request
-from robotad.session.tool_gate import GatePolicy, GateServices, SessionToolGate
-from robotad.session.turn_context import TurnContext
+from robotad.session.turn.tool_admission import GatePolicy, GateServices, SessionToolGate
+from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
 from robotad.storage.journal import JournalError
-from robotad.tools.base import Tool, ToolContext
 
 __all__ = ["TurnRunner", "TurnServices"]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import trio
 
 from robotad.agent.abort import AbortSignal
-from robotad.session.hooks import HookFailure
-from robotad.session.trace import TraceContext
-from robotad.session.turn_claim import ClaimToken
+from robotad.session.hooks.runner import HookFailure
+from robotad.session.hooks.trace import TraceContext
+from robotad.session.turn.claim import ClaimToken
 
 __all__ = ["TurnContext"]
 

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, Protocol
 import msgspec
 from msgspec import Struct
 
-from robotad.session.shell import ShellFailure, child_environment, run_shell_command
+from robotad.session.hooks.shell import ShellFailure, child_environment, run_shell_command
 
 __all__ = [
     "AutoModeGate",

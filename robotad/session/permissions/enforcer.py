@@ -44,13 +44,14 @@ from msgspec import Struct
 
 from protocol.errors import InvalidParams, Issue, NotAllowed, TransitionRefused
 from protocol.shapes import PermissionMode, utc_now
-from robotad.session.consent import consent_pattern
-from robotad.session.hazards import (
+from robotad.agent.tool import ArgumentError, Risk, ToolProfile
+from robotad.session.permissions.consent import consent_pattern
+from robotad.session.permissions.hazards import (
     ProtectedPaths,
     is_critical_removal,
     split_compound,
 )
-from robotad.session.patterns import (
+from robotad.session.permissions.patterns import (
     ANY_TOOL,
     WILDCARD,
     Matcher,
@@ -59,7 +60,6 @@ from robotad.session.patterns import (
     parse_rule,
     parse_rules,
 )
-from robotad.tools.base import ArgumentError, Risk, ToolProfile
 from robotad.tools.paths import canonical_path
 
 __all__ = [

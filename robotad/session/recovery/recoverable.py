@@ -53,18 +53,18 @@ from protocol.shapes import Message, Pending, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.loop import CompletedTurn, ParkedTurn, open_calls
 from robotad.agent.provider import Provider, ToolChoice
 from robotad.session.conversation import Conversation
-from robotad.session.execution import (
+from robotad.session.recovery.execution_state import (
     Execution,
     JournalBarrier,
     ParkingApprover,
     StaleAnswer,
     journaled_after,
 )
-from robotad.session.journal_retention import JournalRetention
+from robotad.session.recovery.retention import JournalRetention
 from robotad.session.reporting import SessionReporter
-from robotad.session.tool_gate import GatePolicy
-from robotad.session.turn_context import TurnContext
-from robotad.session.turn_runner import TurnRunner
+from robotad.session.turn.runner import TurnRunner
+from robotad.session.turn.tool_admission import GatePolicy
+from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
 from robotad.storage.journal import (
     ExecutionJournal,
@@ -77,7 +77,7 @@ from robotad.storage.journal import (
 
 __all__ = ["ReconciliationFailed", "RecoverableExecutions"]
 
-logger = logging.getLogger("robotad.session.recoverable")
+logger = logging.getLogger("robotad.session.recovery.recoverable")
 
 #: Settled executions remembered in memory (older ones are read back from their journal).
 SETTLED_KEPT = 16

@@ -1,0 +1,33 @@
+"""Why robotactl has no connection to robotad: the errors `connection` and `autostart` raise.
+
+Their messages are for a person; `socket_path` says where robotactl looked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["DaemonNotRunning", "DaemonStartFailed", "DaemonUnavailable"]
+
+
+class DaemonUnavailable(Exception):
+    """No connection to robotad at `socket_path`; the message says why, for a person."""
+
+    def __init__(self, message: str, socket_path: Path) -> None:
+        super().__init__(message)
+        self.socket_path = socket_path
+
+
+class DaemonNotRunning(DaemonUnavailable):
+    """Nothing listens at the socket and autostart is off."""
+
+    def __init__(self, socket_path: Path) -> None:
+        super().__init__(
+            f"robotad is not running at {socket_path} "
+            "(start it with `robotad` or drop --no-autostart)",
+            socket_path,
+        )
+
+
+class DaemonStartFailed(DaemonUnavailable):
+    """robotactl started robotad (or waited for another client to), and it never served."""
