@@ -35,6 +35,7 @@ __all__ = [
     "UnsetType",
     "Usage",
     "UtcDatetime",
+    "format_timestamp",
     "new_id",
     "utc_now",
 ]
@@ -50,6 +51,11 @@ def utc_now() -> datetime:
     """Now, in UTC, at millisecond precision (what the wire carries)."""
     now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def format_timestamp(instant: datetime) -> str:
+    """`instant` as the wire writes it: ISO-8601 UTC ending in ``Z``, as msgspec encodes it."""
+    return msgspec.json.encode(instant.astimezone(UTC)).decode()[1:-1]
 
 
 def new_id(prefix: str = "") -> str:

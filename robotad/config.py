@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -152,10 +153,19 @@ def config_path() -> Path:
     return Path(override) if override else xdg_config_home() / "robota" / "config.toml"
 
 
-def state_dir() -> Path:
-    """``ROBOTA_STATE_DIR`` (the state folder itself), else ``$XDG_STATE_HOME/robota``."""
-    override = os.environ.get("ROBOTA_STATE_DIR")
-    return Path(override) if override else xdg_state_home() / "robota"
+def state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``ROBOTA_STATE_DIR`` (the state folder itself), else ``$XDG_STATE_HOME/robota``.
+
+    The one definition of the state folder (PROTOCOL.md §8); `environ` defaults to the process's.
+    """
+    env = os.environ if environ is None else environ
+    override = env.get("ROBOTA_STATE_DIR")
+    if override:
+        return Path(override)
+    xdg = env.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "robota"
+    return xdg_state_home() / "robota"
 
 
 def runtime_dir() -> Path:

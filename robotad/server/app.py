@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import msgspec
-
+from protocol.methods import DaemonSessionCounts
 from protocol.peer import Router
 
 __all__ = [
@@ -33,12 +32,8 @@ __all__ = [
 ]
 
 
-class SessionCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``daemon/status``'s ``sessions`` member: loaded, running a turn, waiting for approval."""
-
-    loaded: int = 0
-    running: int = 0
-    waiting: int = 0
+#: ``daemon/status``'s ``sessions`` member, as the protocol defines it.
+SessionCounts = DaemonSessionCounts
 
 
 class Application(Protocol):
@@ -84,7 +79,7 @@ class StandaloneApplication:
     router: Router = field(default_factory=Router)
 
     def session_counts(self) -> SessionCounts:
-        return SessionCounts()
+        return SessionCounts(loaded=0, running=0, waiting=0)
 
     async def on_shutdown(self, grace: float) -> None:
         return None

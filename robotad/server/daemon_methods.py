@@ -16,29 +16,35 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from msgspec import UNSET, Struct, UnsetType
 
-from protocol.methods import PROTOCOL_VERSION, Empty, ShutdownParams
+from protocol.methods import (
+    PROTOCOL_VERSION,
+    DaemonCapabilities,
+    DaemonStatus,
+    Empty,
+    InitializeResult,
+    OkResult,
+    ServerInfo,
+    ShutdownParams,
+)
 from protocol.peer import CallContext, Router
-from robotad.server.app import Application, SessionCounts
+from protocol.shapes import format_timestamp
+from robotad.server.app import Application
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
     "PROTOCOL_VERSION",
     "DaemonInfo",
-    "DaemonStatus",
     "InitializeParams",
-    "InitializeResult",
-    "ShutdownResult",
     "daemon_version",
     "register_daemon_methods",
-    "state_dir_from_environ",
 ]
 
 #: The grace a shutdown by signal gives running turns: what ``daemon/shutdown`` gives by default.
@@ -65,38 +71,6 @@ class InitializeParams(Struct, rename="camel", frozen=True):
     """
 
     client_info: ClientInfo | UnsetType = UNSET
-
-
-# -- results --------------------------------------------------------------------------------
-
-
-class ServerInfo(Struct, frozen=True):
-    name: str
-    version: str
-
-
-class Capabilities(Struct, frozen=True):
-    framings: list[str]
-
-
-class InitializeResult(Struct, rename="camel", frozen=True):
-    protocol_version: int
-    server_info: ServerInfo
-    capabilities: Capabilities
-
-
-class DaemonStatus(Struct, rename="camel", frozen=True):
-    version: str
-    protocol_version: int
-    pid: int
-    started_at: datetime
-    socket_path: str
-    state_dir: str
-    sessions: SessionCounts
-
-
-class ShutdownResult(Struct, frozen=True):
-    ok: Literal[True] = True
 
 
 # -- the daemon's facts ---------------------------------------------------------------------
@@ -127,20 +101,6 @@ def daemon_version() -> str:
         return "0+unknown"
 
 
-def state_dir_from_environ(environ: Mapping[str, str] | None = None) -> Path:
-    """``ROBOTA_STATE_DIR``, else ``$XDG_STATE_HOME/robota`` (PROTOCOL.md §8)."""
-    env = os.environ if environ is None else environ
-    explicit = env.get("ROBOTA_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = env.get("XDG_STATE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "robota"
-    from xdg_base_dirs import xdg_state_home
-
-    return xdg_state_home() / "robota"
-
-
 # -- registration ---------------------------------------------------------------------------
 
 
@@ -157,7 +117,7 @@ def register_daemon_methods(
     initialize_result = InitializeResult(
         protocol_version=PROTOCOL_VERSION,
         server_info=ServerInfo(name="robotad", version=info.version),
-        capabilities=Capabilities(framings=list(FRAMINGS)),
+        capabilities=DaemonCapabilities(framings=list(FRAMINGS)),
     )
 
     @router.method("initialize", InitializeParams, inline=True)
@@ -170,14 +130,14 @@ def register_daemon_methods(
             version=info.version,
             protocol_version=PROTOCOL_VERSION,
             pid=info.pid,
-            started_at=info.started_at,
+            started_at=format_timestamp(info.started_at),
             socket_path=info.socket_path,
             state_dir=os.fspath(info.state_dir),
             sessions=app.session_counts(),
         )
 
     @router.method("daemon/shutdown", ShutdownParams, inline=False)
-    async def shutdown(params: ShutdownParams, ctx: CallContext) -> ShutdownResult:
+    async def shutdown(params: ShutdownParams, ctx: CallContext) -> OkResult:
         # float(): an absent graceSeconds decodes to the protocol's default, the literal 10.
         request_shutdown(float(params.grace_seconds))
-        return ShutdownResult()
+        return OkResult()

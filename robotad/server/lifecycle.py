@@ -34,6 +34,7 @@ import trio
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
+from robotad.config import state_dir
 from robotad.log import fields
 from robotad.server import allocator
 from robotad.server.app import ApplicationFactory, DaemonContext, standalone_application
@@ -42,7 +43,6 @@ from robotad.server.daemon_methods import (
     DaemonInfo,
     daemon_version,
     register_daemon_methods,
-    state_dir_from_environ,
 )
 from robotad.server.listener import Listener, ListenerError, activated_listener, bind_listener
 from robotad.server.lock import LOCK_NAME, AlreadyRunning, InstanceLock
@@ -98,7 +98,7 @@ async def serve_daemon(
         listener = _open_listener(settings, env, cleanup)
         socket_name = _socket_name(listener)
         context = DaemonContext(
-            state_dir=state_dir_from_environ(env),
+            state_dir=state_dir(env),
             socket_path=socket_name,
             event_buffer=settings.event_buffer,
             trace=settings.trace,

@@ -41,7 +41,6 @@ from .session_log import (
     LogProblem,
     LogSink,
     LogSource,
-    NullSessionLogger,
     SessionLogger,
     decode_log,
 )
@@ -71,7 +70,6 @@ __all__ = [
     "LogSink",
     "LogSource",
     "Missing",
-    "NullSessionLogger",
     "Permissions",
     "PromptEntry",
     "PromptHistory",

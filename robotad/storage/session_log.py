@@ -50,7 +50,6 @@ __all__ = [
     "LogProblem",
     "LogSink",
     "LogSource",
-    "NullSessionLogger",
     "SessionLogger",
     "decode_lines",
     "decode_log",
@@ -152,16 +151,6 @@ class SessionLogger:
             }
         )
         self._sink.append(line)
-
-
-class NullSessionLogger(SessionLogger):
-    """A logger that writes nothing (a session without a log)."""
-
-    def __init__(self) -> None:
-        pass
-
-    def log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
-        """Discard the event."""
 
 
 # -- reading --------------------------------------------------------------------------------

@@ -62,7 +62,9 @@ class ProbeApp:
     gates: dict[str, trio.Event] = field(default_factory=dict)
     cancelled: dict[str, trio.Event] = field(default_factory=dict)
     shutdown_graces: list[float] = field(default_factory=list)
-    counts: SessionCounts = field(default_factory=SessionCounts)
+    counts: SessionCounts = field(
+        default_factory=lambda: SessionCounts(loaded=0, running=0, waiting=0)
+    )
 
     def __post_init__(self) -> None:
         router = self.router

@@ -22,9 +22,9 @@ from robotad.agent.loop import open_calls
 from robotad.agent.observations import Observation
 from robotad.session.session import Session
 from robotad.storage.journal import ExecutionJournal, JournalRecord, StartedRecord
-from robotad.storage.journal_testing import MemoryJournal, RecordPredicate, of_kind
 from robotad.storage.session_log import SessionLogger
 from robotad.tools import builtin_tools
+from tests.journal_fakes import MemoryJournal, RecordPredicate, of_kind
 from tests.session.session_harness import (
     LIMIT,
     MemoryStore,

@@ -17,8 +17,8 @@ from robotad.session.recovery import recoverable
 from robotad.session.recovery import retention as journal_retention
 from robotad.session.session import Session
 from robotad.storage.journal import JournalRecord, StartedRecord
-from robotad.storage.journal_testing import MemoryJournal, of_kind
 from robotad.tools import builtin_tools
+from tests.journal_fakes import MemoryJournal, of_kind
 from tests.session.session_harness import (
     LIMIT,
     MemoryStore,

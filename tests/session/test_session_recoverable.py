@@ -14,8 +14,8 @@ from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
 from robotad.session.recovery.recoverable import ReconciliationFailed
 from robotad.session.session import Session
-from robotad.storage.journal_testing import FaultyJournal, MemoryJournal, of_kind, once
 from robotad.tools import builtin_tools
+from tests.journal_fakes import FaultyJournal, MemoryJournal, of_kind, once
 from tests.session.session_harness import (
     LIMIT,
     Events,

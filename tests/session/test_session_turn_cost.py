@@ -26,10 +26,10 @@ from robotad.agent.provider import ModelRequest, ToolSchema
 from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.session.reporting import logged_request
 from robotad.storage.journal import FileExecutionJournal
-from robotad.storage.journal_testing import FaultyJournal, MemoryJournal
 from robotad.storage.log_files import FileLogSource
 from robotad.storage.log_replay import replay_history, validate_log
 from robotad.tools import builtin_tools
+from tests.journal_fakes import FaultyJournal, MemoryJournal
 from tests.session.session_harness import LIMIT, FileLog, MemoryStore, new_session, scripted
 
 

@@ -19,7 +19,7 @@ from robotad.storage.journal import (
     JournalWriteError,
     ReplyRecord,
 )
-from robotad.storage.journal_testing import FaultyJournal, MemoryJournal, of_kind, once
+from tests.journal_fakes import FaultyJournal, MemoryJournal, of_kind, once
 
 from .journal_samples import SESSION, every_kind, request, response, started
 

@@ -1,7 +1,6 @@
 """Journals for tests of the layers above the journal: in memory, and with injected faults.
 
-Ships with the package so the Session's and the manager's tests can use it; nothing in the
-daemon imports it.
+The Session's and the storage tests use them; the daemon never does.
 
 - `MemoryJournal` keeps records in a dict with exactly the port semantics of
   `FileExecutionJournal`: idempotent by id (`timestamp` ignored), `JournalConflict` for a
@@ -30,7 +29,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from .journal import (
+from robotad.storage.journal import (
     ExecutionJournal,
     JournalConflict,
     JournalCorrupt,
