@@ -148,9 +148,9 @@ class DaemonCapabilities(_Result, frozen=True):
 
 
 class InitializeResult(_Result, frozen=True):
+    protocol_version: int
     server_info: ServerInfo
     capabilities: DaemonCapabilities
-    protocol_version: int = PROTOCOL_VERSION
 
 
 class DaemonSessionCounts(_Result, frozen=True):
@@ -163,12 +163,12 @@ class DaemonStatus(_Result, frozen=True):
     """``daemon/status`` result. `startedAt` is ISO-8601 UTC ending in ``Z``."""
 
     version: str
+    protocol_version: int
     pid: int
     started_at: str
     socket_path: str
     state_dir: str
     sessions: DaemonSessionCounts
-    protocol_version: int = PROTOCOL_VERSION
 
 
 class ShutdownParams(_Params, frozen=True):

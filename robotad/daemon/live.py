@@ -19,12 +19,13 @@ import hashlib
 import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 import trio
 
-from protocol.shapes import Pending, utc_now
+from protocol.methods import CompactResult
+from protocol.shapes import Pending, TurnCompleted, TurnWaiting, utc_now
 from robotad.daemon.events import EventHub
 from robotad.daemon.turns import TurnRegistry
 from robotad.session.ports import SessionSnapshot
@@ -37,15 +38,28 @@ __all__ = [
     "LiveSession",
     "RecordWriter",
     "Subscriber",
-    "TurnOutcome",
+    "Work",
+    "WorkKind",
+    "WorkOutcome",
     "iso_now",
 ]
 
 log = logging.getLogger("robotad.daemon")
 _encoder = msgspec.json.Encoder()
 
-#: What a turn (run or resume) settles with in the turn registry.
-TurnOutcome = Any
+#: What work the manager started settles with in the session's registry.
+WorkOutcome = TurnCompleted | TurnWaiting | CompactResult
+#: What that work is: a turn (`session/run`), a resume, or a compaction.
+WorkKind = Literal["turn", "resume", "compaction"]
+
+
+@dataclass(eq=False)
+class Work:
+    """Work the manager started on a session and has not yet seen end."""
+
+    id: str
+    kind: WorkKind
+    done: trio.Event = field(default_factory=trio.Event)
 
 
 class Subscriber(Hashable, Protocol):
@@ -123,14 +137,14 @@ class LiveSession:
     writer: RecordWriter
     #: The session's execution journal (opened when the session is activated).
     journal: FileExecutionJournal
-    turns: TurnRegistry[TurnOutcome]
+    turns: TurnRegistry[WorkOutcome]
     #: Set once the hub's delivery tasks have all ended (after `EventHub.close`).
     hub_done: trio.Event = field(default_factory=trio.Event)
     last_used: float = field(default_factory=trio.current_time)
     #: Set once a close or unload began: the session takes no new work.
     closing: bool = False
-    #: Work the manager started on this session (turn id, or a label) and not yet seen end.
-    work: dict[str, trio.Event] = field(default_factory=dict)
+    #: Work the manager started on this session and has not yet seen end, by id.
+    work: dict[str, Work] = field(default_factory=dict)
 
     @property
     def session_id(self) -> str:
@@ -148,19 +162,28 @@ class LiveSession:
         """Whether anything runs: work the manager started, or the Session's own claim."""
         return bool(self.work) or self.session.is_running()
 
-    def begin(self, label: str) -> trio.Event:
-        """Record the start of manager-started work; `end(label)` records its end."""
-        done = trio.Event()
-        self.work[label] = done
-        return done
+    def begin(self, work_id: str, kind: WorkKind) -> Work:
+        """Record the start of manager-started work; `end(work_id)` records its end. Only
+        `SessionManager.admit` calls this: admission and the record of it are one step."""
+        work = self.work[work_id] = Work(work_id, kind)
+        return work
 
-    def end(self, label: str) -> None:
-        done = self.work.pop(label, None)
-        if done is not None:
-            done.set()
+    def end(self, work_id: str) -> None:
+        work = self.work.pop(work_id, None)
+        if work is not None:
+            work.done.set()
         self.touch()
+
+    def holder_turn_id(self) -> str | None:
+        """The turn id `SessionBusy` names: the Session's current turn, else a turn the
+        manager started and has not seen begin, else None (a compaction, resume or direct
+        execution)."""
+        current = self.session.current_turn_id
+        if current is not None:
+            return current
+        return next((w.id for w in self.work.values() if w.kind == "turn"), None)
 
     async def wait_idle(self) -> None:
         """Return once no work the manager started is left (at once when there is none)."""
         while self.work:
-            await next(iter(self.work.values())).wait()
+            await next(iter(self.work.values())).done.wait()

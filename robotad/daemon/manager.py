@@ -47,6 +47,7 @@ import trio
 from msgspec import UNSET
 
 from protocol.errors import (
+    ExecutionPending,
     NotAllowed,
     RecordCorrupt,
     RecordUnsupported,
@@ -60,7 +61,15 @@ from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.events import DEFAULT_BUFFER_SIZE, EventHub
 from robotad.daemon.info import newest_first, session_info, session_summary
 from robotad.daemon.keyed_locks import KeyedLocks
-from robotad.daemon.live import EventForwarder, LiveSession, RecordWriter, TurnOutcome, iso_now
+from robotad.daemon.live import (
+    EventForwarder,
+    LiveSession,
+    RecordWriter,
+    Work,
+    WorkKind,
+    WorkOutcome,
+    iso_now,
+)
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
 from robotad.storage.ids import validate_session_id
@@ -70,7 +79,7 @@ from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
 from robotad.storage.store import FileSessionStore, LoadOutcome, Missing
 
-__all__ = ["DEFAULT_IDLE_UNLOAD_SECONDS", "SessionManager", "holder_turn_id"]
+__all__ = ["DEFAULT_IDLE_UNLOAD_SECONDS", "SessionManager"]
 
 log = logging.getLogger("robotad.daemon")
 
@@ -112,7 +121,7 @@ class SessionManager:
         self._locks = KeyedLocks()
         # Turn registries of recently unloaded sessions (a live one holds its own), so a turnId
         # keeps its meaning across an idle unload.
-        self._parked_turns: OrderedDict[str, TurnRegistry[TurnOutcome]] = OrderedDict()
+        self._parked_turns: OrderedDict[str, TurnRegistry[WorkOutcome]] = OrderedDict()
         self._next_seq: dict[str, int] = {}
         self._closing = False
 
@@ -285,13 +294,22 @@ class SessionManager:
         waiting = sum(1 for live in lives if live.pending() is not None)
         return len(lives), running, waiting
 
-    def refuse_new_work(self, live: LiveSession) -> None:
-        """Raise unless `live` may start a turn, resume or compaction now: the daemon is not
-        shutting down, nothing runs (`SessionBusy`) and nothing waits (`ExecutionPending` is
-        the Session's to raise, with its own ids)."""
+    def admit(self, live: LiveSession, kind: WorkKind, work_id: str) -> Work:
+        """The one answer to "may this work start on `live` now", and its record when it may.
+
+        Refused while the daemon shuts down (`NotAllowed`), while anything runs on the session
+        (`SessionBusy` naming the holder's turn) and, for a new turn, while an execution waits
+        for approval (`ExecutionPending`). Admitted work is recorded at once (no checkpoint
+        between the check and the record); the caller ends it with ``live.end(work_id)``.
+        """
         self._refuse_if_closing()
         if live.busy:
-            raise SessionBusy(live.session_id, holder_turn_id(live))
+            raise SessionBusy(live.session_id, live.holder_turn_id())
+        if kind == "turn":
+            pending = live.pending()
+            if pending is not None:
+                raise ExecutionPending(live.session_id, pending.execution_id)
+        return live.begin(work_id, kind)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -468,18 +486,6 @@ async def _run_hub(hub: EventHub, done: trio.Event, *, task_status: trio.TaskSta
         await hub.run(task_status=task_status)
     finally:
         done.set()
-
-
-def holder_turn_id(live: LiveSession) -> str | None:
-    """The turn id `SessionBusy` names: the Session's current turn, else a turn the manager
-    started and has not seen begin, else None (a compaction or direct execution)."""
-    current = live.session.current_turn_id
-    if current is not None:
-        return current
-    for label in live.work:
-        if not label.startswith("~"):
-            return label
-    return None
 
 
 def _valid(session_id: str, outcome: LoadOutcome) -> SessionRecord:

@@ -25,15 +25,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import msgspec
 import trio
 from msgspec import UNSET
 
 from protocol.errors import (
-    ExecutionPending,
     InternalError,
+    NotAllowed,
     SessionBusy,
 )
 from protocol.events import EVENT_METHOD
@@ -67,8 +68,9 @@ from protocol.shapes import (
 from robotad.agent.provider import NamedTool, ToolChoice
 from robotad.daemon.fork import fork_history
 from robotad.daemon.info import session_info
-from robotad.daemon.live import LiveSession, Subscriber, iso_now
-from robotad.daemon.manager import SessionManager, holder_turn_id
+from robotad.daemon.live import LiveSession, Subscriber, WorkKind, WorkOutcome, iso_now
+from robotad.daemon.manager import SessionManager
+from robotad.daemon.turns import Turn
 from robotad.log import fields
 from robotad.storage.artifact import export_artifact, import_artifact, redact_sensitive
 from robotad.storage.ids import validate_session_id
@@ -78,6 +80,9 @@ from robotad.storage.record import ForkedFrom, SessionRecord
 from robotad.storage.store import SESSION_OWNED
 
 __all__ = ["SessionOperations"]
+
+#: What a piece of manager-held work returns.
+W = TypeVar("W", TurnCompleted | TurnWaiting, CompactResult)
 
 log = logging.getLogger("robotad.daemon")
 
@@ -91,7 +96,7 @@ class SessionOperations:
         self.manager = manager
         # In-flight resumes by (session, execution, answers): an identical delivery that
         # arrives while one runs attaches to it instead of being refused as busy (G-084).
-        self._resuming: dict[tuple[str, str, bytes], Any] = {}
+        self._resuming: dict[tuple[str, str, bytes], Turn[WorkOutcome]] = {}
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -110,7 +115,7 @@ class SessionOperations:
         source_id = params.session_id
         live = await self.manager.session(source_id)
         if live.busy:
-            raise SessionBusy(source_id, holder_turn_id(live))
+            raise SessionBusy(source_id, live.holder_turn_id())
         at = params.at_message_id if params.at_message_id is not UNSET else None
         forked = fork_history(source_id, live.session.get_history(), at, live.session.turn_count)
         snapshot = live.session.snapshot()
@@ -143,16 +148,13 @@ class SessionOperations:
         turn_id = params.turn_id if params.turn_id is not UNSET else new_id("turn-")
         turn = live.turns.get(turn_id)
         if turn is None:
-            self.manager.refuse_new_work(live)
-            pending = live.pending()
-            if pending is not None:
-                raise ExecutionPending(live.session_id, pending.execution_id)
-            live.begin(turn_id)
+            self.manager.admit(live, "turn", turn_id)
             turn = live.turns.start(turn_id, lambda: self._turn(live, params, turn_id))
         if not params.wait:
-            return turn.outcome() if turn.done else TurnRunning(turn_id=turn_id)
-        outcome: RunOutcome = await turn.wait()
-        return outcome
+            return (
+                _turn_result(turn_id, turn.outcome()) if turn.done else TurnRunning(turn_id=turn_id)
+            )
+        return _turn_result(turn_id, await turn.wait())
 
     async def _turn(
         self, live: LiveSession, params: RunParams, turn_id: str
@@ -200,9 +202,7 @@ class SessionOperations:
         key = (live.session_id, params.execution_id, answers)
         running = self._resuming.get(key)
         if running is not None:
-            attached: RunOutcome = await running.wait()
-            return attached
-        self.manager.refuse_new_work(live)
+            return _turn_result(params.execution_id, await running.wait())
 
         async def work() -> TurnCompleted | TurnWaiting:
             try:
@@ -212,7 +212,7 @@ class SessionOperations:
             finally:
                 self._resuming.pop(key, None)
 
-        outcome: RunOutcome = await self._spawn(live, "~resume-", work, track=key)
+        outcome: RunOutcome = await self._spawn(live, "resume", work, track=key)
         return outcome
 
     async def abort(self, session_id: str) -> bool:
@@ -243,7 +243,6 @@ class SessionOperations:
         live = await self.manager.session(params.session_id)
         if caller is not None:
             self._attach(live, caller)
-        self.manager.refuse_new_work(live)
         instructions = params.instructions if params.instructions is not UNSET else None
 
         async def work() -> CompactResult:
@@ -252,33 +251,34 @@ class SessionOperations:
                 compacted=outcome.compacted, before=outcome.before, after=outcome.after
             )
 
-        result: CompactResult = await self._spawn(live, "~compact-", work)
+        result: CompactResult = await self._spawn(live, "compaction", work)
         return result
 
     async def _spawn(
         self,
         live: LiveSession,
-        prefix: str,
-        work: Any,
+        kind: WorkKind,
+        work: Callable[[], Awaitable[W]],
         *,
         track: tuple[str, str, bytes] | None = None,
-    ) -> Any:
-        """Run `work` as the session's manager-held work in the manager's nursery (it outlives
-        its requester) and wait for its outcome; with `track`, identical requests arriving
-        meanwhile find it in `_resuming`."""
-        label = prefix + new_id()
-        live.begin(label)
+    ) -> W:
+        """Admit `work` (`SessionManager.admit`), run it as the session's manager-held work in
+        the manager's nursery (it outlives its requester) and wait for its outcome; with
+        `track`, identical requests arriving meanwhile find it in `_resuming`."""
+        work_id = new_id(f"{kind}-")
+        self.manager.admit(live, kind, work_id)
 
-        async def body() -> Any:
+        async def body() -> WorkOutcome:
             try:
                 return await work()
             finally:
-                live.end(label)
+                live.end(work_id)
 
-        turn = live.turns.start(label, body)
+        turn = live.turns.start(work_id, body)
         if track is not None and not turn.done:
             self._resuming[track] = turn
-        return await turn.wait()
+        outcome: W = await turn.wait()  # type: ignore[assignment]
+        return outcome
 
     # -- events ----------------------------------------------------------------------------
 
@@ -434,3 +434,10 @@ def _tool_choice(choice: Any) -> ToolChoice | None:
     if isinstance(choice, str):
         return choice  # type: ignore[return-value]
     return NamedTool(name=choice.name)
+
+
+def _turn_result(work_id: str, outcome: WorkOutcome) -> TurnCompleted | TurnWaiting:
+    """A turn's or resume's outcome; a ``turnId`` naming a compaction is not a turn."""
+    if isinstance(outcome, CompactResult):
+        raise NotAllowed(f"{work_id!r} names a compaction, not a turn")
+    return outcome

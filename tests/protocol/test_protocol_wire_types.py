@@ -39,10 +39,11 @@ SAMPLES: list[Any] = [
     methods.InitializeParams(methods.ClientInfo("robotactl", "0.1.0")),
     methods.InitializeParams(),
     methods.InitializeResult(
-        methods.ServerInfo("0.1.0"), methods.DaemonCapabilities(["ndjson", "content-length"])
+        1, methods.ServerInfo("0.1.0"), methods.DaemonCapabilities(["ndjson", "content-length"])
     ),
     methods.DaemonStatus(
         "0.1.0",
+        1,
         42,
         "2024-01-01T00:00:00Z",
         "/run/robota/robotad.sock",
