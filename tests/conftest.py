@@ -1,7 +1,10 @@
-"""Suite-wide isolation: no test reads or writes the real user's XDG folders or socket."""
+"""Suite-wide isolation (no test reads or writes the real user's XDG folders or socket), and
+the suite-wide check that every event a daemon publishes decodes with the clients' strict
+Structs (PROTOCOL §6; `robotad.daemon.events.CHECK_EVENTS_ENV`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,4 +38,16 @@ def _isolated_xdg(
         "ANTHROPIC_API_KEY",
     ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ROBOTA_CHECK_EVENTS", "1")
     return home
+
+
+@pytest.fixture(autouse=True)
+def _published_events_decode() -> Iterator[None]:
+    """Fail a test in whose process a daemon published an event a strict client cannot
+    decode (daemons in subprocesses are checked by `tests.robotad_process.stop_robotad`)."""
+    from robotad.daemon import events
+
+    events.shape_violations.clear()
+    yield
+    assert events.shape_violations == [], "published events a client cannot decode"

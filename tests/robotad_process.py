@@ -20,15 +20,18 @@ from pathlib import Path
 
 import pytest
 
+from robotad.daemon.events import SHAPE_VIOLATION
+
 REPO = Path(__file__).resolve().parents[1]
 #: Absolute bound on any one robotad start or exit (and on robotactl runs in tests/ctl).
 PROCESS_TIMEOUT = 30.0
 
 
 def child_environment(**extra: str) -> dict[str, str]:
-    """os.environ (already isolated by tests/conftest.py) with this checkout importable, plus
-    `extra`."""
+    """os.environ (already isolated by tests/conftest.py) with this checkout importable and the
+    event shape check on (`stop_robotad` fails a test on a violation), plus `extra`."""
     env = dict(os.environ)
+    env["ROBOTA_CHECK_EVENTS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
@@ -88,7 +91,8 @@ def start_robotad(
 
 
 def stop_robotad(daemon: RobotadProcess) -> None:
-    """SIGTERM a daemon that is still running and reap it (SIGKILL past the deadline)."""
+    """SIGTERM a daemon that is still running and reap it (SIGKILL past the deadline); then
+    fail the test if the daemon published an event a strict client cannot decode."""
     if daemon.process.poll() is None:
         daemon.process.send_signal(signal.SIGTERM)
         try:
@@ -96,3 +100,5 @@ def stop_robotad(daemon: RobotadProcess) -> None:
         except subprocess.TimeoutExpired:
             daemon.process.kill()
             daemon.process.wait()
+    output = daemon.output()
+    assert SHAPE_VIOLATION not in output, f"robotad published an undecodable event:\n{output}"

@@ -29,13 +29,16 @@ treat it as read-only.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Final, Literal
 
+import msgspec
 import trio
 
 from protocol.errors import EventsLost
+from protocol.events import Overflow, SessionClosed, SessionEvent
 from robotad.daemon.replay import ReplayBuffer
 from robotad.log import fields
 
@@ -45,6 +48,7 @@ __all__ = [
     "Event",
     "EventHub",
     "Send",
+    "stamp",
 ]
 
 log = logging.getLogger("robotad.daemon.events")
@@ -58,6 +62,36 @@ DEFAULT_SUBSCRIBER_QUEUE: Final = 1024
 Event = dict[str, Any]
 #: Delivers one event to a subscriber; raising means the subscriber is gone.
 Send = Callable[[Event], Awaitable[object]]
+
+
+#: Set to anything but "" or "0" to have every published event decoded with the clients' strict
+#: Structs (`protocol.events.SessionEvent`); a failure is logged and kept in `shape_violations`.
+#: The test suite sets it for every daemon it runs, in process or not.
+CHECK_EVENTS_ENV: Final = "ROBOTA_CHECK_EVENTS"
+#: The log line that marks a violation (the suite looks for it in a daemon's output).
+SHAPE_VIOLATION: Final = "event does not decode as the protocol's SessionEvent"
+#: Violations found in this process while `CHECK_EVENTS_ENV` was set.
+shape_violations: list[str] = []
+
+
+def check_shape(event: Event) -> None:
+    """Decode `event` as a client would (strict `SessionEvent`); record and log a failure."""
+    try:
+        msgspec.convert(event, SessionEvent)
+    except msgspec.ValidationError as exc:
+        shape_violations.append(f"{event!r}: {exc}")
+        log.error("%s: %s (%r)", SHAPE_VIOLATION, exc, event)
+
+
+def stamp(event_fields: Mapping[str, Any], session_id: str, seq: int) -> Event:
+    """The published form of an event: its members with the hub's ``sessionId`` and ``seq``
+    (overriding any given) and ``turnId`` null unless given."""
+    event: Event = {"sessionId": session_id, "seq": seq, "turnId": None}
+    event.update(event_fields)
+    event["sessionId"] = session_id
+    event["seq"] = seq
+    return event
+
 
 _State = Literal["active", "ending", "overflowed", "retired"]
 
@@ -156,6 +190,7 @@ class EventHub:
         self._subscriber_queue = subscriber_queue
         self._buffer = ReplayBuffer(buffer_size)
         self._next_seq = next_seq
+        self._check_shapes = os.environ.get(CHECK_EVENTS_ENV, "") not in ("", "0")
         self._subs: dict[Hashable, _Subscription] = {}
         # The newest subscription per key whose delivery task has not ended, active or not:
         # the next subscription on that key waits for it, so a key's seqs only go up.
@@ -209,10 +244,9 @@ class EventHub:
     def _publish(self, event_fields: Mapping[str, Any], *, force: bool) -> int:
         seq = self._next_seq
         self._next_seq += 1
-        event: Event = {"sessionId": self.session_id, "seq": seq, "turnId": None}
-        event.update(event_fields)
-        event["sessionId"] = self.session_id
-        event["seq"] = seq
+        event = stamp(event_fields, self.session_id, seq)
+        if self._check_shapes:
+            check_shape(event)
         self._buffer.append(event)
         for sub in list(self._subs.values()):
             if not sub.offer(event, force=force):
@@ -304,7 +338,9 @@ class EventHub:
         are refused."""
         if self._closed:
             return
-        self._publish({"type": "session_closed"}, force=True)
+        self._publish(
+            msgspec.to_builtins(SessionClosed(self.session_id, seq=0, turn_id=None)), force=True
+        )
         self._closed = True
         for sub in self._subs.values():
             sub.stop("ending")
@@ -331,13 +367,8 @@ class EventHub:
                 sub.last_seq = event["seq"]
                 await sub.send(event)
             if sub.state == "overflowed":
-                await sub.send(
-                    {
-                        "type": "overflow",
-                        "sessionId": self.session_id,
-                        "latestSeq": sub.overflow_seq,
-                    }
-                )
+                overflow = Overflow(session_id=self.session_id, latest_seq=sub.overflow_seq)
+                await sub.send(msgspec.to_builtins(overflow))
         except Exception as exc:
             if self._subs.get(sub.key) is sub:
                 del self._subs[sub.key]

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import msgspec
 import trio
 
+from protocol.events import SessionEvent
 from protocol.methods import CompactResult
 from protocol.shapes import Pending, TurnCompleted, TurnWaiting, utc_now
 from robotad.daemon.events import EventHub
@@ -118,12 +119,12 @@ class EventForwarder:
     def __init__(self) -> None:
         self.hub: EventHub | None = None
 
-    def __call__(self, event: Mapping[str, Any]) -> None:
+    def __call__(self, event: SessionEvent) -> None:
         hub = self.hub
         if hub is None or hub.closed:
             return
         try:
-            hub.publish(event)
+            hub.publish(msgspec.to_builtins(event))
         except (trio.ClosedResourceError, ValueError):
             log.debug("dropped an event the hub refused", exc_info=True)
 

@@ -3,8 +3,8 @@
 - `SessionStorePort.save(snapshot)` persists a `SessionSnapshot` — the members of the record a
   session owns (G-011: the store keeps every other member). `NullStore` is the Null Object used
   when no store is configured: persistence is silently skipped and no file is written (G-212).
-- `EventSink` receives each session event as a dict with PROTOCOL §6 members in camelCase,
-  without ``sessionId``/``seq`` (the manager stamps those). It is synchronous and must not block.
+- `EventSink` receives each session event as its `protocol.events` Struct, with ``seq`` not yet
+  stamped (the daemon's event hub stamps it). It is synchronous and must not block.
 - `PermissionHandler` is a live approver for in-process `run`: it gets the exact action as an
   `ApprovalRequest` and answers with a bool or an `ApprovalAnswer` (which may ask to remember
   the consent for the session or the project). Without one, a call needing approval is denied
@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from msgspec import UNSET, Struct
 
+from protocol.events import SessionEvent
 from protocol.shapes import ApprovalRequest, ContextState, Message
 from robotad.agent.provider import ToolSchema
 from robotad.session.permissions.enforcer import Denial
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 #: Receives one event dict; synchronous, never blocks (the manager stamps seq and fans out).
-EventSink = Callable[[dict[str, Any]], None]
+EventSink = Callable[[SessionEvent], None]
 
 
 class ApprovalAnswer(Struct, frozen=True):

@@ -4,10 +4,10 @@ Neither is a persistence barrier (G-098): a sink or a log that raises is noted i
 own log and ignored, so it can neither hold back nor undo anything a turn did. After the
 session has shut down nothing more is emitted or logged (G-131).
 
-Events are dicts with PROTOCOL §6 members in camelCase (``type``, ``turnId`` and the type's own
-members) and without ``sessionId``/``seq``, which the manager stamps. Log entries are the
-payload Structs of `robotad.storage.log_events`, so a payload the reader would refuse cannot be
-built here.
+Events are the wire's own Structs (`protocol.events`, the one definition of every event), built
+with ``seq`` = `UNSTAMPED`: the daemon's event hub stamps the real one when it publishes. Log
+entries are the payload Structs of `robotad.storage.log_events`, so a payload the reader would
+refuse cannot be built here.
 
 `logged_request` is what a ``provider_request`` entry holds of a model call (G-144). A turn's
 request is the session's whole history, which the log already holds as ``history_mutation``
@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from protocol import events as wire
 from protocol.errors import RpcError
 from protocol.shapes import ApprovalRequest, ContextState, Message
 from robotad.agent.provider import ModelRequest
@@ -33,9 +34,12 @@ from robotad.storage import log_events
 from robotad.storage.log_events import LogEventName
 from robotad.storage.session_log import SessionLogger
 
-__all__ = ["PREVIEW_CHARS", "SessionReporter", "logged_request"]
+__all__ = ["PREVIEW_CHARS", "UNSTAMPED", "SessionReporter", "logged_request"]
 
 logger = logging.getLogger("robotad.session")
+
+#: The ``seq`` of an event not yet published; the event hub stamps each event's real one.
+UNSTAMPED: Final = 0
 
 #: How much of a tool result `tool_finished.preview` shows.
 PREVIEW_CHARS: Final = 200
@@ -66,37 +70,41 @@ class SessionReporter:
         except Exception:
             logger.warning("session log write failed (%s); entry dropped", event, exc_info=True)
 
-    def emit(self, kind: str, turn_id: str | None, **members: Any) -> None:
+    def emit(self, event: wire.SessionEvent) -> None:
         """Hand one event to the sink; a failing sink is reported and ignored."""
         if self.closed or self._sink is None:
             return
-        event = {"type": kind, "turnId": turn_id, **members}
         try:
             self._sink(event)
         except Exception:
+            kind = type(event).__name__
             logger.warning("event sink raised on %s; event dropped", kind, exc_info=True)
 
     # -- events of PROTOCOL §6 -------------------------------------------------------------
 
     def turn_started(self, turn_id: str, prompt: str) -> None:
-        self.emit("turn_started", turn_id, prompt=prompt)
-        self.log("turn_started", log_events.TurnStarted(turn_id=turn_id))
+        self.emit(wire.TurnStarted(self.session_id, UNSTAMPED, turn_id, prompt=prompt))
+        self.log("turn_started", log_events.TurnStartedEntry(turn_id=turn_id))
 
     def text_delta(self, turn_id: str | None, text: str, request_id: str | None) -> None:
-        self.emit("text_delta", turn_id, text=text)
-        payload = log_events.TextDelta(text=text)
+        self.emit(wire.TextDelta(self.session_id, UNSTAMPED, turn_id, text=text))
+        payload = log_events.TextDeltaEntry(text=text)
         if request_id is not None:
             payload.request_id = request_id
         self.log("text_delta", payload)
 
     def tool_call(self, call_id: str, tool: str, args: dict[str, Any]) -> None:
         """A call reached the gate with these effective arguments (log only)."""
-        self.log("tool_call", log_events.ToolCallEvent(call_id=call_id, tool=tool, arguments=args))
+        self.log("tool_call", log_events.ToolCallEntry(call_id=call_id, tool=tool, arguments=args))
 
     def tool_started(
         self, turn_id: str | None, call_id: str, tool: str, arguments: dict[str, Any]
     ) -> None:
-        self.emit("tool_started", turn_id, callId=call_id, tool=tool, arguments=arguments)
+        self.emit(
+            wire.ToolStarted(
+                self.session_id, UNSTAMPED, turn_id, call_id=call_id, tool=tool, arguments=arguments
+            )
+        )
 
     def permission_decided(
         self,
@@ -106,11 +114,18 @@ class SessionReporter:
         decision: Literal["allow", "ask", "deny"],
         reason: str,
     ) -> None:
-        members: dict[str, Any] = {"callId": call_id, "tool": tool, "decision": decision}
-        if reason:
-            members["reason"] = reason
-        self.emit("permission_decided", turn_id, **members)
-        payload = log_events.PermissionDecision(call_id=call_id, tool=tool, decision=decision)
+        self.emit(
+            wire.PermissionDecided(
+                self.session_id,
+                UNSTAMPED,
+                turn_id,
+                call_id=call_id,
+                tool=tool,
+                decision=decision,
+                reason=reason or msgspec.UNSET,
+            )
+        )
+        payload = log_events.PermissionDecisionEntry(call_id=call_id, tool=tool, decision=decision)
         if reason:
             payload.reason = reason
         self.log("permission_decision", payload)
@@ -119,38 +134,56 @@ class SessionReporter:
         self, turn_id: str | None, call_id: str, tool: str, ok: bool, content: str | None
     ) -> None:
         preview = (content or "")[:PREVIEW_CHARS]
-        self.emit("tool_finished", turn_id, callId=call_id, tool=tool, ok=ok, preview=preview)
+        self.emit(
+            wire.ToolFinished(
+                self.session_id,
+                UNSTAMPED,
+                turn_id,
+                call_id=call_id,
+                tool=tool,
+                ok=ok,
+                preview=preview,
+            )
+        )
 
     def tool_result(self, call_id: str, tool: str, ok: bool, content: str | None) -> None:
         """A tool result entered history, or a direct call settled (log only)."""
         self.log(
             "tool_result",
-            log_events.ToolResult(call_id=call_id, tool=tool, ok=ok, content=content),
+            log_events.ToolResultEntry(call_id=call_id, tool=tool, ok=ok, content=content),
         )
 
     def approval_requested(
         self, turn_id: str | None, execution_id: str, requests: list[ApprovalRequest]
     ) -> None:
-        wire = msgspec.to_builtins(requests)
-        self.emit("approval_requested", turn_id, executionId=execution_id, requests=wire)
+        self.emit(
+            wire.ApprovalRequested(
+                self.session_id, UNSTAMPED, turn_id, execution_id=execution_id, requests=requests
+            )
+        )
         self.log(
             "approval_requested",
-            log_events.ApprovalRequested(execution_id=execution_id, requests=wire),
+            log_events.ApprovalRequestedEntry(
+                execution_id=execution_id, requests=msgspec.to_builtins(requests)
+            ),
         )
 
     def approval_resolved(
         self, turn_id: str | None, execution_id: str, request_id: str, approved: bool
     ) -> None:
         self.emit(
-            "approval_resolved",
-            turn_id,
-            executionId=execution_id,
-            requestId=request_id,
-            approved=approved,
+            wire.ApprovalResolved(
+                self.session_id,
+                UNSTAMPED,
+                turn_id,
+                execution_id=execution_id,
+                request_id=request_id,
+                approved=approved,
+            )
         )
         self.log(
             "approval_resolved",
-            log_events.ApprovalResolved(
+            log_events.ApprovalResolvedEntry(
                 execution_id=execution_id, request_id=request_id, approved=approved
             ),
         )
@@ -158,10 +191,10 @@ class SessionReporter:
     def context_updated(
         self, turn_id: str | None, phase: Literal["estimated", "exact"], state: ContextState
     ) -> None:
-        self.emit("context_updated", turn_id, phase=phase, **msgspec.to_builtins(state))
+        self.emit(wire.ContextUpdated.of(self.session_id, UNSTAMPED, turn_id, phase, state))
         self.log(
             "context_update",
-            log_events.ContextUpdate(
+            log_events.ContextUpdateEntry(
                 phase=phase, used_tokens=state.used_tokens, max_tokens=state.max_tokens
             ),
         )
@@ -169,8 +202,10 @@ class SessionReporter:
     def compaction(
         self, turn_id: str | None, trigger: Literal["manual", "auto"], phase: Phase
     ) -> None:
-        self.emit("compaction", turn_id, trigger=trigger, phase=phase)
-        self.log("context_compact", log_events.ContextCompact(trigger=trigger, phase=phase))
+        self.emit(
+            wire.Compaction(self.session_id, UNSTAMPED, turn_id, trigger=trigger, phase=phase)
+        )
+        self.log("context_compact", log_events.ContextCompactEntry(trigger=trigger, phase=phase))
 
     def turn_finished(
         self,
@@ -181,20 +216,24 @@ class SessionReporter:
         error: RpcError | None = None,
         hook_failures: Iterable[HookFailure] = (),
     ) -> None:
-        members: dict[str, Any] = {"status": status}
-        if response is not None:
-            members["response"] = response
-        if error is not None:
-            members["error"] = error.to_wire()
-        failures = [{"event": f.event, "reason": f.reason} for f in hook_failures]
-        if failures:
-            members["hookFailures"] = failures
-        self.emit("turn_finished", turn_id, **members)
+        failures = [wire.HookFailure(event=f.event, reason=f.reason) for f in hook_failures]
+        self.emit(
+            wire.TurnFinished(
+                self.session_id,
+                UNSTAMPED,
+                turn_id,
+                status=status,
+                response=msgspec.UNSET if response is None else response,
+                error=msgspec.UNSET if error is None else _error_object(error),
+                hook_failures=failures or msgspec.UNSET,
+            )
+        )
 
     def hook_failures(self, failures: Iterable[HookFailure]) -> None:
         for failure in failures:
             self.log(
-                "hook_failure", log_events.HookFailure(event=failure.event, reason=failure.reason)
+                "hook_failure",
+                log_events.HookFailureEntry(event=failure.event, reason=failure.reason),
             )
 
 
@@ -246,3 +285,8 @@ def _leading_system(history: Sequence[Message]) -> int:
     while count < len(history) and history[count].role == "system":
         count += 1
     return count
+
+
+def _error_object(error: RpcError) -> wire.ErrorObject:
+    """`error` as ``turn_finished.error`` carries it: the error the requester got."""
+    return msgspec.convert(error.to_wire(), wire.ErrorObject)

@@ -31,6 +31,13 @@ from robotad.daemon.events import Event, EventHub
 SID = "s1"
 
 
+@pytest.fixture(autouse=True)
+def _any_event_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub is tested as a transport of any members; the suite's shape check is for
+    events a Session publishes (tests/conftest.py)."""
+    monkeypatch.delenv("ROBOTA_CHECK_EVENTS", raising=False)
+
+
 class Recorder:
     """A subscriber that records what it is sent and lets the test wait for a count of events.
 

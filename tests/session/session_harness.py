@@ -79,13 +79,16 @@ def scripted(steps: Iterable[dict[str, Any]] = (), **kwargs: Any) -> Recorder:
 
 
 class Events:
-    """An event sink keeping every event; `typed()` decodes each as the wire would carry it."""
+    """An event sink keeping every event as the hub receives it (its wire members, before the
+    hub stamps ``sessionId`` and ``seq``); `typed()` decodes each as the wire would carry it."""
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        self.items.append(event)
+    def __call__(self, event: SessionEvent) -> None:
+        members = msgspec.to_builtins(event)
+        del members["sessionId"], members["seq"]
+        self.items.append(members)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.items if e["type"] == kind]

@@ -10,7 +10,14 @@ import pytest
 import trio
 
 from protocol.errors import InvalidParams, ProviderFailed, SessionBusy, TurnAborted
-from protocol.events import ContextUpdated, ToolFinished, ToolStarted, TurnFinished
+from protocol.events import (
+    ContextUpdated,
+    SessionEvent,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
 from protocol.shapes import Message, ToolCall
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.storage.log_files import FileLogSource
@@ -115,9 +122,9 @@ async def test_abort_keeps_partial_reply_interrupted(workspace: Path) -> None:
     provider = scripted([{"text": "abcdefgh", "chunks": 4, "delayMs": 1}])
     store = MemoryStore()
 
-    def sink(event: dict[str, Any]) -> None:
+    def sink(event: SessionEvent) -> None:
         events(event)
-        if event["type"] == "text_delta" and len(events.of("text_delta")) == 2:
+        if isinstance(event, TextDelta) and len(events.of("text_delta")) == 2:
             session.abort()
 
     events = Events()
