@@ -31,6 +31,9 @@ Contract:
   which also closes the client.
 - The daemon closing the connection, a reset, or a write it refuses raises `ConnectionLost` and
   closes the client; after that, and after `close`, every request raises `ConnectionLost`.
+
+Its size is one concept: a complete blocking JSON-RPC client (connect, request, batch,
+notifications, close) that must not import trio.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ around them is kept here.
 
     python -m protocol.gen_reference          # rewrite REFERENCE.md
     python -m protocol.gen_reference --check  # exit 1 if REFERENCE.md is out of date
+
+Its size is the reference's prose: one summary per method and error, kept beside the generator
+so the two never drift.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ so a client sends only what it set.
 
 `METHODS` maps each method name to its ``(Params, Result)`` pair; the protocol reference is
 generated from it (``protocol/gen_reference.py``).
+
+Its size is the catalogue: every method's params and result in one place, the single definition
+clients and daemon share.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ Contract (PROTOCOL.md §1–§2):
   violation -32700, and reading stops as at end of input. A broken connection cancels every
   handler of this peer. Whenever reading ends, every request still awaiting a reply fails with
   `ConnectionLost`.
+
+Its size is one concept: the trio shell of a JSON-RPC connection (reader, writer lock, dispatch,
+cancellation, pending requests); its sans-I/O core lives in `jsonrpc.py` and `framing.py`.
 """
 
 from __future__ import annotations

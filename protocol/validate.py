@@ -1,4 +1,4 @@
-"""Two-speed strict decoding (DESIGN.md decision 3): msgspec first, then every issue located.
+"""Two-speed strict decoding (architecture decision 3): msgspec first, then every issue located.
 
 msgspec's typed decoder is the fast path and the one authority on validity: whatever it accepts
 is accepted. It stops at the first problem, though, so when it rejects, a slow walker goes over
@@ -13,6 +13,9 @@ accepts into a failure (`decode_json`/`convert` only run it after msgspec has sa
 
 Paths use wire names: ``$``, ``$.member``, ``$.list[3]``, ``$.map["key with spaces"]``.
 Messages never echo the offending value (it may be a secret); they name kinds and constraints.
+
+Its size is one concept: the slow walker that finds every issue over every type kind msgspec
+supports; splitting it by kind would spread one recursion over files.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The daemon's configuration file and folders (PROTOCOL.md §8, DESIGN.md decision 6).
+"""The daemon's configuration file and folders (PROTOCOL §8; docs/architecture.md, decision 6).
 
 `load_config()` reads ``ROBOTA_CONFIG`` or ``$XDG_CONFIG_HOME/robota/config.toml``. A missing
 file is the defaults (the offline ``scripted`` provider, no rules, no hooks, no classifier).

@@ -1,4 +1,4 @@
-"""The systemd user units that run robotad on demand (PROTOCOL.md §1, DESIGN.md "What real means").
+"""The systemd user units that run robotad on demand (PROTOCOL §1).
 
 `robotad.socket` owns the listening socket at ``%t/robota/robotad.sock`` (``%t`` is
 ``$XDG_RUNTIME_DIR`` in a user unit); the first client to connect starts `robotad.service`,

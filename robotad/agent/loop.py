@@ -26,7 +26,7 @@ Ends of a turn:
 
 - `CompletedTurn` — a reply without tool calls; `ParkedTurn` — the gate parked a call (the round
   stays open, see `robotad.agent.tool_round`).
-- `ProviderFailure` — the provider raised `ProviderError` (its reason), raised anything else, or
+- `ModelCallFailed` — the provider raised `ProviderError` (its reason), raised anything else, or
   sent nothing for `idle_timeout` seconds. Everything committed before stays (G-207); text
   streamed by the failed call is not committed. Retrying is the provider's business.
 - `TurnAbortedError` — `abort` was signalled. Once everything started has settled, the loop
@@ -40,6 +40,9 @@ Ends of a turn:
 - anything `commit`, the gate or a callback raises propagates as it is — a commit failure is a
   persistence failure even while aborting (each commit runs shielded: it completes or fails, it
   is never cut off by cancellation).
+
+Its size is one concept: the round loop with its commit, park and abort paths, which must be
+read together.
 """
 
 from __future__ import annotations
@@ -61,9 +64,9 @@ from robotad.agent.tool_round import ParkedCall, ToolRound
 
 __all__ = [
     "CompletedTurn",
+    "ModelCallFailed",
     "ParkedCall",
     "ParkedTurn",
-    "ProviderFailure",
     "RoundCapReached",
     "TurnAbortedError",
     "TurnCallbacks",
@@ -77,7 +80,7 @@ logger = logging.getLogger("robotad.agent.loop")
 Commit = Callable[[Message], Awaitable[None]]
 
 
-class ProviderFailure(Exception):
+class ModelCallFailed(Exception):
     """A model call failed; `reason` is safe to show and log (it never holds a key)."""
 
     def __init__(self, reason: str, provider_name: str) -> None:
@@ -310,14 +313,14 @@ class _Turn:
             await self._unless_aborted()
             self._partial = None
             self._observe_round("failed")
-            raise ProviderFailure(exc.reason, self._provider.name) from exc
+            raise ModelCallFailed(exc.reason, self._provider.name) from exc
         except Exception as exc:
             await self._unless_aborted()
             self._partial = None
             self._observe_round("failed")
             logger.warning("provider %s raised %s", self._provider.name, type(exc).__name__)
             reason = f"unexpected {type(exc).__name__} from the provider"
-            raise ProviderFailure(reason, self._provider.name) from None
+            raise ModelCallFailed(reason, self._provider.name) from None
         except BaseException:
             self._observe_round("cancelled")
             raise
@@ -327,7 +330,7 @@ class _Turn:
             self._partial = None
             self._observe_round("failed")
             reason = f"idle timeout: no data from the provider for {self._idle_timeout:g} s"
-            raise ProviderFailure(reason, self._provider.name)
+            raise ModelCallFailed(reason, self._provider.name)
         self._partial = None
         self._observe_round("ok")
         return reply

@@ -1,4 +1,4 @@
-"""The daemon's session layer (DESIGN.md "daemon"): live sessions, idempotent turns, event
+"""The daemon's session layer (docs/architecture.md): live sessions, idempotent turns, event
 fan-out, idle unload, and the session methods of PROTOCOL §5.
 
 - `SessionManager` (manager.py) — load/create/close/delete/list, idle unload, shutdown drain;

@@ -28,6 +28,9 @@ hub closed with ``session_closed``). One session's failure to close never stops 
 
 Blocking store work runs in worker threads. Turn-level operations live in
 `robotad.daemon.operations`; this module is the lifecycle.
+
+Its size is one concept: the lifecycle of loaded sessions (load, admit, close, unload,
+shutdown), whose steps share one lock discipline.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The session methods of PROTOCOL §5 on a `Router`, with their exact params and results.
 
-Where each runs (DESIGN decision 1): methods that only read in-memory state, or briefly ask the
-store, are answered inline in the connection's reader — ``session/get``, ``list``,
+Where each runs (architecture decision 1): methods that only read in-memory state, or briefly
+ask the store, are answered inline in the connection's reader — ``session/get``, ``list``,
 ``history``, ``context``, ``pending``, ``abort``, ``subscribe``, ``unsubscribe``, ``log``
 and ``history/search``. (An inline method on a session that is stored but not loaded loads it
 first; that wait holds only this connection's reader.) Methods that wait on a turn, a drain or

@@ -20,6 +20,8 @@
 - Resume and compact also run in the manager's nursery and hold the manager's claim on the
   session while they run.
 - Fork, export, import, log and prompt search: see each method.
+
+Its size is the protocol's breadth: one short method per session operation.
 """
 
 from __future__ import annotations

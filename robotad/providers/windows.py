@@ -1,7 +1,7 @@
 """Context windows of well-known models, for when the configuration names none.
 
 `context_window_for` answers the configured figure when there is one, else the window of the
-longest known prefix of the model's name, else None (the session then applies DESIGN.md's
+longest known prefix of the model's name, else None (the session then applies the default
 default). Names are matched case-insensitively after dropping a routing prefix (``openai/``,
 ``library/``) and an Ollama-style tag (``:7b``), so ``Qwen2.5-Coder:32b`` finds
 ``qwen2.5-coder``.

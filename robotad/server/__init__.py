@@ -1,5 +1,5 @@
 """The daemon's socket server: listener, socket activation, sd_notify, peer-cred check,
-one JSON-RPC peer per connection, graceful shutdown (DESIGN.md "server").
+one JSON-RPC peer per connection, graceful shutdown (docs/architecture.md).
 
 `serve_daemon` runs the whole daemon life; `Server` serves one listener for an `Application`
 composed by the caller (its router, session counts and shutdown hook).

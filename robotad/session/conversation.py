@@ -76,7 +76,7 @@ class Conversation:
         self.messages.append(message)
         self.revision += 1
         self._reporter.log(
-            "history_mutation", log_events.HistoryMutation(op="append", messages=[message])
+            "history_mutation", log_events.HistoryMutationEntry(op="append", messages=[message])
         )
         if message.role == "tool":
             self._reporter.tool_result(
@@ -102,7 +102,8 @@ class Conversation:
         self.revision += 1
         self.tracker.invalidate()
         self._reporter.log(
-            "history_mutation", log_events.HistoryMutation(op="replace", messages=list(history))
+            "history_mutation",
+            log_events.HistoryMutationEntry(op="replace", messages=list(history)),
         )
 
     def log_whole(self) -> None:
@@ -111,5 +112,5 @@ class Conversation:
         if self.messages:
             self._reporter.log(
                 "history_mutation",
-                log_events.HistoryMutation(op="replace", messages=list(self.messages)),
+                log_events.HistoryMutationEntry(op="replace", messages=list(self.messages)),
             )

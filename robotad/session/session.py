@@ -19,6 +19,9 @@ G-067). `abort()` signals the holder and never releases (G-064, G-065).
 `run` asks a live `permission_handler` (none: denied, G-118); `run_recoverable`,
 `resume_recoverable`, `recover`, `get_pending_execution` and `abandon_pending_execution` are the
 journaled, checkpointed-approval path (`robotad.session.recovery.recoverable`).
+
+Its size is the façade: the seeds' whole public Session API, each method a few lines delegating
+to its room.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ logger = logging.getLogger("robotad.session")
 
 
 class Session(RuntimeSettings):
-    """One session; see the module doc and SESSION_DESIGN.md for the exact API."""
+    """One session; see the module doc for the exact API."""
 
     def __init__(
         self,
@@ -189,7 +192,7 @@ class Session(RuntimeSettings):
             return
         self._started = True
         self._reporter.log(
-            "session_start", log_events.SessionStart(source=self.source, cwd=str(self.cwd))
+            "session_start", log_events.SessionStartEntry(source=self.source, cwd=str(self.cwd))
         )
         self._conversation.log_whole()
         await self._lifecycle.session_start(self.source)
@@ -317,7 +320,7 @@ class Session(RuntimeSettings):
                 await self._lifecycle.session_end("shutdown")
             except Exception:
                 logger.warning("SessionEnd hooks failed", exc_info=True)
-            self._reporter.log("session_end", log_events.SessionEnd(reason="shutdown"))
+            self._reporter.log("session_end", log_events.SessionEndEntry(reason="shutdown"))
             self._lifecycle.close()
             self._reporter.closed = True
             try:

@@ -1,4 +1,4 @@
-"""Durable, owner-only file primitives every store in this package builds on (DESIGN decision 7).
+"""Durable, owner-only file primitives every store here builds on (architecture decision 7).
 
 - `ensure_private_dir`: folders are created 0700 with an explicit chmod, never trusting the umask;
   an existing path that is a symlink or not a directory is refused (`UnsafePath`).

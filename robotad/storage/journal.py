@@ -1,4 +1,4 @@
-"""The durable execution journal: one JSONL file per recoverable execution (DESIGN decision 2).
+"""The durable execution journal: a JSONL file per recoverable execution (architecture decision 2).
 
 Layout: ``<state>/journal/<sessionId>/<executionId>.jsonl``; folders 0700 and files 0600
 whatever the umask. Both ids are checked as safe path segments (`InvalidParams`) before any
@@ -47,6 +47,9 @@ the open folder descriptor, so it dies with a crashed process. Within the proces
 serialises every operation. File work runs in a worker thread that is not abandoned on cancel:
 an append that started finishes (durably, or with an error) before a cancellation arrives, so
 cancelling never tears a line.
+
+Its size is one concept: the journal's file format with its locking, torn-tail repair and
+corruption reports, which only make sense together.
 """
 
 from __future__ import annotations

@@ -65,29 +65,29 @@ class _Payload(Struct, rename="camel"):
     """Base of payload shapes: declared members typed, further members allowed."""
 
 
-class SessionStart(_Payload):
+class SessionStartEntry(_Payload):
     source: Literal["startup", "resume", "fork", "import"]
     cwd: str
 
 
-class SessionEnd(_Payload):
+class SessionEndEntry(_Payload):
     reason: str | UnsetType = UNSET
 
 
-class TurnStarted(_Payload):
+class TurnStartedEntry(_Payload):
     turn_id: str
 
 
-class TurnCompleted(_Payload):
+class TurnCompletedEntry(_Payload):
     turn_id: str
     status: Literal["completed", "waiting"]
 
 
-class UserMessage(_Payload):
+class UserMessageEntry(_Payload):
     message: Message
 
 
-class ProviderRequest(_Payload):
+class ProviderRequestEntry(_Payload):
     """What was sent to the model: the request's members (tools, tool choice, effort…) and
     its messages — in full under ``messages``, or, when they are the session's history as the
     log's ``history_mutation`` events rebuild it at this line, by reference:
@@ -100,92 +100,92 @@ class ProviderRequest(_Payload):
     request: dict[str, Any]
 
 
-class NormalizedResponse(_Payload):
+class NormalizedResponseEntry(_Payload):
     text: str
     tool_calls: list[ToolCall]
     usage: Usage | UnsetType | None = UNSET
     stop_reason: str | UnsetType | None = UNSET
 
 
-class ProviderResponse(_Payload):
+class ProviderResponseEntry(_Payload):
     """What came back: the vendor-native final payload, the raw stream payload, and our
     normalised reading of it (G-144). A failed call carries `error` and no `normalized`."""
 
     request_id: str
     native_raw: Any = UNSET
     raw: Any = UNSET
-    normalized: NormalizedResponse | UnsetType = UNSET
+    normalized: NormalizedResponseEntry | UnsetType = UNSET
     error: str | UnsetType = UNSET
 
 
-class TextDelta(_Payload):
+class TextDeltaEntry(_Payload):
     text: str
     request_id: str | UnsetType = UNSET
 
 
-class ToolCallEvent(_Payload):
+class ToolCallEntry(_Payload):
     call_id: str
     tool: str
     arguments: dict[str, Any]
 
 
-class PermissionDecision(_Payload):
+class PermissionDecisionEntry(_Payload):
     call_id: str
     tool: str
     decision: Literal["allow", "ask", "deny"]
     reason: str | UnsetType = UNSET
 
 
-class ToolResult(_Payload):
+class ToolResultEntry(_Payload):
     call_id: str
     tool: str
     ok: bool
     content: str | None
 
 
-class ApprovalRequested(_Payload):
+class ApprovalRequestedEntry(_Payload):
     execution_id: str
     requests: list[dict[str, Any]]
 
 
-class ApprovalResolved(_Payload):
+class ApprovalResolvedEntry(_Payload):
     execution_id: str
     request_id: str
     approved: bool
 
 
-class HistoryMutation(_Payload):
+class HistoryMutationEntry(_Payload):
     op: Literal["append", "replace", "set"]
     messages: list[Message]
     index: int | UnsetType = UNSET
 
 
-class ContextUpdate(_Payload):
+class ContextUpdateEntry(_Payload):
     phase: Literal["estimated", "exact"]
     used_tokens: int
     max_tokens: int
 
 
-class ContextCompact(_Payload):
+class ContextCompactEntry(_Payload):
     trigger: Literal["manual", "auto"]
     phase: Literal["started", "completed", "failed", "aborted"]
 
 
-class TurnAborted(_Payload):
+class TurnAbortedEntry(_Payload):
     turn_id: str
 
 
-class TurnFailed(_Payload):
+class TurnFailedEntry(_Payload):
     turn_id: str
     error: str
 
 
-class HookFailure(_Payload):
+class HookFailureEntry(_Payload):
     event: str
     reason: str
 
 
-class ExecutionAbandoned(_Payload):
+class ExecutionAbandonedEntry(_Payload):
     """`call_ids` are the tool calls the abandonment closed as failed."""
 
     execution_id: str
@@ -194,26 +194,26 @@ class ExecutionAbandoned(_Payload):
 
 #: The payload shape of every event; its keys are exactly `LOG_EVENTS`.
 PAYLOADS: dict[str, type[_Payload]] = {
-    "session_start": SessionStart,
-    "session_end": SessionEnd,
-    "turn_started": TurnStarted,
-    "turn_completed": TurnCompleted,
-    "user_message": UserMessage,
-    "provider_request": ProviderRequest,
-    "provider_response": ProviderResponse,
-    "text_delta": TextDelta,
-    "tool_call": ToolCallEvent,
-    "permission_decision": PermissionDecision,
-    "tool_result": ToolResult,
-    "approval_requested": ApprovalRequested,
-    "approval_resolved": ApprovalResolved,
-    "history_mutation": HistoryMutation,
-    "context_update": ContextUpdate,
-    "context_compact": ContextCompact,
-    "turn_aborted": TurnAborted,
-    "turn_failed": TurnFailed,
-    "hook_failure": HookFailure,
-    "execution_abandoned": ExecutionAbandoned,
+    "session_start": SessionStartEntry,
+    "session_end": SessionEndEntry,
+    "turn_started": TurnStartedEntry,
+    "turn_completed": TurnCompletedEntry,
+    "user_message": UserMessageEntry,
+    "provider_request": ProviderRequestEntry,
+    "provider_response": ProviderResponseEntry,
+    "text_delta": TextDeltaEntry,
+    "tool_call": ToolCallEntry,
+    "permission_decision": PermissionDecisionEntry,
+    "tool_result": ToolResultEntry,
+    "approval_requested": ApprovalRequestedEntry,
+    "approval_resolved": ApprovalResolvedEntry,
+    "history_mutation": HistoryMutationEntry,
+    "context_update": ContextUpdateEntry,
+    "context_compact": ContextCompactEntry,
+    "turn_aborted": TurnAbortedEntry,
+    "turn_failed": TurnFailedEntry,
+    "hook_failure": HookFailureEntry,
+    "execution_abandoned": ExecutionAbandonedEntry,
 }
 
 assert tuple(PAYLOADS) == LOG_EVENTS, "PAYLOADS must cover the vocabulary exactly"

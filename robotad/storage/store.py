@@ -24,6 +24,9 @@ afresh.
 
 Blocking I/O; async callers use ``trio.to_thread.run_sync``. One store object serialises its
 own writes with a lock; it assumes no other process writes the same folder concurrently.
+
+Its size is one concept: the record store's load, save, list and delete with change detection,
+over one folder.
 """
 
 from __future__ import annotations

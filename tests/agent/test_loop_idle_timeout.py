@@ -10,8 +10,8 @@ from robotad.agent import (
     AbortSignal,
     CompletedTurn,
     EventBus,
+    ModelCallFailed,
     Observation,
-    ProviderFailure,
     TurnAbortedError,
 )
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
@@ -29,7 +29,7 @@ async def test_g039_a_silent_provider_call_fails_with_an_idle_timeout_reason(
     bus = EventBus()
     bus.subscribe(observed.append)
 
-    with pytest.raises(ProviderFailure) as caught:
+    with pytest.raises(ModelCallFailed) as caught:
         await turn(
             scripted({"text": "too late", "delayMs": 5000}), journal, idle_timeout=1.0, bus=bus
         )

@@ -9,7 +9,7 @@ from protocol.shapes import Message
 from robotad.agent import (
     MAX_CONCURRENT_TOOLS,
     CompletedTurn,
-    ProviderFailure,
+    ModelCallFailed,
     RoundCapReached,
     TurnCallbacks,
 )
@@ -168,7 +168,7 @@ async def test_g207_provider_error_fails_the_turn_keeping_completed_rounds() -> 
         {"text": "half a thou", "chunks": 2, "error": "upstream 503"},
     )
 
-    with pytest.raises(ProviderFailure) as caught:
+    with pytest.raises(ModelCallFailed) as caught:
         await turn(provider, journal, toolbox(EchoTool()))
 
     assert caught.value.reason == "upstream 503"
@@ -193,7 +193,7 @@ class _Exploding:
 async def test_an_unexpected_provider_exception_is_a_provider_failure_without_its_text() -> None:
     journal = Journal(start_history())
 
-    with pytest.raises(ProviderFailure) as caught:
+    with pytest.raises(ModelCallFailed) as caught:
         await turn(_Exploding(), journal)
 
     assert "KeyError" in caught.value.reason

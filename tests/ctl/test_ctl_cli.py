@@ -1,5 +1,5 @@
 """robotactl's command line without a daemon: parsing, usage errors, exit codes, rendering,
-and the promise that ``--help`` stays lean (STYLE.md rule 12)."""
+and the promise that ``--help`` stays lean (CONTRIBUTING.md: heavy imports are lazy)."""
 
 from __future__ import annotations
 
@@ -231,7 +231,7 @@ def test_status_rows_tolerate_missing_and_odd_members() -> None:
     assert rows["sessions"] == "?"
 
 
-# -- startup cost (STYLE.md rule 12) ------------------------------------------------------------
+# -- startup cost (heavy imports are lazy) ---------------------------------------------------
 
 _HEAVY = ("trio", "msgspec", "robotad", "protocol.peer", "protocol.client", "anthropic", "openai")
 

@@ -247,7 +247,7 @@ async def test_a_killed_daemon_leaves_loadable_records(
 async def test_a_waiting_approval_survives_a_restart(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    """DESIGN decision 2: approvals are checkpointed — after a daemon restart the waiting
+    """Architecture decision 2: approvals are checkpointed — after a daemon restart the waiting
     execution is pending with the same request, and resuming it completes the turn."""
     home = DaemonHome(tmp_path_factory.mktemp("approval"))
     with running_daemon(home) as daemon:

@@ -142,7 +142,7 @@ def test_no_declared_member_has_a_sensitive_name() -> None:
         record.ForkedFrom,
         record.RecordEnvelope,
         *log_events.PAYLOADS.values(),
-        log_events.NormalizedResponse,
+        log_events.NormalizedResponseEntry,
         shapes.Message,
         shapes.ToolCall,
         shapes.Usage,

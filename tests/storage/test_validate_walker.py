@@ -1,4 +1,4 @@
-"""The two-speed strict decoder (DESIGN.md decision 3): every type kind, every issue at once."""
+"""The two-speed strict decoder (architecture decision 3): every type kind, every issue at once."""
 
 from __future__ import annotations
 

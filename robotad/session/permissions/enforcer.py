@@ -27,6 +27,9 @@ compound command only when every part is admitted or the rule names the exact co
 
 The enforcer never prompts, runs a classifier or records a denial by itself; the Session does
 those and calls `note_denial` for every call finally refused, whoever refused it.
+
+Its size is one concept: the evaluation order (deny, ask, allow, mode table) with consent and
+the mode guard, which must be read as one.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ outcome is saved, a cancellation cannot turn it into a failure or skip its journ
 While an execution waits, or after it failed or was aborted with its round open in history, it
 is pending and blocks new input (G-079, G-091, G-092); once its rounds settled, a failure ends it
 like an ordinary turn (G-093).
+
+Its size is one concept: run, park, resume, recover and abandon of journaled executions, which
+share their invariants.
 """
 
 from __future__ import annotations
@@ -251,7 +254,7 @@ class RecoverableExecutions:
             closed.append(call.id)
         self._reporter.log(
             "execution_abandoned",
-            log_events.ExecutionAbandoned(execution_id=execution_id, call_ids=closed),
+            log_events.ExecutionAbandonedEntry(execution_id=execution_id, call_ids=closed),
         )
         x.state = "abandoned"
         self.pending = None
@@ -342,7 +345,7 @@ class RecoverableExecutions:
         x.result = waiting
         self._reporter.approval_requested(x.turn_id, x.execution_id, waiting.requests)
         self._reporter.log(
-            "turn_completed", log_events.TurnCompleted(turn_id=x.turn_id, status="waiting")
+            "turn_completed", log_events.TurnCompletedEntry(turn_id=x.turn_id, status="waiting")
         )
         self._reporter.turn_finished(x.turn_id, "waiting", hook_failures=turn.hook_failures)
         return waiting

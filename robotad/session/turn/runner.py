@@ -42,8 +42,8 @@ from protocol.errors import (
 from protocol.shapes import Message, new_id
 from robotad.agent.loop import (
     CompletedTurn,
+    ModelCallFailed,
     ParkedTurn,
-    ProviderFailure,
     RoundCapReached,
     TurnAbortedError,
     TurnCallbacks,
@@ -127,7 +127,7 @@ class TurnRunner:
             await self.aborted(turn, TurnAborted(s.session_id, turn.turn_id))
         user = user if user is not None else Message.user(prompt)
         await s.conversation.commit(user)
-        s.reporter.log("user_message", log_events.UserMessage(message=user))
+        s.reporter.log("user_message", log_events.UserMessageEntry(message=user))
         return await self.continue_turn(
             turn, policy=policy, tool_choice=tool_choice, system_context=system_context
         )
@@ -202,7 +202,7 @@ class TurnRunner:
         if isinstance(error, TurnAbortedError):
             self._close_request(turn, "aborted")
             await self.aborted(turn, TurnAborted(s.session_id, turn.turn_id), cause=error)
-        if isinstance(error, ProviderFailure):
+        if isinstance(error, ModelCallFailed):
             self._close_request(turn, error.reason)
             wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, error.reason)
             await self.failed(turn, wire, error.reason, cause=error)
@@ -227,7 +227,7 @@ class TurnRunner:
         turn.open_request = new_id("req-")
         s.reporter.log(
             "provider_request",
-            log_events.ProviderRequest(
+            log_events.ProviderRequestEntry(
                 request_id=turn.open_request,
                 provider=provider.name,
                 model=provider.model,
@@ -240,7 +240,7 @@ class TurnRunner:
         s = self.s
         s.conversation.tracker.update_from_reply(reply.usage)
         if turn.open_request is not None:
-            normalized = log_events.NormalizedResponse(
+            normalized = log_events.NormalizedResponseEntry(
                 text=reply.text,
                 tool_calls=list(reply.tool_calls),
                 usage=reply.usage,
@@ -248,7 +248,7 @@ class TurnRunner:
             )
             s.reporter.log(
                 "provider_response",
-                log_events.ProviderResponse(
+                log_events.ProviderResponseEntry(
                     request_id=turn.open_request,
                     native_raw=reply.raw,
                     raw=msgspec.to_builtins(reply),
@@ -264,7 +264,7 @@ class TurnRunner:
         if turn.open_request is not None:
             self.s.reporter.log(
                 "provider_response",
-                log_events.ProviderResponse(request_id=turn.open_request, error=error),
+                log_events.ProviderResponseEntry(request_id=turn.open_request, error=error),
             )
             turn.open_request = None
 
@@ -276,7 +276,8 @@ class TurnRunner:
         s.completed()
         await s.lifecycle.stop(turn)
         s.reporter.log(
-            "turn_completed", log_events.TurnCompleted(turn_id=turn.turn_id, status="completed")
+            "turn_completed",
+            log_events.TurnCompletedEntry(turn_id=turn.turn_id, status="completed"),
         )
         await s.save()
         s.reporter.turn_finished(
@@ -295,7 +296,9 @@ class TurnRunner:
         """Log the failure with its detail, fire StopFailure, save, report; raise `error`."""
         s = self.s
         assert turn.turn_id is not None
-        s.reporter.log("turn_failed", log_events.TurnFailed(turn_id=turn.turn_id, error=detail))
+        s.reporter.log(
+            "turn_failed", log_events.TurnFailedEntry(turn_id=turn.turn_id, error=detail)
+        )
         await s.lifecycle.stop_failure(turn, error.message)
         if save:
             with trio.CancelScope(shield=True):
@@ -311,7 +314,7 @@ class TurnRunner:
         """Log the abort, save what was committed, report; raise `error`. No Stop hook."""
         s = self.s
         assert turn.turn_id is not None
-        s.reporter.log("turn_aborted", log_events.TurnAborted(turn_id=turn.turn_id))
+        s.reporter.log("turn_aborted", log_events.TurnAbortedEntry(turn_id=turn.turn_id))
         with trio.CancelScope(shield=True):
             await s.save()
         s.reporter.turn_finished(
