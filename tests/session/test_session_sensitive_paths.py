@@ -268,3 +268,22 @@ def test_the_readme_security_example_is_a_valid_configuration() -> None:
     assert "WebFetch(domain:localhost)" in [rule.text for rule in rules]
     assert config.permissions.protected_reads is not None
     assert config.permissions.additional_dirs == ["~/notes"]
+
+
+@pytest.mark.parametrize(
+    ("command", "eligible"),
+    [
+        ("cat .env", False),
+        ("grep TOKEN config/.env.local", False),
+        (f"cp x {HOME}/.kube/config", False),
+        ("echo 'x' >> ~/.zshrc", False),
+        ("cp hook.sh .git/hooks/pre-push", False),
+        ("make test", True),
+        ("cat src/envelope.py", True),
+    ],
+)
+def test_auto_mode_hands_commands_naming_secrets_to_a_person(
+    tmp_path: Path, command: str, eligible: bool
+) -> None:
+    decision = enforcer(tmp_path, "auto").evaluate("Bash", {"command": command})
+    assert (decision.outcome, decision.classifier_eligible) == ("ask", eligible)

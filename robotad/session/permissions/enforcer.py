@@ -519,4 +519,6 @@ class _Call:
                 return "a critical removal"
             if protected.touched_by(self.value, cwd):
                 return "a protected path"
+            if self.enforcer._sensitive.touched_by(self.value):
+                return "a secret or persistence path"
         return None

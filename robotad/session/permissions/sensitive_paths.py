@@ -9,6 +9,7 @@
   key or ``authorized_keys``, an autostart or systemd user unit, a git hook or ``.git/config``,
   robota's configuration? Write and Edit there ask in every mode but ``bypassPermissions``,
   inside the workspace or not.
+- `touched_by`: does a shell command name one of those (auto mode then asks a person)?
 - `in_workspace`: is it inside the session's cwd tree or a ``[permissions] additional_dirs``
   folder, the only places ``acceptEdits`` lets Write and Edit change without asking?
 
@@ -27,7 +28,7 @@ from typing import Final
 
 from protocol.errors import InvalidParams, Issue
 from robotad.agent.tool import ToolProfile
-from robotad.session.permissions.hazards import SHELL_RC_FILES
+from robotad.session.permissions.hazards import SHELL_RC_FILES, command_words
 from robotad.session.permissions.patterns import (
     Matcher,
     compile_rule,
@@ -152,6 +153,23 @@ class SensitivePaths:
     def persistence(self, path: str) -> str | None:
         """The persistence pattern `path` matches, or None."""
         return _first(self._writes, path)
+
+    def touched_by(self, command: str) -> bool:
+        """Whether any word of the shell `command`, read as a path under the cwd, is a
+        protected read or a persistence path (so auto mode hands it to a person); a command
+        whose quoting cannot be read counts as touching one."""
+        words = command_words(command)
+        if words is None:
+            return True
+        for word in words:
+            if word.startswith("-") and "=" in word:
+                word = word.split("=", 1)[1]
+            if not word or word.startswith("-") or set(word) <= set(";&|<>()"):
+                continue
+            path = self._root(word)
+            if self.protected_read(path) is not None or self.persistence(path) is not None:
+                return True
+        return False
 
     def in_workspace(self, path: str) -> bool:
         """Whether `path` is a workspace root or under one."""
