@@ -18,7 +18,7 @@ PROFILES = {
     "Write": ToolProfile("modify", "file_path", "path"),
     "Edit": ToolProfile("modify", "file_path", "path"),
     "Bash": ToolProfile("execute", "command", "command"),
-    "WebFetch": ToolProfile("inspect", "url", "url"),
+    "WebFetch": ToolProfile("network", "url", "url"),
 }
 
 

@@ -3,7 +3,10 @@
 A turn that stops waiting (PROTOCOL.md §5, ``TurnResult`` with status "waiting") names the
 exact actions it wants to take. With a terminal to ask on (`can_prompt`: stdin and stderr are
 TTYs) `ask_person` shows each request — the tool, its arguments in full (long values cut at a
-readable size) and the reason — and asks ``y/N`` on stderr; anything but yes is a denial.
+readable size) and the reason — and asks ``y/N`` on stderr; anything but yes is a denial. A
+WebFetch request also offers "always" (PROTOCOL.md §10.7): ``a`` approves it and every later
+fetch from that domain in this session, ``p`` in every session of this project — the answer
+then carries the ``WebFetch(domain:HOST)`` allow rule to add with ``session/addRule``.
 Without one, `report_waiting` prints each request id with its tool and arguments on stdout
 (one per line, the id first and a tab after it, so ``cut -f1`` gets the ids) and says how to
 answer; the command then exits 3.
@@ -19,7 +22,9 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -32,10 +37,12 @@ if TYPE_CHECKING:
     from robotactl.render import Output
 
 __all__ = [
+    "Answers",
     "LeftWaiting",
     "answer_hint",
     "ask_person",
     "can_prompt",
+    "domain_rule",
     "report_waiting",
     "responses",
     "waiting_lines",
@@ -80,27 +87,73 @@ def _response(request: ApprovalRequest, approved: bool) -> dict[str, Any]:
     }
 
 
-def ask_person(
-    requests: Sequence[ApprovalRequest], output: Output, session_id: str
-) -> list[dict[str, Any]]:
+@dataclass
+class Answers:
+    """A person's answers: the ``session/resume`` responses, and the allow rules an "always"
+    asked for, each with its scope (``session`` or ``project``), to add before resuming."""
+
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    rules: list[tuple[str, str]] = field(default_factory=list)
+
+
+def domain_rule(request: ApprovalRequest) -> str | None:
+    """The ``WebFetch(domain:HOST)`` rule an "always" for this request adds (the consent
+    projection of G-113), or None when it is no WebFetch of a URL with a host."""
+    url = request.arguments.get("url")
+    if request.tool != "WebFetch" or not isinstance(url, str):
+        return None
+    try:
+        host = urlsplit(url.strip()).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    host = host.rstrip(".")
+    return f"WebFetch(domain:{f'[{host}]' if ':' in host else host})"
+
+
+def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: str) -> Answers:
     """Ask about each request on the terminal; return the answers for ``session/resume``.
 
     Raises `LeftWaiting` when the person interrupts (Ctrl-C) or input ends.
     """
-    answers: list[dict[str, Any]] = []
+    answers = Answers()
     for number, request in enumerate(requests, start=1):
         counter = f" ({number}/{len(requests)})" if len(requests) > 1 else ""
         title = output.style(f"approval needed{counter}:", "yellow", "bold", err=True)
         output.notice(f"{title} {request.tool} — {request.reason}")
         for line in format_arguments(request.arguments):
             output.notice(f"    {line}")
+        rule = domain_rule(request)
         try:
-            approved = click.confirm(f"Allow {request.tool}?", default=False, err=True)
+            if rule is None:
+                approved = click.confirm(f"Allow {request.tool}?", default=False, err=True)
+            else:
+                approved = _ask_with_always(request.tool, rule, answers)
         except click.Abort:
             output.notice("")
             raise LeftWaiting(session_id) from None
-        answers.append(_response(request, approved))
+        answers.responses.append(_response(request, approved))
     return answers
+
+
+def _ask_with_always(tool: str, rule: str, answers: Answers) -> bool:
+    """``y``/``N``/``a``/``p``; an "always" records `rule` in `answers` with its scope."""
+    click.echo(
+        f"    a: always — allow {rule} for this session; p: the same for every session here",
+        err=True,
+    )
+    choice = click.prompt(
+        f"Allow {tool}? [y/N/a/p]",
+        default="n",
+        type=click.Choice(["y", "n", "a", "p"], case_sensitive=False),
+        show_choices=False,
+        show_default=False,
+        err=True,
+    ).lower()
+    if choice in ("a", "p"):
+        answers.rules.append((rule, "session" if choice == "a" else "project"))
+    return choice != "n"
 
 
 def waiting_lines(requests: Iterable[ApprovalRequest]) -> list[str]:

@@ -12,7 +12,8 @@ Shape (every table forbids unknown keys)::
     default_provider = "scripted"        # a [providers] name, or a built-in kind
     [providers.NAME]                     # kind, base_url?, model?, api_key_env?,
     kind = "openai"                      #   context_window?, max_tokens?
-    [permissions]                        # allow / ask / deny: lists of pattern strings
+    [permissions]                        # allow / ask / deny: lists of pattern strings;
+                                         #   protected_reads?, additional_dirs (§10.7)
     [classifier]                         # command
     [hooks]                              # Event = [{matcher?, hooks = [{type, command?,
                                          #   timeout?}]}]
@@ -98,11 +99,15 @@ class ProviderConfig(_Table, frozen=True):
 
 
 class PermissionsConfig(_Table, frozen=True):
-    """Default rules of new sessions."""
+    """Default rules of new sessions. `protected_reads` (path patterns) replaces the built-in
+    list of secrets that ask before being read; `additional_dirs` widen the workspace that
+    ``acceptEdits`` writes in without asking (PROTOCOL.md §10.7)."""
 
     allow: list[str] = msgspec.field(default_factory=list)
     ask: list[str] = msgspec.field(default_factory=list)
     deny: list[str] = msgspec.field(default_factory=list)
+    protected_reads: list[str] | None = None
+    additional_dirs: list[_Name] = msgspec.field(default_factory=list)
 
 
 class ClassifierConfig(_Table, frozen=True):
@@ -262,6 +267,12 @@ def _meaning_issues(raw: dict[str, Any]) -> list[Issue]:
             if isinstance(url, str) and url and not _URL.match(url):
                 where = join_path(join_path("$.providers", name), "base_url")
                 issues.append({"path": where, "message": "expected an http:// or https:// URL"})
+    permissions = raw.get("permissions")
+    reads = permissions.get("protected_reads") if isinstance(permissions, dict) else None
+    if isinstance(reads, list) and all(isinstance(read, str) for read in reads):
+        from robotad.session.permissions.sensitive_paths import check_path_patterns
+
+        issues.extend(check_path_patterns(reads, "$.permissions.protected_reads"))
     hooks = raw.get("hooks")
     if isinstance(hooks, dict):
         for event, matchers in hooks.items():

@@ -199,7 +199,7 @@ def conduct(
             report_waiting(result, session_id, output)
             raise click.exceptions.Exit(ExitCode.WAITING)
         answers = ask_person(result.requests, output, session_id)
-        resume = _resumer(result.execution_id, answers)
+        resume = _resumer(result.execution_id, answers.responses, answers.rules)
         session_id, result = _stream(options, session_id, resume, view, None)
     view.end_line()
     if output.json_mode:
@@ -208,10 +208,17 @@ def conduct(
         output.line(result.response)  # e.g. a retry that found its turn already finished
 
 
-def _resumer(execution_id: str, answers: list[dict[str, Any]]) -> TurnStart:
-    from protocol.methods import RunResult
+def _resumer(
+    execution_id: str, answers: list[dict[str, Any]], rules: Sequence[tuple[str, str]] = ()
+) -> TurnStart:
+    """Resume with `answers`, after adding the allow `rules` (rule, scope) an "always" asked
+    for, so the approval and every later matching call are admitted."""
+    from protocol.methods import PermissionRules, RunResult
 
     async def resume(peer: JsonRpcPeer, session_id: str) -> RunResult:
+        for rule, scope in rules:
+            added = {"sessionId": session_id, "rule": rule, "kind": "allow", "scope": scope}
+            await peer.request("session/addRule", added, result_type=PermissionRules)
         params = {"sessionId": session_id, "executionId": execution_id, "responses": answers}
         result: RunResult = await peer.request("session/resume", params, result_type=RunResult)
         return result

@@ -27,12 +27,13 @@ __all__ = [
     "Risk",
     "Tool",
     "ToolContext",
+    "ToolPolicy",
     "ToolProfile",
     "ToolResult",
     "TypedTool",
 ]
 
-Risk = Literal["inspect", "modify", "execute"]
+Risk = Literal["inspect", "modify", "execute", "network"]
 ArgumentKind = Literal["path", "command", "url", "text"]
 
 
@@ -52,11 +53,27 @@ class ToolResult(Struct):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class ToolPolicy(Protocol):
+    """What the session's permissions say inside a running tool (PROTOCOL.md §10.7), asked
+    when the tool needs it (rules change during a session)."""
+
+    def exempts(self, tool_name: str, host: str) -> bool:
+        """Whether the tool may reach `host` whatever its address: an allow rule names it."""
+        ...
+
+    def withholds(self, tool_name: str, path: str) -> bool:
+        """Whether a search by the tool must skip the file `path`: a protected secret that
+        a call naming it would have to ask about."""
+        ...
+
+
 class ToolContext(Struct):
-    """What a running tool may know about its session."""
+    """What a running tool may know about its session. Without a `policy` the address guard
+    is lifted for no host and no file is withheld from a search."""
 
     cwd: Path
     session_id: str
+    policy: ToolPolicy | None = None
 
 
 class ArgumentError(ValueError):

@@ -48,6 +48,7 @@ from robotad.session.hooks.config import HooksConfig, parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.permissions.classifier import Classifier, CommandClassifier
 from robotad.session.permissions.patterns import parse_rules
+from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import EventSink, SessionStorePort
 from robotad.session.session import Session
 from robotad.storage.log_files import FileLogSink
@@ -240,6 +241,11 @@ class SessionAssembler:
                 trace=self.trace,
                 source=source,
                 discard_settled_journals=True,  # the daemon hosts the journal (G-099)
+                sensitive_paths=SensitivePaths(
+                    record.cwd,
+                    protected_reads=self.config.permissions.protected_reads,
+                    additional_dirs=self.config.permissions.additional_dirs,
+                ),
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):

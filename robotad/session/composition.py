@@ -23,6 +23,7 @@ from robotad.session.hooks.lifecycle import HookLifecycle
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.permissions.classifier import AutoModeGate, Classifier
 from robotad.session.permissions.enforcer import PermissionEnforcer, PersistRule
+from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import EventSink
 from robotad.session.recovery.recoverable import RecoverableExecutions
 from robotad.session.registered_tool import register
@@ -88,6 +89,7 @@ def compose(
     spill: SpillStore | None,
     summary_template: str | None,
     discard_settled_journals: bool = False,
+    sensitive_paths: SensitivePaths | None = None,
 ) -> SessionParts:
     """Build one session's collaborators. Raises `InvalidParams` for malformed permission
     rules or mode and `TransitionRefused` for auto mode without a classifier."""
@@ -101,6 +103,7 @@ def compose(
         session_id=session_id,
         classifier_configured=classifier is not None,
         persist_project_rule=persist_project_rule,
+        sensitive=sensitive_paths,
     )
     auto_gate = AutoModeGate(classifier) if classifier is not None else None
     reporter = SessionReporter(session_id, logger, event_sink)

@@ -57,7 +57,9 @@ async def invoke_directly(
         policy = GatePolicy(RefusingApprover("a direct invocation cannot ask anyone"))
         gate = SessionToolGate(services, turn, policy)
         with turn.abort.scope() as scope:
-            result = await _gated(gate, call, tool, ToolContext(services.cwd, services.session_id))
+            result = await _gated(
+                gate, call, tool, ToolContext(services.cwd, services.session_id, services.enforcer)
+            )
         if scope.cancelled_caught:
             result = ToolResult(False, f"interrupted: {name} was aborted", {"aborted": True})
     services.reporter.tool_result(call.id, name, result.ok, result.content)

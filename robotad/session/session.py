@@ -48,6 +48,7 @@ from robotad.session.hooks.runner import HookRunner
 from robotad.session.hooks.trace import TraceContext
 from robotad.session.permissions.classifier import Classifier
 from robotad.session.permissions.enforcer import PersistRule
+from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import (
     CompactOutcome,
     EventSink,
@@ -102,6 +103,7 @@ class Session(RuntimeSettings):
         summary_template: str | None = None,
         source: Literal["startup", "resume"] = "startup",
         discard_settled_journals: bool = False,
+        sensitive_paths: SensitivePaths | None = None,
     ) -> None:
         cwd = Path(cwd)
         if not cwd.is_absolute() or not cwd.is_dir():
@@ -150,6 +152,7 @@ class Session(RuntimeSettings):
             spill=spill,
             summary_template=summary_template,
             discard_settled_journals=discard_settled_journals,
+            sensitive_paths=sensitive_paths,
         )
         #: Content-free observations of the running turn (G-042); subscribe to it.
         self.bus = parts.bus

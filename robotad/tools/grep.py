@@ -8,7 +8,9 @@ An explicitly named file is searched whatever `glob` says.
 
 Each line is searched on its own (``re.search``; ``^``/``$`` anchor at the line), in UTF-8 with
 undecodable bytes replaced. Binary files (a NUL byte in the first `SNIFF_BYTES`), files over
-`MAX_FILE_BYTES` and special files are skipped, and the answer says how many. Output paths are
+`MAX_FILE_BYTES`, special files and, walking a folder, the protected secrets the session's
+`ToolContext.policy` withholds (``.env`` files…, PROTOCOL.md §10.7) are skipped, and the answer
+says how many. Output paths are
 absolute; a matched line is cut at `MAX_LINE_CHARS`; the search stops after `MAX_MATCHES`
 matches with a note. An invalid regular expression or glob is a failed result.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -75,6 +77,7 @@ class _Search:
     binary: int = 0
     oversized: int = 0
     unreadable: int = 0
+    withheld: int = 0
 
     @property
     def full(self) -> bool:
@@ -110,8 +113,13 @@ class GrepTool(TypedTool[GrepArguments]):
             return _failed(f"invalid glob {arguments.glob!r}: {exc}", root)
         by_name = arguments.glob is not UNSET and "/" not in arguments.glob
 
+        policy = ctx.policy
+
+        def withheld(path: str) -> bool:
+            return policy is not None and policy.withholds(self.name, path)
+
         return await trio.to_thread.run_sync(
-            _grep, root, _Search(regex), name_filter, by_name, arguments.pattern
+            _grep, root, _Search(regex), name_filter, by_name, arguments.pattern, withheld
         )
 
 
@@ -121,9 +129,11 @@ def _grep(
     name_filter: re.Pattern[str] | None,
     by_name: bool,
     pattern: str,
+    withheld: Callable[[str], bool],
 ) -> ToolResult:
     if os.path.isdir(root):
-        return _render(_search_tree(root, search, name_filter, by_name), root, pattern)
+        tree = _search_tree(root, search, name_filter, by_name, withheld)
+        return _render(tree, root, pattern)
     skipped = _search_file(root, search)
     if skipped == "binary":
         return _failed(f"cannot search {root}: it looks binary (contains NUL bytes)", root)
@@ -135,13 +145,21 @@ def _grep(
 
 
 def _search_tree(
-    root: str, search: _Search, name_filter: re.Pattern[str] | None, by_name: bool
+    root: str,
+    search: _Search,
+    name_filter: re.Pattern[str] | None,
+    by_name: bool,
+    withheld: Callable[[str], bool],
 ) -> _Search:
     def chosen() -> Iterable[str]:
         for path, relative in walk_files(root):
             subject = relative.rsplit("/", 1)[-1] if by_name else relative
-            if name_filter is None or name_filter.fullmatch(subject):
-                yield path
+            if name_filter is not None and not name_filter.fullmatch(subject):
+                continue
+            if withheld(path):
+                search.withheld += 1
+                continue
+            yield path
 
     return _search_files(chosen(), search)
 
@@ -203,7 +221,7 @@ def _render(search: _Search, root: str, pattern: str) -> ToolResult:
         lines.append(
             f"[stopped after {MAX_MATCHES} matches; narrow the pattern, path or glob to see more]"
         )
-    if search.binary or search.oversized or search.unreadable:
+    if search.binary or search.oversized or search.unreadable or search.withheld:
         lines.append(f"[skipped {_skipped_note(search)}]")
     return ToolResult(ok=True, content="\n".join(lines), metadata=metadata)
 
@@ -216,6 +234,11 @@ def _skipped_note(search: _Search) -> str:
         parts.append(f"{search.oversized} file(s) over {MAX_FILE_BYTES} bytes")
     if search.unreadable:
         parts.append(f"{search.unreadable} unreadable or special file(s)")
+    if search.withheld:
+        parts.append(
+            f"{search.withheld} protected secret file(s) such as .env (Grep one by its path "
+            "to ask for it)"
+        )
     return ", ".join(parts)
 
 

@@ -7,10 +7,18 @@ stream and abandoned past the limit, so a huge or endless body costs no more); a
 content that is not text (``text/*``, JSON, XML, JavaScript and a few other textual types are
 accepted; a response without a type is accepted if it does not look binary).
 
+Every connection passes the address guard (`address_guard`, PROTOCOL.md §10.7): the host is
+resolved once, refused when any of its addresses is not public (loopback, private, link-local,
+CGNAT, unspecified, multicast, reserved) unless the session's `ToolContext.policy` exempts it,
+and the request then goes to the checked address itself (the ``Host`` header and TLS server
+name stay the host's), so no second resolution can send it elsewhere. Proxy settings from the
+environment are ignored: a proxy would connect where the guard did not look.
+
 Redirects are followed only while they stay on the requested host (scheme and port may
-change). A redirect to another host is reported, with its target, as a failed result: the
-permission gate judged the URL the call named, so the model must ask for the new one in a call
-of its own, which the gate then judges. Credentials in a URL never appear in a result.
+change); each hop is resolved and checked again. A redirect to an address the guard refuses
+fails naming its class; one to another host is reported, with its target, as a failed result:
+the permission gate judged the URL the call named, so the model must ask for the new one in a
+call of its own, which the gate then judges. Credentials in a URL never appear in a result.
 
 HTML (``text/html``, XHTML) is converted with `html_to_text`; other text is returned as sent,
 decoded by the declared charset (an HTML ``<meta charset>`` counts), else UTF-8, with
@@ -20,7 +28,10 @@ undecodable bytes replaced. The text is cut at `MAX_CONTENT_CHARS` with a note.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
+import ssl
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 import httpx
@@ -28,6 +39,15 @@ import trio
 from msgspec import Meta, Struct
 
 from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.tools.address_guard import (
+    AddressRefused,
+    IPAddress,
+    Resolver,
+    checked_addresses,
+    classify_address,
+    literal_address,
+    system_resolver,
+)
 from robotad.tools.html_text import html_to_text
 
 __all__ = [
@@ -75,7 +95,9 @@ class _Refused(Exception):
 
 
 class WebFetchTool(TypedTool[WebFetchArguments]):
-    """The built-in WebFetch tool (risk ``inspect``; permission argument ``url``)."""
+    """The built-in WebFetch tool (risk ``network``; permission argument ``url``). `resolve`
+    is the name resolver the address guard uses (the system's by default); `verify` is how
+    TLS certificates are checked (httpx's ``verify``: the system's trust store by default)."""
 
     name = "WebFetch"
     description = (
@@ -84,7 +106,7 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
         f"{MAX_RESPONSE_BYTES // (1024 * 1024)} MiB, within {FETCH_TIME_LIMIT_S:g} s. "
         "A redirect to another host is reported instead of followed; fetch the new URL then."
     )
-    profile = ToolProfile(risk="inspect", argument_key="url", argument_kind="url")
+    profile = ToolProfile(risk="network", argument_key="url", argument_kind="url")
     Arguments = WebFetchArguments
 
     def __init__(
@@ -92,9 +114,13 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
         *,
         time_limit_s: float = FETCH_TIME_LIMIT_S,
         max_bytes: int = MAX_RESPONSE_BYTES,
+        resolve: Resolver = system_resolver,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.time_limit_s = time_limit_s
         self.max_bytes = max_bytes
+        self.resolve = resolve
+        self.verify = verify
 
     async def run(self, arguments: WebFetchArguments, ctx: ToolContext) -> ToolResult:
         try:
@@ -112,7 +138,13 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
             return ToolResult(ok=False, content=f"URL has no host: {shown!r}")
         try:
             with trio.fail_after(self.time_limit_s):
-                return await self._fetch(target)
+                return await self._fetch(target, self._exempt(ctx))
+        except AddressRefused as exc:
+            return ToolResult(
+                ok=False,
+                content=str(exc),
+                metadata={"url": shown, "address_class": exc.address_class},
+            )
         except _Refused as exc:
             return ToolResult(ok=False, content=str(exc), metadata={"url": shown, **exc.metadata})
         except trio.TooSlowError:
@@ -121,29 +153,38 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
                 content=f"timed out after {self.time_limit_s:g} s fetching {shown}",
                 metadata={"url": shown},
             )
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+            reason = _reason(exc)
             if target.password:
                 reason = reason.replace(target.password, "***")
             return ToolResult(
                 ok=False, content=f"could not fetch {shown}: {reason}", metadata={"url": shown}
             )
 
-    async def _fetch(self, target: httpx.URL) -> ToolResult:
+    def _exempt(self, ctx: ToolContext) -> Callable[[str], bool]:
+        policy = ctx.policy
+        if policy is None:
+            return lambda host: False
+        return lambda host: policy.exempts(self.name, host)
+
+    async def _fetch(self, target: httpx.URL, exempt: Callable[[str], bool]) -> ToolResult:
         headers = {
             "User-Agent": USER_AGENT,
             "Accept": "text/html, text/*;q=0.9, application/json;q=0.8, */*;q=0.1",
         }
         timeout = httpx.Timeout(self.time_limit_s)
-        async with httpx.AsyncClient(headers=headers, timeout=timeout) as client:
+        async with httpx.AsyncClient(
+            headers=headers, timeout=timeout, trust_env=False, verify=self.verify
+        ) as client:
             current = target
             for _ in range(MAX_REDIRECTS + 1):
-                async with client.stream("GET", current) as response:
+                async with self._open(client, current, exempt) as response:
                     if not response.has_redirect_location:
                         return await self._read(response, current)
                     following = current.join(response.headers["location"])
                 if following.scheme not in ("http", "https"):
                     raise _Refused(f"{_display(current)} redirects to a non-http URL")
+                _refuse_literal(following, exempt)
                 if following.host != target.host:
                     raise _Refused(
                         f"{_display(current)} redirects to another host: {_display(following)}. "
@@ -152,6 +193,31 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
                     )
                 current = following
         raise _Refused(f"{_display(target)} redirected more than {MAX_REDIRECTS} times")
+
+    @contextlib.asynccontextmanager
+    async def _open(
+        self, client: httpx.AsyncClient, url: httpx.URL, exempt: Callable[[str], bool]
+    ) -> AsyncIterator[httpx.Response]:
+        """GET `url` through the address guard: resolve its host once, check every address,
+        connect to the first checked address that answers (never to the name again)."""
+        port = url.port or (443 if url.scheme == "https" else 80)
+        lifted = exempt(_host_key(url))
+        addresses = await checked_addresses(url.host, port, exempt=lifted, resolve=self.resolve)
+        failure: httpx.ConnectError | None = None
+        for address in addresses:
+            request = _pinned_request(client, url, address)
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.ConnectError as exc:
+                failure = exc
+                continue
+            try:
+                yield response
+            finally:
+                await response.aclose()
+            return
+        assert failure is not None
+        raise failure
 
     async def _read(self, response: httpx.Response, url: httpx.URL) -> ToolResult:
         shown = _display(url)
@@ -222,6 +288,47 @@ def _charset(response: httpx.Response, body: bytearray, *, html: bool) -> str:
             except LookupError:
                 continue
     return "utf-8"
+
+
+def _reason(exc: BaseException) -> str:
+    """The exception's type and the first message along its chain of causes (a TLS failure
+    arrives as a message-less ConnectError caused by the `ssl.SSLError` that says why)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None or str(seen):
+            break
+        seen = seen.__cause__ or seen.__context__
+    message = str(seen) if seen is not None else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _host_key(url: httpx.URL) -> str:
+    """The host as permission rules spell it: lowercased, no trailing dot, IPv6 bracketed."""
+    host = url.host.lower().rstrip(".")
+    return f"[{host}]" if ":" in host else host
+
+
+def _refuse_literal(url: httpx.URL, exempt: Callable[[str], bool]) -> None:
+    """Refuse a redirect whose host spells a refused address, before anything else is said
+    about it (the next hop's own check catches names)."""
+    address = literal_address(url.host)
+    if address is not None and not exempt(_host_key(url)):
+        address_class = classify_address(address)
+        if address_class != "public":
+            raise AddressRefused(url.host, address, address_class)
+
+
+def _pinned_request(client: httpx.AsyncClient, url: httpx.URL, address: IPAddress) -> httpx.Request:
+    """A GET of `url` sent to `address`: the ``Host`` header and the TLS server name stay
+    those of the URL's host."""
+    pinned = url.copy_with(host=str(address))
+    extensions: dict[str, str] = {}
+    if url.scheme == "https" and literal_address(url.host) is None:
+        extensions["sni_hostname"] = url.host
+    request = client.build_request(
+        "GET", pinned, headers={"Host": url.netloc.decode("ascii")}, extensions=extensions
+    )
+    return request
 
 
 def _display(url: httpx.URL) -> str:

@@ -18,7 +18,7 @@ from robotad.session.permissions.enforcer import MODE_TABLE, PermissionEnforcer,
 PROFILES = {
     "Read": ToolProfile("inspect", "file_path", "path"),
     "Glob": ToolProfile("inspect", "path", "path"),
-    "WebFetch": ToolProfile("inspect", "url", "url"),
+    "WebFetch": ToolProfile("network", "url", "url"),
     "Write": ToolProfile("modify", "file_path", "path"),
     "Edit": ToolProfile("modify", "file_path", "path"),
     "Bash": ToolProfile("execute", "command", "command"),
@@ -28,6 +28,7 @@ CALLS: dict[Risk, tuple[str, dict[str, Any]]] = {
     "inspect": ("Read", {"file_path": "a.txt"}),
     "modify": ("Write", {"file_path": "a.txt", "content": "x"}),
     "execute": ("Bash", {"command": "make"}),
+    "network": ("WebFetch", {"url": "https://example.com/"}),
 }
 HOME = "/home/me"
 
@@ -39,16 +40,27 @@ def enforcer(cwd: Path, **kwargs: Any) -> PermissionEnforcer:
 
 
 @pytest.mark.parametrize("mode", ["plan", "default", "acceptEdits", "bypassPermissions"])
-@pytest.mark.parametrize("risk", ["inspect", "modify", "execute"])
+@pytest.mark.parametrize("risk", ["inspect", "modify", "execute", "network"])
 def test_mode_table(tmp_path: Path, mode: PermissionMode, risk: Risk) -> None:
     """G-112: plan allows inspect and denies modify/execute; default allows inspect and asks
     for modify/execute; acceptEdits allows inspect+modify and asks for execute;
-    bypassPermissions allows all."""
+    bypassPermissions allows all. §10.7: network (WebFetch) asks in every mode but
+    bypassPermissions."""
     expected = {
-        "plan": {"inspect": "allow", "modify": "deny", "execute": "deny"},
-        "default": {"inspect": "allow", "modify": "ask", "execute": "ask"},
-        "acceptEdits": {"inspect": "allow", "modify": "allow", "execute": "ask"},
-        "bypassPermissions": {"inspect": "allow", "modify": "allow", "execute": "allow"},
+        "plan": {"inspect": "allow", "modify": "deny", "execute": "deny", "network": "ask"},
+        "default": {"inspect": "allow", "modify": "ask", "execute": "ask", "network": "ask"},
+        "acceptEdits": {
+            "inspect": "allow",
+            "modify": "allow",
+            "execute": "ask",
+            "network": "ask",
+        },
+        "bypassPermissions": {
+            "inspect": "allow",
+            "modify": "allow",
+            "execute": "allow",
+            "network": "allow",
+        },
     }[mode][risk]
     tool, args = CALLS[risk]
     decision = enforcer(tmp_path, mode=mode).evaluate(tool, args)
@@ -154,7 +166,7 @@ def test_auto_mode_classifier_only_where_default_would_ask(tmp_path: Path) -> No
     assert gate.evaluate("Read", {"file_path": "a"}).outcome == "allow"
     assert gate.evaluate("Bash", {"command": "ls -la"}).outcome == "allow"
     assert gate.evaluate("Bash", {"command": "curl x"}).outcome == "deny"
-    for tool, args in (CALLS["modify"], CALLS["execute"]):
+    for tool, args in (CALLS["modify"], CALLS["execute"], CALLS["network"]):
         decision = gate.evaluate(tool, args)
         assert (decision.outcome, decision.classifier_eligible) == ("ask", True)
 

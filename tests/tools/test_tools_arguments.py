@@ -20,7 +20,7 @@ EXPECTED = {
     "Bash": (ToolProfile("execute", "command", "command"), {"command"}, {"timeout", "description"}),
     "Glob": (ToolProfile("inspect", "path", "path"), {"pattern"}, {"path"}),
     "Grep": (ToolProfile("inspect", "path", "path"), {"pattern"}, {"path", "glob"}),
-    "WebFetch": (ToolProfile("inspect", "url", "url"), {"url"}, set()),
+    "WebFetch": (ToolProfile("network", "url", "url"), {"url"}, set()),
 }
 
 VALID: dict[str, dict[str, Any]] = {

@@ -1,18 +1,19 @@
-"""WebFetch against a loopback HTTP server started by each test (127.0.0.1 only)."""
+"""WebFetch against a loopback HTTP server started by each test (127.0.0.1 only).
+
+The address guard refuses loopback unless an allow rule names the host, so these fetches run
+with 127.0.0.1 exempted, as ``WebFetch(domain:127.0.0.1)`` would (tests/tools/
+test_tools_address_guard.py covers the guard itself)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
 
-from robotad.tools import ToolResult, WebFetchTool
-from tests.tools.tool_calls import call
-
-Route = Callable[[trio.SocketStream], Awaitable[None]]
+from robotad.tools import ToolContext, ToolResult, WebFetchTool
+from tests.tools.loopback_http import LoopbackHTTP, respond, serve_loopback
 
 PROXY_VARIABLES = (
     "http_proxy",
@@ -30,65 +31,31 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-async def respond(
-    stream: trio.SocketStream,
-    status: str,
-    body: bytes = b"",
-    *,
-    content_type: str | None = "text/plain",
-    headers: dict[str, str] | None = None,
-    length: int | None = None,
-) -> None:
-    lines = [f"HTTP/1.1 {status}", "Connection: close", f"Content-Length: {length or len(body)}"]
-    if content_type is not None:
-        lines.append(f"Content-Type: {content_type}")
-    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
-    await stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-
-
-class LoopbackHTTP:
-    """A tiny HTTP/1.1 server: one request per connection, answered by a route per path."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, Route] = {}
-        self.requests: list[str] = []
-        self.port = 0
-
-    def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
-
-    async def handle(self, stream: trio.SocketStream) -> None:
-        head = b""
-        try:
-            while b"\r\n\r\n" not in head:
-                chunk = await stream.receive_some(4096)
-                if not chunk:
-                    return
-                head += chunk
-            target = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
-            self.requests.append(target)
-            route = self.routes.get(target)
-            if route is None:
-                await respond(stream, "404 Not Found", b"no such page")
-            else:
-                await route(stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            await stream.aclose()
-
-
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> LoopbackHTTP:
-    http = LoopbackHTTP()
-    listeners = await nursery.start(partial(trio.serve_tcp, http.handle, 0, host="127.0.0.1"))
-    http.port = listeners[0].socket.getsockname()[1]
-    return http
+    return await serve_loopback(nursery)
 
 
-async def fetch(url: str, tool: WebFetchTool | None = None) -> ToolResult:
+class Exempt:
+    """Host exemptions as allow rules naming exactly `hosts` would grant."""
+
+    def __init__(self, *hosts: str) -> None:
+        self.hosts = set(hosts)
+
+    def exempts(self, tool_name: str, host: str) -> bool:
+        return tool_name == "WebFetch" and host in self.hosts
+
+    def withholds(self, tool_name: str, path: str) -> bool:
+        return False
+
+
+async def fetch(
+    url: str, tool: WebFetchTool | None = None, exempt: Exempt | None = None
+) -> ToolResult:
+    tool = tool or WebFetchTool()
+    ctx = ToolContext(Path("/"), "test-session", exempt or Exempt("127.0.0.1"))
     with trio.fail_after(10):
-        return await call(tool or WebFetchTool(), Path("/"), url=url)
+        return await tool.run(tool.decode_arguments({"url": url}), ctx)
 
 
 async def test_html_comes_back_as_readable_text(server: LoopbackHTTP) -> None:

@@ -1,2 +1,3 @@
-"""Permission decisions: the enforcer (rules, modes, remembered consent), patterns, hazards and
-the auto-mode classifier. Plain evaluation: nothing here performs I/O but the classifier's child."""
+"""Permission decisions: the enforcer (rules, modes, remembered consent), patterns, hazards,
+sensitive paths (secrets, persistence, the workspace) and the auto-mode classifier. Plain
+evaluation: nothing here performs I/O but the classifier's child."""

@@ -2,21 +2,29 @@
 
 `PermissionEnforcer.evaluate(tool, arguments)` decides one call in this order (G-111): a
 matching deny rule denies, then a matching ask rule asks, then a matching allow rule allows,
-and otherwise the mode table decides by the tool's risk class (G-112):
+and otherwise the mode table decides by the tool's risk class (G-112; ``network`` is
+PROTOCOL.md §10.7):
 
-================== ======= ======= =======
-mode               inspect modify  execute
-================== ======= ======= =======
-plan               allow   deny    deny
-default            allow   ask     ask
-acceptEdits        allow   allow   ask
-bypassPermissions  allow   allow   allow
-auto               allow   ask*    ask*
-================== ======= ======= =======
+================== ======= ======= ======= =======
+mode               inspect modify  execute network
+================== ======= ======= ======= =======
+plan               allow   deny    deny    ask
+default            allow   ask     ask     ask
+acceptEdits        allow   allow*  ask     ask
+bypassPermissions  allow   allow   allow   allow
+auto               allow   ask*    ask*    ask*
+================== ======= ======= ======= =======
+
+Sensitive paths (§10.7, `SensitivePaths`) ask in every mode but ``bypassPermissions``, even
+where the mode would allow: a read (an ``inspect`` tool's path) of a protected secret, and a
+write (a ``modify`` tool's path) to a persistence path. Only an allow rule that names the path
+(an argument pattern that is not just wildcards) admits such a call without asking; a bare
+``Read`` rule does not. ``allow*``: ``acceptEdits`` allows a write only inside the workspace
+(the cwd tree and ``additional_dirs``) and asks outside it. A mode's ``deny`` stays a deny.
 
 ``ask*``: auto mode lets the classifier stand in for the person (`Decision.classifier_eligible`)
-unless a person is required — a critical removal or a protected path (G-122); an ask rule always
-goes to a person (G-121). A tool with no registered profile is judged as ``execute``.
+unless a person is required — a critical removal, a protected or sensitive path (G-122); an ask
+rule always goes to a person (G-121). A tool with no registered profile is judged as ``execute``.
 
 Arguments are judged in their effective form: a path argument is canonicalised against the
 session's cwd first (G-116, `canonical_arguments`). A path is also judged with its symlinks
@@ -63,6 +71,7 @@ from robotad.session.permissions.patterns import (
     parse_rule,
     parse_rules,
 )
+from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.tools.paths import canonical_path
 
 __all__ = [
@@ -91,11 +100,16 @@ RULE_KINDS: Final[tuple[RuleKind, ...]] = ("allow", "ask", "deny")
 MODES: Final[tuple[PermissionMode, ...]] = get_args(PermissionMode)
 
 MODE_TABLE: Final[Mapping[PermissionMode, Mapping[Risk, Outcome]]] = {
-    "plan": {"inspect": "allow", "modify": "deny", "execute": "deny"},
-    "default": {"inspect": "allow", "modify": "ask", "execute": "ask"},
-    "acceptEdits": {"inspect": "allow", "modify": "allow", "execute": "ask"},
-    "bypassPermissions": {"inspect": "allow", "modify": "allow", "execute": "allow"},
-    "auto": {"inspect": "allow", "modify": "ask", "execute": "ask"},
+    "plan": {"inspect": "allow", "modify": "deny", "execute": "deny", "network": "ask"},
+    "default": {"inspect": "allow", "modify": "ask", "execute": "ask", "network": "ask"},
+    "acceptEdits": {"inspect": "allow", "modify": "allow", "execute": "ask", "network": "ask"},
+    "bypassPermissions": {
+        "inspect": "allow",
+        "modify": "allow",
+        "execute": "allow",
+        "network": "allow",
+    },
+    "auto": {"inspect": "allow", "modify": "ask", "execute": "ask", "network": "ask"},
 }
 
 _VERB: Final[Mapping[Outcome, str]] = {"allow": "allows", "ask": "asks before", "deny": "denies"}
@@ -147,6 +161,7 @@ class PermissionEnforcer:
         persist_project_rule: PersistRule | None = None,
         mode_guard: ModeGuard | None = None,
         protected: ProtectedPaths | None = None,
+        sensitive: SensitivePaths | None = None,
         home: str | None = None,
         resolve_links: Callable[[str], str] = os.path.realpath,
         denial_limit: int = 50,
@@ -161,6 +176,9 @@ class PermissionEnforcer:
         self._home = home or os.path.expanduser("~")
         self._protected = protected or ProtectedPaths.default(home=self._home)
         self._resolve = resolve_links
+        self._sensitive = sensitive or SensitivePaths(
+            str(self.cwd), home=self._home, resolve=resolve_links
+        )
         self._guard = mode_guard
         self._denials: collections.deque[Denial] = collections.deque(maxlen=denial_limit)
         # Rules compiled per (tool, profile), rebuilt after any rule is added.
@@ -303,25 +321,58 @@ class PermissionEnforcer:
         return args
 
     def evaluate(self, tool_name: str, arguments: Mapping[str, Any]) -> Decision:
-        """Decide one call: deny rules, ask rules, allow rules, then the mode table."""
+        """Decide one call: deny rules, ask rules, allow rules, then the mode table; a
+        sensitive path asks unless the mode is ``bypassPermissions`` (see the module doc)."""
         profile = self._profiles.get(tool_name)
         call = _Call(self, tool_name, profile, self.canonical_arguments(tool_name, arguments))
         if (rule := call.caught_by("deny")) is not None:
             return Decision("deny", f"denied by rule {rule.text}", "rule", rule.text)
         if (rule := call.caught_by("ask")) is not None:
             return Decision("ask", f"rule {rule.text} asks for approval", "rule", rule.text)
-        if (rule := call.admitted()) is not None:
+        bypass = self._mode == "bypassPermissions"
+        sensitive = None if bypass else call.sensitive()
+        if (rule := call.admitted()) is not None and (sensitive is None or _names_path(rule)):
             return Decision("allow", f"allowed by rule {rule.text}", "rule", rule.text)
         risk: Risk = profile.risk if profile is not None else "execute"
         outcome = MODE_TABLE[self._mode][risk]
         what = f"{risk} tools" if profile is not None else f"unknown tool {tool_name}"
         reason = f"{self._mode} mode {_VERB[outcome]} {what}"
+        if outcome != "deny" and sensitive is not None:
+            return Decision(
+                "ask", f"{sensitive}; it asks in every mode but bypassPermissions", "mode"
+            )
+        if outcome == "allow" and self._mode == "acceptEdits" and call.outside_workspace():
+            return Decision(
+                "ask", f"{reason} only inside the workspace; this path is outside it", "mode"
+            )
         if outcome != "ask" or self._mode != "auto":
             return Decision(outcome, reason, "mode")
         hazard = call.hazard()
         if hazard is not None:
             return Decision("ask", f"{reason}: {hazard} needs a person", "mode")
         return Decision("ask", reason, "mode", classifier_eligible=True)
+
+    def withholds(self, tool_name: str, path: str) -> bool:
+        """Whether a search by `tool_name` (Grep walking a folder) must skip the file `path`:
+        a protected secret (§10.7) in any mode but bypassPermissions, unless an allow rule
+        names it. Reads rules only; safe to call from the search's worker thread."""
+        profile = self._profiles.get(tool_name)
+        if self._mode == "bypassPermissions" or profile is None or not profile.argument_key:
+            return False
+        call = _Call(self, tool_name, profile, {profile.argument_key: path})
+        if call.sensitive() is None:
+            return False
+        rule = call.admitted()
+        return rule is None or not _names_path(rule)
+
+    def exempts(self, tool_name: str, host: str) -> bool:
+        """Whether an allow rule of `tool_name` names exactly `host` (``WebFetch(domain:HOST)``,
+        not a parent domain): the address guard lets a fetch reach it whatever its address
+        (§10.7). `host` is spelled as rules spell it (`patterns.url_host`)."""
+        return any(
+            rule.form == "domain" and rule.tool == tool_name and rule.host == host
+            for rule in self._rules["allow"]
+        )
 
     def _groups_for(
         self, tool_name: str, profile: ToolProfile | None
@@ -342,6 +393,12 @@ class PermissionEnforcer:
             }
             self._groups[key] = groups
         return groups
+
+
+def _names_path(rule: Rule) -> bool:
+    """Whether an allow rule names a path: an argument pattern with literal text (``Read``,
+    ``Read(**)`` do not; ``Read(~/.ssh/id_ed25519.pub)`` and ``Read(.env)`` do)."""
+    return rule.scoped and any(piece not in (WILDCARD, "/") for piece in rule.pieces)
 
 
 class _RuleGroup:
@@ -380,6 +437,7 @@ class _Call:
         self.enforcer = enforcer
         self.groups = enforcer._groups_for(tool_name, profile)
         self.kind = profile.argument_kind if profile is not None else None
+        self.risk = profile.risk if profile is not None else None
         value: object = None
         if profile is not None and profile.argument_key is not None:
             value = arguments.get(profile.argument_key)
@@ -426,6 +484,30 @@ class _Call:
         hits = [group.first(spelling) for spelling in spellings]
         return None if None in hits else hits[0]
 
+    def sensitive(self) -> str | None:
+        """Why a path call needs a person in every mode but bypassPermissions, if it does: a
+        read of a protected secret, or a write to a persistence path (§10.7)."""
+        if self.kind != "path" or self.risk not in ("inspect", "modify"):
+            return None
+        sensitive = self.enforcer._sensitive
+        check = sensitive.protected_read if self.risk == "inspect" else sensitive.persistence
+        for path in self.paths:
+            pattern = check(path)
+            if pattern is not None:
+                what = (
+                    "reading a protected secret"
+                    if self.risk == "inspect"
+                    else ("writing a persistence path")
+                )
+                return f"{path} matches {pattern}: {what}"
+        return None
+
+    def outside_workspace(self) -> bool:
+        """Whether a write leaves the workspace: any spelling of its path outside it."""
+        if self.kind != "path" or self.risk != "modify":
+            return False
+        return any(not self.enforcer._sensitive.in_workspace(path) for path in self.paths)
+
     def hazard(self) -> str | None:
         """What makes this call need a person in auto mode, if anything (G-122)."""
         protected = self.enforcer._protected
@@ -437,4 +519,6 @@ class _Call:
                 return "a critical removal"
             if protected.touched_by(self.value, cwd):
                 return "a protected path"
+            if self.enforcer._sensitive.touched_by(self.value):
+                return "a secret or persistence path"
         return None

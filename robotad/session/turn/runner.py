@@ -177,7 +177,7 @@ class TurnRunner:
                     history=s.conversation.messages,
                     commit=s.conversation.commit,
                     gate=gate,
-                    ctx=ToolContext(cwd=s.cwd, session_id=s.session_id),
+                    ctx=ToolContext(cwd=s.cwd, session_id=s.session_id, policy=s.gate.enforcer),
                     tool_choice=tool_choice,
                     system_context=system_context,
                     effort=s.effort(),
