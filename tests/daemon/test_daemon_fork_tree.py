@@ -112,7 +112,8 @@ def test_the_history_is_one_branch_ending_at_the_last_message() -> None:
     tree = history_tree("s", history)
     ids = [m.id for m in history]
     assert tree.path() == ids
-    assert tree.branches() == [ids[-1]]
+    assert tree.active == ids[-1]
+    assert list(tree) == ids
     assert [tree.parent(i) for i in ids] == [None, *ids[:-1]]
 
 
