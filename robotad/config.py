@@ -11,7 +11,8 @@ Shape (every table forbids unknown keys)::
 
     default_provider = "scripted"        # a [providers] name, or a built-in kind
     [providers.NAME]                     # kind, base_url?, model?, api_key_env?,
-    kind = "openai"                      #   context_window?, max_tokens?
+    kind = "openai"                      #   context_window?, max_tokens?, idle_timeout_ms?,
+                                         #   connect_timeout_ms?, api_key_command?
     [permissions]                        # allow / ask / deny: lists of pattern strings;
                                          #   protected_reads?, additional_dirs (§10.7)
     [classifier]                         # command
@@ -96,6 +97,11 @@ class ProviderConfig(_Table, frozen=True):
     api_key_env: _Name | None = None
     context_window: _Positive | None = None
     max_tokens: _Positive | None = None
+    #: PROTOCOL §10.3: the idle deadline of a model call and the bound on opening a connection.
+    idle_timeout_ms: _Positive = 120_000
+    connect_timeout_ms: _Positive = 10_000
+    #: Run through ``/bin/sh -c`` when the provider is built; its first stdout line is the key.
+    api_key_command: _Name | None = None
 
 
 class PermissionsConfig(_Table, frozen=True):

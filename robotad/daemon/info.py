@@ -43,6 +43,7 @@ def session_info(live: LiveSession) -> SessionInfo:
         running=live.busy,
         pending=live.pending(),
         context=session.get_context_state(),
+        idle_timeout_ms=session.idle_timeout_ms,
     )
 
 
