@@ -42,6 +42,7 @@ __all__ = [
     "ClientOptions",
     "CommandFailed",
     "DaemonNotRunningFailed",
+    "JsonErrorShown",
     "LazyGroup",
     "RpcFailed",
     "TurnAbortedFailed",
@@ -111,6 +112,29 @@ class CommandFailed(click.ClickException):
     def show(self, file: Any = None) -> None:
         Output().error(self.format_message())
 
+    def document(self) -> dict[str, Any]:
+        """The error as ``--json`` prints it on stderr."""
+        return {"error": {"message": self.format_message()}}
+
+
+class JsonErrorShown(click.ClickException):
+    """Any click error of a ``--json`` run, shown as one JSON line on stderr (same status):
+    ``{"error": {code, message, data}}`` for the daemon's errors (plus ``hint``), else
+    ``{"error": {"message"}}``."""
+
+    def __init__(self, original: click.ClickException) -> None:
+        super().__init__(original.format_message())
+        self.exit_code = original.exit_code
+        self.original = original
+
+    def show(self, file: Any = None) -> None:
+        original = self.original
+        if isinstance(original, CommandFailed):
+            document = original.document()
+        else:
+            document = {"error": {"message": original.format_message(), "usage": True}}
+        Output().error_json(document)
+
 
 class DaemonNotRunningFailed(CommandFailed):
     """Nothing listens at `socket_path` and starting robotad was not allowed."""
@@ -135,6 +159,14 @@ class RpcFailed(CommandFailed):
         output.rpc_error(self.code, self.message, self.data)
         if self.hint:
             output.notice(output.style(f"hint: {self.hint}", "yellow", err=True))
+
+    def document(self) -> dict[str, Any]:
+        from robotactl.render import rpc_error_document
+
+        document = rpc_error_document(self.code, self.message, self.data)
+        if self.hint:
+            document["hint"] = self.hint
+        return document
 
 
 class TurnAbortedFailed(RpcFailed):
@@ -163,6 +195,17 @@ class LazyGroup(click.Group):
             raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
         self.add_command(command, cmd_name)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; with ``--json``, its error (usage errors included) is JSON."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            options = ctx.obj
+            json_mode = isinstance(options, ClientOptions) and options.output.json_mode
+            if json_mode and not isinstance(exc, JsonErrorShown):
+                raise JsonErrorShown(exc) from None
+            raise
 
 
 @click.group(

@@ -112,8 +112,9 @@ class TurnView:
     """Renders a turn's events for a person.
 
     Text goes to stdout as it streams (not in JSON mode, where stdout carries only the final
-    result); everything else is one dim line on stderr. Before such a line, a text line left
-    open is ended, so the answer and the activity never share a line.
+    result); everything else is one dim line on stderr (not in JSON mode either). Before such
+    a line, a text line left open is ended, so the answer and the activity never share a line.
+    A failed turn's ``turn_finished`` shows nothing: the request's own error says it, once.
     """
 
     def __init__(self, output: Output, *, show_text: bool) -> None:
@@ -139,10 +140,6 @@ class TurnView:
             self.activity(f"  {verdict} {event.request_id}")
         elif isinstance(event, Compaction):
             self.activity(f"⋯ compaction ({event.trigger}): {event.phase}")
-        elif isinstance(event, TurnFinished) and event.status == "failed":
-            error = event.error
-            detail = "" if isinstance(error, msgspec.UnsetType) else f": {error.message}"
-            self.activity(f"✗ turn failed{detail}", "red")
 
     def _text(self, text: str) -> None:
         if not self.show_text or not text:
@@ -161,9 +158,11 @@ class TurnView:
             self.activity(f"  {event.tool}: denied{reason}", "red")
 
     def activity(self, text: str, *styles: str) -> None:
-        """One line of activity on stderr, after ending an open text line."""
+        """One line of activity on stderr, after ending an open text line; none in JSON mode,
+        where stderr carries only an error, as JSON."""
         self.end_line()
-        self.output.side(text, *styles)
+        if not self.output.json_mode:
+            self.output.side(text, *styles)
 
     def end_line(self) -> None:
         """End the text line left open on stdout, if any."""

@@ -119,10 +119,12 @@ def new(
 
         return client.request("session/create", params, result_type=SessionInfo)
 
+    from robotactl.usage import as_usage_error
+
     try:
         info = call_daemon(options, create)
     except RpcFailed as exc:
-        raise _as_usage_error(exc) from None
+        raise as_usage_error(exc, _OPTION_OF_PATH) from None
     _print_new_session(options, info)
 
 
@@ -133,22 +135,6 @@ _OPTION_OF_PATH = {
     "$.permissions.deny": "--deny",
     "$.idleTimeoutMs": "--idle-timeout",
 }
-
-
-def _as_usage_error(exc: RpcFailed) -> click.ClickException:
-    """A -32602 about what an option gave (a malformed pattern…) as click's usage error,
-    exit 2 like any other bad option, each problem named by its option; else `exc`."""
-    issues = exc.data.get("issues") if exc.code == -32602 and isinstance(exc.data, dict) else None
-    if not isinstance(issues, list) or not issues:
-        return exc
-    named: list[str] = []
-    for issue in issues:
-        path = str(issue.get("path", "")) if isinstance(issue, dict) else ""
-        option = next((o for p, o in _OPTION_OF_PATH.items() if path.startswith(p)), None)
-        if option is None:
-            return exc
-        named.append(f"{option} ({path}): {issue.get('message')}")
-    return click.UsageError("; ".join(named))
 
 
 def _read_script(path: str) -> list[Any]:

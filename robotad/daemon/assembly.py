@@ -20,6 +20,7 @@ unconsumed ones in its snapshot, so a reload continues the script where it stopp
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -199,10 +200,18 @@ class SessionAssembler:
         script = settings.script if settings.script is not UNSET else None
         window = settings.context_window if settings.context_window is not UNSET else None
         where = new_at or "$"
+        make_provider = functools.partial(
+            self._provider,
+            settings.provider,
+            model=settings.model,
+            script=script,
+            context_window=window,
+        )
         try:
-            provider = self._provider(
-                settings.provider, model=settings.model, script=script, context_window=window
-            )
+            if self._runs_a_key_command(settings.provider):
+                provider = await trio.to_thread.run_sync(make_provider)
+            else:
+                provider = make_provider()
         except ProviderUnavailable as exc:
             if new_at is not None:
                 at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
@@ -273,6 +282,11 @@ class SessionAssembler:
         return build_provider(
             name, self.config, model=model, script=steps, context_window=context_window
         )
+
+    def _runs_a_key_command(self, name: str) -> bool:
+        """Whether building provider `name` runs an ``api_key_command`` (blocking: a thread)."""
+        spec = self.config.providers.get(name)
+        return spec is not None and spec.api_key_command is not None
 
     def _project_rules_of(self, cwd: str) -> dict[str, list[str]] | None:
         """Blocking: the project rules of `cwd`, or None when it is no existing directory."""

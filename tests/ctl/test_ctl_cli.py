@@ -190,7 +190,7 @@ def test_rpc_error_layout() -> None:
     text = format_rpc_error(-32602, "invalid params", {"issues": [{"path": "$.a", "message": "m"}]})
     assert text.splitlines() == [
         "error -32602: invalid params",
-        'data: {"issues": [{"path": "$.a", "message": "m"}]}',
+        "  $.a: m",
     ]
 
 
