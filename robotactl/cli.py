@@ -124,7 +124,7 @@ class JsonErrorShown(click.ClickException):
 
     def __init__(self, original: click.ClickException) -> None:
         super().__init__(original.format_message())
-        self.exit_code = original.exit_code
+        self.exit_code = original.exit_code  # type: ignore[misc]
         self.original = original
 
     def show(self, file: Any = None) -> None:

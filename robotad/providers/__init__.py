@@ -85,7 +85,7 @@ def build_provider(
         )
     except KeyUnavailable as exc:
         raise ProviderUnavailable(str(exc)) from None
-    timeouts = {"connect_timeout": spec.connect_timeout_ms / 1000, "idle_timeout": idle}
+    connect = spec.connect_timeout_ms / 1000
     if spec.kind == "openai":
         from robotad.providers.openai import OpenAIProvider
 
@@ -95,7 +95,8 @@ def build_provider(
             base_url=spec.base_url,
             api_key=api_key,
             context_window=window,
-            **timeouts,
+            connect_timeout=connect,
+            idle_timeout=idle,
         )
     from robotad.providers.anthropic import AnthropicProvider
 
@@ -107,7 +108,8 @@ def build_provider(
             api_key=api_key,
             context_window=window,
             max_tokens=spec.max_tokens,
-            **timeouts,
+            connect_timeout=connect,
+            idle_timeout=idle,
         )
     return AnthropicProvider(
         name=name,
@@ -115,5 +117,6 @@ def build_provider(
         base_url=spec.base_url,
         api_key=api_key,
         context_window=window,
-        **timeouts,
+        connect_timeout=connect,
+        idle_timeout=idle,
     )
