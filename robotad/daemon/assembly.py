@@ -93,8 +93,21 @@ class SessionAssembler:
         trace: bool = False,
     ) -> SessionAssembler:
         """The assembler of a daemon with `config` and its state under `state_dir`. Raises
-        `InvalidParams` for a hooks table the session layer refuses (located under $.hooks)."""
-        hooks = parse_hooks_config(msgspec.to_builtins(config.hooks))
+        `InvalidParams` listing every default rule under ``[permissions]`` that is malformed
+        (``$.permissions.allow[0]``…) and every problem of a hooks table the session layer
+        refuses (under ``$.hooks``), so a bad pattern stops the start, never a later create."""
+        issues: list[Issue] = []
+        for kind in _RULE_KINDS:
+            try:
+                parse_rules(list(getattr(config.permissions, kind)), f"$.permissions.{kind}")
+            except InvalidParams as exc:
+                issues.extend(exc.issues)
+        try:
+            hooks = parse_hooks_config(msgspec.to_builtins(config.hooks))
+        except InvalidParams as exc:
+            issues.extend(exc.issues)
+        if issues:
+            raise InvalidParams(issues)
         command = config.classifier.command if config.classifier is not None else None
         return cls(
             config=config,
