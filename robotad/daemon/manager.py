@@ -81,7 +81,7 @@ from robotad.storage.journal import FileExecutionJournal
 from robotad.storage.log_files import log_paths
 from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
-from robotad.storage.store import FileSessionStore, LoadOutcome, Missing
+from robotad.storage.store import FileSessionStore, LoadOutcome, Missing, record_file
 
 __all__ = ["DEFAULT_IDLE_UNLOAD_SECONDS", "SessionManager"]
 
@@ -509,9 +509,9 @@ def _valid(session_id: str, outcome: LoadOutcome) -> SessionRecord:
     if isinstance(outcome, Missing):
         raise SessionNotFound(session_id)
     if isinstance(outcome, Corrupt):
-        raise RecordCorrupt(session_id, outcome.issues)
+        raise RecordCorrupt(session_id, outcome.issues, path=record_file(session_id))
     if isinstance(outcome, Unsupported):
-        raise RecordUnsupported(session_id, outcome.schema_version)
+        raise RecordUnsupported(session_id, outcome.schema_version, path=record_file(session_id))
     raise AssertionError(f"unknown load outcome {outcome!r}")
 
 
