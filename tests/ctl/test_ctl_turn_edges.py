@@ -16,6 +16,7 @@ from tests.daemon_helpers import connect
 
 from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon, child_environment
 from .ctl_helpers import Terminal, new_session, sock, write_script
+from .test_ctl_turns import SLOW, slow_run
 
 
 @pytest.fixture
@@ -102,3 +103,24 @@ async def test_joining_a_running_turn_replays_what_it_already_said(
             )
     assert joined.returncode == ExitCode.COMPLETED, joined.stderr
     assert joined.stdout.decode() == "one two three four\n"
+
+
+def test_a_daemon_that_dies_mid_turn_is_said_to_have_stopped(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """Not "another user": the daemon stopped, and where its log is."""
+    session_id = new_session(ctl, robotad, work, SLOW)
+    process = slow_run(robotad, session_id, work)
+    try:
+        robotad.process.kill()
+        robotad.process.wait(PROCESS_TIMEOUT)
+        _, stderr = process.communicate(timeout=PROCESS_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    errors = stderr.decode()
+    assert process.returncode == ExitCode.ERROR, errors
+    assert "robotad has stopped" in errors
+    assert "journalctl --user -u robotad" in errors
+    assert "another user" not in errors
