@@ -36,7 +36,6 @@ import trio
 from protocol.errors import EventsLost, RpcError
 from protocol.events import (
     EVENT_METHOD,
-    ApprovalRequested,
     ApprovalResolved,
     Compaction,
     Overflow,
@@ -132,8 +131,9 @@ class TurnView:
         #: Whether any model text of this turn arrived (shown or not, as in JSON mode).
         self.received_text = False
         self._open_line = False
-        #: "needs approval" lines held back by call id: shown when the turn asks a person,
-        #: dropped when the same call's decision follows (a resumed approval re-checks it).
+        #: "needs approval" lines held back by call id: shown with the next event that is not
+        #: a decision, dropped when the same call's decision comes first (a resumed approval
+        #: re-checks the call: ask, then allowed — approved).
         self._asks: dict[str, str] = {}
         self._waiting = waiting
         #: Tools started and not finished, by call id (what the turn is waiting for then).
@@ -142,6 +142,8 @@ class TurnView:
     def event(self, event: Any) -> None:
         """Show one event of the turn."""
         self.shown_at = time.monotonic()
+        if not isinstance(event, PermissionDecided):
+            self._show_held_asks()
         if isinstance(event, TextDelta):
             self.received_text = self.received_text or bool(event.text)
             self._text(event.text)
@@ -159,8 +161,6 @@ class TurnView:
             self.activity(f"  {verdict} {event.request_id}")
         elif isinstance(event, Compaction):
             self.activity(f"⋯ compaction ({event.trigger}): {event.phase}")
-        elif isinstance(event, ApprovalRequested | TurnFinished):
-            self._show_held_asks()
 
     def _text(self, text: str) -> None:
         if not self.show_text or not text:
