@@ -154,22 +154,30 @@ class RecordCorrupt(RpcError):
     code = -32003
     default_message = "stored record is corrupt"
 
-    def __init__(self, session_id: str, issues: list[Issue]) -> None:
+    def __init__(self, session_id: str, issues: list[Issue], *, path: str | None = None) -> None:
+        """`path`: the record's file relative to the state folder (``sessions/<id>.json``),
+        named in the message and in `data` (v1.1) so a person knows which file to look at."""
         first = f": {issues[0]['path']}: {issues[0]['message']}" if issues else ""
-        super().__init__(
-            f"stored record of {session_id} is corrupt{first}",
-            {"sessionId": session_id, "issues": issues},
-        )
+        where = f" ({path})" if path else ""
+        data: dict[str, Any] = {"sessionId": session_id, "issues": issues}
+        if path:
+            data["path"] = path
+        super().__init__(f"stored record of {session_id}{where} is corrupt{first}", data)
 
 
 class RecordUnsupported(RpcError):
     code = -32004
     default_message = "stored record has an unsupported schema version"
 
-    def __init__(self, session_id: str, schema_version: Any) -> None:
+    def __init__(self, session_id: str, schema_version: Any, *, path: str | None = None) -> None:
+        where = f" ({path})" if path else ""
+        data: dict[str, Any] = {"sessionId": session_id, "schemaVersion": schema_version}
+        if path:
+            data["path"] = path
         super().__init__(
-            f"stored record of {session_id} has unsupported schemaVersion {schema_version!r}",
-            {"sessionId": session_id, "schemaVersion": schema_version},
+            f"stored record of {session_id}{where} has unsupported schemaVersion "
+            f"{schema_version!r}",
+            data,
         )
 
 

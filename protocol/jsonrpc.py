@@ -138,7 +138,16 @@ _raw_decoder: Final = msgspec.json.Decoder(Raw)
 
 
 def parse_frame(body: bytes) -> Frame:
-    """Classify every message of one frame body. Never raises for any input."""
+    """Classify every message of one frame body. Never raises for any input: a message
+    nested deeper than the decoder allows is a parse error like any other unparseable one
+    (PROTOCOL §10.2), so the connection goes on."""
+    try:
+        return _parse_frame(body)
+    except RecursionError:
+        return _parse_error("nested too deeply")
+
+
+def _parse_frame(body: bytes) -> Frame:
     if not body.isascii():
         try:
             body.decode("utf-8")

@@ -237,6 +237,8 @@ class SessionInfo(_Wire):
     running: bool
     pending: Pending | None
     context: ContextState
+    #: PROTOCOL §10.2: the effective idle timeout of a model call (always set by robotad).
+    idle_timeout_ms: int | UnsetType = UNSET
 
 
 class TurnCompleted(_Frozen, frozen=True, tag_field="status", tag="completed"):

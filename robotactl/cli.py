@@ -42,6 +42,7 @@ __all__ = [
     "ClientOptions",
     "CommandFailed",
     "DaemonNotRunningFailed",
+    "JsonErrorShown",
     "LazyGroup",
     "RpcFailed",
     "TurnAbortedFailed",
@@ -111,6 +112,29 @@ class CommandFailed(click.ClickException):
     def show(self, file: Any = None) -> None:
         Output().error(self.format_message())
 
+    def document(self) -> dict[str, Any]:
+        """The error as ``--json`` prints it on stderr."""
+        return {"error": {"message": self.format_message()}}
+
+
+class JsonErrorShown(click.ClickException):
+    """Any click error of a ``--json`` run, shown as one JSON line on stderr (same status):
+    ``{"error": {code, message, data}}`` for the daemon's errors (plus ``hint``), else
+    ``{"error": {"message"}}``."""
+
+    def __init__(self, original: click.ClickException) -> None:
+        super().__init__(original.format_message())
+        self.exit_code = original.exit_code  # type: ignore[misc]
+        self.original = original
+
+    def show(self, file: Any = None) -> None:
+        original = self.original
+        if isinstance(original, CommandFailed):
+            document = original.document()
+        else:
+            document = {"error": {"message": original.format_message(), "usage": True}}
+        Output().error_json(document)
+
 
 class DaemonNotRunningFailed(CommandFailed):
     """Nothing listens at `socket_path` and starting robotad was not allowed."""
@@ -135,6 +159,14 @@ class RpcFailed(CommandFailed):
         output.rpc_error(self.code, self.message, self.data)
         if self.hint:
             output.notice(output.style(f"hint: {self.hint}", "yellow", err=True))
+
+    def document(self) -> dict[str, Any]:
+        from robotactl.render import rpc_error_document
+
+        document = rpc_error_document(self.code, self.message, self.data)
+        if self.hint:
+            document["hint"] = self.hint
+        return document
 
 
 class TurnAbortedFailed(RpcFailed):
@@ -163,6 +195,17 @@ class LazyGroup(click.Group):
             raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
         self.add_command(command, cmd_name)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; with ``--json``, its error (usage errors included) is JSON."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            options = ctx.obj
+            json_mode = isinstance(options, ClientOptions) and options.output.json_mode
+            if json_mode and not isinstance(exc, JsonErrorShown):
+                raise JsonErrorShown(exc) from None
+            raise
 
 
 @click.group(
@@ -289,16 +332,46 @@ def _failures_explained(path: Path) -> Iterator[None]:
 
         raise RpcFailed(exc.code, exc.message, exc.data, hint_for(exc.code, exc.data)) from None
     except ConnectionLost as exc:
-        raise CommandFailed(
-            f"robotad at {path} closed the connection before answering ({exc}); it may be "
-            "shutting down, or it runs as another user"
-        ) from None
+        raise CommandFailed(_why_closed(path, str(exc))) from None
     except MalformedResponse as exc:
         raise CommandFailed(f"robotad at {path} sent an unusable reply: {exc}") from None
     except RequestTimeout as exc:
         raise CommandFailed(
             f"robotad at {path} did not answer {exc.method} within {exc.timeout:g} s"
         ) from None
+
+
+def _why_closed(path: Path, detail: str) -> str:
+    """What a connection closed before the answer most likely means, said plainly: robotad
+    stopped (nothing listens now), a socket owned by another user (its daemon refuses us), or
+    it is shutting down; with where its log is."""
+    import os
+    import socket as socket_module
+
+    said = f"robotad at {path} closed the connection before answering ({detail})"
+    try:
+        owner = os.stat(path).st_uid
+    except OSError:
+        owner = None
+    if owner is not None and owner != os.getuid():
+        return f"{said}: the socket belongs to another user, whose robotad refuses you"
+    probe = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
+    try:
+        # A dying process may close our connection before its listener: only an answer
+        # proves a daemon is there.
+        probe.settimeout(2.0)
+        probe.connect(str(path))
+        probe.sendall(b'{"jsonrpc":"2.0","id":0,"method":"daemon/status"}\n')
+        answered = bool(probe.recv(1))
+    except OSError:
+        answered = False
+    finally:
+        probe.close()
+    state = "it is shutting down or restarting" if answered else "robotad has stopped"
+    return (
+        f"{said}; {state}. Its log says why: `journalctl --user -u robotad` under systemd, "
+        f"else {path.parent / 'robotad.log'} when robotactl started it"
+    )
 
 
 def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import click
 
-__all__ = ["Output", "color_enabled", "format_json", "format_rpc_error"]
+__all__ = ["Output", "color_enabled", "format_json", "format_rpc_error", "rpc_error_document"]
 
 _ANSI = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
@@ -47,11 +47,25 @@ def format_json(value: Any, *, indent: int | None = 2) -> str:
 
 
 def format_rpc_error(code: int, message: str, data: Any = None) -> str:
-    """``error CODE: message``, plus ``data: {...}`` on the next line when there is data."""
+    """``error CODE: message`` — one line a person reads (the message carries the facts:
+    a provider failure's endpoint and cause, a session id…), then one ``  path: message``
+    line per located issue of an invalid-params error. The rest of `data` is for scripts:
+    ``--json`` prints the whole error (`rpc_error_document`)."""
     text = f"error {code}: {message}"
-    if data is not None:
-        text += f"\ndata: {format_json(data, indent=None)}"
+    issues = data.get("issues") if isinstance(data, Mapping) else None
+    for issue in issues if isinstance(issues, list) else ():
+        if isinstance(issue, Mapping):
+            text += f"\n  {issue.get('path') or '$'}: {issue.get('message')}"
     return text
+
+
+def rpc_error_document(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """The whole JSON-RPC error as ``--json`` prints it on stderr: ``{"error": {code,
+    message, data?}}``."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"error": error}
 
 
 class Output:
@@ -130,6 +144,10 @@ class Output:
         """An error line on stderr: ``robotactl: text``, the prefix red on a terminal."""
         prefix = self.style("robotactl:", "red", "bold", err=True)
         click.echo(f"{prefix} {text}", err=True, color=self._colors(err=True))
+
+    def error_json(self, document: Any) -> None:
+        """An error as one line of JSON on stderr (``--json``: scripts parse stderr too)."""
+        click.echo(format_json(document, indent=None), err=True, color=False)
 
     def rpc_error(self, code: int, message: str, data: Any = None) -> None:
         """A JSON-RPC error on stderr, as `format_rpc_error` lays it out."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -49,6 +50,7 @@ from protocol.methods import AbortResult, SubscribeResult
 from robotactl.cli import CommandFailed
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_call, shorten
+from robotactl.waiting import QUIET_BEFORE, TICK, WaitingLine
 
 if TYPE_CHECKING:
     from protocol.methods import RunResult
@@ -112,26 +114,46 @@ class TurnView:
     """Renders a turn's events for a person.
 
     Text goes to stdout as it streams (not in JSON mode, where stdout carries only the final
-    result); everything else is one dim line on stderr. Before such a line, a text line left
-    open is ended, so the answer and the activity never share a line.
+    result); everything else is one dim line on stderr (not in JSON mode either). Before such
+    a line, a text line left open is ended, so the answer and the activity never share a line.
+    A failed turn's ``turn_finished`` shows nothing: the request's own error says it, once.
     """
 
-    def __init__(self, output: Output, *, show_text: bool) -> None:
+    def __init__(
+        self, output: Output, *, show_text: bool, waiting: WaitingLine | None = None
+    ) -> None:
         self.output = output
         self.show_text = show_text
+        #: `time.monotonic()` when the turn last showed something (for the waiting line).
+        self.shown_at = time.monotonic()
         #: Whether any model text of this turn was written to stdout.
         self.streamed = False
+        #: Whether any model text of this turn arrived (shown or not, as in JSON mode).
+        self.received_text = False
         self._open_line = False
+        #: "needs approval" lines held back by call id: shown with the next event that is not
+        #: a decision, dropped when the same call's decision comes first (a resumed approval
+        #: re-checks the call: ask, then allowed — approved).
+        self._asks: dict[str, str] = {}
+        self._waiting = waiting
+        #: Tools started and not finished, by call id (what the turn is waiting for then).
+        self._running: dict[str, str] = {}
 
     def event(self, event: Any) -> None:
         """Show one event of the turn."""
+        self.shown_at = time.monotonic()
+        if not isinstance(event, PermissionDecided):
+            self._show_held_asks()
         if isinstance(event, TextDelta):
+            self.received_text = self.received_text or bool(event.text)
             self._text(event.text)
         elif isinstance(event, ToolStarted):
+            self._running[event.call_id] = event.tool
             self.activity(f"→ {format_call(event.tool, event.arguments)}")
         elif isinstance(event, PermissionDecided):
             self._decision(event)
         elif isinstance(event, ToolFinished):
+            self._running.pop(event.call_id, None)
             mark, style = ("✓", "dim") if event.ok else ("✗", "red")
             self.activity(f"  {event.tool} {mark} {shorten(event.preview, PREVIEW_WIDTH)}", style)
         elif isinstance(event, ApprovalResolved):
@@ -139,31 +161,49 @@ class TurnView:
             self.activity(f"  {verdict} {event.request_id}")
         elif isinstance(event, Compaction):
             self.activity(f"⋯ compaction ({event.trigger}): {event.phase}")
-        elif isinstance(event, TurnFinished) and event.status == "failed":
-            error = event.error
-            detail = "" if isinstance(error, msgspec.UnsetType) else f": {error.message}"
-            self.activity(f"✗ turn failed{detail}", "red")
 
     def _text(self, text: str) -> None:
         if not self.show_text or not text:
             return
+        self.clear_waiting()
         self.output.write(text)
         self.streamed = True
         self._open_line = not text.endswith("\n")
 
     def _decision(self, event: PermissionDecided) -> None:
         reason = "" if isinstance(event.reason, msgspec.UnsetType) else f" — {event.reason}"
+        if event.decision == "ask":
+            self._asks[event.call_id] = f"  {event.tool}: needs approval{reason}"
+            return
+        self._asks.pop(event.call_id, None)
         if event.decision == "allow":
             self.activity(f"  {event.tool}: allowed{reason}")
-        elif event.decision == "ask":
-            self.activity(f"  {event.tool}: needs approval{reason}", "yellow")
         else:
             self.activity(f"  {event.tool}: denied{reason}", "red")
 
+    def _show_held_asks(self) -> None:
+        asks, self._asks = self._asks, {}
+        for line in asks.values():
+            self.activity(line, "yellow")
+
     def activity(self, text: str, *styles: str) -> None:
-        """One line of activity on stderr, after ending an open text line."""
+        """One line of activity on stderr, after ending an open text line; none in JSON mode,
+        where stderr carries only an error, as JSON."""
         self.end_line()
-        self.output.side(text, *styles)
+        if not self.output.json_mode:
+            self.clear_waiting()
+            self.output.side(text, *styles)
+
+    def show_waiting(self, seconds: float) -> None:
+        """Draw (or redraw) the waiting line — unless a text line is open on stdout, whose
+        line it would overwrite. Only with a `WaitingLine` set (a terminal)."""
+        if self._waiting is not None and not self._open_line:
+            running = list(self._running.values())
+            self._waiting.draw(seconds, running[-1] if running else "the model")
+
+    def clear_waiting(self) -> None:
+        if self._waiting is not None:
+            self._waiting.clear()
 
     def end_line(self) -> None:
         """End the text line left open on stdout, if any."""
@@ -197,19 +237,26 @@ async def follow_turn(
     *,
     turn_id: str | None = None,
     grace: float = FINISH_GRACE,
+    replay: bool = False,
 ) -> RunResult:
     """Subscribe to `session_id`, run `start()` and show the turn's events until it is done.
 
-    `turn_id`, when known, narrows the events shown to that turn's. Returns what `start`
+    `turn_id`, when known, narrows the events shown to that turn's. With `replay` (and a
+    `turn_id`: joining a turn that may be running) the subscription starts from the oldest
+    buffered event, so the turn's earlier events are shown first. Returns what `start`
     returned; re-raises its `RpcError`. `relay` must be the connection's notification
     callback. Raises `StoppedWaiting` on a second Ctrl-C.
     """
     send, receive = relay.attach()
     try:
-        subscribed = await peer.request(
-            "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
-        )
-        state = _Following(subscribed.latest_seq, turn_id)
+        if replay and turn_id is not None:
+            after = await _subscribe_from_oldest(peer, session_id)
+        else:
+            subscribed = await peer.request(
+                "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
+            )
+            after = subscribed.latest_seq
+        state = _Following(after, turn_id)
         outcome: list[RunResult] = []
         failure: list[RpcError] = []
 
@@ -224,10 +271,12 @@ async def follow_turn(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(call)
             nursery.start_soon(_abort_on_interrupt, peer, session_id, view)
+            nursery.start_soon(_show_waiting, view)
             await _show_events(peer, session_id, receive, state, view, grace)
             nursery.cancel_scope.cancel()
     finally:
         relay.detach()
+        view.clear_waiting()
     if failure:
         raise failure[0]
     return outcome[0]
@@ -266,6 +315,34 @@ async def _show_events(
             state.finished = True
             if deadline != math.inf:
                 return
+
+
+async def _subscribe_from_oldest(peer: JsonRpcPeer, session_id: str) -> int:
+    """Subscribe with every buffered event replayed; the seq the replay starts after."""
+    try:
+        await peer.request(
+            "session/subscribe",
+            {"sessionId": session_id, "afterSeq": 0},
+            result_type=SubscribeResult,
+        )
+    except EventsLost as exc:
+        oldest = exc.data.get("oldestSeq") if isinstance(exc.data, dict) else None
+        if not isinstance(oldest, int) or oldest < 1:
+            raise
+        params = {"sessionId": session_id, "afterSeq": oldest - 1}
+        await peer.request("session/subscribe", params, result_type=SubscribeResult)
+        return oldest - 1
+    return 0
+
+
+async def _show_waiting(view: TurnView) -> None:
+    """Keep the waiting line up to date while the turn shows nothing (see
+    `robotactl.waiting`); cancelled when following ends."""
+    while True:
+        await trio.sleep(TICK)
+        quiet = time.monotonic() - view.shown_at
+        if quiet >= QUIET_BEFORE:
+            view.show_waiting(quiet)
 
 
 async def _resubscribe(

@@ -92,9 +92,27 @@ def _serve_options(command: F) -> F:
     return command
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``robotad --version``: the version robotad reports in ``daemon/status``."""
+    if not value or ctx.resilient_parsing:
+        return
+    from robotad.server.daemon_methods import daemon_version
+
+    click.echo(f"robotad {daemon_version()}")
+    ctx.exit()
+
+
 @click.group(
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and exit.",
 )
 @_serve_options
 @click.pass_context

@@ -1,7 +1,8 @@
 """The daemon's configuration file and folders (PROTOCOL §8; docs/architecture.md, decision 6).
 
 `load_config()` reads ``ROBOTA_CONFIG`` or ``$XDG_CONFIG_HOME/robota/config.toml``. A missing
-file is the defaults (the offline ``scripted`` provider, no rules, no hooks, no classifier).
+default file is the defaults (the offline ``scripted`` provider, no rules, no hooks, no
+classifier); a ``ROBOTA_CONFIG`` that names no file is an error naming the path.
 Anything else that is wrong — TOML syntax, an unknown key, a wrong type, a provider name that
 names nothing, a hook matcher that is not a regular expression — is a `ConfigError` listing
 every problem with its TOML path (``providers.local.base_url: expected string, got integer``),
@@ -11,7 +12,8 @@ Shape (every table forbids unknown keys)::
 
     default_provider = "scripted"        # a [providers] name, or a built-in kind
     [providers.NAME]                     # kind, base_url?, model?, api_key_env?,
-    kind = "openai"                      #   context_window?, max_tokens?
+    kind = "openai"                      #   context_window?, max_tokens?, idle_timeout_ms?,
+                                         #   connect_timeout_ms?, api_key_command?
     [permissions]                        # allow / ask / deny: lists of pattern strings;
                                          #   protected_reads?, additional_dirs (§10.7)
     [classifier]                         # command
@@ -96,6 +98,11 @@ class ProviderConfig(_Table, frozen=True):
     api_key_env: _Name | None = None
     context_window: _Positive | None = None
     max_tokens: _Positive | None = None
+    #: PROTOCOL §10.3: the idle deadline of a model call and the bound on opening a connection.
+    idle_timeout_ms: _Positive = 120_000
+    connect_timeout_ms: _Positive = 10_000
+    #: Run through ``/bin/sh -c`` when the provider is built; its first stdout line is the key.
+    api_key_command: _Name | None = None
 
 
 class PermissionsConfig(_Table, frozen=True):
@@ -183,11 +190,16 @@ def runtime_dir() -> Path:
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Read and decode the configuration file; defaults when it does not exist."""
+    """Read and decode the configuration file; defaults when the default file does not exist.
+    A ``ROBOTA_CONFIG`` that names no file is a `ConfigError` naming the path (§10.3)."""
+    named = path is None and bool(os.environ.get("ROBOTA_CONFIG"))
     path = config_path() if path is None else path
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        if named:
+            message = "ROBOTA_CONFIG names this file, and it does not exist"
+            raise ConfigError(path, [{"path": "", "message": message}]) from None
         return Config()
     except OSError as exc:
         raise ConfigError(path, [{"path": "", "message": f"cannot read: {exc.strerror}"}]) from None

@@ -13,7 +13,9 @@ pointing at this source tree, so an uninstalled checkout works too. Nothing here
 enables or reloads anything: the caller runs ``systemctl --user daemon-reload`` afterwards.
 
 The hardening stays within what a *user* manager can apply without user namespaces:
-seccomp-based restrictions, ``NoNewPrivileges`` and a private umask. Filesystem sandboxing
+seccomp-based restrictions, ``NoNewPrivileges`` and a private umask. The service reads
+``EnvironmentFile=-%h/.config/robota/env`` (optional), the place to give robotad API keys
+(PROTOCOL §10.3), since it never sees the variables of a person's shell. Filesystem sandboxing
 (``ProtectSystem``, ``ProtectHome``, ``PrivateTmp``) is deliberately absent: the tools a
 session runs must see the user's own files, and clients fall back to a socket under ``/tmp``.
 """
@@ -61,6 +63,9 @@ After=robotad.socket
 [Service]
 Type=notify
 NotifyAccess=main
+# Keys and other variables for robotad (API keys: robotad reads its own environment, never
+# your shell's): NAME=value lines; the leading "-" makes the file optional.
+EnvironmentFile=-%h/.config/robota/env
 {environment}ExecStart={exec_start}
 WatchdogSec=30
 Restart=on-failure

@@ -49,6 +49,8 @@ class DaemonHome:
     def __post_init__(self) -> None:
         for sub in ("state", "config", "run", "sock", "xdg-state", "xdg-config", "xdg-cache"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.config_path.exists():  # ROBOTA_CONFIG must name a file (PROTOCOL §10.3)
+            self.config_path.write_text("")
 
     @property
     def state_dir(self) -> Path:

@@ -60,6 +60,14 @@ PROMPT_SCAN = 5000
 @click.option("--allow", multiple=True, metavar="PATTERN", help="Allow rule (repeatable).")
 @click.option("--ask", multiple=True, metavar="PATTERN", help="Ask rule (repeatable).")
 @click.option("--deny", multiple=True, metavar="PATTERN", help="Deny rule (repeatable).")
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    metavar="SECONDS",
+    help="Fail a model call that sends nothing for this long (default: the provider's, "
+    "120 s unless robotad's config says otherwise).",
+)
 @click.pass_obj
 def new(
     options: ClientOptions,
@@ -73,6 +81,7 @@ def new(
     allow: Sequence[str],
     ask: Sequence[str],
     deny: Sequence[str],
+    idle_timeout: float | None,
 ) -> None:
     """Create a session working in --cwd (default: here) and print its id.
 
@@ -81,7 +90,9 @@ def new(
       robotactl new
       robotactl new --provider local --model qwen2.5-coder --mode acceptEdits
       robotactl new --script examples/demo-script.json --allow 'Read(*)'
+      robotactl new --provider local --idle-timeout 300
 
+    A malformed --allow/--ask/--deny pattern is a usage error (exit 2), each one named.
     With --json, prints the session/create result (SessionInfo).
     """
     params: dict[str, Any] = {"cwd": cwd or os.path.realpath(os.getcwd())}
@@ -100,13 +111,30 @@ def new(
         params["permissions"] = {name: values for name, values in rules.items() if values}
     if script is not None:
         params["script"] = _read_script(script)
+    if idle_timeout is not None:
+        params["idleTimeoutMs"] = max(1, round(idle_timeout * 1000))
 
     def create(client: BlockingClient) -> SessionInfo:
         from protocol.shapes import SessionInfo
 
         return client.request("session/create", params, result_type=SessionInfo)
 
-    _print_new_session(options, call_daemon(options, create))
+    from robotactl.usage import as_usage_error
+
+    try:
+        info = call_daemon(options, create)
+    except RpcFailed as exc:
+        raise as_usage_error(exc, _OPTION_OF_PATH) from None
+    _print_new_session(options, info)
+
+
+#: Where session/create's params hold what `new`'s options gave, for usage errors.
+_OPTION_OF_PATH = {
+    "$.permissions.allow": "--allow",
+    "$.permissions.ask": "--ask",
+    "$.permissions.deny": "--deny",
+    "$.idleTimeoutMs": "--idle-timeout",
+}
 
 
 def _read_script(path: str) -> list[Any]:
@@ -289,15 +317,29 @@ def close(options: ClientOptions, session: str | None) -> None:
 
 
 @click.command(short_help="Delete a stored session.")
-@click.argument("session_id", metavar="ID")
+@click.argument("session_arg", metavar="[ID]", required=False)
+@click.option(
+    "-s",
+    "--session",
+    "session_opt",
+    metavar="ID",
+    help="The session to delete (as every other command names one); or give ID.",
+)
 @click.option("-f", "--force", is_flag=True, help="Close the session first if it is loaded.")
 @click.pass_obj
-def rm(options: ClientOptions, session_id: str, force: bool) -> None:
-    """Delete session ID: its record, log and journal. A loaded session is refused unless
-    --force (which closes it first).
+def rm(
+    options: ClientOptions, session_arg: str | None, session_opt: str | None, force: bool
+) -> None:
+    """Delete session ID (or -s ID): its record, log and journal. A loaded session is
+    refused unless --force (which closes it first). The session is never guessed: name it.
 
     With --json, prints the session/delete result.
     """
+    if session_arg is not None and session_opt is not None and session_arg != session_opt:
+        raise click.UsageError("name the session once: either ID or -s ID")
+    session_id = session_arg or session_opt
+    if session_id is None:
+        raise click.UsageError("name the session to delete: robotactl rm -s ID")
 
     from protocol.methods import DeleteResult
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, call_daemon
+from robotactl.cli import ClientOptions, RpcFailed, call_daemon
 from robotactl.commands.sessions import MODES
 from robotactl.sessions import resolve_session, session_option
 
@@ -170,7 +170,12 @@ def rule(
         }
         return client.request("session/addRule", params, result_type=PermissionRules)
 
-    rules = call_daemon(options, add)
+    from robotactl.usage import as_usage_error
+
+    try:
+        rules = call_daemon(options, add)
+    except RpcFailed as exc:
+        raise as_usage_error(exc, {"$.rule": "PATTERN"}) from None
     if options.output.json_mode:
         import msgspec
 

@@ -53,9 +53,13 @@ class TurnWasAborted(CommandFailed):
 
     exit_code = ExitCode.ABORTED
 
-    def __init__(self, session_id: str | None) -> None:
+    def __init__(self, session_id: str | None, *, text_received: bool = True) -> None:
         where = f" in session {session_id}" if session_id else ""
-        super().__init__(f"the turn{where} was aborted; its partial reply stays in the history")
+        if text_received:
+            said = "its partial reply stays in the history"
+        else:
+            said = "it was stopped before the model sent any text"
+        super().__init__(f"the turn{where} was aborted; {said}")
 
 
 def read_prompt(words: Sequence[str]) -> str:
@@ -99,7 +103,7 @@ def run(
         result: RunResult = await peer.request("session/run", params, result_type=RunResult)
         return result
 
-    conduct(options, session, start, turn_id=turn)
+    conduct(options, session, start, turn_id=turn, replay=turn_id is not None)
 
 
 @click.command(short_help="Approve pending tool calls (all, or the ids given); continue.")
@@ -181,9 +185,11 @@ def conduct(
     start: TurnStart,
     *,
     turn_id: str | None = None,
+    replay: bool = False,
 ) -> None:
     """Stream the turn `start` begins; ask for approvals on a terminal or exit 3 without one;
-    end with the completed turn (exit 0) or `TurnWasAborted` (exit 4)."""
+    end with the completed turn (exit 0) or `TurnWasAborted` (exit 4). `replay`: the turn
+    may be running already (a given ``--turn-id``): its buffered events are shown first."""
     import msgspec
 
     from protocol.shapes import TurnCompleted, TurnWaiting
@@ -191,8 +197,12 @@ def conduct(
     from robotactl.turn_stream import TurnView
 
     output = options.output
-    view = TurnView(output, show_text=not output.json_mode)
-    session_id, result = _stream(options, session, start, view, turn_id)
+    from robotactl.waiting import WaitingLine
+
+    view = TurnView(
+        output, show_text=not output.json_mode, waiting=WaitingLine.for_terminal(output)
+    )
+    session_id, result = _stream(options, session, start, view, turn_id, replay=replay)
     while isinstance(result, TurnWaiting):
         view.end_line()
         if not can_prompt():
@@ -232,6 +242,8 @@ def _stream(
     start: TurnStart,
     view: TurnView,
     turn_id: str | None,
+    *,
+    replay: bool = False,
 ) -> tuple[str, RunResult]:
     """One connection: resolve the session, follow the turn `start` begins, return both."""
     from robotactl.turn_stream import EventRelay, follow_turn
@@ -243,14 +255,22 @@ def _stream(
         session_id = await resolve_session_streaming(peer, session)
         resolved.append(session_id)
         return await follow_turn(
-            peer, relay, session_id, lambda: start(peer, session_id), view, turn_id=turn_id
+            peer,
+            relay,
+            session_id,
+            lambda: start(peer, session_id),
+            view,
+            turn_id=turn_id,
+            replay=replay,
         )
 
     try:
         result = run_with_daemon(options, body, on_notification=relay)
     except TurnAbortedFailed:
         view.end_line()
-        raise TurnWasAborted(resolved[0] if resolved else session) from None
+        raise TurnWasAborted(
+            resolved[0] if resolved else session, text_received=view.received_text
+        ) from None
     return resolved[0], result
 
 

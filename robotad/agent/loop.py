@@ -58,7 +58,14 @@ from protocol.shapes import Message, ToolCall, utc_now
 from robotad.agent.abort import AbortSignal
 from robotad.agent.gate import ToolGate
 from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
-from robotad.agent.provider import ModelReply, ModelRequest, Provider, ProviderError, ToolChoice
+from robotad.agent.provider import (
+    ModelReply,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    ToolChoice,
+    idle_timeout_reason,
+)
 from robotad.agent.tool import Tool, ToolContext
 from robotad.agent.tool_round import ParkedCall, ToolRound
 
@@ -329,7 +336,7 @@ class _Turn:
             # the Cancelled to that outer scope instead, so an abort always wins.
             self._partial = None
             self._observe_round("failed")
-            reason = f"idle timeout: no data from the provider for {self._idle_timeout:g} s"
+            reason = idle_timeout_reason(self._provider, self._idle_timeout)
             raise ModelCallFailed(reason, self._provider.name)
         self._partial = None
         self._observe_round("ok")

@@ -20,6 +20,7 @@ from msgspec import Struct
 from protocol.shapes import Message, ToolCall, Usage
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
     "ModelReply",
     "ModelRequest",
     "NamedTool",
@@ -28,7 +29,14 @@ __all__ = [
     "StreamObserver",
     "ToolChoice",
     "ToolSchema",
+    "idle_timeout_reason",
+    "provider_endpoint",
+    "provider_idle_timeout",
 ]
+
+#: Seconds a model call may send nothing before it fails, when nothing says otherwise
+#: (PROTOCOL §10.2: ``idle_timeout_ms`` defaults to 120000). Every session has a finite one.
+DEFAULT_IDLE_TIMEOUT = 120.0
 
 
 class NamedTool(Struct, frozen=True):
@@ -101,3 +109,25 @@ class Provider(Protocol):
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply: ...
 
     async def aclose(self) -> None: ...
+
+
+def provider_idle_timeout(provider: Provider) -> float:
+    """The idle timeout `provider` was configured with (its optional `idle_timeout`, in
+    seconds), else `DEFAULT_IDLE_TIMEOUT`."""
+    value = getattr(provider, "idle_timeout", None)
+    return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_IDLE_TIMEOUT
+
+
+def provider_endpoint(provider: Provider) -> str | None:
+    """The ``host:port`` `provider` talks to (its optional `endpoint`), None for one that
+    talks to no server (scripted)."""
+    value = getattr(provider, "endpoint", None)
+    return value if isinstance(value, str) else None
+
+
+def idle_timeout_reason(provider: Provider, seconds: float | None) -> str:
+    """The `ProviderError` reason of a call that sent nothing for `seconds`:
+    ``127.0.0.1:8080: no data for 120 s (idle timeout)``, the endpoint first when known."""
+    endpoint = provider_endpoint(provider)
+    cause = f"no data for {seconds or 0:g} s (idle timeout)"
+    return f"{endpoint}: {cause}" if endpoint else cause

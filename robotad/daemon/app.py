@@ -25,7 +25,7 @@ import trio
 
 from protocol.errors import InvalidParams
 from protocol.peer import Router
-from robotad.config import ConfigError, load_config, runtime_dir
+from robotad.config import ConfigError, config_path, load_config, runtime_dir
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import DEFAULT_IDLE_UNLOAD_SECONDS, SessionManager
 from robotad.daemon.methods import register_session_methods
@@ -76,8 +76,11 @@ async def session_application(
                 config, state_dir=context.state_dir, spill=spill, trace=context.trace
             )
         except InvalidParams as exc:
-            problems = "; ".join(f"{i['path']}: {i['message']}" for i in exc.issues)
-            raise StartupError(f"invalid hooks configuration: {problems}") from None
+            located = [
+                {"path": i["path"].removeprefix("$").removeprefix("."), "message": i["message"]}
+                for i in exc.issues
+            ]
+            raise StartupError(str(ConfigError(config_path(), located))) from None
         async with trio.open_nursery() as nursery:
             manager = SessionManager(
                 state_dir=context.state_dir,

@@ -20,6 +20,7 @@ unconsumed ones in its snapshot, so a reload continues the script where it stopp
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -92,8 +93,21 @@ class SessionAssembler:
         trace: bool = False,
     ) -> SessionAssembler:
         """The assembler of a daemon with `config` and its state under `state_dir`. Raises
-        `InvalidParams` for a hooks table the session layer refuses (located under $.hooks)."""
-        hooks = parse_hooks_config(msgspec.to_builtins(config.hooks))
+        `InvalidParams` listing every default rule under ``[permissions]`` that is malformed
+        (``$.permissions.allow[0]``…) and every problem of a hooks table the session layer
+        refuses (under ``$.hooks``), so a bad pattern stops the start, never a later create."""
+        issues: list[Issue] = []
+        for kind in _RULE_KINDS:
+            try:
+                parse_rules(list(getattr(config.permissions, kind)), f"$.permissions.{kind}")
+            except InvalidParams as exc:
+                issues.extend(exc.issues)
+        try:
+            hooks = parse_hooks_config(msgspec.to_builtins(config.hooks))
+        except InvalidParams as exc:
+            issues.extend(exc.issues)
+        if issues:
+            raise InvalidParams(issues)
         command = config.classifier.command if config.classifier is not None else None
         return cls(
             config=config,
@@ -199,10 +213,18 @@ class SessionAssembler:
         script = settings.script if settings.script is not UNSET else None
         window = settings.context_window if settings.context_window is not UNSET else None
         where = new_at or "$"
+        make_provider = functools.partial(
+            self._provider,
+            settings.provider,
+            model=settings.model,
+            script=script,
+            context_window=window,
+        )
         try:
-            provider = self._provider(
-                settings.provider, model=settings.model, script=script, context_window=window
-            )
+            if self._runs_a_key_command(settings.provider):
+                provider = await trio.to_thread.run_sync(make_provider)
+            else:
+                provider = make_provider()
         except ProviderUnavailable as exc:
             if new_at is not None:
                 at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
@@ -273,6 +295,11 @@ class SessionAssembler:
         return build_provider(
             name, self.config, model=model, script=steps, context_window=context_window
         )
+
+    def _runs_a_key_command(self, name: str) -> bool:
+        """Whether building provider `name` runs an ``api_key_command`` (blocking: a thread)."""
+        spec = self.config.providers.get(name)
+        return spec is not None and spec.api_key_command is not None
 
     def _project_rules_of(self, cwd: str) -> dict[str, list[str]] | None:
         """Blocking: the project rules of `cwd`, or None when it is no existing directory."""

@@ -36,6 +36,7 @@ from msgspec import UNSET
 from protocol.errors import RecordCorrupt, SessionNotFound
 from protocol.shapes import Message
 from robotad.session.checkpoints import CheckpointError, CheckpointTree, UnknownCheckpoint
+from robotad.storage.store import record_file
 
 __all__ = ["NOT_CARRIED_OVER", "ForkedHistory", "completed_turns", "fork_history", "history_tree"]
 
@@ -75,7 +76,7 @@ def history_tree(session_id: str, history: Sequence[Message]) -> CheckpointTree:
                 else str(exc)
             )
             issue = {"path": f"$.record.messages[{index}].id", "message": reason}
-            raise RecordCorrupt(session_id, [issue]) from None
+            raise RecordCorrupt(session_id, [issue], path=record_file(session_id)) from None
         first_use[message.id] = index
         parent = message.id
     return tree

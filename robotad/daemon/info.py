@@ -43,11 +43,15 @@ def session_info(live: LiveSession) -> SessionInfo:
         running=live.busy,
         pending=live.pending(),
         context=session.get_context_state(),
+        idle_timeout_ms=session.idle_timeout_ms,
     )
 
 
-def session_summary(row: StoredSession, live: LiveSession | None) -> SessionSummary:
-    """One ``session/list`` entry for a stored record and, when loaded, its live session."""
+def session_summary(
+    row: StoredSession, live: LiveSession | None, *, parked: bool = False
+) -> SessionSummary:
+    """One ``session/list`` entry for a stored record and, when loaded, its live session.
+    `parked`: an unloaded session's journal holds a parked execution (it is ``waiting``)."""
     title = UNSET if row.title is None else row.title
     forked_from = UNSET if row.forked_from is None else row.forked_from.session_id
     if live is not None and row.status == "ok":
@@ -73,7 +77,7 @@ def session_summary(row: StoredSession, live: LiveSession | None) -> SessionSumm
         message_count=(row.message_count or None) if damaged else row.message_count,
         loaded=False,
         running=False,
-        waiting=False,
+        waiting=parked and not damaged,
         status=row.status,
         title=title,
         forked_from=forked_from,

@@ -73,6 +73,7 @@ from robotad.daemon.live import (
     WorkOutcome,
     iso_now,
 )
+from robotad.daemon.parked import ParkedSessions
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
 from robotad.storage.ids import validate_session_id
@@ -80,7 +81,7 @@ from robotad.storage.journal import FileExecutionJournal
 from robotad.storage.log_files import log_paths
 from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
-from robotad.storage.store import FileSessionStore, LoadOutcome, Missing
+from robotad.storage.store import FileSessionStore, LoadOutcome, Missing, record_file
 
 __all__ = ["DEFAULT_IDLE_UNLOAD_SECONDS", "SessionManager"]
 
@@ -127,6 +128,8 @@ class SessionManager:
         self._parked_turns: OrderedDict[str, TurnRegistry[WorkOutcome]] = OrderedDict()
         self._next_seq: dict[str, int] = {}
         self._closing = False
+        #: Unloaded sessions with a parked execution (PROTOCOL §10.2), known from start-up.
+        self.parked = ParkedSessions()
 
     # -- running ---------------------------------------------------------------------------
 
@@ -137,6 +140,7 @@ class SessionManager:
         removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
         if removed:
             log.info("removed leftover temp files", extra=fields(count=removed))
+        await trio.to_thread.run_sync(self.parked.scan, self.state_dir)
         task_status.started()
         if self.idle_unload_seconds <= 0 or not math.isfinite(self.idle_unload_seconds):
             await trio.sleep_forever()
@@ -265,6 +269,7 @@ class SessionManager:
                 raise SessionNotFound(session_id)
             await trio.to_thread.run_sync(self._remove_files, session_id)
             self._parked_turns.pop(session_id, None)
+            self.parked.discard(session_id)
         log.info("session deleted", extra=fields(session_id=session_id))
 
     def _remove_files(self, session_id: str) -> None:
@@ -284,7 +289,12 @@ class SessionManager:
         """Every stored record, merged with its live session, newest ``updatedAt`` first;
         damaged records listed with their status (G-006)."""
         rows = await trio.to_thread.run_sync(self.store.list)
-        summaries = [session_summary(row, self._live.get(row.session_id)) for row in rows]
+        summaries = [
+            session_summary(
+                row, self._live.get(row.session_id), parked=row.session_id in self.parked
+            )
+            for row in rows
+        ]
         summaries.sort(key=newest_first)
         return summaries
 
@@ -295,7 +305,7 @@ class SessionManager:
         lives = list(self._live.values())
         running = sum(1 for live in lives if live.busy)
         waiting = sum(1 for live in lives if live.pending() is not None)
-        return len(lives), running, waiting
+        return len(lives), running, waiting + self.parked.count_unloaded(self._live)
 
     def admit(self, live: LiveSession, kind: WorkKind, work_id: str) -> Work:
         """The one answer to "may this work start on `live` now", and its record when it may.
@@ -421,6 +431,8 @@ class SessionManager:
         session_id = live.session_id
         if self._live.get(session_id) is live:
             del self._live[session_id]
+            if started:
+                self.parked.note(session_id, waiting=live.pending() is not None)
             self._parked_turns[session_id] = live.turns
             self._parked_turns.move_to_end(session_id)
             while len(self._parked_turns) > _PARKED_REGISTRIES:
@@ -497,9 +509,9 @@ def _valid(session_id: str, outcome: LoadOutcome) -> SessionRecord:
     if isinstance(outcome, Missing):
         raise SessionNotFound(session_id)
     if isinstance(outcome, Corrupt):
-        raise RecordCorrupt(session_id, outcome.issues)
+        raise RecordCorrupt(session_id, outcome.issues, path=record_file(session_id))
     if isinstance(outcome, Unsupported):
-        raise RecordUnsupported(session_id, outcome.schema_version)
+        raise RecordUnsupported(session_id, outcome.schema_version, path=record_file(session_id))
     raise AssertionError(f"unknown load outcome {outcome!r}")
 
 

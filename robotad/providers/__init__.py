@@ -8,11 +8,14 @@ built-in kinds, each with defaults:
   unless `base_url` names another (any OpenAI-compatible server);
 - ``anthropic`` — model ``claude-sonnet-4-5``, key from ``ANTHROPIC_API_KEY``.
 
-The vendor SDKs are imported only when such a provider is built. The key is read from the
-environment variable `api_key_env` names at this moment and handed to the provider; it is never
-stored or written. A variable named explicitly but unset is an error, as is an unset default
-variable for a vendor's own endpoint; an unset default variable with a custom `base_url` gives
-no key (local servers usually need none). Errors name variables, never values.
+The vendor SDKs are imported only when such a provider is built. The key comes from the
+provider's `api_key_command`, else from the variable `api_key_env` names in robotad's
+environment, at this moment (`robotad.providers.keys`), and is handed to the provider; it is
+never stored or written. A variable named explicitly but unset is an error, as is an unset
+default variable for a vendor's own endpoint; an unset default variable with a custom
+`base_url` gives no key (local servers usually need none). Errors name variables, never values.
+Every provider carries its `idle_timeout` (seconds, ``idle_timeout_ms``); SDK providers also
+their `connect_timeout` (``connect_timeout_ms``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from robotad.agent.provider import Provider
 from robotad.config import BUILTIN_PROVIDER_KINDS, Config, ProviderConfig
+from robotad.providers.keys import KeyUnavailable, resolve_api_key
 from robotad.providers.scripted import ScriptedProvider, Step
 
 __all__ = ["DEFAULT_MODELS", "ProviderUnavailable", "build_provider", "resolve_provider_config"]
@@ -59,16 +63,29 @@ def build_provider(
 ) -> Provider:
     """Build the provider `name` (see the module doc). `model` and `context_window` override
     the configuration; `script` is for the scripted kind only. The caller closes the provider
-    with ``await provider.aclose()``."""
+    with ``await provider.aclose()``. Blocking while an ``api_key_command`` runs."""
     spec = resolve_provider_config(name, config)
     default_model, default_key_env = DEFAULT_MODELS[spec.kind]
     chosen_model = model or spec.model or default_model
     window = context_window if context_window is not None else spec.context_window
+    idle = spec.idle_timeout_ms / 1000
     if spec.kind == "scripted":
-        return ScriptedProvider(script or (), name=name, model=chosen_model, context_window=window)
+        return ScriptedProvider(
+            script or (), name=name, model=chosen_model, context_window=window, idle_timeout=idle
+        )
     if script is not None:
         raise ProviderUnavailable(f"a script is only for scripted providers, not {name!r}")
-    api_key = _api_key(name, spec, default_key_env, os.environ if environ is None else environ)
+    try:
+        api_key = resolve_api_key(
+            name,
+            command=spec.api_key_command,
+            variable=spec.api_key_env or default_key_env,
+            required=spec.api_key_env is not None or spec.base_url is None,
+            environ=os.environ if environ is None else environ,
+        )
+    except KeyUnavailable as exc:
+        raise ProviderUnavailable(str(exc)) from None
+    connect = spec.connect_timeout_ms / 1000
     if spec.kind == "openai":
         from robotad.providers.openai import OpenAIProvider
 
@@ -78,6 +95,8 @@ def build_provider(
             base_url=spec.base_url,
             api_key=api_key,
             context_window=window,
+            connect_timeout=connect,
+            idle_timeout=idle,
         )
     from robotad.providers.anthropic import AnthropicProvider
 
@@ -89,6 +108,8 @@ def build_provider(
             api_key=api_key,
             context_window=window,
             max_tokens=spec.max_tokens,
+            connect_timeout=connect,
+            idle_timeout=idle,
         )
     return AnthropicProvider(
         name=name,
@@ -96,18 +117,6 @@ def build_provider(
         base_url=spec.base_url,
         api_key=api_key,
         context_window=window,
+        connect_timeout=connect,
+        idle_timeout=idle,
     )
-
-
-def _api_key(
-    name: str, spec: ProviderConfig, default_env: str | None, environ: Mapping[str, str]
-) -> str | None:
-    variable = spec.api_key_env or default_env
-    if variable is None:
-        return None
-    key = environ.get(variable) or None
-    if key is None and (spec.api_key_env is not None or spec.base_url is None):
-        raise ProviderUnavailable(
-            f"provider {name!r} needs an API key: the environment variable {variable} is not set"
-        )
-    return key

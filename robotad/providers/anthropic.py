@@ -49,7 +49,13 @@ from robotad.providers.failures import (
     timeout_failure,
 )
 from robotad.providers.retry import RetryPolicy
-from robotad.providers.sdk_provider import NO_KEY, SdkProvider, sdk_timeout
+from robotad.providers.sdk_provider import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    NO_KEY,
+    SdkProvider,
+    sdk_timeout,
+)
 
 __all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "AnthropicProvider", "MessageStreamAssembler"]
 
@@ -191,27 +197,31 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         context_window: int | None,
         max_tokens: int = 8192,
         max_retries: int = 2,
-        request_timeout: float = 600.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         http_client: httpx2.AsyncClient | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        base_url = base_url or DEFAULT_ANTHROPIC_BASE_URL
         super().__init__(
             name=name,
             model=model,
+            base_url=base_url,
             api_key=api_key,
             context_window=context_window,
             max_retries=max_retries,
-            request_timeout=request_timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
             retry_policy=retry_policy,
         )
         self.max_tokens = max_tokens
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key or NO_KEY,
-            base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
+            base_url=base_url,
             max_retries=0,
-            timeout=sdk_timeout(request_timeout),
+            timeout=sdk_timeout(connect_timeout),
             http_client=http_client,
             open_telemetry=False,
         )
@@ -249,7 +259,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 return stream_failure(exc.body, self._secrets)
             return self._http_failure(exc.status_code, exc.body, exc.response.headers)
         if isinstance(exc, anthropic.APITimeoutError):
-            return timeout_failure()
+            return timeout_failure(self.connect_timeout)
         if isinstance(exc, anthropic.APIConnectionError):
             return connection_failure(exc.__cause__ or exc)
         return None

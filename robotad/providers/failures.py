@@ -11,11 +11,15 @@ has every configured secret cut out and is shortened.
 from __future__ import annotations
 
 import email.utils
+import errno
 import math
+import os
 import re
+import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC
+from urllib.parse import urlsplit
 
 from robotad.agent.provider import ProviderError
 
@@ -23,6 +27,7 @@ __all__ = [
     "ProviderFailure",
     "check_api_key",
     "connection_failure",
+    "endpoint_of",
     "error_message",
     "parse_retry_after",
     "scrub",
@@ -111,6 +116,21 @@ def _describe(status: int) -> str:
     return "request rejected"
 
 
+def endpoint_of(base_url: str) -> str:
+    """``host:port`` of `base_url`, the port made explicit (80/443 by scheme); an IPv6 host
+    in brackets. What a failure's reason names, so a person knows which server failed."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or "?"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if parts.scheme.lower() == "https" else 80
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}"
+
+
 def status_failure(
     status: int,
     *,
@@ -118,9 +138,9 @@ def status_failure(
     retry_after: float | None,
     secrets: Iterable[str],
 ) -> ProviderFailure:
-    """The failure for an HTTP error answer: "authentication failed (HTTP 401)",
-    "rate limited (HTTP 429): <server message>", …"""
-    reason = f"{_describe(status)} (HTTP {status})"
+    """The failure for an HTTP error answer: "HTTP 401: authentication failed",
+    "HTTP 429: rate limited: <server message>", …"""
+    reason = f"HTTP {status}: {_describe(status)}"
     detail = scrub(error_message(body) or "", secrets) if status not in (401, 403) else ""
     if detail:
         reason = f"{reason}: {detail}"
@@ -139,12 +159,41 @@ def stream_failure(body: object, secrets: Iterable[str]) -> ProviderFailure:
 
 
 def connection_failure(exc: BaseException) -> ProviderFailure:
-    """A transport failure, named by its exception class only."""
+    """A transport failure, named by its cause: the operating system's words for the first
+    error number found in the exception's chain ("connection refused", "no route to host"),
+    "cannot resolve the host name" for a name lookup failure, else the exception's class name.
+    Never an exception's own text (see the module docstring)."""
+    for link in _chain(exc):
+        if isinstance(link, socket.gaierror):
+            return ProviderFailure("cannot resolve the host name", retryable=True)
+        number = link.errno if isinstance(link, OSError) else None
+        if isinstance(number, int) and number in errno.errorcode:
+            return ProviderFailure(os.strerror(number).lower(), retryable=True)
     return ProviderFailure(f"connection failed ({type(exc).__name__})", retryable=True)
 
 
-def timeout_failure() -> ProviderFailure:
+def timeout_failure(connect_timeout: float | None = None) -> ProviderFailure:
+    """A timeout the HTTP client reported. Only connecting is bounded there (the agent loop
+    owns the wait for data), so with `connect_timeout` it says so."""
+    if connect_timeout is not None:
+        return ProviderFailure(f"no connection within {connect_timeout:g} s", retryable=True)
     return ProviderFailure("request timed out", retryable=True)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, its causes and contexts, and the members of any exception group among them,
+    depth first, each once."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        link = stack.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        yield link
+        members = link.exceptions if isinstance(link, BaseExceptionGroup) else ()
+        following = [link.__cause__, link.__context__, *members]
+        stack.extend(item for item in reversed(following) if item is not None)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

@@ -38,7 +38,13 @@ from robotad.providers.failures import (
     timeout_failure,
 )
 from robotad.providers.retry import RetryPolicy
-from robotad.providers.sdk_provider import NO_KEY, SdkProvider, sdk_timeout
+from robotad.providers.sdk_provider import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    NO_KEY,
+    SdkProvider,
+    sdk_timeout,
+)
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider"]
 
@@ -165,9 +171,9 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """`Provider` over Chat Completions. See the module docstring for keys and trio, and
     `SdkProvider` for the shared contract (retries, failures, closing).
 
-    `base_url` defaults to OpenAI's endpoint. `request_timeout` bounds each HTTP read (the
-    loop's idle deadline is the real one); connecting gets at most 30 s. `http_client`
-    becomes the provider's.
+    `base_url` defaults to OpenAI's endpoint. `connect_timeout` bounds opening a connection;
+    `idle_timeout` is carried for the agent loop's idle deadline, the only wait for data.
+    `http_client` becomes the provider's.
     """
 
     kind = "openai"
@@ -182,24 +188,28 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         api_key: str | None,
         context_window: int | None,
         max_retries: int = 2,
-        request_timeout: float = 600.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         http_client: httpx2.AsyncClient | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
+        base_url = base_url or DEFAULT_OPENAI_BASE_URL
         super().__init__(
             name=name,
             model=model,
+            base_url=base_url,
             api_key=api_key,
             context_window=context_window,
             max_retries=max_retries,
-            request_timeout=request_timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
             retry_policy=retry_policy,
         )
         self._client = openai.AsyncOpenAI(
             api_key=api_key or NO_KEY,
-            base_url=base_url or DEFAULT_OPENAI_BASE_URL,
+            base_url=base_url,
             max_retries=0,
-            timeout=sdk_timeout(request_timeout),
+            timeout=sdk_timeout(connect_timeout),
             http_client=http_client,
         )
 
@@ -230,7 +240,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         if isinstance(exc, openai.APIStatusError):
             return self._http_failure(exc.status_code, exc.body, exc.response.headers)
         if isinstance(exc, openai.APITimeoutError):
-            return timeout_failure()
+            return timeout_failure(self.connect_timeout)
         if isinstance(exc, openai.APIConnectionError):
             return connection_failure(exc.__cause__ or exc)
         if isinstance(exc, openai.APIError):

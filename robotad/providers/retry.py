@@ -11,7 +11,9 @@ The wait before retry *n* (1-based) is the server's Retry-After when it gave one
 `retry_after_cap`; otherwise exponential backoff ``base_delay * 2**(n-1)`` capped at
 `max_delay`, with "equal jitter" (a random point in its upper half) so clients that failed
 together do not return together. Cancellation by an enclosing trio scope passes straight
-through, also while waiting.
+through, also while waiting. With a `budget`, no retry starts (and no wait begins) that would
+end more than `budget` seconds after the call began: the last failure is raised instead, so a
+caller's idle window is never spent asleep and the real cause is what it sees.
 """
 
 from __future__ import annotations
@@ -84,12 +86,15 @@ async def call_with_retries(
     provider: str,
     sleep: Callable[[float], Awaitable[None]] = trio.sleep,
     jitter: Callable[[], float] = random.random,
+    budget: float | None = None,
 ) -> T:
-    """Run `attempt` until it succeeds, fails for good, or the retries are spent.
+    """Run `attempt` until it succeeds, fails for good, the retries are spent, or the next
+    retry would end past `budget` seconds from now (see the module docstring).
 
     Raises the last `ProviderError`; when retries were spent on it, its reason says how many
     attempts were made. Anything that is not a `ProviderError` propagates untouched.
     """
+    deadline = None if budget is None else trio.current_time() + budget
     retry = 0
     while True:
         try:
@@ -97,7 +102,12 @@ async def call_with_retries(
         except ProviderError as err:
             if not err.retryable or progress.text_sent:
                 raise
-            if retry >= policy.max_retries:
+            wait = 0.0
+            if retry < policy.max_retries:
+                hint = err.retry_after if isinstance(err, ProviderFailure) else None
+                wait = policy.delay(retry + 1, hint, jitter())
+            out_of_time = deadline is not None and trio.current_time() + wait >= deadline
+            if retry >= policy.max_retries or out_of_time:
                 if retry == 0:
                     raise
                 raise ProviderFailure(
@@ -106,8 +116,6 @@ async def call_with_retries(
                     status=err.status,
                 ) from None
             retry += 1
-            hint = err.retry_after if isinstance(err, ProviderFailure) else None
-            wait = policy.delay(retry, hint, jitter())
             log.info(
                 "provider %s: %s; retry %d of %d in %.2fs",
                 provider,

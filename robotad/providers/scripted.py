@@ -35,7 +35,13 @@ from msgspec import Meta, Struct
 
 from protocol.shapes import Message, ToolCall, Usage, new_id
 from protocol.validate import Issue, ValidationFailed, convert, join_path
-from robotad.agent.provider import ModelReply, ModelRequest, ProviderError, StreamObserver
+from robotad.agent.provider import (
+    DEFAULT_IDLE_TIMEOUT,
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    StreamObserver,
+)
 
 __all__ = [
     "ScriptedProvider",
@@ -114,10 +120,13 @@ class ScriptedProvider:
         name: str = "scripted",
         model: str = "scripted",
         context_window: int | None = None,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.name = name
         self.model = model
         self.context_window = context_window
+        #: Seconds; for the agent loop's idle deadline (a ``delayMs`` step can exceed it).
+        self.idle_timeout = idle_timeout
         self._steps: list[Step] = list(steps)
 
     def remaining_steps(self) -> list[dict[str, Any]]:

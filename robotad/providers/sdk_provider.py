@@ -7,8 +7,14 @@ stream into a reply (`_stream_reply`), and naming which of its SDK's exceptions 
 
 - construction refuses a key that cannot be a header value and a non-positive timeout, both
   with a `ValueError` that never quotes the key;
+- one owner per wait: the SDK client bounds only *opening* a connection (`connect_timeout`);
+  waiting for data is the agent loop's idle deadline (`idle_timeout`, which the provider
+  carries for it), and retrying is ours (`call_with_retries`, the SDK's ``max_retries=0``).
+  No retry starts once `idle_timeout` has passed since the call began, so a call's total time
+  is bounded by the idle window plus at most one attempt;
 - `complete` runs `_stream_reply` under `call_with_retries`, retrying only while no text has
-  reached the observer (see `robotad.providers.retry`);
+  reached the observer (see `robotad.providers.retry`); every failure's reason starts with
+  the server's ``host:port`` (`endpoint`), so a person knows which server failed;
 - every SDK or ``httpx2`` exception leaving an attempt becomes a `ProviderFailure` raised
   ``from None``: an SDK error's text and its chained causes may quote a header value, and a
   traceback of that chain must never reach a log. Anything else (our own `ProviderFailure`,
@@ -26,21 +32,35 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import httpx2
 import trio
 
-from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.agent.provider import (
+    DEFAULT_IDLE_TIMEOUT,
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    StreamObserver,
+)
 from robotad.providers.failures import (
     ProviderFailure,
     check_api_key,
+    endpoint_of,
     parse_retry_after,
     status_failure,
 )
 from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
 from robotad.providers.windows import context_window_for
 
-__all__ = ["NO_KEY", "SdkProvider", "sdk_timeout"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "NO_KEY",
+    "SdkProvider",
+    "sdk_timeout",
+]
 
 #: Sent when no key is configured: keyless local servers ignore it, real ones answer 401.
 NO_KEY = "no-key"
-_CONNECT_TIMEOUT = 30.0
+#: Seconds, as PROTOCOL §10.2/§10.3 default them (`connect_timeout_ms`, `idle_timeout_ms`).
+DEFAULT_CONNECT_TIMEOUT = 10.0
 _CLOSE_TIMEOUT = 5.0
 
 
@@ -51,9 +71,10 @@ class _SdkClient(Protocol):
 ClientT = TypeVar("ClientT", bound=_SdkClient)
 
 
-def sdk_timeout(request_timeout: float) -> httpx2.Timeout:
-    """The SDK client's timeout: `request_timeout` per HTTP read, at most 30 s to connect."""
-    return httpx2.Timeout(request_timeout, connect=min(_CONNECT_TIMEOUT, request_timeout))
+def sdk_timeout(connect_timeout: float) -> httpx2.Timeout:
+    """The SDK client's timeout: `connect_timeout` to open a connection, nothing else — the
+    wait for data belongs to the agent loop's idle deadline, never to a second clock."""
+    return httpx2.Timeout(None, connect=connect_timeout)
 
 
 class SdkProvider(abc.ABC, Generic[ClientT]):
@@ -61,9 +82,10 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
     ``self._client`` after calling ``super().__init__``.
 
     `context_window` None means the known window of `model`, if any (`context_window_for`).
-    `retry_policy`, when given, replaces the policy `max_retries` would make. Raises
-    `ValueError` for a key that cannot be an HTTP header value, a non-positive timeout, or a
-    negative `max_retries` — never quoting the key.
+    `retry_policy`, when given, replaces the policy `max_retries` would make. `endpoint` is
+    ``host:port`` of `base_url`; `idle_timeout` (seconds) is for the caller's idle deadline.
+    Raises `ValueError` for a key that cannot be an HTTP header value, a non-positive timeout,
+    or a negative `max_retries` — never quoting the key.
     """
 
     kind: str
@@ -76,15 +98,21 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
         *,
         name: str,
         model: str,
+        base_url: str,
         api_key: str | None,
         context_window: int | None,
         max_retries: int,
-        request_timeout: float,
+        connect_timeout: float,
+        idle_timeout: float,
         retry_policy: RetryPolicy | None,
     ) -> None:
         check_api_key(api_key)
-        if not request_timeout > 0:
-            raise ValueError(f"request_timeout must be positive, got {request_timeout!r}")
+        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if not value > 0:
+                raise ValueError(f"{label} must be positive, got {value!r}")
+        self.endpoint = endpoint_of(base_url)
+        self.connect_timeout = connect_timeout
+        self.idle_timeout = idle_timeout
         self.name = name
         self.model = model
         self.context_window = context_window_for(model, context_window)
@@ -120,18 +148,25 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
         """One streamed call, retried per the policy while no text has been shown.
 
-        Raises `ProviderError`; cancellation closes the HTTP stream and propagates.
+        Raises `ProviderError` whose reason starts with `endpoint`; cancellation closes the
+        HTTP stream and propagates.
         """
         if self._closed:
             raise ProviderFailure(f"provider {self.name} is closed")
         params = self.request_params(request)
         progress = StreamProgress(observer)
-        return await call_with_retries(
-            lambda: self._attempt(params, progress),
-            self._retry,
-            progress=progress,
-            provider=self.name,
-        )
+        try:
+            return await call_with_retries(
+                lambda: self._attempt(params, progress),
+                self._retry,
+                progress=progress,
+                provider=self.name,
+                budget=self.idle_timeout,
+            )
+        except ProviderError as err:
+            raise ProviderFailure(
+                f"{self.endpoint}: {err.reason}", retryable=err.retryable, status=err.status
+            ) from None
 
     async def _attempt(self, params: dict[str, Any], progress: StreamProgress) -> ModelReply:
         try:

@@ -130,7 +130,12 @@ async def serve_daemon(
                 task_status.started(socket_name)
                 log.info(
                     "serving",
-                    extra=fields(socket=socket_name, pid=info.pid, activated=listener.activated),
+                    extra=fields(
+                        socket=socket_name,
+                        pid=info.pid,
+                        activated=listener.activated,
+                        state_dir=str(context.state_dir),
+                    ),
                 )
     log.info("stopped")
 

@@ -76,14 +76,22 @@ def _check_private(directory: Path, info: os.stat_result) -> None:
     if not stat.S_ISDIR(info.st_mode):
         raise RuntimeDirError(f"runtime directory {directory} exists and is not a directory")
     uid = os.geteuid()
+    private_elsewhere = (
+        f"put the socket in a folder of your own instead, e.g. --socket "
+        f"{directory / f'robota-{uid}' / 'robotad.sock'} (robotad creates a missing folder 0700)"
+    )
     if info.st_uid != uid:
         raise RuntimeDirError(
             f"runtime directory {directory} is owned by uid {info.st_uid}, not by this user "
-            f"(uid {uid}); refusing to use it"
+            f"(uid {uid}); refusing to use it: {private_elsewhere}"
         )
-    loose = stat.S_IMODE(info.st_mode) & 0o077
-    if loose:
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        # Never advise changing a shared folder (/tmp, /run/user…): only a folder of one's own
+        # may be tightened; for a shared one, the way out is a private subfolder.
+        shared = bool(mode & (stat.S_ISVTX | stat.S_IWOTH))
+        advice = private_elsewhere if shared else f"run: chmod 700 {directory}"
         raise RuntimeDirError(
-            f"runtime directory {directory} has mode {stat.S_IMODE(info.st_mode):04o}; it must "
-            f"not be accessible to group or others (run: chmod 700 {directory})"
+            f"runtime directory {directory} has mode {mode:04o}; it must not be accessible to "
+            f"group or others ({advice})"
         )

@@ -37,7 +37,7 @@ import trio
 from protocol.errors import ExecutionPending, InvalidParams, NotAllowed
 from protocol.methods import ApprovalResponse
 from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
-from robotad.agent.provider import Provider, ToolChoice
+from robotad.agent.provider import Provider, ToolChoice, provider_idle_timeout
 from robotad.agent.tool import Tool, ToolResult
 from robotad.session.composition import SessionCallbacks, compose
 from robotad.session.context_window import (
@@ -123,6 +123,10 @@ class Session(RuntimeSettings):
         self._threshold = parse_auto_compact_threshold(auto_compact_threshold)
         self._context_window = context_window
         self._idle_timeout = idle_timeout
+        #: PROTOCOL §10.2: the session's own, else its provider's (every session has one).
+        self._effective_idle_timeout = (
+            idle_timeout if idle_timeout is not None else provider_idle_timeout(provider)
+        )
         self._provider = provider
         self._store: SessionStorePort = store if store is not None else NullStore()
         parts = compose(
@@ -144,7 +148,7 @@ class Session(RuntimeSettings):
             hooks=hooks,
             classifier=classifier,
             context_window=context_window,
-            idle_timeout=idle_timeout,
+            idle_timeout=self._effective_idle_timeout,
             round_cap=round_cap,
             logger=logger,
             event_sink=event_sink,
@@ -351,6 +355,11 @@ class Session(RuntimeSettings):
         kept = [m for m in self._conversation.messages if m.role == "system"]
         self._conversation.replace(kept)
         self._conversation.tracker.reset()
+
+    @property
+    def idle_timeout_ms(self) -> int:
+        """The effective idle timeout of a model call, in milliseconds (SessionInfo's)."""
+        return max(1, round(self._effective_idle_timeout * 1000))
 
     def get_context_state(self) -> ContextState:
         return self._conversation.state()

@@ -72,6 +72,7 @@ __all__ = [
     "LoadOutcome",
     "Missing",
     "StoredSession",
+    "record_file",
 ]
 
 #: The members a live session owns: every save replaces exactly these.
@@ -366,10 +367,15 @@ def _refuse_damaged(session_id: str, outcome: LoadOutcome) -> None:
         raise _damaged(session_id, outcome)
 
 
+def record_file(session_id: str) -> str:
+    """Where the record of `session_id` lives, relative to the state folder (for messages)."""
+    return f"sessions/{session_id}.json"
+
+
 def _damaged(session_id: str, outcome: Corrupt | Unsupported) -> RecordCorrupt | RecordUnsupported:
     if isinstance(outcome, Corrupt):
-        return RecordCorrupt(session_id, outcome.issues)
-    return RecordUnsupported(session_id, outcome.schema_version)
+        return RecordCorrupt(session_id, outcome.issues, path=record_file(session_id))
+    return RecordUnsupported(session_id, outcome.schema_version, path=record_file(session_id))
 
 
 def _not_regular() -> Corrupt:

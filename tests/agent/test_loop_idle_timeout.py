@@ -34,7 +34,7 @@ async def test_g039_a_silent_provider_call_fails_with_an_idle_timeout_reason(
             scripted({"text": "too late", "delayMs": 5000}), journal, idle_timeout=1.0, bus=bus
         )
 
-    assert caught.value.reason == "idle timeout: no data from the provider for 1 s"
+    assert caught.value.reason == "no data for 1 s (idle timeout)"
     assert caught.value.provider_name == "scripted"
     assert journal.roles() == ["system", "user"]
     assert [o.outcome for o in observed] == ["failed"]

@@ -88,6 +88,8 @@ def test_builtin_openai_reads_its_default_key_variable(
             "base_url": None,
             "api_key": SECRET,
             "context_window": None,
+            "connect_timeout": 10.0,
+            "idle_timeout": 120.0,
         }
     ]
 
@@ -113,6 +115,8 @@ def test_builtin_anthropic_defaults_and_max_tokens(
         "base_url": None,
         "api_key": SECRET,
         "context_window": None,
+        "connect_timeout": 10.0,
+        "idle_timeout": 120.0,
         "max_tokens": 99,
     }
 

@@ -190,7 +190,7 @@ def test_rpc_error_layout() -> None:
     text = format_rpc_error(-32602, "invalid params", {"issues": [{"path": "$.a", "message": "m"}]})
     assert text.splitlines() == [
         "error -32602: invalid params",
-        'data: {"issues": [{"path": "$.a", "message": "m"}]}',
+        "  $.a: m",
     ]
 
 
@@ -310,3 +310,13 @@ def _not_json(constant: str) -> Any:
 @given(st.dictionaries(st.text(max_size=8), _json_values, max_size=4) | st.lists(_json_values))
 def test_structured_params_round_trip(value: Any) -> None:
     assert JSON_PARAMS.convert(json.dumps(value), None, None) == value
+
+
+def test_the_license_is_an_spdx_string_setuptools_reads_without_warnings() -> None:
+    """Issue 14: a ``license = {text = …}`` table made ``pip install`` print pages of
+    setuptools deprecation warnings; an SPDX expression needs setuptools >= 77."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "MIT"
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]
+    classifiers = pyproject["project"].get("classifiers", [])
+    assert not [c for c in classifiers if c.startswith("License ::")]

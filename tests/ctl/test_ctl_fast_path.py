@@ -192,10 +192,13 @@ def test_a_dropped_connection_says_so(listener: socket.socket) -> None:
     path = listener.getsockname()
     with pytest.raises(CommandFailed) as failed:
         call_daemon(options_for(listener), answering(listener, b""))
-    assert failed.value.message == (
+    assert failed.value.message.startswith(
         f"robotad at {path} closed the connection before answering (connection closed "
-        "before the reply arrived); it may be shutting down, or it runs as another user"
+        "before the reply arrived); "
     )
+    # Issue 14: no "another user" guess for a socket of one's own; where the log is.
+    assert "another user" not in failed.value.message
+    assert "journalctl --user -u robotad" in failed.value.message
 
 
 def test_an_unusable_reply_says_so(listener: socket.socket) -> None:

@@ -111,8 +111,9 @@ def test_call_error_prints_code_message_and_data(ctl: Ctl, robotad: RunningDaemo
     assert result.stdout == ""
     first, second = result.stderr.splitlines()
     assert first.startswith("error -32602: ")
-    assert second.startswith("data: ")
-    issues = json.loads(second.removeprefix("data: "))["issues"]
+    assert second.startswith("  $.bogus: ")
+    as_json = ctl(*sock(robotad), "--json", "call", "daemon/status", '{"bogus": 1}')
+    issues = json.loads(as_json.stderr)["error"]["data"]["issues"]
     assert [issue["path"] for issue in issues] == ["$.bogus"]
 
 

@@ -93,10 +93,10 @@ def test_new_refuses_every_malformed_rule_at_once(
     result = ctl(
         *sock(robotad), "new", "--cwd", str(work), "--allow", "Read(", "--deny", "Bash(:*)"
     )
-    assert result.returncode == ExitCode.ERROR
-    assert "error -32602" in result.stderr
-    assert "$.permissions.allow[0]" in result.stderr
-    assert "$.permissions.deny[0]" in result.stderr
+    # A bad option is a usage error (exit 2) like any other, each pattern named (issue 14).
+    assert result.returncode == ExitCode.USAGE
+    assert "--allow ($.permissions.allow[0])" in result.stderr
+    assert "--deny ($.permissions.deny[0])" in result.stderr
     assert result.stdout == ""
 
 
@@ -228,7 +228,8 @@ def test_rm_force_closes_first_and_json_results_decode(
     first, second = new_session(ctl, robotad, work), new_session(ctl, robotad, work)
     assert decoded(ctl(*sock(robotad), "--json", "rm", "--force", first), DeleteResult).deleted
     assert decoded(ctl(*sock(robotad), "--json", "close", "-s", second), CloseResult).closed
-    assert decoded(ctl(*sock(robotad), "--json", "rm", second), DeleteResult).deleted
+    # rm names its session with -s like every other command (issue 14), or positionally.
+    assert decoded(ctl(*sock(robotad), "--json", "rm", "-s", second), DeleteResult).deleted
 
 
 # -- export, import ------------------------------------------------------------------------------
@@ -375,8 +376,8 @@ def test_rule_adds_and_lists_rules(ctl: Ctl, robotad: RunningDaemon, work: Path)
     assert "Bash(rm:*)" in rules.deny
     assert "Write(src/**)" in rules.allow
     bad = ctl(*sock(robotad), "rule", "-s", session_id, "ask", "Read(")
-    assert bad.returncode == ExitCode.ERROR
-    assert "error -32602" in bad.stderr
+    assert bad.returncode == ExitCode.USAGE  # a malformed pattern typed is a usage error
+    assert "PATTERN ($.rule)" in bad.stderr
 
 
 def test_abort_with_nothing_running(ctl: Ctl, robotad: RunningDaemon, work: Path) -> None:

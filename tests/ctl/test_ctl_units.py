@@ -89,6 +89,8 @@ def test_service_unit_is_a_watched_notify_service() -> None:
     assert service["Restart"] == ["on-failure"]
     assert service["NoNewPrivileges"] == ["yes"]
     assert service["UMask"] == ["0077"]
+    # Where robotad gets keys under systemd (issue 14, PROTOCOL §10.3): an optional file.
+    assert service["EnvironmentFile"] == ["-%h/.config/robota/env"]
 
 
 def test_checked_in_units_are_the_rendered_ones() -> None:

@@ -38,6 +38,7 @@ INFO_KEYS = {
     "running",
     "pending",
     "context",
+    "idleTimeoutMs",  # v1.1 (PROTOCOL §10.2)
 }
 
 
@@ -297,6 +298,10 @@ async def test_corrupt_record_is_reported_listed_and_never_touched(
     data = refusals["session/open"].data
     assert data is not None
     assert data["sessionId"] == "damaged"
+    # Issue 14: the damaged file is named, relative to the state folder, in message and data.
+    for refusal in refusals.values():
+        assert refusal.data["path"] == "sessions/damaged.json", refusal
+        assert "(sessions/damaged.json)" in refusal.message
     issue_paths = {issue["path"] for issue in data["issues"]}
     assert {"$.record.cwd", "$.record.messages"} <= issue_paths
     row = sessions["damaged"]
@@ -320,7 +325,11 @@ async def test_unsupported_record_is_reported_with_its_version_and_listed(
             with pytest.raises(RecordUnsupported):
                 await client.call("session/run", {"sessionId": "future", "prompt": "x"})
             sessions = await listed(client)
-    assert refused.value.data == {"sessionId": "future", "schemaVersion": 7}
+    assert refused.value.data == {
+        "sessionId": "future",
+        "schemaVersion": 7,
+        "path": "sessions/future.json",
+    }
     assert sessions["future"]["status"] == "unsupported"
     assert sessions["future"]["cwd"] == "/x"
     assert path.read_bytes() == content

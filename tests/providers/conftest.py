@@ -22,6 +22,16 @@ NO_RETRIES = RetryPolicy(max_retries=0)
 #: A key nobody would type by accident: tests assert it never shows up where it must not.
 SECRET_KEY = "sk-robota-SECRET-7f3a9c21e4d8"
 
+
+def cause_of(error: BaseException) -> str:
+    """A provider failure's reason without its leading ``host:port: `` (the endpoint)."""
+    reason = str(getattr(error, "reason", error))
+    endpoint, separator, cause = reason.partition(": ")
+    assert separator, reason
+    assert endpoint.rsplit(":", 1)[-1].isdigit(), reason
+    return cause
+
+
 Serve = Callable[..., Awaitable[FakeModelServer]]
 
 P = TypeVar("P", bound=Provider)

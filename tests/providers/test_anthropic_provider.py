@@ -19,6 +19,7 @@ from .conftest import (
     Recorder,
     Serve,
     cancel_when_stalled,
+    cause_of,
     refused_port,
     user_request,
 )
@@ -200,7 +201,7 @@ async def test_401_fails_at_once(
     server = await serve(anthropic_error(401, "invalid x-api-key", "authentication_error"))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == "authentication failed (HTTP 401)"
+    assert cause_of(caught.value) == "HTTP 401: authentication failed"
     assert caught.value.retryable is False
     assert caught.value.status == 401
     assert len(server.requests) == 1
@@ -228,7 +229,8 @@ async def test_overloaded_repeatedly_gives_up_after_max_retries(
     assert caught.value.retryable is True
     assert caught.value.status == 529
     assert (
-        caught.value.reason == "server overloaded (HTTP 529): Overloaded (gave up after 3 attempts)"
+        cause_of(caught.value)
+        == "HTTP 529: server overloaded: Overloaded (gave up after 3 attempts)"
     )
 
 
@@ -239,7 +241,7 @@ async def test_connection_refused_is_a_retryable_connection_failure(
     provider = make_provider(f"http://127.0.0.1:{port}", policy=NO_RETRIES)
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await provider.complete(user_request(), recorder)
-    assert caught.value.reason == "connection failed (ConnectError)"
+    assert caught.value.reason == f"127.0.0.1:{port}: connection refused"
     assert caught.value.retryable is True
 
 
@@ -263,7 +265,7 @@ async def test_error_event_after_text_is_not_retried(
     server = await serve(Reply(events=broken))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == "stream error reported by the server: Overloaded"
+    assert cause_of(caught.value) == "stream error reported by the server: Overloaded"
     assert caught.value.retryable is True
     assert recorder.texts == ["shown"]
     assert len(server.requests) == 1
@@ -276,7 +278,7 @@ async def test_stream_without_message_stop_is_a_failure(
     server = await serve(Reply(events=events, framing="close"))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == "stream ended before the reply was complete"
+    assert cause_of(caught.value) == "stream ended before the reply was complete"
 
 
 async def test_cancellation_closes_the_http_stream(

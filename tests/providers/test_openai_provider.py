@@ -20,6 +20,7 @@ from .conftest import (
     Recorder,
     Serve,
     cancel_when_stalled,
+    cause_of,
     refused_port,
     user_request,
 )
@@ -175,7 +176,7 @@ async def test_401_fails_at_once(
     server = await serve(openai_error(401, "Incorrect API key provided", "invalid_api_key"))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == "authentication failed (HTTP 401)"
+    assert cause_of(caught.value) == "HTTP 401: authentication failed"
     assert caught.value.status == 401
     assert caught.value.retryable is False
     assert len(server.requests) == 1
@@ -204,7 +205,7 @@ async def test_500_repeatedly_gives_up_after_max_retries(
     assert len(server.requests) == 3
     assert caught.value.retryable is True
     assert caught.value.status == 500
-    assert caught.value.reason == "server error (HTTP 500): boom (gave up after 3 attempts)"
+    assert cause_of(caught.value) == "HTTP 500: server error: boom (gave up after 3 attempts)"
 
 
 async def test_400_is_not_retried_and_keeps_the_server_message(
@@ -213,8 +214,8 @@ async def test_400_is_not_retried_and_keeps_the_server_message(
     server = await serve(openai_error(400, "maximum context length is 128000 tokens"))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == (
-        "request rejected (HTTP 400): maximum context length is 128000 tokens"
+    assert cause_of(caught.value) == (
+        "HTTP 400: request rejected: maximum context length is 128000 tokens"
     )
     assert caught.value.retryable is False
     assert len(server.requests) == 1
@@ -227,7 +228,7 @@ async def test_connection_refused_is_a_retryable_connection_failure(
     provider = make_provider(f"http://127.0.0.1:{port}/v1", policy=NO_RETRIES)
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await provider.complete(user_request(), recorder)
-    assert caught.value.reason == "connection failed (ConnectError)"
+    assert caught.value.reason == f"127.0.0.1:{port}: connection refused"
     assert caught.value.retryable is True
     assert caught.value.status is None
 
@@ -239,7 +240,7 @@ async def test_stream_cut_before_finish_is_a_failure(
     server = await serve(Reply(events=events, framing="close"))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == "stream ended before the reply was complete"
+    assert cause_of(caught.value) == "stream ended before the reply was complete"
     # Text had been shown, so the retryable failure was not retried.
     assert recorder.texts == ["par"]
     assert len(server.requests) == 1
@@ -267,7 +268,7 @@ async def test_error_payload_inside_the_stream(
     server = await serve(Reply(events=events))
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make_provider(server.base_url).complete(user_request(), recorder)
-    assert caught.value.reason == "stream error reported by the server: model overloaded"
+    assert cause_of(caught.value) == "stream error reported by the server: model overloaded"
     assert len(server.requests) == 1
 
 
@@ -364,14 +365,15 @@ async def test_max_retries_zero_makes_one_attempt(serve: Serve, recorder: Record
             await provider.complete(user_request(), recorder)
     finally:
         await provider.aclose()
-    assert caught.value.reason == "server error (HTTP 503): busy"
+    assert cause_of(caught.value) == "HTTP 503: server error: busy"
     assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"request_timeout": 0.0}, "request_timeout"),
+        ({"connect_timeout": 0.0}, "connect_timeout"),
+        ({"idle_timeout": -1.0}, "idle_timeout"),
         ({"max_retries": -1}, "max_retries"),
         ({"context_window": 0}, "context window"),
     ],

@@ -27,16 +27,16 @@ keys = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), m
 @pytest.mark.parametrize(
     ("status", "reason", "retryable"),
     [
-        (400, "request rejected (HTTP 400): why", False),
-        (401, "authentication failed (HTTP 401)", False),
-        (403, "access denied (HTTP 403)", False),
-        (404, "request rejected (HTTP 404): why", False),
-        (408, "request timed out (HTTP 408): why", True),
-        (409, "request rejected (HTTP 409): why", True),
-        (429, "rate limited (HTTP 429): why", True),
-        (500, "server error (HTTP 500): why", True),
-        (503, "server error (HTTP 503): why", True),
-        (529, "server overloaded (HTTP 529): why", True),
+        (400, "HTTP 400: request rejected: why", False),
+        (401, "HTTP 401: authentication failed", False),
+        (403, "HTTP 403: access denied", False),
+        (404, "HTTP 404: request rejected: why", False),
+        (408, "HTTP 408: request timed out: why", True),
+        (409, "HTTP 409: request rejected: why", True),
+        (429, "HTTP 429: rate limited: why", True),
+        (500, "HTTP 500: server error: why", True),
+        (503, "HTTP 503: server error: why", True),
+        (529, "HTTP 529: server overloaded: why", True),
     ],
 )
 def test_status_failures(status: int, reason: str, retryable: bool) -> None:
@@ -51,7 +51,7 @@ def test_status_failures(status: int, reason: str, retryable: bool) -> None:
 
 def test_status_failure_without_a_readable_body() -> None:
     failure = status_failure(502, body="<html>bad gateway</html>", retry_after=None, secrets=[])
-    assert failure.reason == "server error (HTTP 502)"
+    assert failure.reason == "HTTP 502: server error"
 
 
 def test_error_message_shapes() -> None:

@@ -43,7 +43,7 @@ class Sleeps:
 
 def _busy(retry_after: float | None = None) -> ProviderFailure:
     return ProviderFailure(
-        "rate limited (HTTP 429)", retryable=True, status=429, retry_after=retry_after
+        "HTTP 429: rate limited", retryable=True, status=429, retry_after=retry_after
     )
 
 
@@ -114,7 +114,7 @@ async def test_gives_up_after_max_retries_with_the_count(recorder: Recorder) -> 
         )
     assert attempt.calls == 3
     assert len(sleeps.waits) == 2
-    assert caught.value.reason == "rate limited (HTTP 429) (gave up after 3 attempts)"
+    assert caught.value.reason == "HTTP 429: rate limited (gave up after 3 attempts)"
     assert caught.value.retryable is True
     assert caught.value.status == 429
 
@@ -133,7 +133,7 @@ async def test_without_retries_the_error_is_raised_as_it_was(recorder: Recorder)
 
 
 async def test_non_retryable_failures_are_not_retried(recorder: Recorder) -> None:
-    attempt = Script(ProviderError("authentication failed (HTTP 401)", status=401))
+    attempt = Script(ProviderError("HTTP 401: authentication failed", status=401))
     with pytest.raises(ProviderError, match="HTTP 401"):
         await call_with_retries(
             attempt,
@@ -197,7 +197,7 @@ async def test_each_retry_is_logged_with_the_safe_reason(
         sleep=Sleeps(),
     )
     [record] = caplog.records
-    assert record.getMessage() == "provider work: rate limited (HTTP 429); retry 1 of 1 in 0.00s"
+    assert record.getMessage() == "provider work: HTTP 429: rate limited; retry 1 of 1 in 0.00s"
 
 
 async def test_cancellation_during_the_backoff_wait(

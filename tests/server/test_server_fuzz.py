@@ -172,3 +172,39 @@ async def test_arbitrary_bytes_never_break_the_daemon(
         await _control_still_served(control, "after")
         fresh = await RawClient.connect(daemon.socket_path, framing)
         await _control_still_served(fresh, "fresh")
+
+
+def _nested(depth: int, kind: str) -> bytes:
+    """A JSON value nested `depth` levels deep: arrays or objects."""
+    if kind == "array":
+        return b"[" * depth + b"1" + b"]" * depth
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    framing=st.sampled_from(["ndjson", "content-length"]),
+    depth=st.integers(min_value=5_000, max_value=50_000),
+    kind=st.sampled_from(["array", "object"]),
+    where=st.sampled_from(["top", "params", "batch"]),
+)
+async def test_deep_nesting_is_a_parse_error_and_the_connection_goes_on(
+    framing: Framing, depth: int, kind: str, where: str
+) -> None:
+    """PROTOCOL §10.2: a message nested deeper than the decoder allows is answered -32700
+    (id null) like any unparseable message, and the same connection is served after it."""
+    deep = _nested(depth, kind)
+    body = {
+        "top": deep,
+        "params": b'{"jsonrpc":"2.0","id":7,"method":"test/echo","params":{"value":' + deep + b"}}",
+        "batch": b"[" + deep + b"]",
+    }[where]
+    async with running_daemon() as daemon:
+        client = await RawClient.connect(daemon.socket_path, framing)
+        await _control_still_served(client, "before")
+        await client.send_raw(encode_frame(body, framing))
+        reply = await client.receive()
+        assert_response(reply)
+        assert reply["id"] is None
+        assert reply["error"]["code"] == -32700
+        await _control_still_served(client, "after")

@@ -112,3 +112,25 @@ def test_lock_refuses_a_planted_symlink(tmp_path: Path) -> None:
     (tmp_path / "robotad.lock").symlink_to(target)
     with pytest.raises(OSError):  # noqa: PT011 - ELOOP from O_NOFOLLOW; the errno is the point
         InstanceLock(tmp_path / "robotad.lock").acquire()
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o1733])
+def test_a_shared_folder_is_never_advised_a_chmod(tmp_path: Path, mode: int) -> None:
+    """Issue 14: for a shared folder such as /tmp the way out is a private subfolder, never
+    loosening or tightening the shared one."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    with pytest.raises(RuntimeDirError) as caught:
+        ensure_private_dir(shared)
+    message = str(caught.value)
+    assert "chmod" not in message
+    assert f"--socket {shared / f'robota-{os.geteuid()}' / 'robotad.sock'}" in message
+
+
+def test_a_folder_of_ones_own_may_be_tightened(tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    os.chmod(own, 0o750)
+    with pytest.raises(RuntimeDirError, match=f"run: chmod 700 {own}"):
+        ensure_private_dir(own)

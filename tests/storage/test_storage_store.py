@@ -92,7 +92,11 @@ def test_damaged_records_are_never_overwritten(store: FileSessionStore, version:
             {"path": "$.record.turnCount", "message": "expected integer, got string"}
         ]
     else:
-        assert caught.value.data == {"sessionId": "dmg", "schemaVersion": 7}
+        assert caught.value.data == {
+            "sessionId": "dmg",
+            "schemaVersion": 7,
+            "path": "sessions/dmg.json",
+        }
     with pytest.raises(expected):
         store.update("dmg", lambda record: record)
     store.list()

@@ -28,7 +28,7 @@ from typing import Literal
 import trio
 
 from protocol.errors import CompactionAborted, CompactionFailed
-from robotad.agent.provider import Provider
+from robotad.agent.provider import Provider, idle_timeout_reason
 from robotad.session.compaction.summary import (
     DEFAULT_SUMMARY_TEMPLATE,
     CompactionError,
@@ -116,7 +116,7 @@ class CompactionProcedure:
                     instructions=instructions,
                     observer=_IdleDeadline(idle, self.idle_timeout),
                 )
-            reason = f"idle timeout: no data from the provider for {self.idle_timeout:g} s"
+            reason = idle_timeout_reason(compactor.provider, self.idle_timeout)
         except CompactionError as exc:
             reason = exc.reason
         except Exception as exc:

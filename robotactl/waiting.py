@@ -1,0 +1,66 @@
+"""The line that says a turn is waiting for the model, on a terminal's stderr.
+
+While nothing of a turn has shown for `QUIET_BEFORE` seconds (the model has not started its
+reply, or is thinking between tool rounds), `WaitingLine` keeps one line on stderr updated:
+``⠹ waiting for the model… 12s`` (or for the tool that runs). Anything the turn then shows
+clears it first, so it never mixes with the reply. It exists only when stderr is a terminal
+and ``--json`` is off (`for_terminal`); it is never drawn over a reply line still open on
+stdout, and it uses no escape codes at all unless colour is allowed (with ``NO_COLOR`` or
+``TERM=dumb``: plain ``\\r`` and spaces only).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Final
+
+from robotactl.render import Output, color_enabled
+
+__all__ = ["QUIET_BEFORE", "TICK", "WaitingLine"]
+
+#: Seconds of silence before the line appears, and between its redraws.
+QUIET_BEFORE: Final = 0.5
+TICK: Final = 0.2
+_FRAMES: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class WaitingLine:
+    """One redrawable line on `stream` (a terminal)."""
+
+    def __init__(self, stream: IO[str], *, styled: bool) -> None:
+        self.stream = stream
+        self.styled = styled
+        self._width = 0
+        self._frame = 0
+
+    @classmethod
+    def for_terminal(cls, output: Output) -> WaitingLine | None:
+        """A line on stderr when it is a terminal and the output is for people; else None."""
+        stream = sys.stderr
+        if output.json_mode or not _is_terminal(stream):
+            return None
+        return cls(stream, styled=color_enabled(stream))
+
+    def draw(self, seconds: float, what: str = "the model") -> None:
+        """Show ``waiting for <what>… Ns``, replacing what this line showed before."""
+        text = f"{_FRAMES[self._frame % len(_FRAMES)]} waiting for {what}… {int(seconds)}s"
+        self._frame += 1
+        shown = f"\x1b[2m{text}\x1b[0m" if self.styled else text
+        padding = " " * max(0, self._width - len(text))
+        self.stream.write(f"\r{shown}{padding}")
+        self.stream.flush()
+        self._width = len(text)
+
+    def clear(self) -> None:
+        if not self._width:
+            return
+        self.stream.write("\r" + " " * self._width + "\r")
+        self.stream.flush()
+        self._width = 0
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

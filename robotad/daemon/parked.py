@@ -1,0 +1,100 @@
+"""Which sessions wait for a person without being loaded (PROTOCOL §10.2).
+
+``session/list`` and ``daemon/status`` count a session with a parked execution as waiting,
+loaded or not, from the daemon's first moment. A loaded session says so itself
+(`LiveSession.pending`); for the others, `ParkedSessions` keeps the ids:
+
+- at start-up, before the daemon is ready, `scan` reads every session's journal folder
+  (``journal/<id>/<execution>.jsonl``) without loading anything: a session waits when one of
+  its executions journaled an approval request and never finished. A journal that cannot be
+  decoded counts as waiting — corruption is never read as "nothing pending" — and a torn
+  final line (a write that never returned) is ignored, as the journal's own repair would;
+- when a session is unloaded, `note` records what its live session knew;
+- when a session is deleted, `discard` forgets it.
+
+Files are only ever read, with ``O_NOFOLLOW``; a symlink or other non-regular file in place of
+a journal is corruption (waiting), a folder that is not a safe session id is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Container
+from pathlib import Path
+
+from robotad.storage.fsio import read_regular
+from robotad.storage.ids import is_safe_session_id
+from robotad.storage.journal import JournalCorrupt, decode_journal
+from robotad.storage.journal_records import FinishedRecord, RequestRecord
+
+__all__ = ["ParkedSessions", "journal_waits"]
+
+log = logging.getLogger("robotad.daemon")
+
+_SUFFIX = ".jsonl"
+
+
+class ParkedSessions:
+    """The ids of unloaded sessions that wait for approval."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._ids
+
+    def scan(self, state_dir: Path) -> None:
+        """Blocking: learn every waiting session from the journals under `state_dir`."""
+        root = Path(state_dir) / "journal"
+        try:
+            entries = list(os.scandir(root))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            if not is_safe_session_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                waits = journal_waits(Path(entry.path))
+            except OSError as exc:
+                log.warning("cannot read the journal of %s: %s", entry.name, exc.strerror)
+                waits = True
+            if waits:
+                self._ids.add(entry.name)
+
+    def note(self, session_id: str, *, waiting: bool) -> None:
+        """What an unloading session knew: whether it waits."""
+        if waiting:
+            self._ids.add(session_id)
+        else:
+            self._ids.discard(session_id)
+
+    def discard(self, session_id: str) -> None:
+        self._ids.discard(session_id)
+
+    def count_unloaded(self, loaded: Container[str]) -> int:
+        """How many waiting sessions are not among `loaded`."""
+        return sum(1 for session_id in self._ids if session_id not in loaded)
+
+
+def journal_waits(folder: Path) -> bool:
+    """Blocking: whether any execution journaled in `folder` asked for approval and never
+    finished (or cannot be read: see the module docstring)."""
+    for entry in os.scandir(folder):
+        if not entry.name.endswith(_SUFFIX):
+            continue
+        try:
+            data = read_regular(Path(entry.path))
+        except OSError:
+            return True
+        if data is None:
+            continue
+        complete = data[: data.rfind(b"\n") + 1]
+        try:
+            records = decode_journal(entry.name.removesuffix(_SUFFIX), complete)
+        except JournalCorrupt:
+            return True
+        asked = any(isinstance(record, RequestRecord) for record in records)
+        if asked and not any(isinstance(record, FinishedRecord) for record in records):
+            return True
+    return False

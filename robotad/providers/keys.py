@@ -1,0 +1,90 @@
+"""Where a provider's API key comes from: `api_key_command`, else robotad's own environment.
+
+PROTOCOL §10.3. `resolve_api_key` is called when a provider is built (each session load):
+
+- ``api_key_command`` runs through ``/bin/sh -c`` with robotad's environment and no stdin;
+  the first line it prints is the key. It must exit 0 within `KEY_COMMAND_TIMEOUT` seconds
+  and print a non-empty first line, else the provider is refused with a reason that names the
+  command's exit status, never its output (which is the key, or part of it);
+- otherwise the variable ``api_key_env`` names (or the kind's default) is read from *robotad's*
+  environment — not the shell a person typed ``export`` in, which robotad never sees. When it
+  is unset and a key is required, the refusal says whose environment was searched and the
+  ways to give robotad a key.
+
+The key is handed to the provider and to nothing else: never logged, stored or put in a
+message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+
+__all__ = ["KEY_COMMAND_TIMEOUT", "KeyUnavailable", "missing_key_message", "resolve_api_key"]
+
+#: Seconds an ``api_key_command`` may take (a password manager may ask its agent first).
+KEY_COMMAND_TIMEOUT = 30.0
+
+
+class KeyUnavailable(Exception):
+    """The key a provider needs cannot be had; the message says why and what to do."""
+
+
+def missing_key_message(provider: str, variable: str) -> str:
+    """The refusal for a key variable unset in robotad's environment."""
+    return (
+        f"provider {provider!r} needs an API key: {variable} is not set in robotad's "
+        "environment (robotad does not see variables exported in your shell after it "
+        f"started). Give robotad the key: set api_key_command in [providers.{provider}] "
+        f'(e.g. "pass show {provider}"), or put {variable}=… in ~/.config/robota/env '
+        "(the systemd unit's EnvironmentFile), or export it before starting robotad"
+    )
+
+
+def resolve_api_key(
+    provider: str,
+    *,
+    command: str | None,
+    variable: str | None,
+    required: bool,
+    environ: Mapping[str, str],
+) -> str | None:
+    """The key of `provider`: `command`'s first output line when a command is configured,
+    else ``environ[variable]``; None when neither gives one and none is `required`.
+
+    Blocking (runs `command`). Raises `KeyUnavailable`.
+    """
+    if command is not None:
+        return _run_key_command(provider, command, environ)
+    if variable is None:
+        return None
+    key = environ.get(variable) or None
+    if key is None and required:
+        raise KeyUnavailable(missing_key_message(provider, variable))
+    return key
+
+
+def _run_key_command(provider: str, command: str, environ: Mapping[str, str]) -> str:
+    where = f"api_key_command of provider {provider!r}"
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=dict(environ),
+            timeout=KEY_COMMAND_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise KeyUnavailable(f"{where} did not finish within {KEY_COMMAND_TIMEOUT:g} s") from None
+    except OSError as exc:
+        raise KeyUnavailable(f"{where} could not start: {exc.strerror}") from None
+    if done.returncode != 0:
+        raise KeyUnavailable(
+            f"{where} exited with status {done.returncode}; run it by hand to see why"
+        )
+    lines = done.stdout.decode(errors="replace").splitlines()
+    key = lines[0].strip() if lines else ""
+    if not key:
+        raise KeyUnavailable(f"{where} printed no key (its first output line is empty)")
+    return key

@@ -1,0 +1,126 @@
+"""What a person sees of a turn (issue 14), through a real robotad: the approval decision
+printed once, a true sentence after an abort, ``--turn-id`` replaying the turn it joins, and
+a waiting indicator on a terminal only."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from robotactl.exit_codes import ExitCode
+from tests.daemon_helpers import connect
+
+from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon, child_environment
+from .ctl_helpers import Terminal, new_session, sock, write_script
+from .test_ctl_turns import SLOW, slow_run
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    directory = tmp_path / "work"
+    directory.mkdir()
+    return directory.resolve()
+
+
+def test_approving_prints_the_decision_once(ctl: Ctl, robotad: RunningDaemon, work: Path) -> None:
+    session_id = new_session(ctl, robotad, work, write_script("out.txt", "hi\n", "Wrote it."))
+    waiting = ctl(*sock(robotad), "run", "-s", session_id, "write it", input="")
+    assert waiting.returncode == ExitCode.WAITING
+    assert waiting.stderr.count("Write: needs approval") == 1
+    result = ctl(*sock(robotad), "approve", "-s", session_id, input="")
+    assert result.returncode == ExitCode.COMPLETED, result.stderr
+    assert "needs approval" not in result.stderr, result.stderr
+    assert "Write: allowed" in result.stderr
+
+
+#: A reply that takes its time: nothing for 20 s, then text.
+SILENT_A_WHILE = [{"text": "finally", "delayMs": 20_000}]
+
+
+@pytest.mark.parametrize("no_color", ["", "1"])
+def test_a_terminal_shows_the_wait_and_an_abort_before_any_text_says_so(
+    ctl: Ctl, robotad: RunningDaemon, work: Path, no_color: str
+) -> None:
+    session_id = new_session(ctl, robotad, work, SILENT_A_WHILE)
+    terminal = Terminal(
+        [*sock(robotad), "run", "-s", session_id, "think hard"],
+        cwd=work,
+        NO_COLOR=no_color,
+        TERM="xterm",
+    )
+    try:
+        terminal.expect("waiting for the model…")
+        terminal.process.send_signal(signal.SIGINT)
+        status = terminal.finish()
+    finally:
+        terminal.kill()
+    assert status == ExitCode.ABORTED, terminal.output
+    assert "was aborted; it was stopped before the model sent any text" in terminal.output
+    assert "partial reply" not in terminal.output
+    assert ("\x1b[" in terminal.output) == (not no_color)
+
+
+def test_no_waiting_line_without_a_terminal(ctl: Ctl, robotad: RunningDaemon, work: Path) -> None:
+    session_id = new_session(ctl, robotad, work, [{"text": "later", "delayMs": 1500}])
+    result = ctl(*sock(robotad), "run", "-s", session_id, "take your time")
+    assert result.returncode == ExitCode.COMPLETED, result.stderr
+    assert result.stdout == "later\n"
+    assert "waiting" not in result.stderr
+
+
+async def test_joining_a_running_turn_replays_what_it_already_said(
+    robotad: RunningDaemon, work: Path, ctl: Ctl
+) -> None:
+    steps = [{"text": "one two three four", "chunks": 4, "delayMs": 400}]
+    session_id = new_session(ctl, robotad, work, steps)
+    with trio.fail_after(PROCESS_TIMEOUT):
+        async with connect(robotad) as client:
+            await client.call("session/subscribe", {"sessionId": session_id})
+            params = {"sessionId": session_id, "prompt": "count", "turnId": "t-join"}
+            await client.call("session/run", {**params, "wait": False})
+            await client.wait_for_event(session_id, "text_delta")
+            joined = await trio.run_process(
+                [
+                    sys.executable,
+                    "-m",
+                    "robotactl",
+                    *sock(robotad),
+                    "run",
+                    "-s",
+                    session_id,
+                    "--turn-id",
+                    "t-join",
+                    "count",
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                env=child_environment(),
+                check=False,
+            )
+    assert joined.returncode == ExitCode.COMPLETED, joined.stderr
+    assert joined.stdout.decode() == "one two three four\n"
+
+
+def test_a_daemon_that_dies_mid_turn_is_said_to_have_stopped(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """Not "another user": the daemon stopped, and where its log is."""
+    session_id = new_session(ctl, robotad, work, SLOW)
+    process = slow_run(robotad, session_id, work)
+    try:
+        robotad.process.kill()
+        robotad.process.wait(PROCESS_TIMEOUT)
+        _, stderr = process.communicate(timeout=PROCESS_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    errors = stderr.decode()
+    assert process.returncode == ExitCode.ERROR, errors
+    assert "robotad has stopped" in errors
+    assert "journalctl --user -u robotad" in errors
+    assert "another user" not in errors

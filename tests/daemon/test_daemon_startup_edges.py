@@ -1,0 +1,91 @@
+"""What robotad says when it starts, or cannot (issue 14, PROTOCOL §10.3): a ``ROBOTA_CONFIG``
+naming no file and a malformed ``[permissions]`` pattern stop the start with their path, the
+state folder in use is logged, ``--version`` prints the version, and one lock serves a whole
+socket folder (as the README says)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robotad.server.daemon_methods import daemon_version
+from tests.daemon_helpers import PROCESS_TIMEOUT, REPO, DaemonHome, running_daemon
+
+
+def _start_refused(home: DaemonHome) -> subprocess.CompletedProcess[str]:
+    """robotad started on `home`, expected to refuse at once."""
+    return subprocess.run(
+        [sys.executable, "-m", "robotad", "--socket", str(home.socket_path)],
+        capture_output=True,
+        text=True,
+        env=home.environment(),
+        cwd=REPO,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+
+
+def test_a_robota_config_naming_no_file_stops_the_start(tmp_path: Path) -> None:
+    home = DaemonHome(tmp_path)
+    home.config_path.unlink()
+    result = _start_refused(home)
+    assert result.returncode == 1
+    assert str(home.config_path) in result.stderr
+    assert "ROBOTA_CONFIG names this file, and it does not exist" in result.stderr
+    assert not home.socket_path.exists()
+
+
+def test_a_malformed_default_pattern_stops_the_start_with_its_toml_path(tmp_path: Path) -> None:
+    home = DaemonHome(tmp_path)
+    home.write_config('[permissions]\nallow = ["Read(*)", "Read("]\ndeny = ["Bash(:*)"]\n')
+    result = _start_refused(home)
+    assert result.returncode == 1
+    assert str(home.config_path) in result.stderr
+    assert "permissions.allow[1]:" in result.stderr
+    assert "permissions.deny[0]:" in result.stderr
+    assert "permissions.allow[0]" not in result.stderr
+
+
+def test_the_state_folder_is_logged_at_start(tmp_path_factory: pytest.TempPathFactory) -> None:
+    home = DaemonHome(tmp_path_factory.mktemp("logged"))
+    with running_daemon(home) as daemon:
+        pass  # the "serving" line may follow the ready byte: read the log once it has stopped
+    serving = next(line for line in daemon.output().splitlines() if " serving " in line)
+    assert f"state_dir={home.state_dir}" in serving
+
+
+def test_version_prints_the_daemon_version() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "robotad", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (0, f"robotad {daemon_version()}\n")
+
+
+def test_one_daemon_per_socket_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    home = DaemonHome(tmp_path_factory.mktemp("lock"))
+    with running_daemon(home) as daemon:
+        other = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "robotad",
+                "--socket",
+                str(home.socket_path.with_name("b.sock")),
+            ],
+            capture_output=True,
+            text=True,
+            env=home.environment(),
+            cwd=REPO,
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+    assert other.returncode == 1
+    assert f"pid {daemon.pid}" in other.stderr

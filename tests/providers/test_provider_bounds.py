@@ -1,0 +1,133 @@
+"""Bounded waits and failures that explain (issue 14, PROTOCOL §10.2/§10.3): the endpoint and
+cause in every reason, the SDK's own clocks and retries off, our retries inside the idle window.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import socket
+
+import pytest
+import trio
+
+from robotad.agent.provider import ProviderError, idle_timeout_reason
+from robotad.providers.anthropic import AnthropicProvider
+from robotad.providers.failures import ProviderFailure, connection_failure, endpoint_of
+from robotad.providers.openai import OpenAIProvider
+from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
+from robotad.providers.scripted import ScriptedProvider
+
+from .conftest import ProviderCloser, Recorder, refused_port, user_request
+
+
+@pytest.mark.parametrize(
+    ("url", "endpoint"),
+    [
+        ("http://127.0.0.1:11434/v1", "127.0.0.1:11434"),
+        ("https://api.openai.com/v1", "api.openai.com:443"),
+        ("http://localhost/v1", "localhost:80"),
+        ("http://[::1]:8080", "[::1]:8080"),
+    ],
+)
+def test_the_endpoint_is_host_and_port(url: str, endpoint: str) -> None:
+    assert endpoint_of(url) == endpoint
+
+
+def _chained(*links: BaseException) -> BaseException:
+    """`links[0]` raised from `links[1]` raised from …, as an HTTP stack chains them."""
+    for outer, inner in itertools.pairwise(links):
+        outer.__cause__ = inner
+    return links[0]
+
+
+def test_a_connection_failure_names_its_cause_not_a_class() -> None:
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused sk-SECRET")
+    group = ExceptionGroup("all attempts failed", [refused])
+    chain = _chained(RuntimeError("Connection error."), OSError("all attempts"), group)
+    assert connection_failure(chain).reason == "connection refused"
+    reset = _chained(RuntimeError("x"), ConnectionResetError(errno.ECONNRESET, "reset"))
+    assert connection_failure(reset).reason == "connection reset by peer"
+    lookup = _chained(RuntimeError("x"), socket.gaierror(-2, "Name or service not known"))
+    assert connection_failure(lookup).reason == "cannot resolve the host name"
+    assert connection_failure(RuntimeError("no errno")).reason == "connection failed (RuntimeError)"
+
+
+@pytest.mark.parametrize("vendor", [OpenAIProvider, AnthropicProvider])
+async def test_the_sdk_bounds_only_connecting_and_never_retries(
+    vendor: type[OpenAIProvider] | type[AnthropicProvider], closing: ProviderCloser
+) -> None:
+    """One owner per wait: the SDK gets `connect_timeout` and no read, write or pool clock
+    (the loop's idle deadline is the wait for data) and ``max_retries=0`` (ours retry)."""
+    provider = closing(
+        vendor(
+            name="p",
+            model="m",
+            base_url="http://127.0.0.1:1/v1",
+            api_key=None,
+            context_window=None,
+            connect_timeout=3.5,
+            idle_timeout=42.0,
+        )
+    )
+    timeout = provider._client.timeout
+    assert not isinstance(timeout, float)
+    assert (timeout.connect, timeout.read, timeout.write, timeout.pool) == (3.5, None, None, None)
+    assert provider._client.max_retries == 0
+    assert (provider.endpoint, provider.idle_timeout) == ("127.0.0.1:1", 42.0)
+
+
+async def test_a_refused_connection_names_the_endpoint_after_our_retries(
+    closing: ProviderCloser, recorder: Recorder
+) -> None:
+    port = await refused_port()
+    provider = closing(
+        OpenAIProvider(
+            name="oa",
+            model="m",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            api_key=None,
+            context_window=None,
+            retry_policy=RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.002),
+        )
+    )
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await provider.complete(user_request(), recorder)
+    assert caught.value.reason == (
+        f"127.0.0.1:{port}: connection refused (gave up after 3 attempts)"
+    )
+
+
+async def test_no_retry_starts_past_the_budget(autojump_clock: trio.abc.Clock) -> None:
+    """Retry-After asks for 50 s, the budget is 30 s: we give up at once with the real cause
+    instead of sleeping through the caller's idle window."""
+    calls = 0
+
+    async def attempt() -> str:
+        nonlocal calls
+        calls += 1
+        raise ProviderFailure("HTTP 429: rate limited", retryable=True, retry_after=50.0)
+
+    policy = RetryPolicy(max_retries=5, retry_after_cap=60.0)
+    start = trio.current_time()
+    with pytest.raises(ProviderError) as caught:
+        await call_with_retries(
+            attempt, policy, progress=StreamProgress(Recorder()), provider="p", budget=30.0
+        )
+    assert calls == 1
+    assert caught.value.reason == "HTTP 429: rate limited"
+    assert trio.current_time() == start
+    calls = 0
+    with pytest.raises(ProviderError):
+        await call_with_retries(
+            attempt, policy, progress=StreamProgress(Recorder()), provider="p", budget=120.0
+        )
+    assert calls == 3  # 50 s, 50 s fit in 120 s; a third wait would not
+
+
+def test_the_idle_reason_names_the_endpoint_when_there_is_one() -> None:
+    class Remote(ScriptedProvider):
+        endpoint = "127.0.0.1:8080"
+
+    assert idle_timeout_reason(Remote(), 120) == "127.0.0.1:8080: no data for 120 s (idle timeout)"
+    assert idle_timeout_reason(ScriptedProvider(), 0.5) == "no data for 0.5 s (idle timeout)"

@@ -1,0 +1,100 @@
+"""Where keys and timeouts come from (PROTOCOL §10.3): ``api_key_command``, robotad's own
+environment, the message that says so, and the per-provider ``idle_timeout_ms`` /
+``connect_timeout_ms``."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.validate import ValidationFailed
+from robotad.config import Config, ProviderConfig, decode_config
+from robotad.providers import ProviderUnavailable, build_provider
+from robotad.providers.openai import OpenAIProvider
+from robotad.providers.scripted import ScriptedProvider
+
+from .conftest import SECRET_KEY
+
+
+def _openai(**table: object) -> Config:
+    return Config(providers={"gpt": ProviderConfig(kind="openai", **table)})  # type: ignore[arg-type]
+
+
+async def test_api_key_command_gives_the_key_from_its_first_line() -> None:
+    config = _openai(api_key_command=f"printf '{SECRET_KEY}\\nsecond line\\n'")
+    provider = build_provider("gpt", config, environ={})
+    try:
+        assert isinstance(provider, OpenAIProvider)
+        assert provider._client.api_key == SECRET_KEY
+    finally:
+        await provider.aclose()
+
+
+async def test_api_key_command_wins_over_the_variable() -> None:
+    config = _openai(api_key_env="MY_KEY", api_key_command="echo from-command")
+    provider = build_provider("gpt", config, environ={"MY_KEY": "from-variable"})
+    try:
+        assert isinstance(provider, OpenAIProvider)
+        assert provider._client.api_key == "from-command"
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (f"echo {SECRET_KEY}; exit 3", "exited with status 3"),
+        ("printf '\\n'", "printed no key"),
+    ],
+)
+def test_a_failing_key_command_is_refused_without_its_output(command: str, said: str) -> None:
+    with pytest.raises(ProviderUnavailable, match=said) as caught:
+        build_provider("gpt", _openai(api_key_command=command), environ={})
+    assert "api_key_command of provider 'gpt'" in str(caught.value)
+    assert SECRET_KEY not in str(caught.value)
+
+
+def test_a_missing_key_says_whose_environment_and_how_to_give_one() -> None:
+    with pytest.raises(ProviderUnavailable) as caught:
+        build_provider("gpt", _openai(api_key_env="GPT_KEY"), environ={})
+    message = str(caught.value)
+    assert "GPT_KEY is not set in robotad's environment" in message
+    assert "api_key_command in [providers.gpt]" in message
+    assert "~/.config/robota/env" in message
+    assert "EnvironmentFile" in message
+
+
+def test_timeouts_default_per_protocol_and_reach_the_provider() -> None:
+    table = ProviderConfig(kind="scripted")
+    assert (table.idle_timeout_ms, table.connect_timeout_ms) == (120_000, 10_000)
+    config = decode_config(
+        '[providers.slow]\nkind = "scripted"\nidle_timeout_ms = 2500\nconnect_timeout_ms = 700\n'
+    )
+    provider = build_provider("slow", config)
+    assert isinstance(provider, ScriptedProvider)
+    assert provider.idle_timeout == 2.5
+
+
+async def test_the_connect_timeout_reaches_the_sdk() -> None:
+    config = _openai(base_url="http://127.0.0.1:1/v1", connect_timeout_ms=1500)
+    provider = build_provider("gpt", config, environ={})
+    try:
+        assert isinstance(provider, OpenAIProvider)
+        assert provider.connect_timeout == 1.5
+        assert provider.idle_timeout == 120.0
+    finally:
+        await provider.aclose()
+
+
+def test_bad_timeouts_are_located_config_errors() -> None:
+    text = (
+        '[providers.x]\nkind = "openai"\nidle_timeout_ms = 0\n'
+        'connect_timeout_ms = "soon"\napi_key_command = ""\n'
+    )
+    with pytest.raises(ValidationFailed) as caught:
+        decode_config(text)
+    paths = sorted(issue["path"] for issue in caught.value.issues)
+    assert paths == [
+        "providers.x.api_key_command",
+        "providers.x.connect_timeout_ms",
+        "providers.x.idle_timeout_ms",
+    ]
