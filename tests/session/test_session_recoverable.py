@@ -9,7 +9,13 @@ import pytest
 import trio
 import trio.testing
 
-from protocol.errors import ExecutionPending, InternalError, StaleResponse, TurnAborted
+from protocol.errors import (
+    ExecutionPending,
+    InternalError,
+    StaleResponse,
+    StorageFailed,
+    TurnAborted,
+)
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
 from robotad.session.recovery.recoverable import ReconciliationFailed
@@ -320,9 +326,10 @@ async def test_recover_puts_back_recorded_results(workspace: Path) -> None:
     assert isinstance(waiting, TurnWaiting)
     saved = store.last.messages
     store.fail = True  # the crash: the resumed round is journaled but never saved
-    await session.resume_recoverable(
-        waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
-    )
+    with pytest.raises(StorageFailed):
+        await session.resume_recoverable(
+            waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
+        )
     (workspace / "out.txt").unlink()
     again = new_session(
         workspace,

@@ -71,6 +71,7 @@ from robotad.session.turn.runner import TurnRunner
 from robotad.session.turn.tool_admission import GatePolicy
 from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
+from robotad.storage.failure import storage_failed
 from robotad.storage.journal import (
     ExecutionJournal,
     FinishedRecord,
@@ -355,7 +356,7 @@ class RecoverableExecutions:
             await self._persist()  # the open round must be on disk before "waiting" (G-075)
         except Exception as exc:
             logger.error("saving a waiting execution failed", exc_info=True)
-            error = InternalError(
+            error = storage_failed(exc, self._session_id) or InternalError(
                 f"the waiting execution could not be saved ({type(exc).__name__})"
             )
             self._reporter.turn_finished(
@@ -435,7 +436,7 @@ class RecoverableExecutions:
         try:
             await x.journal.append(record, durable=durable)
         except JournalError as exc:
-            raise _persistence(exc) from exc
+            raise _persistence(exc, self._session_id) from exc
 
     async def _read(self, execution_id: str, journal: ExecutionJournal) -> list[JournalRecord]:
         try:
@@ -443,8 +444,9 @@ class RecoverableExecutions:
         except InvalidParams:
             return []  # not an id any execution could have
         except JournalError as exc:
-            raise _persistence(exc) from exc
+            raise _persistence(exc, self._session_id) from exc
 
 
-def _persistence(exc: JournalError) -> RpcError:
-    return InternalError(f"the execution journal failed: {exc}")
+def _persistence(exc: JournalError, session_id: str) -> RpcError:
+    refused = storage_failed(exc, session_id)
+    return refused or InternalError(f"the execution journal failed: {exc}")
