@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from protocol.errors import (
+    EffectUncertain,
     ExecutionPending,
     InternalError,
     StaleResponse,
@@ -18,7 +19,6 @@ from protocol.errors import (
 )
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
-from robotad.session.recovery.recoverable import ReconciliationFailed
 from robotad.session.session import Session
 from robotad.tools import builtin_tools
 from tests.journal_fakes import FaultyJournal, MemoryJournal, of_kind, once
@@ -240,8 +240,8 @@ async def test_abort_after_a_wait_was_saved_leaves_it_pending(workspace: Path) -
 async def test_journal_failure_with_open_round(workspace: Path) -> None:
     """G-092, G-094, G-097, G-099, G-100, G-101: a journal write failing after the calls were
     committed fails the turn and leaves the execution pending; an effect that started without
-    a recorded outcome is never re-run (reconciliation error); abandon closes the open calls
-    as failed, writes nothing to the journal, and new input is accepted."""
+    a recorded outcome is never re-run (EffectUncertain); abandon closes the open calls
+    as failed ("outcome unknown"), writes nothing to the journal, and new input is accepted."""
     steps = [{"toolCalls": [read_call()]}, {"text": "after abandoning"}]
     session, _, store, _ = recoverable(workspace, steps)
     journal = FaultyJournal(MemoryJournal(), fail_on=once(of_kind("effect_finished")))
@@ -250,8 +250,10 @@ async def test_journal_failure_with_open_round(workspace: Path) -> None:
     pending = session.get_pending_execution()
     assert pending is not None
     assert pending.requests == []
-    assert [c.name for c in open_calls(session.get_history())] == ["Read"]
-    with pytest.raises(ReconciliationFailed):
+    (cut,) = open_calls(session.get_history())
+    assert cut.name == "Read"
+    assert pending.uncertain == [cut.id]  # PROTOCOL.md §10.2
+    with pytest.raises(EffectUncertain):
         await session.resume_recoverable(pending.execution_id, journal, [])
     attempts = len(journal.attempts)
     await session.abandon_pending_execution(pending.execution_id)
@@ -259,6 +261,7 @@ async def test_journal_failure_with_open_round(workspace: Path) -> None:
     last = session.get_history()[-1]
     assert last.role == "tool"
     assert not last.ok
+    assert (last.content or "").startswith("outcome unknown: Read was running")  # never "not run"
     assert not open_calls(store.last.messages)
     with pytest.raises(StaleResponse):
         await session.resume_recoverable(pending.execution_id, journal, [])

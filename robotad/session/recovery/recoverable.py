@@ -81,7 +81,7 @@ from robotad.storage.journal import (
     StartedRecord,
 )
 
-__all__ = ["ReconciliationFailed", "RecoverableExecutions", "uncertain_result_text"]
+__all__ = ["RecoverableExecutions", "uncertain_result_text"]
 
 logger = logging.getLogger("robotad.session.recovery.recoverable")
 
@@ -90,9 +90,6 @@ SETTLED_KEPT = 16
 
 Body = Callable[[GatePolicy], Awaitable[CompletedTurn | ParkedTurn]]
 
-
-#: Kept for callers that knew the old name: a resume refused for an uncertain effect.
-ReconciliationFailed = EffectUncertain
 
 #: Tools whose body is a child process robotad started: its process group dies with robotad.
 _CHILD_PROCESS_TOOLS = frozenset({"Bash"})
