@@ -73,6 +73,7 @@ from robotad.daemon.live import (
     WorkOutcome,
     iso_now,
 )
+from robotad.daemon.log_recovery import close_cut_off
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
 from robotad.storage.ids import validate_session_id
@@ -395,6 +396,7 @@ class SessionManager:
         try:
             await live.journal.open()
             await session.recover(live.journal)
+            await close_cut_off(session, self.logs_dir)  # a stop's loose ends, in the log
             await session.start()
         except BaseException:
             with trio.CancelScope(shield=True):

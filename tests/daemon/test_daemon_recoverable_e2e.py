@@ -15,6 +15,7 @@ command wrote, so a regression fails the test instead of leaking a process.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -115,6 +116,12 @@ def orphan_reaped(pid_file: Path) -> Iterator[None]:
     finally:
         with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
             os.killpg(int(pid_file.read_text().strip()), signal.SIGKILL)
+
+
+def log_entries(home: DaemonHome, session_id: str) -> list[dict[str, Any]]:
+    """The session log's lines, decoded."""
+    text = (home.state_dir / "logs" / f"{session_id}.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
 
 
 async def history(client: Client, session_id: str) -> list[dict[str, Any]]:
@@ -502,6 +509,7 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
                 pending = (await client.call("session/pending", {"sessionId": session_id}))[
                     "pending"
                 ]
+                log_report = await client.call("session/log", {"sessionId": session_id})
                 with pytest.raises(RpcError) as refused:
                     await client.call("session/resume", resume_params(session_id, execution_id))
                 with contextlib.suppress(RpcError):  # its answer: see the next test
@@ -516,6 +524,12 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
                 after = await client.call("session/run", {"sessionId": session_id, "prompt": "on"})
     (call,) = messages[1]["toolCalls"]
     assert pending == {"executionId": execution_id, "requests": [], "uncertain": [call["id"]]}
+    # The kill cut the call off; the restart closed it in the log with what is known.
+    assert (log_report["complete"], log_report["problems"]) == (True, [])
+    recovered = [e for e in log_entries(home, session_id) if e["event"] == "recovered"]
+    assert [e["data"]["calls"] for e in recovered] == [
+        [{"callId": call["id"], "outcome": "unknown"}]
+    ]
     assert refused.value.code == UNCERTAIN_CODE
     assert refused.value.data == {
         "sessionId": session_id,
