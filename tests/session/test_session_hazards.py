@@ -123,8 +123,8 @@ def test_readers_never_raise(command: str) -> None:
 
 
 _WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_./", min_size=1, max_size=8)
-_SIMPLE = st.lists(_WORD, min_size=1, max_size=3).map(" ".join).filter(
-    lambda c: not c.startswith("rm")
+_SIMPLE = (
+    st.lists(_WORD, min_size=1, max_size=3).map(" ".join).filter(lambda c: not c.startswith("rm"))
 )
 _OPERATOR = st.sampled_from([" && ", " || ", "; ", " | ", " & ", "\n"])
 

@@ -81,6 +81,7 @@ async def test_park_then_resume(workspace: Path, tmp_path: Path) -> None:
     assert request.tool == "Write"
     assert request.arguments == {"file_path": str(workspace / "out.txt"), "content": "hello"}
     assert request.execution_id == waiting.execution_id
+    assert request.reason == "default mode asks before modify tools"  # G-074: why it asks
     assert kinds(await journal.read(waiting.execution_id)) == ["started", "reply", "request"]
     assert open_calls(store.last.messages)  # the open round is on disk
     pending = session.get_pending_execution()
