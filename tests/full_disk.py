@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["fill", "mount_refusal", "small_tmpfs"]
+__all__ = ["fill", "mount_refusal", "small_tmpfs", "unmount"]
 
 #: How long mount/umount may take.
 MOUNT_TIMEOUT = 30
@@ -52,7 +52,12 @@ def small_tmpfs(where: Path, size: str = "4m") -> Iterator[Path]:
     try:
         yield where
     finally:
-        subprocess.run(["umount", "-l", str(where)], timeout=MOUNT_TIMEOUT, check=False)
+        unmount(where)
+
+
+def unmount(where: Path) -> None:
+    """Unmount what `mount_refusal` mounted on `where` (lazily: nothing may hold it)."""
+    subprocess.run(["umount", "-l", str(where)], timeout=MOUNT_TIMEOUT, check=False)
 
 
 def fill(folder: Path) -> Path:
