@@ -547,10 +547,12 @@ class FileExecutionJournal:
     def _writable_folder(self) -> _Folder:
         folder = self._open_folder()
         if self._broken:
+            reason = "an earlier write could not be made durable; the journal must be reopened"
+            path = relative_path(self.directory, self.directory.parent.parent)
             raise JournalWriteError(
                 f"an earlier write to the journal of session {self.session_id} could not be "
                 "made durable; close and reopen the journal"
-            )
+            ) from StorageError(path, reason)
         return folder
 
     def _load(self, folder: _Folder, execution_id: str) -> list[JournalRecord]:
