@@ -37,7 +37,7 @@ bench: $(STAMP)
 
 ## soak: the full-size soak and crash suite (make test runs a reduced one)
 soak: $(STAMP)
-	ROBOTA_SOAK=full $(BIN)/python -m pytest -q tests/system
+	ROBOTA_SOAK=full $(BIN)/python -m pytest -q -s tests/system
 
 ## install-units: write robotad.socket and robotad.service to the user unit directory
 install-units: $(STAMP)

@@ -6,7 +6,10 @@ verdict row says. ``make soak`` runs the same workloads as tests (``tests/system
 
 - soak: `SOAK_SHAPES` (50 clients × 200 turns on 20 sessions), Read/Write/Bash tool calls,
   approvals answered over the wire, every client subscribed to its session;
-- crash: `CRASH_SHAPES` (20 SIGKILLs at random moments, restarts, clients reconnecting).
+- crash: `CRASH_SHAPES` (20 SIGKILLs at random moments, restarts, clients reconnecting);
+- full disk: `full_disk_phase` (the state folder on a 4 MiB tmpfs filled to the last byte,
+  200 refused turns, then the space back), reported as "records intact after N full-disk
+  refusals" (skipped, saying why, when a tmpfs cannot be mounted: not root).
 
 The plan, workload and checks are those of ``tests/system/soak_plan.py``,
 ``soak_workload.py`` and ``soak_checks.py``; ``bench/README.md`` explains every row.
@@ -19,6 +22,7 @@ import os
 import platform
 import random
 import sys
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,10 +32,13 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.system.daemon_process import DaemonProcess, Scale, daemon_home
+from tests.system.full_disk_phase import full_disk_phase
 from tests.system.soak_checks import check_settled, log_gaps
 from tests.system.soak_plan import CRASH_SHAPES, SOAK_SHAPES, SoakShape, SoakStats
 from tests.system.soak_workload import SoakRun, run_soak
 
+#: Turns refused on a full disk in the full-disk phase.
+FULL_DISK_REFUSALS: dict[Scale, int] = {"full": 200, "reduced": 12}
 #: Daemon RSS growth allowed from the first quarter of the soak to the last.
 RSS_GROWTH_TARGET = 0.10
 
@@ -187,7 +194,12 @@ async def main(arguments: argparse.Namespace) -> None:
     seed = arguments.seed if arguments.seed is not None else random.randrange(2**32)
     soak = await run_workload(SOAK_SHAPES[scale], seed)
     crash = await run_workload(CRASH_SHAPES[scale], seed)
+    with tempfile.TemporaryDirectory(prefix="rsys-disk-") as root:
+        full_disk = await full_disk_phase(Path(root), FULL_DISK_REFUSALS[scale])
     print_table(soak, crash, seed)
+    print(f"\nFull disk: {full_disk.summary}.")
+    for problem in full_disk.problems[:20]:
+        print(f"- full disk: {problem}")
 
 
 if __name__ == "__main__":

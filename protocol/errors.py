@@ -16,6 +16,7 @@ __all__ = [
     "CODES",
     "CompactionAborted",
     "CompactionFailed",
+    "EffectUncertain",
     "EventsLost",
     "ExecutionPending",
     "InternalError",
@@ -34,6 +35,7 @@ __all__ = [
     "SessionExists",
     "SessionNotFound",
     "StaleResponse",
+    "StorageFailed",
     "TransitionRefused",
     "TurnAborted",
 ]
@@ -287,6 +289,35 @@ class NotAllowed(RpcError):
         super().__init__(reason, {"reason": reason})
 
 
+class EffectUncertain(RpcError):
+    """PROTOCOL.md §10.1: the execution's approved tool was running when robotad stopped, so
+    its effect may or may not have happened; it is never run again — abandon the execution."""
+
+    code = -32015
+    default_message = "effect uncertain"
+
+    def __init__(self, session_id: str, execution_id: str, calls: list[str]) -> None:
+        super().__init__(
+            f"execution {execution_id} was running {', '.join(calls)} when robotad stopped: "
+            "the outcome is unknown and it is never run again; abandon the execution",
+            {"sessionId": session_id, "executionId": execution_id, "calls": calls},
+        )
+
+
+class StorageFailed(RpcError):
+    """PROTOCOL.md §10.1: a durable write failed (disk full, read-only, I/O error); nothing
+    was half-written and the previous file stands. `path` is relative to the state folder."""
+
+    code = -32016
+    default_message = "storage failed"
+
+    def __init__(self, path: str, reason: str, session_id: str | None = None) -> None:
+        data: dict[str, Any] = {"path": path, "reason": reason}
+        if session_id is not None:
+            data = {"sessionId": session_id, **data}
+        super().__init__(f"cannot write {path}: {reason}", data)
+
+
 #: code → class, for `RpcError.from_wire`.
 CODES: dict[int, type[RpcError]] = {
     cls.code: cls
@@ -311,5 +342,7 @@ CODES: dict[int, type[RpcError]] = {
         EventsLost,
         TransitionRefused,
         NotAllowed,
+        EffectUncertain,
+        StorageFailed,
     )
 }

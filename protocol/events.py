@@ -27,6 +27,7 @@ __all__ = [
     "ContextUpdated",
     "ErrorObject",
     "HookFailure",
+    "LogFailure",
     "Overflow",
     "PermissionDecided",
     "SessionClosed",
@@ -152,14 +153,26 @@ class HookFailure(Struct, forbid_unknown_fields=True, frozen=True):
     reason: str
 
 
+class LogFailure(Struct, rename="camel", forbid_unknown_fields=True, frozen=True):
+    """The session log could not be appended during the turn (PROTOCOL.md §10.1): `dropped`
+    entries were lost, the last for `reason`; `path` is relative to the state folder. The
+    turn itself was saved regardless."""
+
+    path: str
+    reason: str
+    dropped: int
+
+
 class TurnFinished(_Event, frozen=True, tag="turn_finished"):
     """The outcome of a turn: `response` when completed, `error` (the error the requester got)
-    when failed or aborted, `hookFailures` when advisory hooks failed."""
+    when failed or aborted, `hookFailures` when advisory hooks failed, `logFailure` when the
+    session log could not be written."""
 
     status: Literal["completed", "waiting", "aborted", "failed"]
     response: str | UnsetType = UNSET
     error: ErrorObject | UnsetType = UNSET
     hook_failures: list[HookFailure] | UnsetType = UNSET
+    log_failure: LogFailure | UnsetType = UNSET
 
 
 class SessionClosed(_Event, frozen=True, tag="session_closed"):

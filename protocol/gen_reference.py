@@ -71,16 +71,21 @@ SUMMARIES: Final[dict[str, str]] = {
         "aborted, -32007 provider failed. The caller is subscribed to the session."
     ),
     "session/abort": "Abort the running turn or compaction; `aborted: false` if none ran.",
-    "session/pending": "The parked execution waiting for approval, or null.",
+    "session/pending": (
+        "The parked execution waiting for approval, or null; `uncertain` lists the calls that "
+        "were running when robotad stopped."
+    ),
     "session/resume": (
         "Answer a parked execution's approval requests; no new user message. Redelivering an "
         "identical `{requestId, responseId, approved}` is idempotent (robotad keeps the "
         "journals of the last 64 executions of each session that asked for approval). -32011 "
         "for an unknown, abandoned or finished execution or a reused `responseId` with other "
-        "content."
+        "content; -32015 when an approved tool was running when robotad stopped (its outcome "
+        "is unknown: abandon the execution)."
     ),
     "session/abandon": (
-        "Drop a parked execution: nothing runs, its open tool calls close as failed; resuming "
+        "Drop a parked execution: nothing runs, its open tool calls close as failed (a call "
+        "whose outcome is uncertain with a result starting `outcome unknown:`); resuming "
         "it afterwards is -32011."
     ),
     "session/compact": (
@@ -135,6 +140,8 @@ ERROR_DATA: Final[dict[int, str]] = {
     -32012: "`{sessionId, oldestSeq}`",
     -32013: "`{sessionId, mode, reason}`",
     -32014: "`{reason}`",
+    -32015: "`{sessionId, executionId, calls: [callId]}`",
+    -32016: "`{sessionId?, path, reason}` (`path` relative to the state folder)",
 }
 
 INTRO: Final = """\

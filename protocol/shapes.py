@@ -220,8 +220,12 @@ class ApprovalRequest(_Frozen, frozen=True):
 
 
 class Pending(_Frozen, frozen=True):
+    """A parked execution. `uncertain` (PROTOCOL.md §10.2) lists the calls that were running
+    when robotad stopped — their outcome is unknown; absent when there are none."""
+
     execution_id: str
     requests: list[ApprovalRequest]
+    uncertain: list[str] | UnsetType = UNSET
 
 
 class SessionInfo(_Wire):

@@ -74,6 +74,7 @@ COMMANDS: dict[str, str] = {
     "approve": "robotactl.commands.turns:approve",
     "deny": "robotactl.commands.turns:deny",
     "abort": "robotactl.commands.turns:abort",
+    "abandon": "robotactl.commands.abandon:abandon",
     "compact": "robotactl.commands.settings:compact",
     "context": "robotactl.commands.settings:context",
     "mode": "robotactl.commands.settings:mode",

@@ -27,8 +27,9 @@ def hint_for(code: int, data: Any) -> str | None:
         return "`robotactl ls` lists the sessions"
     if code == -32005:
         return (
-            f"an approval is pending: answer it with `robotactl approve{session}` or "
-            f"`robotactl deny{session}` (`robotactl call session/pending` shows it)"
+            f"an execution is parked: `robotactl show{session}` shows it; answer it with "
+            f"`robotactl approve{session}` or `robotactl deny{session}`, or give it up with "
+            f"`robotactl abandon{session}`"
         )
     if code == -32010:
         return "choose another id, or remove that session with `robotactl rm ID`"
@@ -39,6 +40,18 @@ def hint_for(code: int, data: Any) -> str | None:
         )
     if code == -32012:
         return "events were dropped from the replay buffer; subscribe without afterSeq"
+    if code == -32015:
+        return (
+            "a tool was running when robotad stopped, so whether it took effect is unknown; "
+            f"check, then close the execution with `robotactl abandon{session}`"
+        )
+    if code == -32016:
+        where = facts.get("path")
+        place = f" ({where} in robotad's state folder)" if isinstance(where, str) else ""
+        return (
+            f"robotad could not write to disk{place}; nothing was half-written: free space "
+            "or fix the folder, then try again (no restart needed)"
+        )
     if code == -32013 and facts.get("mode") == "auto":
         return "`auto` mode needs a [classifier] command in robotad's config.toml"
     return None

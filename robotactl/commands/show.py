@@ -121,6 +121,12 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
     if info.pending is not None:
         count = len(info.pending.requests)
         state = f"waiting for approval ({count} request{'s' if count != 1 else ''})"
+        uncertain = info.pending.uncertain
+        if isinstance(uncertain, list) and uncertain:
+            state = (
+                f"stopped while {', '.join(uncertain)} ran: outcome unknown; check its "
+                f"effect, then `robotactl abandon -s {info.session_id}`"
+            )
     facts = [
         f"{info.message_count} messages",
         f"{info.turn_count} turns",

@@ -149,6 +149,12 @@ def _answer(
         ).pending
         if pending is None:
             raise CommandFailed(f"nothing in session {session_id} is waiting for approval")
+        if isinstance(pending.uncertain, list) and pending.uncertain:
+            raise CommandFailed(
+                f"session {session_id} stopped while {', '.join(pending.uncertain)} ran, so "
+                "its outcome is unknown and it cannot be approved or denied; check its effect, "
+                f"then `robotactl abandon -s {session_id}`"
+            )
         chosen = select_requests(pending.requests, request_ids)
         for request in chosen:
             options.output.notice(f"{verb} {format_call(request.tool, request.arguments)}")

@@ -73,6 +73,7 @@ from robotad.daemon.live import (
     WorkOutcome,
     iso_now,
 )
+from robotad.daemon.log_recovery import close_cut_off
 from robotad.daemon.parked import ParkedSessions
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
@@ -405,6 +406,7 @@ class SessionManager:
         try:
             await live.journal.open()
             await session.recover(live.journal)
+            await close_cut_off(session, self.logs_dir)  # a stop's loose ends, in the log
             await session.start()
         except BaseException:
             with trio.CancelScope(shield=True):

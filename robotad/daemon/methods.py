@@ -53,106 +53,109 @@ from protocol.methods import Artifact as ArtifactShape
 from protocol.peer import CallContext, Router
 from protocol.shapes import ContextState, SessionInfo
 from robotad.daemon.operations import RunOutcome, SessionOperations
+from robotad.daemon.storage_edge import StorageEdge
 
 __all__ = ["register_session_methods"]
 
 
 def register_session_methods(router: Router, ops: SessionOperations) -> None:
-    """Add every session method of PROTOCOL §5 to `router`, served by `ops`."""
+    """Add every session method of PROTOCOL §5 to `router`, served by `ops`; a refused
+    durable write answers `StorageFailed` (`StorageEdge`)."""
     manager = ops.manager
+    edge = StorageEdge(router)
 
     # -- sessions ----------------------------------------------------------------------------
 
-    @router.method("session/create", CreateParams)
+    @edge.method("session/create", CreateParams)
     async def create(params: CreateParams, ctx: CallContext) -> SessionInfo:
         return await ops.create(params)
 
-    @router.method("session/open", SessionRef)
+    @edge.method("session/open", SessionRef)
     async def open_(params: SessionRef, ctx: CallContext) -> SessionInfo:
         return await ops.info(params.session_id)
 
-    @router.method("session/get", SessionRef, inline=True)
+    @edge.method("session/get", SessionRef, inline=True)
     async def get(params: SessionRef, ctx: CallContext) -> SessionInfo:
         return await ops.info(params.session_id)
 
-    @router.method("session/list", Empty, inline=True)
+    @edge.method("session/list", Empty, inline=True)
     async def list_(params: Empty, ctx: CallContext) -> SessionList:
         return SessionList(sessions=await manager.list())
 
-    @router.method("session/close", SessionRef)
+    @edge.method("session/close", SessionRef)
     async def close(params: SessionRef, ctx: CallContext) -> CloseResult:
         await manager.close(params.session_id)
         return CloseResult()
 
-    @router.method("session/fork", ForkParams)
+    @edge.method("session/fork", ForkParams)
     async def fork(params: ForkParams, ctx: CallContext) -> SessionInfo:
         return await ops.fork(params)
 
-    @router.method("session/delete", SessionRef)
+    @edge.method("session/delete", SessionRef)
     async def delete(params: SessionRef, ctx: CallContext) -> DeleteResult:
         await manager.delete(params.session_id)
         return DeleteResult()
 
     # -- turns -------------------------------------------------------------------------------
 
-    @router.method("session/run", RunParams)
+    @edge.method("session/run", RunParams)
     async def run(params: RunParams, ctx: CallContext) -> RunOutcome:
         return await ops.run(params, _caller(ctx))
 
-    @router.method("session/abort", SessionRef, inline=True)
+    @edge.method("session/abort", SessionRef, inline=True)
     async def abort(params: SessionRef, ctx: CallContext) -> AbortResult:
         return AbortResult(aborted=await ops.abort(params.session_id))
 
-    @router.method("session/pending", SessionRef, inline=True)
+    @edge.method("session/pending", SessionRef, inline=True)
     async def pending(params: SessionRef, ctx: CallContext) -> PendingResult:
         return PendingResult(pending=await ops.pending(params.session_id))
 
-    @router.method("session/resume", ResumeParams)
+    @edge.method("session/resume", ResumeParams)
     async def resume(params: ResumeParams, ctx: CallContext) -> RunOutcome:
         return await ops.resume(params, _caller(ctx))
 
-    @router.method("session/abandon", AbandonParams)
+    @edge.method("session/abandon", AbandonParams)
     async def abandon(params: AbandonParams, ctx: CallContext) -> AbandonResult:
         await ops.abandon(params.session_id, params.execution_id)
         return AbandonResult()
 
-    @router.method("session/compact", CompactParams)
+    @edge.method("session/compact", CompactParams)
     async def compact(params: CompactParams, ctx: CallContext) -> CompactResult:
         return await ops.compact(params, _caller(ctx))
 
-    @router.method("session/history", HistoryParams, inline=True)
+    @edge.method("session/history", HistoryParams, inline=True)
     async def history(params: HistoryParams, ctx: CallContext) -> HistoryResult:
         return await ops.history(params)
 
-    @router.method("session/context", SessionRef, inline=True)
+    @edge.method("session/context", SessionRef, inline=True)
     async def context(params: SessionRef, ctx: CallContext) -> ContextState:
         return await ops.context(params.session_id)
 
-    @router.method("session/setPermissionMode", SetPermissionModeParams)
+    @edge.method("session/setPermissionMode", SetPermissionModeParams)
     async def set_mode(
         params: SetPermissionModeParams, ctx: CallContext
     ) -> SetPermissionModeResult:
         mode = await ops.set_permission_mode(params.session_id, params.mode)
         return SetPermissionModeResult(mode=mode)  # type: ignore[arg-type]
 
-    @router.method("session/addRule", AddRuleParams)
+    @edge.method("session/addRule", AddRuleParams)
     async def add_rule(params: AddRuleParams, ctx: CallContext) -> PermissionRules:
         return await ops.add_rule(params)
 
     # -- events, export, logs, history -------------------------------------------------------
 
-    @router.method("session/subscribe", SubscribeParams, inline=True)
+    @edge.method("session/subscribe", SubscribeParams, inline=True)
     async def subscribe(params: SubscribeParams, ctx: CallContext) -> SubscribeResult:
         after = params.after_seq if isinstance(params.after_seq, int) else None
         latest = await ops.subscribe(params.session_id, ctx.peer, after)
         return SubscribeResult(latest_seq=latest)
 
-    @router.method("session/unsubscribe", SessionRef, inline=True)
+    @edge.method("session/unsubscribe", SessionRef, inline=True)
     async def unsubscribe(params: SessionRef, ctx: CallContext) -> OkResult:
         await ops.unsubscribe(params.session_id, ctx.peer)
         return OkResult()
 
-    @router.method("session/export", ExportParams)
+    @edge.method("session/export", ExportParams)
     async def export(params: ExportParams, ctx: CallContext) -> ExportResult:
         artifact: dict[str, Any] = await ops.export(params.session_id, params.redact)
         return ExportResult(
@@ -164,15 +167,15 @@ def register_session_methods(router: Router, ops: SessionOperations) -> None:
             )
         )
 
-    @router.method("session/import", ImportParams)
+    @edge.method("session/import", ImportParams)
     async def import_(params: ImportParams, ctx: CallContext) -> SessionInfo:
         return await ops.import_session(params)
 
-    @router.method("session/log", SessionRef, inline=True)
+    @edge.method("session/log", SessionRef, inline=True)
     async def log(params: SessionRef, ctx: CallContext) -> LogResult:
         return await ops.log(params.session_id)
 
-    @router.method("history/search", SearchParams, inline=True)
+    @edge.method("history/search", SearchParams, inline=True)
     async def search(params: SearchParams, ctx: CallContext) -> SearchResult:
         return await ops.search(params)
 

@@ -29,6 +29,7 @@ from typing import Final
 import msgspec
 
 from robotad.storage import fsio
+from robotad.storage.failure import refusing_writes
 
 __all__ = ["PROJECTS_DIR", "ProjectRules", "ProjectRulesUnreadable", "canonical_cwd"]
 
@@ -99,8 +100,10 @@ class ProjectRules:
                 return rules
             rules[kind].append(rule)
             updated = _ProjectFile(_SCHEMA_VERSION, canonical, **rules)
-            fsio.ensure_private_dir(self._dir)
-            fsio.atomic_write(self.path_for(canonical), self._encoder.encode(updated))
+            path = self.path_for(canonical)
+            with refusing_writes(path, self._dir.parent):
+                fsio.ensure_private_dir(self._dir)
+                fsio.atomic_write(path, self._encoder.encode(updated))
             return updated.rules()
 
     def _read(self, canonical: str) -> _ProjectFile:

@@ -144,6 +144,7 @@ def compose(
             provider=callbacks.provider,
             effort=callbacks.effort,
             save=callbacks.save,
+            persist=callbacks.persist,
             completed=callbacks.completed,
             idle_timeout=idle_timeout,
             round_cap=round_cap,

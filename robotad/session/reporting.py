@@ -31,6 +31,7 @@ from robotad.agent.provider import ModelRequest
 from robotad.session.hooks.runner import HookFailure
 from robotad.session.ports import EventSink
 from robotad.storage import log_events
+from robotad.storage.failure import StorageError
 from robotad.storage.log_events import LogEventName
 from robotad.storage.session_log import SessionLogger
 
@@ -58,6 +59,9 @@ class SessionReporter:
         self._log = logger_
         self._sink = sink
         self.closed = False
+        #: Entries the session log refused since the last `turn_finished`, and the last why.
+        self._dropped = 0
+        self._log_failure: StorageError | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -67,6 +71,15 @@ class SessionReporter:
             return
         try:
             self._log.log(event, payload)
+        except StorageError as exc:  # the disk refused: counted and reported, never raised
+            if self._dropped == 0:
+                logger.error(
+                    "session log of %s cannot be appended (%s); entries are dropped until it can",
+                    self.session_id,
+                    exc,
+                )
+            self._dropped += 1
+            self._log_failure = exc
         except Exception:
             logger.warning("session log write failed (%s); entry dropped", event, exc_info=True)
 
@@ -217,6 +230,11 @@ class SessionReporter:
         hook_failures: Iterable[HookFailure] = (),
     ) -> None:
         failures = [wire.HookFailure(event=f.event, reason=f.reason) for f in hook_failures]
+        log_failure: wire.LogFailure | msgspec.UnsetType = msgspec.UNSET
+        if self._log_failure is not None:
+            failure = self._log_failure
+            log_failure = wire.LogFailure(failure.path, failure.reason, self._dropped)
+            self._dropped, self._log_failure = 0, None
         self.emit(
             wire.TurnFinished(
                 self.session_id,
@@ -226,6 +244,7 @@ class SessionReporter:
                 response=msgspec.UNSET if response is None else response,
                 error=msgspec.UNSET if error is None else _error_object(error),
                 hook_failures=failures or msgspec.UNSET,
+                log_failure=log_failure,
             )
         )
 

@@ -69,6 +69,7 @@ from protocol.errors import InvalidParams
 from protocol.validate import ValidationFailed, decode_json
 
 from . import fsio
+from .failure import StorageError, relative_path, storage_reason
 from .ids import is_safe_session_id, validate_session_id
 from .journal_records import (
     CompactionRecord,
@@ -529,6 +530,15 @@ class FileExecutionJournal:
     ) -> None:
         await self.aclose()
 
+    def _storage_error(self, execution_id: str, exc: OSError) -> StorageError:
+        """`exc` as the storage failure of an execution's file (its cause chained)."""
+        path = self.directory / f"{execution_id}{_SUFFIX}"
+        failure = StorageError(
+            relative_path(path, self.directory.parent.parent), storage_reason(exc), exc.errno
+        )
+        failure.__cause__ = exc
+        return failure
+
     def _open_folder(self) -> _Folder:
         if self._folder is None:
             raise JournalClosed(f"the journal of session {self.session_id} is not open")
@@ -537,10 +547,12 @@ class FileExecutionJournal:
     def _writable_folder(self) -> _Folder:
         folder = self._open_folder()
         if self._broken:
+            reason = "an earlier write could not be made durable; the journal must be reopened"
+            path = relative_path(self.directory, self.directory.parent.parent)
             raise JournalWriteError(
                 f"an earlier write to the journal of session {self.session_id} could not be "
                 "made durable; close and reopen the journal"
-            )
+            ) from StorageError(path, reason)
         return folder
 
     def _load(self, folder: _Folder, execution_id: str) -> list[JournalRecord]:
@@ -595,7 +607,7 @@ class FileExecutionJournal:
                 self._broken = self._broken or isinstance(exc, _DurabilityLost)
                 raise JournalWriteError(
                     f"cannot append to the journal of execution {execution_id}: {_reason(exc)}"
-                ) from exc
+                ) from self._storage_error(execution_id, exc)
             if isinstance(record, FinishedRecord):  # over: no more appends to check
                 self._index.pop(execution_id, None)
             else:
@@ -665,4 +677,4 @@ class FileExecutionJournal:
                 self._broken = self._broken or isinstance(exc, _DurabilityLost)
                 raise JournalWriteError(
                     f"cannot discard the journal of execution {execution_id}: {_reason(exc)}"
-                ) from exc
+                ) from self._storage_error(execution_id, exc)

@@ -55,6 +55,7 @@ LogEventName = Literal[
     "turn_failed",
     "hook_failure",
     "execution_abandoned",
+    "recovered",
 ]
 
 #: Every event name, in declaration order.
@@ -192,6 +193,23 @@ class ExecutionAbandonedEntry(_Payload):
     call_ids: list[str]
 
 
+class RecoveredCall(Struct, rename="camel"):
+    """A tool call a stop of robotad cut off: `outcome` is what the history says of it —
+    its saved result's ``completed``/``failed``, or ``unknown``."""
+
+    call_id: str
+    outcome: Literal["completed", "failed", "unknown"]
+
+
+class RecoveredEntry(_Payload):
+    """Written on the next start after robotad stopped with these still open (a kill, a
+    crash): it closes each provider request and tool call with what is known."""
+
+    reason: str
+    request_ids: list[str]
+    calls: list[RecoveredCall]
+
+
 #: The payload shape of every event; its keys are exactly `LOG_EVENTS`.
 PAYLOADS: dict[str, type[_Payload]] = {
     "session_start": SessionStartEntry,
@@ -214,6 +232,7 @@ PAYLOADS: dict[str, type[_Payload]] = {
     "turn_failed": TurnFailedEntry,
     "hook_failure": HookFailureEntry,
     "execution_abandoned": ExecutionAbandonedEntry,
+    "recovered": RecoveredEntry,
 }
 
 assert tuple(PAYLOADS) == LOG_EVENTS, "PAYLOADS must cover the vocabulary exactly"

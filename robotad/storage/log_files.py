@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 from . import fsio
+from .failure import refusing_writes
 from .ids import validate_session_id
 from .sidecars import SidecarError, digest
 
@@ -51,16 +52,18 @@ class FileLogSink:
     def append(self, line: bytes) -> None:
         if b"\n" in line:
             raise ValueError("a log line must not contain a newline")
-        with self._lock:
+        with self._lock, refusing_writes(self._path, self._path.parent.parent):
             fsio.ensure_private_dir(self._path.parent)
             fsio.append_line(self._path, line, durable=self._durable)
 
     def put_payload(self, content: bytes, sha256: str) -> str:
         if digest(content) != sha256:
             raise ValueError("a sidecar's name must be the SHA-256 of its content")
-        fsio.ensure_private_dir(self._path.parent)
-        fsio.ensure_private_dir(self._payloads)
-        fsio.create_exclusive(self._payloads / sha256, content)
+        path = self._payloads / sha256
+        with refusing_writes(path, self._path.parent.parent):
+            fsio.ensure_private_dir(self._path.parent)
+            fsio.ensure_private_dir(self._payloads)
+            fsio.create_exclusive(path, content)
         return sha256
 
     def sync(self) -> None:

@@ -7,7 +7,8 @@ source first: a missing log is an empty replay, a nonempty malformed one is an e
 
 `validate_log` is ``session/log``: ``{entries, complete, problems}``. It never reports complete
 while any line is undecodable (G-151) or the log leaves something open (G-163): a provider
-request with no raw response (or error) and a tool call with no result (or abandonment). A
+request with no raw response (or error) and a tool call with no result (or abandonment, or a
+``recovered`` entry robotad wrote on the start after a stop cut them off: `cut_off`). A
 provider request that names its messages by reference to the history (``history_prefix``) must
 find that history rebuilt by the mutations before it — as many messages, the last one's id
 matching — or the request cannot be rebuilt and that is a problem too (G-144).
@@ -26,7 +27,14 @@ from protocol.validate import ValidationFailed, convert
 from .session_log import LogDecodeError, LogEntry, LogProblem, LogSource, decode_lines, decode_log
 from .sidecars import contains_reference
 
-__all__ = ["LogReport", "ReplayError", "replay_history", "replay_log", "validate_log"]
+__all__ = [
+    "LogReport",
+    "ReplayError",
+    "cut_off",
+    "replay_history",
+    "replay_log",
+    "validate_log",
+]
 
 
 class ReplayError(LogDecodeError):
@@ -96,49 +104,74 @@ def validate_log(source: LogSource) -> LogReport:
     return LogReport(len(numbered), not problems, problems)
 
 
+class _Openings:
+    """What a log leaves open so far: provider requests without a response (or error) and
+    tool calls without a result (or abandonment, or a ``recovered`` closing), by first line."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, int] = {}
+        self.answered: set[str] = set()
+        self.calls: dict[str, int] = {}
+        self.closed: set[str] = set()
+
+    def see(self, line: int, entry: LogEntry) -> None:
+        data = entry.data
+        if entry.event == "provider_request":
+            self.requests.setdefault(data["requestId"], line)
+        elif entry.event == "provider_response":
+            if "nativeRaw" in data or "raw" in data or "error" in data:
+                self.answered.add(data["requestId"])
+        elif entry.event == "tool_call":
+            self.calls.setdefault(data["callId"], line)
+        elif entry.event == "tool_result":
+            self.closed.add(data["callId"])
+        elif entry.event == "execution_abandoned":
+            self.closed.update(data["callIds"])
+        elif entry.event == "recovered":
+            self.answered.update(data["requestIds"])
+            self.closed.update(call["callId"] for call in data["calls"])
+
+    def open_requests(self) -> dict[str, int]:
+        return {r: line for r, line in self.requests.items() if r not in self.answered}
+
+    def open_calls(self) -> dict[str, int]:
+        return {c: line for c, line in self.calls.items() if c not in self.closed}
+
+
+def cut_off(source: LogSource) -> tuple[list[str], list[str]]:
+    """The provider request ids and tool call ids `source` leaves open, in log order (what a
+    stop of robotad may have cut off). Undecodable lines are skipped: `validate_log` reports
+    them; sidecars are not read."""
+    numbered, _ = decode_lines(source, resolve_sidecars=False)
+    openings = _Openings()
+    for line, entry in numbered:
+        openings.see(line, entry)
+    return list(openings.open_requests()), list(openings.open_calls())
+
+
 def _coverage(numbered: list[tuple[int, LogEntry]]) -> list[LogProblem]:
     problems: list[LogProblem] = []
-    requests: dict[str, int] = {}
-    answered: set[str] = set()
-    calls: dict[str, int] = {}
-    closed: set[str] = set()
+    openings = _Openings()
     history: list[Message] = []
     for line, entry in numbered:
         data = entry.data
+        openings.see(line, entry)
         if entry.event == "provider_request":
-            requests.setdefault(data["requestId"], line)
             problem = _unrebuildable(data.get("request"), history)
             if problem is not None:
                 problems.append(_gap(line, entry, problem))
         elif entry.event == "provider_response":
             if contains_reference(data.get("normalized")):
                 problems.append(_gap(line, entry, "normalized response holds a sidecar reference"))
-            if "nativeRaw" in data or "raw" in data or "error" in data:
-                answered.add(data["requestId"])
-        elif entry.event == "tool_call":
-            calls.setdefault(data["callId"], line)
-        elif entry.event == "tool_result":
-            closed.add(data["callId"])
-        elif entry.event == "execution_abandoned":
-            closed.update(data["callIds"])
         elif entry.event == "history_mutation":
             problem = _apply(history, data)
             if problem is not None:
                 problems.append(_gap(line, entry, problem))
-    for request_id, line in requests.items():
-        if request_id not in answered:
-            problems.append(
-                LogProblem(
-                    line=line,
-                    event="provider_request",
-                    message="provider request has no raw response or stream payload",
-                )
-            )
-    for call_id, line in calls.items():
-        if call_id not in closed:
-            problems.append(
-                LogProblem(line=line, event="tool_call", message="tool call has no result")
-            )
+    for line in openings.open_requests().values():
+        message = "provider request has no raw response or stream payload"
+        problems.append(LogProblem(line=line, event="provider_request", message=message))
+    for line in openings.open_calls().values():
+        problems.append(LogProblem(line=line, event="tool_call", message="tool call has no result"))
     problems.sort(key=lambda p: p.get("line", 0))
     return problems
 

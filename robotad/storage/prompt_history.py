@@ -29,6 +29,7 @@ import msgspec
 from protocol.shapes import utc_now
 
 from . import fsio
+from .failure import refusing_writes
 
 __all__ = ["HISTORY_FILE", "PromptEntry", "PromptHistory", "SearchResult"]
 
@@ -71,8 +72,9 @@ class PromptHistory:
         """Append one entry (timestamp: now, ISO-8601 UTC ending in Z, unless given)."""
         when = timestamp if timestamp is not None else msgspec.to_builtins(utc_now())
         line = self._encoder.encode(PromptEntry(prompt, session_id, cwd, when))
-        fsio.ensure_private_dir(self._path.parent)
-        fsio.append_line(self._path, line)
+        with refusing_writes(self._path, self._path.parent):
+            fsio.ensure_private_dir(self._path.parent)
+            fsio.append_line(self._path, line)
 
     def search(
         self, query: str | None = None, cwd: str | None = None, limit: int = DEFAULT_LIMIT

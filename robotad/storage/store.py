@@ -55,6 +55,7 @@ from protocol.errors import (
 )
 
 from . import fsio
+from .failure import refusing_writes
 from .ids import is_safe_session_id, validate_session_id
 from .record import (
     Corrupt,
@@ -258,8 +259,10 @@ class FileSessionStore:
         path = self.path_for(record.id)
         data = encode_record(record)
         with self._lock:
-            fsio.ensure_private_dir(self._dir)
-            if os.path.lexists(path) or not fsio.create_exclusive(path, data):
+            with refusing_writes(path, self._dir.parent):
+                fsio.ensure_private_dir(self._dir)
+                created = not os.path.lexists(path) and fsio.create_exclusive(path, data)
+            if not created:
                 raise SessionExists(record.id)
             self._remember(record.id, data, record)
         return record
@@ -277,9 +280,10 @@ class FileSessionStore:
             kept = self._stored_kept(record.id, path)
             if kept is not None:
                 record = _merge(kept, record)
-            fsio.ensure_private_dir(self._dir)
             data = encode_record(record)
-            fsio.atomic_write(path, data)
+            with refusing_writes(path, self._dir.parent):
+                fsio.ensure_private_dir(self._dir)
+                fsio.atomic_write(path, data)
             self._remember(record.id, data, record)
         return record
 
@@ -326,7 +330,8 @@ class FileSessionStore:
             if changed.id != session_id:
                 raise ValueError("update must not change the record's id")
             data = encode_record(changed)
-            fsio.atomic_write(path, data)
+            with refusing_writes(path, self._dir.parent):
+                fsio.atomic_write(path, data)
             self._remember(session_id, data, changed)
         return changed
 

@@ -9,7 +9,8 @@ the command exits, times out (`timeout` ms, default `DEFAULT_TIMEOUT_MS`, at mos
 `MAX_TIMEOUT_MS`) or the call is cancelled, every process still in the group or descended from
 the command is stopped (SIGTERM, then SIGKILL after `KILL_GRACE_S`). A job meant to outlive the
 call must detach itself (``setsid``) and redirect its output. Cancellation propagates only after
-the tree is gone.
+the tree is gone. The group is tethered to robotad (`robotad.tools.tether`): a robotad that
+dies, however it dies, takes the whole group with it.
 
 The answer holds the output (its head and tail when over `MAX_OUTPUT_CHARS`, with a marker
 saying how much was left out) and a last line ``exit status N`` (128 + signal number for a
@@ -31,6 +32,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.storage.scrub import is_sensitive_key
 from robotad.tools.process_group import KILL_GRACE_S, terminate_process_tree
+from robotad.tools.tether import open_tethered_process
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
@@ -129,13 +131,12 @@ class BashTool(TypedTool[BashArguments]):
             )
         shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
         try:
-            process = await trio.lowlevel.open_process(
+            process = await open_tethered_process(  # dies with robotad, whole group
                 [shell, "-c", arguments.command],
                 cwd=ctx.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
                 env=command_environment(),
             )
         except OSError as exc:

@@ -1,10 +1,11 @@
 """Ending a command's whole process tree: the command, its children and their children.
 
 A command is started as the leader of a new session and process group
-(``start_new_session=True``), so everything it forks stays in that group unless it detaches on
-purpose. `terminate_process_tree` asks the group and every descendant still traceable through
-its parent links to stop (SIGTERM), waits up to a grace period for them to go, kills what
-remains (SIGKILL), and reaps the leader.
+(``start_new_session=True``, or tethered to robotad by `robotad.tools.tether`), so everything
+it forks stays in that group unless it detaches on purpose. `terminate_process_tree` asks the
+group and every descendant still traceable through its parent links to stop (SIGTERM), waits
+up to a grace period for them to go, kills what remains (SIGKILL), reaps the leader and
+releases its tether.
 
 On Linux, liveness is read from ``/proc`` so that an exited process nobody has reaped yet (a
 zombie, common when the daemon's init does not reap orphans) does not count as running and
@@ -21,6 +22,8 @@ import os
 import signal
 
 import trio
+
+from robotad.tools import tether
 
 __all__ = ["KILL_GRACE_S", "terminate_process_tree"]
 
@@ -57,6 +60,7 @@ async def terminate_process_tree(process: trio.Process, *, grace: float = KILL_G
                     process.poll()
                     known = {pid for pid in known if _is_running(pid)}
     await process.wait()
+    tether.release(process.pid)  # the group is gone: its watcher may go too
 
 
 def _tree(group: int, process: trio.Process) -> set[int]:

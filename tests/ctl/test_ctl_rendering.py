@@ -143,6 +143,15 @@ def test_hints_name_the_command_that_helps() -> None:
     pending = hint_for(-32005, {"sessionId": "s1", "executionId": "e"})
     assert pending is not None
     assert "robotactl approve -s s1" in pending
+    assert "robotactl abandon -s s1" in pending  # the way out, not a circle
+    uncertain = hint_for(-32015, {"sessionId": "s1", "executionId": "e", "calls": ["c"]})
+    assert uncertain is not None
+    assert "robotactl abandon -s s1" in uncertain
+    assert "approve" not in uncertain
+    full = hint_for(-32016, {"sessionId": "s1", "path": "sessions/s1.json", "reason": "r"})
+    assert full is not None
+    assert "sessions/s1.json" in full
+    assert "no restart" in full
     assert "robotactl ls" in (hint_for(-32002, {"sessionId": "x"}) or "")
     assert "show -s x" in (hint_for(-32002, {"sessionId": "x", "messageId": "m"}) or "")
     assert "classifier" in (hint_for(-32013, {"mode": "auto"}) or "")

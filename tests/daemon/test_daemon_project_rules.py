@@ -62,8 +62,10 @@ def test_a_damaged_file_is_never_read_as_no_rules(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """G-114 (storage side): when the durable write fails, the stored rules are unchanged."""
+    """G-114 (storage side): when the durable write fails, the stored rules are unchanged and
+    the failure names the file and the cause (PROTOCOL.md §10.1)."""
     from robotad.storage import fsio
+    from robotad.storage.failure import StorageError
 
     rules = ProjectRules(tmp_path / "state")
     rules.add(tmp_path, "Glob", "allow")
@@ -72,9 +74,10 @@ def test_a_failed_write_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(fsio, "atomic_write", failing)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StorageError, match=r"cannot write projects/\w+\.json: no space left") as e:
         rules.add(tmp_path, "Read", "allow")
     monkeypatch.undo()
+    assert not e.value.path.startswith("/")  # relative to the state folder, for -32016
     assert rules.load(tmp_path)["allow"] == ["Glob"]
 
 

@@ -7,15 +7,19 @@ session's workspace, so "ran exactly once" is a line count. Where a test must kn
 is running, the command itself writes a marker file the test polls (bounded by an absolute
 deadline); where a body must stay running, it waits for a release file the test creates.
 
-A command left running by a killed daemon is an orphan of the test: it writes its pid first,
-and the test kills its process group (by that id) before anything else looks at its effects.
+A command a killed daemon left running dies with it (its process group is tethered to the
+daemon); `cut_an_effect` proves that, and `orphan_reaped` still kills the group by the pid the
+command wrote, so a regression fails the test instead of leaking a process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import InternalError, RpcError, SessionBusy, StaleResponse
+from protocol.errors import EffectUncertain, RpcError, SessionBusy, StaleResponse
 from tests.daemon_helpers import (
     IO_TIMEOUT,
     PROCESS_TIMEOUT,
@@ -36,8 +40,8 @@ from tests.daemon_helpers import (
 
 #: Between two looks at a marker file a tool body writes (a poll, never a readiness sleep).
 POLL_INTERVAL = 0.02
-#: The JSON-RPC code of a reconciliation error (`ReconciliationFailed` is an internal error).
-RECONCILIATION_CODE = InternalError.code
+#: The JSON-RPC code of a resume refused for an effect of unknown outcome (PROTOCOL.md §10.1).
+UNCERTAIN_CODE = EffectUncertain.code
 #: How long a duplicate delivery may stay unanswered while the first one's body is held: not a
 #: readiness wait — a delivery that attaches to the running continuation is answered only after
 #: the body is released, one that is refused is answered at once.
@@ -91,6 +95,18 @@ async def wait_for_file(path: Path) -> str:
         await trio.sleep(POLL_INTERVAL)
 
 
+async def gone(pid: int) -> None:
+    """Return once process `pid` has exited (the caller bounds the wait)."""
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_bytes()
+        except FileNotFoundError:
+            return
+        if raw[raw.rfind(b")") + 2 :].split()[0] in (b"Z", b"X", b"x"):
+            return
+        await trio.sleep(POLL_INTERVAL)
+
+
 @contextlib.contextmanager
 def orphan_reaped(pid_file: Path) -> Iterator[None]:
     """On the way out, kill the process group whose leader wrote its pid to `pid_file`: a Bash
@@ -100,6 +116,12 @@ def orphan_reaped(pid_file: Path) -> Iterator[None]:
     finally:
         with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
             os.killpg(int(pid_file.read_text().strip()), signal.SIGKILL)
+
+
+def log_entries(home: DaemonHome, session_id: str) -> list[dict[str, Any]]:
+    """The session log's lines, decoded."""
+    text = (home.state_dir / "logs" / f"{session_id}.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
 
 
 async def history(client: Client, session_id: str) -> list[dict[str, Any]]:
@@ -459,8 +481,9 @@ async def cut_an_effect(home: DaemonHome, cwd: Path) -> tuple[str, str, dict[str
 
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(resume_until_killed)
-                        await wait_for_file(started)  # the approved body runs
+                        command_pid = int(await wait_for_file(started))  # the body runs
                         sigkill(daemon)
+                    await gone(command_pid)  # the command died with the daemon
         assert lost, "the resume cannot have completed: its body sleeps for 30 s"
     started.unlink()
     return session_id, execution_id, approval
@@ -470,11 +493,12 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
     """G-094, G-092, G-099, G-100, G-101, G-086: an approved Bash call is running when the
-    daemon is SIGKILLed, so its outcome is unknown. After a restart the execution is pending
-    with no request left to answer; resuming it is a reconciliation error (-32603 naming the
-    call), and neither that nor a redelivered approval runs the call again. session/abandon
-    closes the call as failed and discards the execution's journal; resuming it then is
-    StaleResponse, and a new run is accepted."""
+    daemon is SIGKILLed, so its outcome is unknown (and the command died with the daemon).
+    After a restart the execution is pending with no request left to answer and the call
+    listed as `uncertain`; resuming it is EffectUncertain (-32015 naming the call), and neither
+    that nor a redelivered approval runs the call again. session/abandon closes the call with
+    a failed result starting "outcome unknown:" and discards the execution's journal; resuming
+    it then is StaleResponse, and a new run is accepted."""
     home = DaemonHome(tmp_path_factory.mktemp("uncertain"))
     session_id, execution_id, approval = await cut_an_effect(home, tmp_path)
     journal_file = home.state_dir / "journal" / session_id / f"{execution_id}.jsonl"
@@ -485,9 +509,10 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
                 pending = (await client.call("session/pending", {"sessionId": session_id}))[
                     "pending"
                 ]
+                log_report = await client.call("session/log", {"sessionId": session_id})
                 with pytest.raises(RpcError) as refused:
                     await client.call("session/resume", resume_params(session_id, execution_id))
-                with contextlib.suppress(RpcError):  # its answer: see the xfail test below
+                with contextlib.suppress(RpcError):  # its answer: see the next test
                     await client.call("session/resume", approval)
                 still = (await client.call("session/pending", {"sessionId": session_id}))["pending"]
                 abandoned = await client.call(
@@ -497,13 +522,19 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
                     await client.call("session/resume", approval)
                 messages = await history(client, session_id)
                 after = await client.call("session/run", {"sessionId": session_id, "prompt": "on"})
-    assert pending == {"executionId": execution_id, "requests": []}
-    assert refused.value.code == RECONCILIATION_CODE
     (call,) = messages[1]["toolCalls"]
+    assert pending == {"executionId": execution_id, "requests": [], "uncertain": [call["id"]]}
+    # The kill cut the call off; the restart closed it in the log with what is known.
+    assert (log_report["complete"], log_report["problems"]) == (True, [])
+    recovered = [e for e in log_entries(home, session_id) if e["event"] == "recovered"]
+    assert [e["data"]["calls"] for e in recovered] == [
+        [{"callId": call["id"], "outcome": "unknown"}]
+    ]
+    assert refused.value.code == UNCERTAIN_CODE
     assert refused.value.data == {
         "sessionId": session_id,
         "executionId": execution_id,
-        "callIds": [call["id"]],
+        "calls": [call["id"]],
     }
     assert still == pending
     assert not (tmp_path / "started.pid").exists()  # the body never started again
@@ -515,16 +546,18 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
         call["id"],
         False,
     )
+    assert closed["content"].startswith("outcome unknown: Bash was running when robotad stopped")
+    assert "killed when robotad stopped" in closed["content"]
     assert not journal_file.exists()
     assert after == {"turnId": after["turnId"], "status": "completed", "response": "afterwards"}
 
 
-async def test_a_redelivered_approval_of_a_cut_effect_is_a_reconciliation_error(
+async def test_a_redelivered_approval_of_a_cut_effect_is_effect_uncertain(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
     """G-094, G-084: the client whose approval was cut off by the kill delivers it again —
-    the natural retry. The effect's outcome is unknown, so the answer is the reconciliation
-    error, not a "waiting" result with nothing left to answer."""
+    the natural retry. The effect's outcome is unknown, so the answer is EffectUncertain, not a
+    "waiting" result with nothing left to answer."""
     home = DaemonHome(tmp_path_factory.mktemp("uncertain-redelivery"))
     session_id, execution_id, approval = await cut_an_effect(home, tmp_path)
     with running_daemon(home) as daemon:
@@ -532,11 +565,55 @@ async def test_a_redelivered_approval_of_a_cut_effect_is_a_reconciliation_error(
             async with connect(daemon) as client:
                 with pytest.raises(RpcError) as refused:
                     await client.call("session/resume", approval)
-    assert refused.value.code == RECONCILIATION_CODE
+    assert refused.value.code == UNCERTAIN_CODE
     data = refused.value.data or {}
-    assert (data.get("sessionId"), data.get("executionId"), len(data.get("callIds", []))) == (
+    assert (data.get("sessionId"), data.get("executionId"), len(data.get("calls", []))) == (
         session_id,
         execution_id,
         1,
     )
     assert not (tmp_path / "started.pid").exists()
+
+
+def robotactl(daemon: RunningDaemon, *args: str) -> subprocess.CompletedProcess[str]:
+    """robotactl against `daemon` (never autostarting another)."""
+    return subprocess.run(
+        [sys.executable, "-m", "robotactl", "--socket", str(daemon.socket_path), *args],
+        env=daemon.home.environment(),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+
+
+async def test_robotactl_leads_out_of_an_uncertain_effect(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """PROTOCOL.md §10.2 from the command line: `show` says the outcome is unknown and names
+    `robotactl abandon`; `approve` refuses with the same way out instead of -32603 or a loop;
+    `abandon` closes the call as "outcome unknown" and the session takes prompts again."""
+    home = DaemonHome(tmp_path_factory.mktemp("uncertain-ctl"))
+    session_id, _execution_id, _approval = await cut_an_effect(home, tmp_path)
+    with running_daemon(home) as daemon:
+        show = await trio.to_thread.run_sync(robotactl, daemon, "show", "-s", session_id)
+        approve = await trio.to_thread.run_sync(robotactl, daemon, "approve", "-s", session_id)
+        abandon = await trio.to_thread.run_sync(robotactl, daemon, "abandon", "-s", session_id)
+        again = await trio.to_thread.run_sync(robotactl, daemon, "abandon", "-s", session_id)
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(daemon) as client:
+                messages = await history(client, session_id)
+                pending = await client.call("session/pending", {"sessionId": session_id})
+    assert show.returncode == 0, show.stderr
+    assert "outcome unknown" in show.stdout
+    assert f"robotactl abandon -s {session_id}" in show.stdout
+    assert approve.returncode == 1
+    assert f"robotactl abandon -s {session_id}" in approve.stderr
+    assert "-32603" not in approve.stderr
+    assert abandon.returncode == 0, abandon.stderr
+    assert abandon.stdout.startswith("abandoned execution ")
+    assert "outcome unknown for " in abandon.stdout
+    assert again.returncode == 1
+    assert "nothing in session" in again.stderr
+    assert messages[-1]["content"].startswith("outcome unknown:")
+    assert pending == {"pending": None}

@@ -9,9 +9,8 @@
 ;;
 ;; with ROBOTA_SOCKET naming a real robotad's socket and
 ;; ROBOTA_TEST_DAEMON_PID its pid.  Tests tagged `offline' need no daemon,
-;; those tagged `daemon' talk to it, and the one tagged `full-turn' needs the
-;; session methods: it skips itself while the daemon answers -32601 for
-;; `session/create'.  Waits are for a condition under an absolute deadline,
+;; those tagged `daemon' talk to it, and the one tagged `full-turn' runs a
+;; whole scripted turn through the session methods.  Waits are for a condition under an absolute deadline,
 ;; never a fixed sleep.
 
 ;;; Code:
@@ -327,8 +326,6 @@
            (probe (robota-test--error-of
                    (lambda ()
                      (robota-request 'session/create (list :cwd root))))))
-      (when (equal (robota-error-code probe) -32601)
-        (ert-skip "the daemon does not implement session/create yet"))
       (should-not probe)
       (let* ((robota-session-parameters
               (list :provider "scripted" :script robota-test--script))

@@ -142,6 +142,14 @@ EVENTS: list[Any] = [
         hook_failures=[events.HookFailure("Stop", "exit 1")],
     ),
     events.TurnFinished("s1", 12, "t2", "completed", response="ok"),
+    events.TurnFinished(
+        "s1",
+        12,
+        "t3",
+        "completed",
+        response="ok",
+        log_failure=events.LogFailure("logs/s1.jsonl", "no space left on device", 3),
+    ),
     events.SessionClosed("s1", 13, None),
     events.Overflow("s1", 13),
 ]
@@ -173,7 +181,7 @@ def test_every_struct_has_a_sample() -> None:
         methods.DaemonSessionCounts, methods.Permissions, methods.ScriptedToolCall, methods.Step,
         methods.SessionSummary, methods.NamedToolChoice, methods.ApprovalResponse,
         methods.Artifact, methods.LogProblem, methods.HistoryEntry, events.ErrorObject,
-        events.HookFailure,
+        events.HookFailure, events.LogFailure,
     }  # fmt: skip
     for module in (methods, events):
         for name in module.__all__:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import shlex
 from collections.abc import Callable, Iterable
@@ -21,6 +22,7 @@ from robotad.session.hooks.config import parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
+from robotad.storage.failure import StorageError
 from robotad.storage.journal import JournalRecord
 from robotad.storage.log_files import FileLogSink, FileLogSource
 from robotad.storage.session_log import LogEntry, SessionLogger, decode_log
@@ -106,7 +108,8 @@ class Events:
 
 
 class MemoryStore:
-    """A `SessionStorePort` keeping every snapshot; `fail` makes saves raise."""
+    """A `SessionStorePort` keeping every snapshot; `fail` makes saves raise what a full disk
+    makes the file store raise."""
 
     def __init__(self) -> None:
         self.saved: list[SessionSnapshot] = []
@@ -118,7 +121,8 @@ class MemoryStore:
         if self.on_save is not None:
             self.on_save(snapshot)
         if self.fail:
-            raise OSError("disk full")
+            path = f"sessions/{snapshot.session_id}.json"
+            raise StorageError(path, "no space left on device", errno.ENOSPC)
         self.saved.append(snapshot)
 
     @property

@@ -12,10 +12,15 @@ from protocol.errors import CompactionAborted, CompactionFailed, InvalidParams
 from robotad.agent.provider import ModelReply, ModelRequest, ProviderError, StreamObserver
 from robotad.session.session import Session
 from tests.session.session_harness import (
+    LIMIT,
     Events,
     FileLog,
     MemoryStore,
     Recorder,
+    every_event,
+    hook_recorder,
+    hook_records,
+    hooks_for,
     new_session,
     scripted,
 )
@@ -285,12 +290,17 @@ async def test_aborted_auto_compaction_aborts_the_turn(workspace: Path) -> None:
     assert "second" not in [m.content for m in session.get_history()]
 
 
-async def test_nothing_to_summarise_is_a_noop(workspace: Path) -> None:
+async def test_nothing_to_summarise_is_a_noop(workspace: Path, tmp_path: Path) -> None:
     """G-183, G-184: a fresh session (only its system message) compacts to compacted:false
-    with history unchanged, and no event or log entry is written."""
+    with history unchanged, and no event, log entry or compaction hook is written or fired."""
     events = Events()
     log = FileLog(workspace.parent, "s-noop")
     provider = scripted()
+    hookdir = tmp_path / "hooks"
+    hookdir.mkdir()
+    hooks = hooks_for(
+        workspace, every_event(hook_recorder(hookdir, "rec"), ["PreCompact", "PostCompact"])
+    )
     session = new_session(
         workspace,
         provider,
@@ -298,14 +308,17 @@ async def test_nothing_to_summarise_is_a_noop(workspace: Path) -> None:
         event_sink=events,
         logger=log.logger,
         session_id="s-noop",
+        hooks=hooks,
     )
-    outcome = await session.compact()
+    with trio.fail_after(LIMIT):
+        outcome = await session.compact()
     assert not outcome.compacted
     assert outcome.before == outcome.after
     assert [m.role for m in session.get_history()] == ["system"]
     assert events.items == []
     assert provider.requests == []
     assert "context_compact" not in log.events()
+    assert hook_records(hookdir, "rec") == []
 
 
 async def test_idle_summary_call_fails_compaction(workspace: Path, autojump_clock: Any) -> None:

@@ -114,7 +114,26 @@ def test_commands_touching_protected_paths() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60))
 def test_readers_never_raise(command: str) -> None:
-    """G-122: arbitrary command text is judged, never crashes the gate."""
-    split_compound(command)
-    is_critical_removal(command, CWD, HOME)
+    """G-122: arbitrary command text is judged, never crashes the gate; what the splitter
+    answers is a list of non-empty, stripped parts or None (opaque)."""
+    parts = split_compound(command)
+    assert parts is None or all(part and part == part.strip() for part in parts)
+    assert isinstance(is_critical_removal(command, CWD, HOME), bool)
     ProtectedPaths.default(home=HOME).touched_by(command, CWD)
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_./", min_size=1, max_size=8)
+_SIMPLE = (
+    st.lists(_WORD, min_size=1, max_size=3).map(" ".join).filter(lambda c: not c.startswith("rm"))
+)
+_OPERATOR = st.sampled_from([" && ", " || ", "; ", " | ", " & ", "\n"])
+
+
+@given(st.lists(_SIMPLE, min_size=1, max_size=4), _OPERATOR)
+def test_every_part_of_a_compound_is_seen(commands: list[str], operator: str) -> None:
+    """G-122: simple commands joined by any control operator come back as exactly those
+    commands, and a critical removal hidden behind any of them is still critical."""
+    joined = operator.join(commands)
+    assert split_compound(joined) == commands
+    assert not is_critical_removal(joined, CWD, HOME)
+    assert is_critical_removal(f"{joined}{operator}rm -rf /", CWD, HOME)

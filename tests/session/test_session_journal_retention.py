@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from protocol.errors import StaleResponse
+from protocol.errors import StaleResponse, StorageFailed
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.session.recovery import recoverable
 from robotad.session.recovery import retention as journal_retention
@@ -83,12 +83,14 @@ async def test_a_turn_that_asked_nothing_leaves_no_journal_once_saved(workspace:
 
 async def test_a_turn_whose_save_failed_keeps_its_journal(workspace: Path) -> None:
     """When the record could not be saved, the journal is the only durable account of the
-    turn: it stays, marked finished."""
+    turn: it stays, marked finished, and the turn fails StorageFailed instead of claiming a
+    completion nothing holds."""
     store = MemoryStore()
     session = retiring(workspace, [{"text": "plain"}], store=store)
     store.fail = True
     journal = MemoryJournal()
-    await session.run_recoverable("one", journal)
+    with pytest.raises(StorageFailed):
+        await session.run_recoverable("one", journal)
     (execution_id,) = await journal.executions()
     assert [type(r).__name__ for r in await journal.read(execution_id)][-1] == "FinishedRecord"
 

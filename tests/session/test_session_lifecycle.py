@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import NotAllowed, ProviderFailed
+from protocol.errors import NotAllowed, ProviderFailed, StorageFailed
+from protocol.shapes import Message
 from robotad.tools import builtin_tools
 from tests.session.session_harness import (
     LIMIT,
@@ -252,8 +253,16 @@ async def test_shutdown_order_and_nothing_after(workspace: Path, hookdir: Path) 
     store.on_save = lambda snapshot: order.append(f"save:{len(fired(hookdir))}")
     provider.on_close = lambda: order.append(f"close:{len(fired(hookdir))}")
     events = Events()
+    log = FileLog(workspace, "s-closing")
     session = new_session(
-        workspace, provider, hooks=hooks, store=store, event_sink=events, trace=True
+        workspace,
+        provider,
+        hooks=hooks,
+        store=store,
+        event_sink=events,
+        logger=log.logger,
+        session_id="s-closing",
+        trace=True,
     )
     with trio.fail_after(LIMIT):
         await session.run("hi")
@@ -263,16 +272,20 @@ async def test_shutdown_order_and_nothing_after(workspace: Path, hookdir: Path) 
             nursery.start_soon(session.shutdown)
             nursery.start_soon(session.shutdown)
         await session.shutdown()
+        logged = log.events()
         with pytest.raises(NotAllowed):
             await session.run("again")
         with pytest.raises(NotAllowed):
             await session.compact()
+        session.inject_message(Message.user("late"))  # would log a history_mutation
     records = fired(hookdir)
     assert [e for e, _, _ in records] == ["UserPromptSubmit", "SessionEnd"]
     assert records[1][1] == ""
     assert order == ["save:1", "close:2"]
     assert provider.closed == 1
     assert len(events.items) == count
+    assert logged[-1] == "session_end"
+    assert log.events() == logged  # nothing is logged after shutdown
 
 
 async def test_shutdown_steps_are_best_effort(workspace: Path, hookdir: Path) -> None:
@@ -286,7 +299,8 @@ async def test_shutdown_steps_are_best_effort(workspace: Path, hookdir: Path) ->
     store.fail = True
     session = new_session(workspace, provider, hooks=hooks, store=store)
     with trio.fail_after(LIMIT):
-        await session.run("hi")
+        with pytest.raises(StorageFailed):  # a completed turn is acknowledged once saved
+            await session.run("hi")
         await session.shutdown()
     assert len(hook_records(hookdir, "end")) == 1
     assert provider.closed == 1

@@ -9,10 +9,16 @@ import pytest
 import trio
 import trio.testing
 
-from protocol.errors import ExecutionPending, InternalError, StaleResponse, TurnAborted
+from protocol.errors import (
+    EffectUncertain,
+    ExecutionPending,
+    InternalError,
+    StaleResponse,
+    StorageFailed,
+    TurnAborted,
+)
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
-from robotad.session.recovery.recoverable import ReconciliationFailed
 from robotad.session.session import Session
 from robotad.tools import builtin_tools
 from tests.journal_fakes import FaultyJournal, MemoryJournal, of_kind, once
@@ -75,6 +81,7 @@ async def test_park_then_resume(workspace: Path, tmp_path: Path) -> None:
     assert request.tool == "Write"
     assert request.arguments == {"file_path": str(workspace / "out.txt"), "content": "hello"}
     assert request.execution_id == waiting.execution_id
+    assert request.reason == "default mode asks before modify tools"  # G-074: why it asks
     assert kinds(await journal.read(waiting.execution_id)) == ["started", "reply", "request"]
     assert open_calls(store.last.messages)  # the open round is on disk
     pending = session.get_pending_execution()
@@ -234,8 +241,8 @@ async def test_abort_after_a_wait_was_saved_leaves_it_pending(workspace: Path) -
 async def test_journal_failure_with_open_round(workspace: Path) -> None:
     """G-092, G-094, G-097, G-099, G-100, G-101: a journal write failing after the calls were
     committed fails the turn and leaves the execution pending; an effect that started without
-    a recorded outcome is never re-run (reconciliation error); abandon closes the open calls
-    as failed, writes nothing to the journal, and new input is accepted."""
+    a recorded outcome is never re-run (EffectUncertain); abandon closes the open calls
+    as failed ("outcome unknown"), writes nothing to the journal, and new input is accepted."""
     steps = [{"toolCalls": [read_call()]}, {"text": "after abandoning"}]
     session, _, store, _ = recoverable(workspace, steps)
     journal = FaultyJournal(MemoryJournal(), fail_on=once(of_kind("effect_finished")))
@@ -244,8 +251,10 @@ async def test_journal_failure_with_open_round(workspace: Path) -> None:
     pending = session.get_pending_execution()
     assert pending is not None
     assert pending.requests == []
-    assert [c.name for c in open_calls(session.get_history())] == ["Read"]
-    with pytest.raises(ReconciliationFailed):
+    (cut,) = open_calls(session.get_history())
+    assert cut.name == "Read"
+    assert pending.uncertain == [cut.id]  # PROTOCOL.md §10.2
+    with pytest.raises(EffectUncertain):
         await session.resume_recoverable(pending.execution_id, journal, [])
     attempts = len(journal.attempts)
     await session.abandon_pending_execution(pending.execution_id)
@@ -253,6 +262,7 @@ async def test_journal_failure_with_open_round(workspace: Path) -> None:
     last = session.get_history()[-1]
     assert last.role == "tool"
     assert not last.ok
+    assert (last.content or "").startswith("outcome unknown: Read was running")  # never "not run"
     assert not open_calls(store.last.messages)
     with pytest.raises(StaleResponse):
         await session.resume_recoverable(pending.execution_id, journal, [])
@@ -320,9 +330,10 @@ async def test_recover_puts_back_recorded_results(workspace: Path) -> None:
     assert isinstance(waiting, TurnWaiting)
     saved = store.last.messages
     store.fail = True  # the crash: the resumed round is journaled but never saved
-    await session.resume_recoverable(
-        waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
-    )
+    with pytest.raises(StorageFailed):
+        await session.resume_recoverable(
+            waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
+        )
     (workspace / "out.txt").unlink()
     again = new_session(
         workspace,

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import stat
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from robotad.tools import EditTool, WriteTool
 from robotad.tools.edit import MAX_EDIT_BYTES
@@ -78,20 +84,90 @@ async def test_write_refuses_a_parent_that_is_a_file(tmp_path: Path) -> None:
     assert (tmp_path / "f").read_text() == "keep"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-async def test_failed_write_leaves_the_file_untouched(tmp_path: Path) -> None:
-    target = tmp_path / "locked" / "file.txt"
-    target.parent.mkdir()
-    target.write_text("original")
-    target.parent.chmod(0o555)
-    try:
-        result = await call(WriteTool(), tmp_path, file_path=str(target), content="new")
-    finally:
-        target.parent.chmod(0o755)
-    assert not result.ok
-    assert "permission denied" in result.content
-    assert target.read_text() == "original"
-    assert os.listdir(target.parent) == ["file.txt"]
+#: The unprivileged user the permission case runs as when the suite runs as root.
+NOBODY = 65534
+#: Bound on the unprivileged child.
+CHILD_TIMEOUT = 30.0
+
+
+def _failed_write_as_nobody(root: Path) -> dict[str, object]:
+    """In a forked child that dropped to uid/gid 65534 (root ignores permissions): make a
+    read-only folder holding a file, Write over it, report what happened."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            target = root / "locked" / "file.txt"
+            target.parent.mkdir()
+            target.write_text("original")
+            target.parent.chmod(0o555)
+            result = trio.run(lambda: call(WriteTool(), root, file_path=str(target), content="new"))
+            report = {
+                "uid": os.getuid(),
+                "ok": result.ok,
+                "content": result.content,
+                "kept": target.read_text(),
+                "entries": os.listdir(target.parent),
+            }
+            os.write(write_end, json.dumps(report).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the unprivileged child did not finish")
+        time.sleep(0.02)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    assert data, "the unprivileged child reported nothing"
+    report: dict[str, object] = json.loads(data)
+    return report
+
+
+def test_failed_write_leaves_the_file_untouched(tmp_path: Path) -> None:
+    """A Write the folder's permissions refuse is a failed result and changes nothing. Root
+    ignores folder permissions, so as root it runs in a child that became uid 65534."""
+    if os.geteuid() == 0:
+        root = Path(tempfile.mkdtemp(prefix="robota-nobody-"))
+        try:
+            os.chown(root, NOBODY, NOBODY)
+            report = _failed_write_as_nobody(root)
+        finally:
+            for folder in root.rglob("*"):
+                if folder.is_dir():
+                    folder.chmod(0o755)
+            shutil.rmtree(root)
+        assert report["uid"] == NOBODY
+    else:
+        target = tmp_path / "locked" / "file.txt"
+        target.parent.mkdir()
+        target.write_text("original")
+        target.parent.chmod(0o555)
+        try:
+            result = trio.run(
+                lambda: call(WriteTool(), tmp_path, file_path=str(target), content="new")
+            )
+        finally:
+            target.parent.chmod(0o755)
+        report = {
+            "ok": result.ok,
+            "content": result.content,
+            "kept": target.read_text(),
+            "entries": os.listdir(target.parent),
+        }
+    assert report["ok"] is False
+    assert "permission denied" in str(report["content"])
+    assert report["kept"] == "original"
+    assert report["entries"] == ["file.txt"]
 
 
 async def test_write_refuses_unencodable_content(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Final
 import trio
 
 from robotad.tools.process_group import terminate_process_tree
+from robotad.tools.tether import open_tethered_process
 
 __all__ = ["OUTPUT_LIMIT", "ShellFailure", "ShellResult", "child_environment", "run_shell_command"]
 
@@ -60,14 +61,13 @@ async def run_shell_command(
     output) within `time_limit` seconds; then, and when the caller is cancelled, the process tree
     is stopped and reaped before this returns. Cancellation propagates."""
     try:
-        process = await trio.lowlevel.open_process(
+        process = await open_tethered_process(  # dies with robotad, whole group
             ["/bin/sh", "-c", command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=os.fspath(cwd),
             env=dict(env),
-            start_new_session=True,
         )
     except OSError as exc:
         raise ShellFailure(f"could not be started: {exc.strerror or type(exc).__name__}") from None

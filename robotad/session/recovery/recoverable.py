@@ -9,12 +9,13 @@
 - `resume`: validated completely before anything changes (G-087) — the execution is known and
   journaled for this session id, cwd, provider and model (G-088, G-089), every response names a
   request of it, a response id reused with other content is stale (G-085), an identical
-  redelivery is idempotent and returns the latest result (G-084), an uncertain effect is a
-  reconciliation error and never re-run (G-094). Then the answers are journaled and the open
+  redelivery is idempotent and returns the latest result (G-084), an uncertain effect is
+  `EffectUncertain` (-32015) and never re-run (G-094). Then the answers are journaled and the open
   round continues without a user message and without turn-level hooks (G-080, G-133); approved
   calls are re-checked by the current rules and hooks, denied ones stay denied (G-081…G-083).
 - `abandon`: runs nothing and journals nothing; the open calls close in history as failed and
-  the session is saved (G-099…G-101).
+  the session is saved (G-099…G-101). A call whose effect started and never finished closes
+  with a result starting ``outcome unknown:`` (PROTOCOL.md §10.2), never "not run".
 - `recover`: after a load, rebuild the pending execution from the journal and the history —
   results the journal recorded but history lacks are put back, never re-run.
 
@@ -45,6 +46,7 @@ import trio
 
 from protocol.errors import (
     CompactionAborted,
+    EffectUncertain,
     InternalError,
     InvalidParams,
     RpcError,
@@ -69,6 +71,7 @@ from robotad.session.turn.runner import TurnRunner
 from robotad.session.turn.tool_admission import GatePolicy
 from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
+from robotad.storage.failure import storage_failed
 from robotad.storage.journal import (
     ExecutionJournal,
     FinishedRecord,
@@ -78,7 +81,7 @@ from robotad.storage.journal import (
     StartedRecord,
 )
 
-__all__ = ["ReconciliationFailed", "RecoverableExecutions"]
+__all__ = ["RecoverableExecutions", "uncertain_result_text"]
 
 logger = logging.getLogger("robotad.session.recovery.recoverable")
 
@@ -88,16 +91,24 @@ SETTLED_KEPT = 16
 Body = Callable[[GatePolicy], Awaitable[CompletedTurn | ParkedTurn]]
 
 
-class ReconciliationFailed(InternalError):
-    """An effect of the execution started but its outcome was never recorded: it is never run
-    again; abandon the execution instead."""
+#: Tools whose body is a child process robotad started: its process group dies with robotad.
+_CHILD_PROCESS_TOOLS = frozenset({"Bash"})
 
-    def __init__(self, session_id: str, execution_id: str, call_ids: list[str]) -> None:
-        super().__init__(
-            f"execution {execution_id} has tool effects of unknown outcome "
-            f"({', '.join(call_ids)}); they are not run again — abandon the execution",
-            {"sessionId": session_id, "executionId": execution_id, "callIds": call_ids},
+
+def uncertain_result_text(tool: str) -> str:
+    """The failed result closing a call whose outcome a stop of robotad made unknown
+    (PROTOCOL.md §10.2): it says what is known and never claims the call did not run."""
+    if tool in _CHILD_PROCESS_TOOLS:
+        happened = (
+            "its command ran in its own process group tied to robotad and was killed when "
+            "robotad stopped, so it may have run in part, in full, or not at all"
         )
+    else:
+        happened = "it ran inside robotad, so it may or may not have taken effect"
+    return (
+        f"outcome unknown: {tool} was running when robotad stopped; {happened}. "
+        "Check its effect before running it again."
+    )
 
 
 class RecoverableExecutions:
@@ -131,7 +142,11 @@ class RecoverableExecutions:
         x = self.pending
         if x is None:
             return None
-        return Pending(x.execution_id, x.approval_requests(self._conversation.messages))
+        history = self._conversation.messages
+        uncertain = [call.id for call in x.uncertain(history)]
+        if not uncertain:
+            return Pending(x.execution_id, x.approval_requests(history))
+        return Pending(x.execution_id, x.approval_requests(history), uncertain=uncertain)
 
     def turn_id_of(self, execution_id: str) -> str | None:
         x = self._known(execution_id)
@@ -212,10 +227,10 @@ class RecoverableExecutions:
             raise self._stale(execution_id, reason="the execution does not wait any more")
         history = self._conversation.messages
         # An effect that started and never finished is checked first: a redelivered answer
-        # must meet the reconciliation error too, not a wait with nothing left to answer.
+        # must meet EffectUncertain too, not a wait with nothing left to answer.
         uncertain = x.uncertain(history)
         if uncertain:
-            raise ReconciliationFailed(self._session_id, execution_id, [c.id for c in uncertain])
+            raise EffectUncertain(self._session_id, execution_id, [c.id for c in uncertain])
         if not fresh and responses:
             return x.result or self._waiting(x)
         x.journal = journal  # the host's journal as it is now (it may have been reopened)
@@ -247,8 +262,12 @@ class RecoverableExecutions:
         if x is None or x.execution_id != execution_id:
             raise self._stale(execution_id, reason="no such execution waits in this session")
         closed = []
+        uncertain = {call.id for call in x.uncertain(self._conversation.messages)}
         for call in open_calls(self._conversation.messages):
-            text = f"not run: the execution waiting for {call.name} was abandoned"
+            if call.id in uncertain:
+                text = uncertain_result_text(call.name)
+            else:
+                text = f"not run: the execution waiting for {call.name} was abandoned"
             message = Message.tool(call.id, call.name, text, ok=False, extra={"abandoned": True})
             self._conversation.append(message)
             closed.append(call.id)
@@ -334,7 +353,7 @@ class RecoverableExecutions:
             await self._persist()  # the open round must be on disk before "waiting" (G-075)
         except Exception as exc:
             logger.error("saving a waiting execution failed", exc_info=True)
-            error = InternalError(
+            error = storage_failed(exc, self._session_id) or InternalError(
                 f"the waiting execution could not be saved ({type(exc).__name__})"
             )
             self._reporter.turn_finished(
@@ -414,7 +433,7 @@ class RecoverableExecutions:
         try:
             await x.journal.append(record, durable=durable)
         except JournalError as exc:
-            raise _persistence(exc) from exc
+            raise _persistence(exc, self._session_id) from exc
 
     async def _read(self, execution_id: str, journal: ExecutionJournal) -> list[JournalRecord]:
         try:
@@ -422,8 +441,9 @@ class RecoverableExecutions:
         except InvalidParams:
             return []  # not an id any execution could have
         except JournalError as exc:
-            raise _persistence(exc) from exc
+            raise _persistence(exc, self._session_id) from exc
 
 
-def _persistence(exc: JournalError) -> RpcError:
-    return InternalError(f"the execution journal failed: {exc}")
+def _persistence(exc: JournalError, session_id: str) -> RpcError:
+    refused = storage_failed(exc, session_id)
+    return refused or InternalError(f"the execution journal failed: {exc}")

@@ -61,6 +61,7 @@ from robotad.session.reporting import SessionReporter, logged_request
 from robotad.session.turn.tool_admission import GatePolicy, GateServices, SessionToolGate
 from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
+from robotad.storage.failure import storage_failed
 from robotad.storage.journal import JournalError
 
 __all__ = ["TurnRunner", "TurnServices"]
@@ -87,6 +88,9 @@ class TurnServices:
     save: Callable[[], Awaitable[bool]]
     completed: Callable[[], None]
     idle_timeout: float | None = None
+    #: Save and raise on failure (a completed turn is acknowledged only once saved); absent,
+    #: `save` is used and a failure only logged.
+    persist: Callable[[], Awaitable[None]] | None = None
     round_cap: int | None = None
 
 
@@ -120,7 +124,7 @@ class TurnRunner:
         except CompactionFailed as exc:
             await self.failed(turn, exc, str(exc), save=False)
         except Exception as exc:
-            await self.failed(turn, _internal(exc), f"compaction failed: {exc!r}")
+            await self.failed(turn, _internal(exc, s.session_id), f"compaction failed: {exc!r}")
         with turn.abort.scope():
             await s.lifecycle.prompt_submit(turn, prompt)
         if turn.abort.aborted:
@@ -210,7 +214,7 @@ class TurnRunner:
             wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, str(error))
             await self.failed(turn, wire, str(error), cause=error)
         self._close_request(turn, "the turn failed")
-        rpc = error if isinstance(error, RpcError) else _internal(error)
+        rpc = error if isinstance(error, RpcError) else _internal(error, s.session_id)
         await self.failed(turn, rpc, f"{type(error).__name__}: {error}", cause=error)
 
     async def _on_request(
@@ -279,10 +283,29 @@ class TurnRunner:
             "turn_completed",
             log_events.TurnCompletedEntry(turn_id=turn.turn_id, status="completed"),
         )
-        await s.save()
+        await self._save_completed(turn)
         s.reporter.turn_finished(
             turn.turn_id, "completed", response=outcome.response, hook_failures=turn.hook_failures
         )
+
+    async def _save_completed(self, turn: TurnContext) -> None:
+        """Save a completed turn before it is acknowledged. A refused write fails the turn
+        with `StorageFailed` (PROTOCOL.md §10.1): the previous record stands, the history
+        stays in memory, and the session's next save writes all of it."""
+        s = self.s
+        assert turn.turn_id is not None
+        if s.persist is None:
+            await s.save()
+            return
+        try:
+            with trio.CancelScope(shield=True):
+                await s.persist()
+        except Exception as exc:
+            error = _internal(exc, s.session_id)
+            s.reporter.turn_finished(
+                turn.turn_id, "failed", error=error, hook_failures=turn.hook_failures
+            )
+            raise error from exc
 
     async def failed(
         self,
@@ -323,7 +346,11 @@ class TurnRunner:
         raise error from cause
 
 
-def _internal(exc: Exception) -> RpcError:
+def _internal(exc: Exception, session_id: str | None = None) -> RpcError:
+    refused = storage_failed(exc, session_id)
+    if refused is not None:  # the disk refused a durable write: say which and why
+        logger.error("turn failed: %s", refused.message)
+        return refused
     if isinstance(exc, JournalError):  # a persistence failure, even while aborting (G-194)
         logger.error("the execution journal failed: %s", exc)
         return InternalError(f"the execution journal failed: {exc}")

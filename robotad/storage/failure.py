@@ -1,0 +1,87 @@
+"""A durable write that failed, as a domain error (PROTOCOL.md §10.1 StorageFailed).
+
+Every store in this package writes through `fsio`, which never leaves a file half-written:
+an atomic replace keeps the previous file byte for byte, an append is cut back. What a
+caller needs to know then is *which* file and *why* — "no space left on device", "read-only
+file system", "input/output error" — so `refusing_writes` turns the `OSError` of a write into
+`StorageError`, whose `path` is relative to the store's root (the state folder), never an
+absolute machine path.
+
+`StorageError` is an `OSError` (same errno), so code that already handles a failed write as
+an `OSError` keeps doing so; the daemon's edge (`storage_failed`) maps it, found anywhere in
+an exception's chain, to the wire's `StorageFailed` (-32016). A symlink or other unsafe file
+in the way (`fsio.UnsafePath`) is a refusal, not a storage failure, and passes unchanged.
+"""
+
+from __future__ import annotations
+
+import errno as errnos
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from protocol.errors import StorageFailed
+
+from . import fsio
+
+__all__ = ["StorageError", "refusing_writes", "storage_failed", "storage_reason"]
+
+
+class StorageError(OSError):
+    """A durable write to `path` (relative to the state folder) failed for `reason`; nothing
+    was half-written. `errno` is the cause's."""
+
+    def __init__(self, path: str, reason: str, code: int | None = None) -> None:
+        super().__init__(code if code is not None else errnos.EIO, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+
+def storage_reason(exc: OSError) -> str:
+    """The cause in words, lower case: "no space left on device"."""
+    if exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    if exc.errno is not None:
+        return os.strerror(exc.errno).lower()
+    return type(exc).__name__
+
+
+def relative_path(path: Path, root: Path) -> str:
+    """`path` relative to `root` when under it, else its name (never an absolute path)."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return Path(path).name
+
+
+@contextmanager
+def refusing_writes(path: Path, root: Path) -> Iterator[None]:
+    """Run a durable write of `path`; its `OSError` becomes `StorageError` (module doc)."""
+    try:
+        yield
+    except (StorageError, fsio.UnsafePath):
+        raise
+    except OSError as exc:
+        raise StorageError(relative_path(path, root), storage_reason(exc), exc.errno) from exc
+
+
+def storage_failed(exc: BaseException, session_id: str | None = None) -> StorageFailed | None:
+    """The wire error for `exc` when a `StorageError` is it or in its chain (causes, contexts,
+    single-member exception groups); None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StorageFailed):
+            return current
+        if isinstance(current, StorageError):
+            return StorageFailed(current.path, current.reason, session_id)
+        if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
+            current = current.exceptions[0]
+            continue
+        current = current.__cause__ or current.__context__
+    return None

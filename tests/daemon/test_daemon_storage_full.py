@@ -1,0 +1,81 @@
+"""A full disk, for real (PROTOCOL.md §10.1 StorageFailed): robotad's state folder is a 4 MiB
+tmpfs the test fills to the last byte.
+
+Every refused write answers -32016 naming the file (relative to the state folder) and the
+cause; the previous record stands byte for byte; the daemon goes on serving every session;
+and once the space is back the same session runs again without a restart and its next save
+holds everything. Skips, saying why, where a tmpfs cannot be mounted (not root)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from protocol.errors import StorageFailed
+from robotad.storage.record import Valid, decode_record
+from tests.daemon_helpers import IO_TIMEOUT, DaemonHome, connect, running_daemon
+from tests.full_disk import fill, small_tmpfs
+
+#: Refused turns in a row before the space comes back.
+REFUSALS = 3
+
+
+async def test_a_full_disk_refuses_cleanly_and_the_session_goes_on_once_space_returns(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    home = DaemonHome(tmp_path_factory.mktemp("full-disk"))
+    with small_tmpfs(home.state_dir), running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT * 3):
+            async with connect(daemon) as client:
+                steps = [{"text": f"reply {n}"} for n in range(REFUSALS + 3)]
+                created = await client.call(
+                    "session/create", {"cwd": str(home.root), "script": steps}
+                )
+                first = created["sessionId"]
+                other = (
+                    await client.call(
+                        "session/create", {"cwd": str(home.root), "script": [{"text": "b"}]}
+                    )
+                )["sessionId"]
+                done = await client.call("session/run", {"sessionId": first, "prompt": "one"})
+                assert done["status"] == "completed"
+                before = home.record_path(first).read_bytes()
+
+                filler = fill(home.state_dir)
+                refusals: list[StorageFailed] = []
+                for n in range(REFUSALS):
+                    with pytest.raises(StorageFailed) as refused:
+                        await client.call("session/run", {"sessionId": first, "prompt": f"r{n}"})
+                    refusals.append(refused.value)
+                    assert home.record_path(first).read_bytes() == before
+                with pytest.raises(StorageFailed) as create_refused:
+                    await client.call("session/create", {"cwd": str(home.root), "script": []})
+                # Every other session is still served.
+                info = await client.call("session/get", {"sessionId": other})
+                history = await client.call("session/history", {"sessionId": other})
+                status = await client.call("daemon/status", {})
+
+                filler.unlink()  # the space comes back: no restart
+                again = await client.call("session/run", {"sessionId": first, "prompt": "two"})
+                after = decode_record(home.record_path(first).read_bytes())
+
+    for error in refusals:
+        assert error.code == -32016
+        assert error.data is not None
+        assert error.data["sessionId"] == first
+        assert not Path(error.data["path"]).is_absolute()
+        assert error.data["path"].startswith(("journal/", "sessions/", "logs/"))
+        assert error.data["reason"] == "no space left on device"
+    create_data = create_refused.value.data or {}
+    assert create_data["path"].startswith("sessions/")
+    assert create_data["reason"] == "no space left on device"
+    assert info["sessionId"] == other
+    assert history["total"] == 0
+    assert status["sessions"]["loaded"] >= 2
+    assert again["status"] == "completed"
+    assert isinstance(after, Valid)
+    contents = [m.content for m in after.record.messages]
+    assert contents.count("one") == 1
+    assert contents[-2:] == ["two", again["response"]]

@@ -1,0 +1,104 @@
+"""A command robotad starts dies with robotad: the tether (robotad.tools.tether).
+
+robotad's death is what closes the tether's write end; these tests close it the same way the
+kernel does (`tether.release` before the command ended, or a real process exiting) and watch
+the whole process group go, grandchildren included, within a bound."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import trio
+
+from robotad.tools import tether
+from robotad.tools.process_group import terminate_process_tree
+from tests.tools.tool_calls import is_running
+
+#: How long a killed group may take to disappear (a bound, not a readiness sleep).
+GONE_WITHIN = 10.0
+TREE = "echo $$ > pids; sleep 1000 & echo $! >> pids; echo go > ready; wait"
+
+
+async def _wait_for(path: Path) -> None:
+    while not path.exists() or not path.read_text().endswith("\n"):
+        await trio.sleep(0.02)
+
+
+async def _gone(pids: list[int]) -> None:
+    while any(is_running(pid) for pid in pids):
+        await trio.sleep(0.02)
+
+
+async def test_closing_the_tether_kills_the_whole_group(tmp_path: Path) -> None:
+    with trio.fail_after(GONE_WITHIN):
+        process = await tether.open_tethered_process(
+            ["/bin/sh", "-c", TREE], cwd=tmp_path, stdin=subprocess.DEVNULL
+        )
+        try:
+            assert tether.tethered(process.pid)
+            await _wait_for(tmp_path / "ready")
+            pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+            assert pids[0] == process.pid  # the command is exec'd: $$ is the leader
+            assert all(is_running(pid) for pid in pids)
+            tether.release(process.pid)  # what robotad's death does to the write end
+            await process.wait()
+            await _gone(pids)
+        finally:
+            with trio.CancelScope(shield=True):
+                await terminate_process_tree(process)
+    assert not tether.tethered(process.pid)
+
+
+async def test_a_command_outlives_nothing_but_its_tether(tmp_path: Path) -> None:
+    """Ending the command normally releases the tether; a tethered command that is still
+    running is not killed by anything else (it answers after the watcher started)."""
+    with trio.fail_after(GONE_WITHIN):
+        process = await tether.open_tethered_process(
+            ["/bin/sh", "-c", "read line; echo got $line"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        await process.stdin.send_all(b"hello\n")
+        output = await process.stdout.receive_some(100)
+        await process.wait()
+        await terminate_process_tree(process)
+    assert output == b"got hello\n"
+    assert process.returncode == 0
+    assert not tether.tethered(process.pid)
+
+
+def test_a_killed_owner_takes_its_commands_with_it(tmp_path: Path) -> None:
+    """A real owner process starts a tethered tree, then dies by SIGKILL: the tree goes."""
+    owner = textwrap.dedent(
+        f"""
+        import os, signal, subprocess, trio
+        from robotad.tools import tether
+
+        async def main():
+            await tether.open_tethered_process(
+                ["/bin/sh", "-c", {TREE!r}], cwd={str(tmp_path)!r}, stdin=subprocess.DEVNULL
+            )
+            while not os.path.exists({str(tmp_path / "ready")!r}):
+                await trio.sleep(0.02)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        trio.run(main)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", owner], timeout=GONE_WITHIN, capture_output=True, check=False
+    )
+    assert done.returncode == -9, done.stderr
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    trio.run(lambda: _bounded(_gone(pids)))
+    assert not any(is_running(pid) for pid in pids)
+
+
+async def _bounded(waiting: object) -> None:
+    with trio.fail_after(GONE_WITHIN):
+        await waiting  # type: ignore[misc]
