@@ -74,6 +74,10 @@ class SoakRun:
     activity: dict[str, str] = field(default_factory=dict)
     #: Replaced by a fresh event at each restart (slow approvers wait for one).
     restarted: trio.Event = field(default_factory=trio.Event)
+    #: Executions whose (slow) approver waits for the next restart: the last kill waits for one,
+    #: so at least one kill always falls on an acknowledged wait (G-075).
+    slow_waits: set[str] = field(default_factory=set)
+    slow_wait_added: trio.Event = field(default_factory=trio.Event)
     #: Executions another client than their own answered.
     helped: set[str] = field(default_factory=set)
     waits: int = 0
@@ -224,12 +228,20 @@ async def _answer_late(
     run.stats.slow_approvals += 1
     stream = connection.stream(session_id)
     restarted = run.restarted
+    if run.crashing:
+        run.slow_waits.add(execution_id)
+        run.slow_wait_added.set()
+        try:
+            with trio.move_on_after(SLOW_APPROVAL_WAIT):
+                await restarted.wait()
+            if not run.up.is_set():
+                await restarted.wait()  # killed meanwhile: answer once it is back
+        finally:
+            run.slow_waits.discard(execution_id)
+        return
     with trio.move_on_after(SLOW_APPROVAL_WAIT):
-        if run.crashing:
-            await restarted.wait()
-        else:
-            while execution_id not in stream.resolved:
-                await stream.changed.wait()
+        while execution_id not in stream.resolved:
+            await stream.changed.wait()
 
 
 async def _one_turn(
@@ -389,8 +401,10 @@ async def _killer(run: SoakRun) -> None:
     is down, restart it, check every acknowledged wait is still pending (G-075)."""
     rng = random.Random(run.seed)
     try:
-        for _ in range(run.shape.kills):
+        for kill in range(run.shape.kills):
             await trio.sleep(rng.uniform(0.05, 0.8))
+            if kill == run.shape.kills - 1:
+                await _until_a_slow_wait(run)
             run.up = trio.Event()
             run.daemon.kill()
             run.stats.kills += 1
@@ -403,6 +417,18 @@ async def _killer(run: SoakRun) -> None:
             run.restarted = trio.Event()
     finally:
         run.killer_done.set()
+
+
+async def _until_a_slow_wait(run: SoakRun) -> None:
+    """Return once an acknowledged wait's approver waits for the next restart (bounded: a
+    workload that parks nothing is caught by the test's own check instead)."""
+    with trio.move_on_after(30):
+        # Another client may answer a slow approver's wait first (G-076): only one nobody
+        # answered yet counts, so look again whenever a slow wait is added, or soon.
+        while not run.slow_waits & run.parked.keys():
+            run.slow_wait_added = trio.Event()
+            with trio.move_on_after(0.02):
+                await run.slow_wait_added.wait()
 
 
 async def _check_parked_survived(
