@@ -5,7 +5,8 @@ other tool such as ``mcp__server__tool``) into a `ToolView`. The ACP ``kind`` co
 tool's name (built-ins) or its risk class, ``other`` when neither is known. File paths become
 ``locations``; a Write or an Edit carries a ``diff`` (Write's old text is whatever
 `read_current` finds in the file now, before the tool has run; an Edit shows the replaced
-fragment). Nothing here touches the file system itself.
+fragment; a replayed Write, whose old text is long gone, shows none). Nothing here touches the
+file system itself.
 """
 
 from __future__ import annotations
@@ -112,8 +113,9 @@ def _diff(
     if path is None:
         return []
     if tool == "Write" and (content := _string(arguments, "content")) is not None:
-        old = read_current(path) if read_current is not None else None
-        return [DiffItem(path, content, old)]
+        if read_current is None:  # the old text is unknown (a replay): none is claimed
+            return [DiffItem(path, content)]
+        return [DiffItem(path, content, read_current(path))]
     if tool == "Edit":
         old_string = _string(arguments, "old_string")
         new_string = _string(arguments, "new_string")
