@@ -67,6 +67,7 @@ def acp(
 
     from robotactl.acp.defaults import SessionDefaults
     from robotactl.acp.serve import RobotadGone, serve
+    from robotactl.daemon_errors import DaemonUnavailable
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -78,8 +79,11 @@ def acp(
         members["script"] = _read_steps(script)
     defaults = SessionDefaults(**{k: v for k, v in members.items() if v is not None})
     try:
-        trio.run(serve, options.socket_path, options.autostart, defaults)
-    except RobotadGone as exc:
+        try:
+            trio.run(serve, options.socket_path, options.autostart, defaults)
+        except BaseExceptionGroup as group:
+            raise _sole_exception(group) from None
+    except (RobotadGone, DaemonUnavailable) as exc:
         raise CommandFailed(str(exc)) from None
 
 
@@ -94,3 +98,11 @@ def _read_steps(path: str) -> list[Any]:
     if not isinstance(steps, list):
         raise click.BadParameter(f"{path}: expected a JSON array of steps", param_hint="--script")
     return steps
+
+
+def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception inside nested single-member groups, else the group itself."""
+    current: BaseException = group
+    while isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
+        current = current.exceptions[0]
+    return current

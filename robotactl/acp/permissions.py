@@ -6,8 +6,8 @@ the call's argument — that exact path, the URL's domain, the command's family 
 bare tool name, added to the session only (``session/addRule`` scope ``session``). When
 nothing can be projected (a tool without a permission argument), "always" is not offered.
 
-The projection is robotad's own function (`robotad.session.consent.consent_pattern`), imported
-on the first request that needs it: one place decides what "always" means, for every client.
+The projection is robotad's own function (`robotad.session.permissions.consent`), imported on
+the first request that needs it: one place decides what "always" means, for every client.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Answer:
 
 def always_rule(request: ApprovalRequest, cwd: str) -> str | None:
     """The session allow rule "allow always" adds for `request`, or None when none fits."""
-    from robotad.session.consent import consent_pattern
+    from robotad.session.permissions.consent import consent_pattern
 
     profile = _profiles().get(request.tool)
     return consent_pattern(request.tool, request.arguments, profile, cwd)

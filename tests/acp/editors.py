@@ -91,7 +91,8 @@ class Editor:
         return await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
     async def new_session(self, cwd: Path, **extra: Any) -> str:
-        result = await self.request("session/new", {"cwd": str(cwd), "mcpServers": [], **extra})
+        params = {"cwd": str(cwd), "mcpServers": [], **extra}
+        result = await self.request("session/new", params)
         session_id: str = result["sessionId"]
         return session_id
 

@@ -1,5 +1,6 @@
 """Approvals through an ACP editor: a Write allowed once with its diff, a Bash rejected,
-"allow always" remembered as a session rule (G-113), and cancel mid-stream."""
+"allow always" remembered as a session rule (G-113), and cancel — of a stream, and of a
+turn waiting for approval."""
 
 from __future__ import annotations
 
@@ -25,66 +26,48 @@ def robotad_call(daemon: RobotadProcess, method: str, params: dict[str, Any]) ->
         return client.request(method, params)
 
 
-async def test_write_allowed_once_shows_its_diff(launch: Launch, workspace: Path) -> None:
+async def test_write_allowed_once_with_its_diff_then_bash_rejected(
+    launch: Launch, workspace: Path
+) -> None:
     target = workspace / "notes.txt"
     target.write_text("old line\n")
-    script = [
-        {
-            "toolCalls": [
-                {"name": "Write", "arguments": {"file_path": str(target), "content": "new line\n"}}
-            ]
-        },
-        {"text": "written"},
-    ]
-    async with launch(script=script) as editor:
-        await editor.initialize()
-        session_id = await editor.new_session(workspace)
-        reply = await editor.prompt(session_id, "write it", answers=["allow_once"])
-        assert reply["result"] == {"stopReason": "end_turn"}
-        [asked] = reply["permissions"]
-        assert [o["kind"] for o in asked["options"]] == [
-            "allow_once",
-            "allow_always",
-            "reject_once",
-        ]
-        tool_call = asked["toolCall"]
-        assert tool_call["kind"] == "edit"
-        assert tool_call["locations"] == [{"path": str(target)}]
-        assert tool_call["content"] == [
-            {"type": "diff", "path": str(target), "oldText": "old line\n", "newText": "new line\n"}
-        ]
-        assert target.read_text() == "new line\n"
-        tools = tool_updates(await editor.updates())
-        assert tools[0]["sessionUpdate"] == "tool_call"
-        assert tools[0]["toolCallId"] == tool_call["toolCallId"]
-        assert tools[0]["status"] == "pending"
-        assert tools[0]["title"] == f"Write {target}"
-        assert tools[-1]["status"] == "completed"
-        assert {
-            "type": "diff",
-            "path": str(target),
-            "oldText": "old line\n",
-            "newText": "new line\n",
-        } in tools[-1]["content"]
-        await assert_editor_received_everything(editor)
-
-
-async def test_bash_rejected_never_runs(launch: Launch, workspace: Path) -> None:
     marker = workspace / "ran"
-    script = [
-        {"toolCalls": [{"name": "Bash", "arguments": {"command": f"touch {marker}"}}]},
-        {"text": "ok, not running it"},
-    ]
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "new line\n"}}
+    bash = {"name": "Bash", "arguments": {"command": f"touch {marker}"}}
+    diff = {"type": "diff", "path": str(target), "oldText": "old line\n", "newText": "new line\n"}
+    script = [{"toolCalls": [write, bash]}, {"text": "written, not run"}]
     async with launch(script=script) as editor:
         await editor.initialize()
         session_id = await editor.new_session(workspace)
-        reply = await editor.prompt(session_id, "run it", answers=["reject_once"])
+        reply = await editor.prompt(session_id, "go", answers=["allow_once", "reject_once"])
         assert reply["result"] == {"stopReason": "end_turn"}
-        assert reply["permissions"][0]["toolCall"]["kind"] == "execute"
+        asked_write, asked_bash = reply["permissions"]
+        kinds = [o["kind"] for o in asked_write["options"]]
+        assert kinds == ["allow_once", "allow_always", "reject_once"]
+        shown = asked_write["toolCall"]
+        assert shown["kind"] == "edit"
+        assert shown["locations"] == [{"path": str(target)}]
+        assert shown["content"] == [diff]
+        assert asked_bash["toolCall"]["kind"] == "execute"
+        assert target.read_text() == "new line\n"
         assert not marker.exists()
         tools = tool_updates(await editor.updates())
-        assert tools[-1]["status"] == "failed"
-        assert "denied" in tools[-1]["content"][-1]["content"]["text"]
+        first = tools[0]
+        assert first["sessionUpdate"] == "tool_call"
+        assert first["toolCallId"] == shown["toolCallId"]
+        assert first["status"] == "pending"
+        assert first["title"] == f"Write {target}"
+        ends = {
+            t["toolCallId"]: t
+            for t in tools
+            if t["sessionUpdate"] == "tool_call_update"
+            and t.get("status") in ("completed", "failed")
+        }
+        assert ends[shown["toolCallId"]]["status"] == "completed"
+        assert diff in ends[shown["toolCallId"]]["content"]
+        denied = ends[asked_bash["toolCall"]["toolCallId"]]
+        assert denied["status"] == "failed"
+        assert "denied" in denied["content"][-1]["content"]["text"]
         await assert_editor_received_everything(editor)
 
 
@@ -116,10 +99,12 @@ async def test_allow_always_adds_a_session_rule_and_the_same_call_is_not_asked_a
     assert "Bash(echo hello:*)" in rules["allow"]
 
 
-async def test_cancel_mid_stream_ends_the_prompt_cancelled(
+async def test_cancel_aborts_a_stream_and_abandons_a_waiting_approval(
     launch: Launch, workspace: Path, acp_daemon: RobotadProcess
 ) -> None:
-    script = [{"text": "x" * 400, "chunks": 40, "delayMs": 50}]
+    target = workspace / "never.txt"
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "x"}}
+    script = [{"text": "x" * 400, "chunks": 40, "delayMs": 50}, {"toolCalls": [write]}]
     async with launch(script=script) as editor:
         await editor.initialize()
         session_id = await editor.new_session(workspace)
@@ -131,6 +116,11 @@ async def test_cancel_mid_stream_ends_the_prompt_cancelled(
             if u["update"]["sessionUpdate"] == "agent_message_chunk"
         ]
         assert 2 <= len(chunks) < 40
+        info = robotad_call(acp_daemon, "session/get", {"sessionId": session_id})
+        assert info["running"] is False
+        asked = await editor.prompt(session_id, "write", answers=["cancelled"])
+        assert asked["result"] == {"stopReason": "cancelled"}
+        assert len(asked["permissions"]) == 1
         await assert_editor_received_everything(editor)
-    info = robotad_call(acp_daemon, "session/get", {"sessionId": session_id})
-    assert info["running"] is False
+    assert robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"] is None
+    assert not target.exists()

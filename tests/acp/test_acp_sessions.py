@@ -24,9 +24,11 @@ def kinds_of(updates: list[dict[str, Any]]) -> list[str]:
     return [u["update"]["sessionUpdate"] for u in updates]
 
 
-async def test_modes_are_permission_modes_and_set_mode_changes_robotads(
-    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+async def test_modes_are_permission_modes_and_list_shows_robotads_sessions(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess, tmp_path: Path
 ) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     async with launch() as editor:
         await editor.initialize()
         created = await editor.request("session/new", {"cwd": str(workspace), "mcpServers": []})
@@ -52,26 +54,16 @@ async def test_modes_are_permission_modes_and_set_mode_changes_robotads(
             await editor.request("session/set_mode", {"sessionId": session_id, "modeId": "bogus"})
         assert refused.value.code == -32602
         assert "mode" in refused.value.message
-        await assert_editor_received_everything(editor)
-
-
-async def test_list_shows_robotads_sessions(
-    launch: Launch, workspace: Path, tmp_path: Path
-) -> None:
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    async with launch() as editor:
-        await editor.initialize()
-        here = await editor.new_session(workspace)
         there = await editor.new_session(elsewhere.resolve())
         listed = await editor.request("session/list", {})
         ids = [s["sessionId"] for s in listed["sessions"]]
-        assert {here, there} <= set(ids)
-        entry = next(s for s in listed["sessions"] if s["sessionId"] == here)
+        assert {session_id, there} <= set(ids)
+        entry = next(s for s in listed["sessions"] if s["sessionId"] == session_id)
         assert entry["cwd"] == str(workspace)
         assert entry["updatedAt"].endswith("Z")
         only_here = await editor.request("session/list", {"cwd": str(workspace)})
-        assert [s["sessionId"] for s in only_here["sessions"]] == [here]
+        assert [s["sessionId"] for s in only_here["sessions"]] == [session_id]
+        await assert_editor_received_everything(editor)
 
 
 async def test_load_in_a_new_process_replays_the_history(launch: Launch, workspace: Path) -> None:
@@ -115,7 +107,7 @@ async def test_load_in_a_new_process_replays_the_history(launch: Launch, workspa
         await assert_editor_received_everything(second)
 
 
-async def test_resume_reattaches_without_replay_and_close_only_detaches(
+async def test_resume_reattaches_close_detaches_and_unknown_sessions_are_errors(
     launch: Launch, workspace: Path, acp_daemon: RobotadProcess
 ) -> None:
     async with launch(script=[{"text": "first"}, {"text": "second"}]) as editor:
@@ -130,14 +122,7 @@ async def test_resume_reattaches_without_replay_and_close_only_detaches(
         assert await editor.updates() == []
         reply = await editor.prompt(session_id, "two")
         assert reply["result"] == {"stopReason": "end_turn"}
-
-
-async def test_a_session_robotad_cannot_open_is_an_error_never_a_fresh_session(
-    launch: Launch, workspace: Path
-) -> None:
-    async with launch() as editor:
-        await editor.initialize()
-        for method in ("session/load", "session/resume"):
+        for method in ("session/load", "session/resume"):  # never a fresh session instead
             with pytest.raises(EditorError) as missing:
                 await editor.request(
                     method,
