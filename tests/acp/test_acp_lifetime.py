@@ -144,3 +144,52 @@ async def test_a_real_provider_streams_through_to_the_editor(
             stop_robotad(daemon)
         nursery.cancel_scope.cancel()
     assert server.requests[0].body["messages"][-1]["content"] == "hello model"
+
+
+async def test_the_agent_exits_saying_why_when_robotad_goes_away(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Without its daemon the agent can answer nothing: it exits 1 and says so on stderr,
+    while stdout carried nothing but ACP."""
+    socket_dir = tmp_path_factory.mktemp("sock")
+    socket_dir.chmod(0o700)
+    daemon = start_robotad(socket_dir / "robotad.sock", tmp_path / "robotad.log")
+    try:
+        agent = await trio.lowlevel.open_process(
+            agent_argv(daemon),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_environment(),
+            cwd=REPO,
+        )
+        assert agent.stdin is not None
+        assert agent.stdout is not None
+        assert agent.stderr is not None
+        initialize = (
+            b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
+        )
+        with trio.fail_after(EDITOR_TIMEOUT):
+            await agent.stdin.send_all(initialize)
+            answer = b""
+            while not answer.endswith(b"\n"):
+                answer += await agent.stdout.receive_some(65536)
+    finally:
+        stop_robotad(daemon)
+    try:
+        with trio.fail_after(EDITOR_TIMEOUT):
+            status = await agent.wait()
+            rest = b""
+            while chunk := await agent.stdout.receive_some(65536):
+                rest += chunk
+            stderr = b""
+            while chunk := await agent.stderr.receive_some(65536):
+                stderr += chunk
+    finally:
+        if agent.returncode is None:
+            agent.kill()
+        await agent.wait()
+    assert b'"protocolVersion":1' in answer
+    assert rest == b""
+    assert status == 1
+    assert b"closed the connection" in stderr
