@@ -23,7 +23,7 @@ def test_every_editor_has_a_config_with_an_absolute_robotactl_and_acp() -> None:
         assert editor in section
     blocks = FENCE.findall(section)
     configs = [body for language, body in blocks if language in ("json", "lua", "elisp")]
-    assert len(configs) == 6
+    assert len(configs) == 5
     for body in configs:
         assert '"/home/me/.local/bin/robotactl"' in body
         assert '"acp"' in body
