@@ -68,6 +68,13 @@ class Editor:
                 self.events.append(reply)
         return reply
 
+    async def reply(self) -> dict[str, Any]:
+        """The reply to a command sent with `send` (events met on the way are kept)."""
+        with trio.fail_after(EDITOR_TIMEOUT):
+            while "event" in (reply := await self._line()):
+                self.events.append(reply)
+        return reply
+
     async def next_event(self) -> dict[str, Any]:
         """The next asynchronous event (a held permission request)."""
         if self.events:

@@ -101,6 +101,52 @@ async def test_editor_killed_while_asking_leaves_the_approval_for_robotactl_appr
     assert history["messages"][-1]["content"] == "written after all"
 
 
+async def test_an_approval_answered_from_a_terminal_ends_the_editors_question(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+) -> None:
+    """The editor is asked, a terminal answers first: the turn goes on and the prompt ends
+    normally, with the editor's question withdrawn."""
+    target = workspace / "from-terminal.txt"
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "t\n"}}
+    async with launch(script=[{"toolCalls": [write]}, {"text": "thanks, terminal"}]) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        await editor.send(
+            op="prompt",
+            params={"sessionId": session_id, "prompt": [{"type": "text", "text": "write"}]},
+            answers=["hold"],
+        )
+        assert (await editor.next_event())["event"] == "held"
+        approved = await trio.run_process(
+            [
+                sys.executable,
+                "-m",
+                "robotactl",
+                "--socket",
+                str(acp_daemon.socket_path),
+                "--no-autostart",
+                "approve",
+                "-s",
+                session_id,
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            env=child_environment(),
+            cwd=REPO,
+            check=False,
+        )
+        assert approved.returncode == 0, approved.stderr
+        reply = await editor.reply()
+        assert reply["result"] == {"stopReason": "end_turn"}
+        assert target.read_text() == "t\n"
+        texts = [
+            u["update"]["content"]["text"]
+            for u in await editor.updates()
+            if u["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert texts == ["thanks, terminal"]
+
+
 async def test_a_real_provider_streams_through_to_the_editor(
     kind: str, workspace: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -63,6 +63,12 @@ async def test_modes_are_permission_modes_and_list_shows_robotads_sessions(
         assert entry["updatedAt"].endswith("Z")
         only_here = await editor.request("session/list", {"cwd": str(workspace)})
         assert [s["sessionId"] for s in only_here["sessions"]] == [session_id]
+        change = {"sessionId": session_id, "mode": "plan"}  # from a terminal, say
+        robotad_call(acp_daemon, "session/setPermissionMode", change)
+        await editor.updates()
+        await editor.prompt(session_id, "which mode?")
+        told = [u["update"] for u in await editor.updates()]
+        assert told[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
         await assert_editor_received_everything(editor)
 
 
