@@ -199,3 +199,14 @@ def test_always_is_offered_only_with_a_rule() -> None:
     params = msgspec.to_builtins(request_params(SID, "c1", view, request, None))
     assert [o["kind"] for o in params["options"]] == ["allow_once", "reject_once"]
     assert params["toolCall"]["status"] == "pending"
+
+
+def test_a_turn_stopped_at_max_rounds_is_max_turn_requests() -> None:
+    """§10.2's ``stopReason: "maxRounds"`` on a completed turn; ``end`` or none is end_turn."""
+    from types import SimpleNamespace
+
+    from robotactl.acp.prompt import _completed_reason
+
+    assert _completed_reason(SimpleNamespace(stop_reason="maxRounds")) == "max_turn_requests"  # type: ignore[arg-type]
+    assert _completed_reason(SimpleNamespace(stop_reason="end")) == "end_turn"  # type: ignore[arg-type]
+    assert _completed_reason(SimpleNamespace()) == "end_turn"  # type: ignore[arg-type]
