@@ -1,21 +1,20 @@
 """robotad's approval requests as ACP permission requests, and the editor's answer back.
 
 Each request is offered as ``allow_once``, ``allow_always`` and ``reject_once``. "Always"
-remembers the call the way robotad's own consent does (G-113): an allow rule projected from
-the call's argument — that exact path, the URL's domain, the command's family — never the
-bare tool name, added to the session only (``session/addRule`` scope ``session``). When
-nothing can be projected (a tool without a permission argument), "always" is not offered.
-
-The projection is robotad's own function (`robotad.session.permissions.consent`), imported on
-the first request that needs it: one place decides what "always" means, for every client.
+adds a session allow rule for that exact call (``session/addRule`` scope ``session``) before
+approving it, written in PROTOCOL.md §4's pattern language from the call's permission
+argument, never the bare tool name (G-113): the path for Read, Write and Edit (``file_path``)
+and Glob and Grep (``path``, the session's cwd when absent), the exact command for Bash (a
+pattern matching only itself: the person saw this command, not its family), the host for
+WebFetch (``WebFetch(domain:host)``, §10.7). A tool without such an argument (an MCP tool)
+gets no "always" option.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
 
 from robotactl.acp.schema import (
     PermissionOption,
@@ -28,7 +27,16 @@ from robotactl.acp.tool_view import ToolView
 if TYPE_CHECKING:
     from protocol.shapes import ApprovalRequest
 
-__all__ = ["ALLOW_ALWAYS", "ALLOW_ONCE", "REJECT_ONCE", "Answer", "always_rule", "answer_of"]
+__all__ = [
+    "ALLOW_ALWAYS",
+    "ALLOW_ONCE",
+    "ARGUMENT_KEYS",
+    "REJECT_ONCE",
+    "Answer",
+    "always_rule",
+    "answer_of",
+    "request_params",
+]
 
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"
@@ -43,12 +51,34 @@ class Answer:
     rule: str | None = None
 
 
-def always_rule(request: ApprovalRequest, cwd: str) -> str | None:
-    """The session allow rule "allow always" adds for `request`, or None when none fits."""
-    from robotad.session.permissions.consent import consent_pattern
+#: Built-in tool → its permission argument (PROTOCOL.md §4).
+ARGUMENT_KEYS: Final[dict[str, str]] = {
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "Bash": "command",
+    "Glob": "path",
+    "Grep": "path",
+    "WebFetch": "url",
+}
+_PATH_KEYS: Final = frozenset({"file_path", "path"})
 
-    profile = _profiles().get(request.tool)
-    return consent_pattern(request.tool, request.arguments, profile, cwd)
+
+def always_rule(request: ApprovalRequest, cwd: str) -> str | None:
+    """The session allow rule "allow always" adds for `request` — one that covers exactly
+    this call — or None when the tool has no permission argument to write it from."""
+    key = ARGUMENT_KEYS.get(request.tool)
+    if key is None:
+        return None
+    value = request.arguments.get(key)
+    if value is None and key in _PATH_KEYS:
+        value = cwd
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if key == "url":
+        host = _url_host(value)
+        return f"{request.tool}(domain:{host})" if host else None
+    return f"{request.tool}({_exactly(value)})"
 
 
 def request_params(
@@ -87,9 +117,21 @@ def answer_of(result: RequestPermissionResult, rule: str | None) -> Answer | Non
     return Answer(False)
 
 
-@cache
-def _profiles() -> Mapping[str, Any]:
-    """Built-in tool name → its permission profile (robotad's own table)."""
-    from robotad.tools import builtin_tools
+def _exactly(text: str) -> str:
+    """`text` as a pattern argument matching only itself: ``*``, ``(``, ``)`` and ``\\``
+    escaped, and a leading ``domain:`` escaped so it is not read as the domain form."""
+    escaped = "".join("\\" + ch if ch in "*()\\" else ch for ch in text)
+    return escaped.replace("domain:", "domain\\:", 1) if text.startswith("domain:") else escaped
 
-    return {tool.name: tool.profile for tool in builtin_tools()}
+
+def _url_host(url: str) -> str | None:
+    """The lowercased host of an absolute URL without a trailing dot (an IPv6 one in
+    brackets); None when it has none."""
+    try:
+        host = urlsplit(url.strip()).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    host = host.rstrip(".")
+    return f"[{host}]" if ":" in host else host

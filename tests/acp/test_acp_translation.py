@@ -19,7 +19,7 @@ from protocol.events import (
     TurnStarted,
 )
 from protocol.shapes import ApprovalRequest, Message, ToolCall
-from robotactl.acp.permissions import Answer, answer_of, request_params
+from robotactl.acp.permissions import Answer, always_rule, answer_of, request_params
 from robotactl.acp.prompt_text import prompt_text
 from robotactl.acp.schema import RequestPermissionResult, SessionNotification
 from robotactl.acp.tool_view import TITLE_CHARS, describe_call
@@ -210,3 +210,40 @@ def test_a_turn_stopped_at_max_rounds_is_max_turn_requests() -> None:
     assert _completed_reason(SimpleNamespace(stop_reason="maxRounds")) == "max_turn_requests"  # type: ignore[arg-type]
     assert _completed_reason(SimpleNamespace(stop_reason="end")) == "end_turn"  # type: ignore[arg-type]
     assert _completed_reason(SimpleNamespace()) == "end_turn"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "rule"),
+    [
+        ("Write", {"file_path": "/w/a (1).txt", "content": "x"}, "Write(/w/a \\(1\\).txt)"),
+        ("Bash", {"command": "ls *.py"}, "Bash(ls \\*.py)"),
+        ("Glob", {"pattern": "*.py"}, "Glob(/w)"),
+        ("WebFetch", {"url": "https://Docs.Example.org./x"}, "WebFetch(domain:docs.example.org)"),
+        ("WebFetch", {"url": "not a url"}, None),
+        ("mcp__db__query", {"sql": "select 1"}, None),
+        ("Bash", {"command": "  "}, None),
+    ],
+)
+def test_always_covers_exactly_the_call(
+    tool: str, arguments: dict[str, Any], rule: str | None
+) -> None:
+    """G-113: the rule is projected from the permission argument, never the bare tool."""
+    request = ApprovalRequest("r1", "x1", tool, arguments, "asks")
+    assert always_rule(request, "/w") == rule
+
+
+def test_the_always_rules_parse_as_robotads_patterns() -> None:
+    """Each rule written is one robotad's own pattern parser accepts (PROTOCOL.md §4)."""
+    from robotad.session.permissions.patterns import parse_rules
+    from robotad.tools import builtin_tools
+
+    profiles = {tool.name: tool.profile for tool in builtin_tools()}
+    calls = [
+        ("Write", {"file_path": "/w/a (1)*.txt"}),
+        ("Bash", {"command": "git commit -m 'x (y)' && echo \\\\done"}),
+        ("Read", {"file_path": "domain:odd"}),
+        ("WebFetch", {"url": "http://[::1]:8080/x"}),
+    ]
+    rules = [always_rule(ApprovalRequest("r", "x", tool, args, ""), "/w") for tool, args in calls]
+    assert all(rules)
+    parse_rules([rule for rule in rules if rule], "$.rules", profiles)
