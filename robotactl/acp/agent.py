@@ -163,11 +163,14 @@ class AcpAgent:
     ) -> LoadSessionResult:
         _note_mcp_servers(params.mcp_servers)
         info = await self._open(params.session_id)
-        if info.session_id not in self._attachments:
-            await self._start(await self._attach(info))
+        attachment = self._attachments.get(info.session_id) or await self._attach(info)
+        await self._start(attachment)
         return LoadSessionResult(mode_state(info.permission_mode))
 
     async def close_session(self, params: SessionRefParams, ctx: CallContext) -> dict[str, Any]:
+        """Detach from the session (it stays in robotad); not while this editor prompts it."""
+        if (running := self._prompts.get(params.session_id)) is not None:
+            raise SessionBusy(params.session_id, running.turn_id)
         attachment = self._attachments.pop(params.session_id, None)
         if attachment is None:
             raise _not_attached(params.session_id)
@@ -238,8 +241,10 @@ class AcpAgent:
         return attachment
 
     async def _start(self, attachment: Attachment) -> None:
+        """Start the attachment's forwarder unless it runs already."""
         assert self._nursery is not None
-        await self._nursery.start(attachment.run)
+        if not attachment.forwarding:
+            await self._nursery.start(attachment.run)
 
     def _attached(self, session_id: str) -> Attachment:
         attachment = self._attachments.get(session_id)

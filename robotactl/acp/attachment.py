@@ -94,6 +94,12 @@ class Attachment:
         self._watchers: dict[str, TurnEvents] = {}
         self._last_seq = 0
         self._scope = trio.CancelScope()
+        self._forwarding = False
+
+    @property
+    def forwarding(self) -> bool:
+        """Whether `run` has started (an attachment has one forwarder, started once)."""
+        return self._forwarding
 
     def deliver(self, event: SessionEvent) -> None:
         """Queue an event robotad sent for this session (never blocks)."""
@@ -119,6 +125,9 @@ class Attachment:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Forward events as updates until detached. A failure to write to the editor (it is
         gone) propagates."""
+        if self._forwarding:
+            raise RuntimeError("an attachment has one forwarder")
+        self._forwarding = True
         with self._scope:
             task_status.started()
             async for event in self._inbox:

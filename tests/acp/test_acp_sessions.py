@@ -126,8 +126,18 @@ async def test_resume_reattaches_close_detaches_and_unknown_sessions_are_errors(
         await editor.updates()
         await editor.request("session/resume", {"sessionId": session_id, "cwd": str(workspace)})
         assert await editor.updates() == []
+        load = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        await editor.request("session/load", load)  # attached already: replayed, one forwarder
+        replayed = [u["update"]["sessionUpdate"] for u in await editor.updates()]
+        assert replayed == ["user_message_chunk", "agent_message_chunk"]
         reply = await editor.prompt(session_id, "two")
         assert reply["result"] == {"stopReason": "end_turn"}
+        texts = [
+            u["update"]["content"]["text"]
+            for u in await editor.updates()
+            if u["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert texts == ["second"]
         for method in ("session/load", "session/resume"):  # never a fresh session instead
             with pytest.raises(EditorError) as missing:
                 await editor.request(
