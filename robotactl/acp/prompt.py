@@ -30,7 +30,8 @@ import msgspec
 import trio
 
 from protocol.errors import RpcError, StaleResponse, TurnAborted
-from protocol.events import ApprovalRequested, ApprovalResolved, ErrorObject, TurnFinished
+from protocol.events import ApprovalRequested, ErrorObject, TurnFinished
+from protocol.methods import PendingResult
 from protocol.peer import JsonRpcPeer
 from protocol.shapes import ApprovalRequest
 from robotactl.acp.attachment import Attachment, TurnEvents
@@ -101,8 +102,10 @@ class PromptDriver:
                     return "cancelled"
                 if event.status == "failed":
                     raise _error_of(event)
-                if waiting is None:
-                    continue  # its requests were reported before we watched: robotad re-asks
+                if waiting is None:  # not expected: robotad reports the requests first
+                    waiting = await self._pending(event)
+                    if waiting is None:
+                        continue
                 if self._cancelled.is_set():
                     return await self._abandon(waiting.execution_id)
                 try:
@@ -149,12 +152,9 @@ class PromptDriver:
 
             nursery.start_soon(ask_each)
             nursery.start_soon(until_cancelled)
-            event = await events.receive()
-            events.push_back(event)  # the follower reads it again
-            if not isinstance(event, ApprovalResolved) or event.execution_id != (
-                waiting.execution_id
-            ):
-                logger.debug("session %s: turn moved on while asking", self._session_id)
+            # Any event now means the execution moved on without this editor (answered
+            # elsewhere, or abandoned): stop asking; the follower reads the event again.
+            events.push_back(await events.receive())
             nursery.cancel_scope.cancel()
         if isinstance(outcome, _AnsweredElsewhere):
             raise outcome
@@ -176,6 +176,22 @@ class PromptDriver:
             if answer.rule is not None:
                 rule = {"sessionId": self._session_id, "rule": answer.rule, "kind": "allow"}
                 await self._robotad.request("session/addRule", {**rule, "scope": "session"})
+
+    async def _pending(self, finished: TurnFinished) -> ApprovalRequested | None:
+        """The parked execution of the turn `finished` reported waiting, from robotad (None
+        when it was answered meanwhile)."""
+        result = await self._robotad.request(
+            "session/pending", {"sessionId": self._session_id}, result_type=PendingResult
+        )
+        if result.pending is None:
+            return None
+        return ApprovalRequested(
+            self._session_id,
+            finished.seq,
+            finished.turn_id,
+            result.pending.execution_id,
+            result.pending.requests,
+        )
 
     async def _abandon(self, execution_id: str) -> StopReason:
         params = {"sessionId": self._session_id, "executionId": execution_id}
