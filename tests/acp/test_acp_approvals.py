@@ -104,7 +104,7 @@ async def test_cancel_aborts_a_stream_and_abandons_a_waiting_approval(
 ) -> None:
     target = workspace / "never.txt"
     write = {"name": "Write", "arguments": {"file_path": str(target), "content": "x"}}
-    script = [{"text": "x" * 400, "chunks": 40, "delayMs": 50}, {"toolCalls": [write]}]
+    script = [{"text": "x" * 1000, "chunks": 100, "delayMs": 100}, {"toolCalls": [write]}]
     async with launch(script=script) as editor:
         await editor.initialize()
         session_id = await editor.new_session(workspace)
@@ -115,7 +115,7 @@ async def test_cancel_aborts_a_stream_and_abandons_a_waiting_approval(
             for u in await editor.updates()
             if u["update"]["sessionUpdate"] == "agent_message_chunk"
         ]
-        assert 2 <= len(chunks) < 40
+        assert 2 <= len(chunks) < 100
         info = robotad_call(acp_daemon, "session/get", {"sessionId": session_id})
         assert info["running"] is False
         asked = await editor.prompt(session_id, "write", answers=["cancelled"])
