@@ -258,6 +258,7 @@ class JsonRpcPeer:
         self._started = False
         self._receiving = True  # replies to our requests can still arrive
         self._sending = True  # frames can still be written
+        self._finished = trio.Event()
 
     @property
     def framing(self) -> Framing:
@@ -288,7 +289,12 @@ class JsonRpcPeer:
         finally:
             self._sending = False
             self._stop_receiving()
+            self._finished.set()
             await self.stream.aclose()
+
+    async def wait_finished(self) -> None:
+        """Return once `run` has ended: the connection is over and nothing more arrives."""
+        await self._finished.wait()
 
     async def aclose(self) -> None:
         """Stop now: cancel reading and every handler, fail waiting requests, close the

@@ -1,0 +1,291 @@
+"""The ACP agent: the editor's requests, answered by forwarding them to robotad.
+
+`AcpAgent.router` serves the editor (PROTOCOL.md §10.6). Sessions are robotad's sessions, same
+ids: ``session/new`` creates one (with `SessionDefaults`), ``session/load`` opens one and
+replays its history before answering, ``session/resume`` re-attaches without replaying,
+``session/close`` detaches only (the session stays in robotad), ``session/list`` lists
+robotad's. A session robotad cannot open is robotad's error (-32002 and its message), never a
+fresh session. Every robotad error reaches the editor as the same JSON-RPC error.
+
+`on_robotad_notification` routes robotad's ``session/event``s to the session's `Attachment`.
+The editor's MCP servers are accepted and, while robotad cannot take session-scoped servers,
+named on stderr as not used.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import trio
+
+from protocol.errors import InvalidParams, SessionBusy, SessionNotFound
+from protocol.events import EVENT_METHOD, SessionEvent
+from protocol.methods import HistoryResult, SessionList
+from protocol.peer import CallContext, JsonRpcPeer, Router
+from protocol.shapes import SessionInfo
+from robotactl import __version__
+from robotactl.acp.attachment import Attachment
+from robotactl.acp.defaults import SessionDefaults
+from robotactl.acp.modes import mode_state
+from robotactl.acp.prompt import PromptDriver
+from robotactl.acp.prompt_text import prompt_text
+from robotactl.acp.schema import (
+    ACP_PROTOCOL_VERSION,
+    AgentCapabilities,
+    CancelParams,
+    CurrentModeUpdate,
+    Implementation,
+    InitializeParams,
+    InitializeResult,
+    ListedSession,
+    ListSessionsParams,
+    ListSessionsResult,
+    LoadSessionParams,
+    LoadSessionResult,
+    McpCapabilities,
+    McpServerEntry,
+    NewSessionParams,
+    NewSessionResult,
+    PromptCapabilities,
+    PromptParams,
+    PromptResult,
+    SessionCapabilities,
+    SessionNotification,
+    SessionRefParams,
+    SessionUpdate,
+    SetModeParams,
+)
+from robotactl.acp.translate import replay_history
+
+__all__ = ["LIST_PAGE", "AcpAgent"]
+
+logger = logging.getLogger("robotactl.acp")
+
+#: Sessions per ``session/list`` page.
+LIST_PAGE = 200
+
+_event_decoder = msgspec.json.Decoder(SessionEvent)
+
+
+class AcpAgent:
+    """Serves one editor over `editor` (bound later) with robotad at `robotad`; forwarders
+    run in `nursery`."""
+
+    def __init__(self, defaults: SessionDefaults) -> None:
+        self.defaults = defaults
+        self.router = Router()
+        self._attachments: dict[str, Attachment] = {}
+        self._prompts: dict[str, PromptDriver] = {}
+        self._editor: JsonRpcPeer | None = None
+        self._robotad: JsonRpcPeer | None = None
+        self._nursery: trio.Nursery | None = None
+        self._register()
+
+    def bind(self, editor: JsonRpcPeer, robotad: JsonRpcPeer, nursery: trio.Nursery) -> None:
+        self._editor, self._robotad, self._nursery = editor, robotad, nursery
+
+    @property
+    def robotad(self) -> JsonRpcPeer:
+        assert self._robotad is not None, "bind() first"
+        return self._robotad
+
+    @property
+    def editor(self) -> JsonRpcPeer:
+        assert self._editor is not None, "bind() first"
+        return self._editor
+
+    def on_robotad_notification(self, method: str, params: msgspec.Raw) -> None:
+        """robotad's notifications: each session event goes to its attachment."""
+        if method != EVENT_METHOD:
+            return
+        try:
+            event = _event_decoder.decode(params)
+        except msgspec.DecodeError as exc:
+            logger.debug("ignoring an event this robotactl cannot read: %s", exc)
+            return
+        attachment = self._attachments.get(event.session_id)
+        if attachment is not None:
+            attachment.deliver(event)
+
+    # -- methods ----------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        add = self.router.add
+        add("initialize", InitializeParams, self.initialize, inline=True)
+        add("authenticate", dict[str, Any], self.authenticate, inline=True)
+        add("session/new", NewSessionParams, self.new_session)
+        add("session/load", LoadSessionParams, self.load_session)
+        add("session/resume", LoadSessionParams, self.resume_session)
+        add("session/close", SessionRefParams, self.close_session)
+        add("session/list", ListSessionsParams, self.list_sessions)
+        add("session/set_mode", SetModeParams, self.set_mode)
+        add("session/prompt", PromptParams, self.prompt)
+        add("session/cancel", CancelParams, self.cancel)
+
+    async def initialize(self, params: InitializeParams, ctx: CallContext) -> InitializeResult:
+        capabilities = AgentCapabilities(
+            PromptCapabilities(image=False, audio=False, embedded_context=True),
+            McpCapabilities(http=False, sse=False),
+            SessionCapabilities(list={}, resume={}, close={}),
+            load_session=True,
+        )
+        info = Implementation("robotactl", __version__, title="robota")
+        return InitializeResult(ACP_PROTOCOL_VERSION, capabilities, info, [])
+
+    async def authenticate(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        return {}  # robotad needs no login: its socket is the user's own
+
+    async def new_session(self, params: NewSessionParams, ctx: CallContext) -> NewSessionResult:
+        _note_mcp_servers(params.mcp_servers)
+        create = {"cwd": params.cwd, **self.defaults.create_params()}
+        info = await self.robotad.request("session/create", create, result_type=SessionInfo)
+        attachment = await self._attach(info)
+        await self._start(attachment)
+        return NewSessionResult(info.session_id, mode_state(info.permission_mode))
+
+    async def load_session(self, params: LoadSessionParams, ctx: CallContext) -> LoadSessionResult:
+        _note_mcp_servers(params.mcp_servers)
+        info = await self._open(params.session_id)
+        attachment = self._attachments.get(info.session_id) or await self._attach(info)
+        history = await self.robotad.request(
+            "session/history", {"sessionId": info.session_id}, result_type=HistoryResult
+        )
+        for update in replay_history(history.messages):
+            await self._send_update(info.session_id, update)
+        await self._start(attachment)
+        return LoadSessionResult(mode_state(info.permission_mode))
+
+    async def resume_session(
+        self, params: LoadSessionParams, ctx: CallContext
+    ) -> LoadSessionResult:
+        _note_mcp_servers(params.mcp_servers)
+        info = await self._open(params.session_id)
+        attachment = self._attachments.get(info.session_id) or await self._attach(info)
+        await self._start(attachment)
+        return LoadSessionResult(mode_state(info.permission_mode))
+
+    async def close_session(self, params: SessionRefParams, ctx: CallContext) -> dict[str, Any]:
+        """Detach from the session (it stays in robotad); not while this editor prompts it."""
+        if (running := self._prompts.get(params.session_id)) is not None:
+            raise SessionBusy(params.session_id, running.turn_id)
+        attachment = self._attachments.pop(params.session_id, None)
+        if attachment is None:
+            raise _not_attached(params.session_id)
+        attachment.detach()
+        await self.robotad.request("session/unsubscribe", {"sessionId": params.session_id})
+        return {}
+
+    async def list_sessions(
+        self, params: ListSessionsParams, ctx: CallContext
+    ) -> ListSessionsResult:
+        listing = await self.robotad.request("session/list", {}, result_type=SessionList)
+        entries = [
+            ListedSession(
+                s.session_id,
+                s.cwd,
+                **({"title": s.title} if isinstance(s.title, str) else {}),
+                **({"updated_at": s.updated_at} if s.updated_at else {}),
+            )
+            for s in listing.sessions
+            if s.cwd is not None and (params.cwd is None or s.cwd == params.cwd)
+        ]
+        start = _cursor_offset(params.cursor)
+        page = entries[start : start + LIST_PAGE]
+        if start + LIST_PAGE < len(entries):
+            return ListSessionsResult(page, next_cursor=str(start + LIST_PAGE))
+        return ListSessionsResult(page)
+
+    async def set_mode(self, params: SetModeParams, ctx: CallContext) -> dict[str, Any]:
+        attachment = self._attached(params.session_id)
+        change = {"sessionId": params.session_id, "mode": params.mode_id}
+        result = await self.robotad.request("session/setPermissionMode", change)
+        attachment.mode = str(result.get("mode", params.mode_id))
+        await self._send_update(params.session_id, CurrentModeUpdate(attachment.mode))
+        return {}
+
+    async def prompt(self, params: PromptParams, ctx: CallContext) -> PromptResult:
+        attachment = self._attached(params.session_id)
+        text = prompt_text(params.prompt)
+        if (running := self._prompts.get(params.session_id)) is not None:
+            raise SessionBusy(params.session_id, running.turn_id)
+        driver = PromptDriver(attachment, self.robotad, self.editor)
+        self._prompts[params.session_id] = driver
+        try:
+            stop = await driver.run(text)
+        finally:
+            del self._prompts[params.session_id]
+        await self._tell_mode(attachment)
+        return PromptResult(stop)
+
+    async def cancel(self, params: CancelParams, ctx: CallContext) -> None:
+        driver = self._prompts.get(params.session_id)
+        if driver is not None:
+            await driver.cancel()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def _open(self, session_id: str) -> SessionInfo:
+        return await self.robotad.request(
+            "session/open", {"sessionId": session_id}, result_type=SessionInfo
+        )
+
+    async def _attach(self, info: SessionInfo) -> Attachment:
+        attachment = Attachment(
+            info.session_id, info.cwd, info.permission_mode, self.robotad, self._send_update
+        )
+        self._attachments[info.session_id] = attachment
+        await attachment.subscribe()
+        return attachment
+
+    async def _start(self, attachment: Attachment) -> None:
+        """Start the attachment's forwarder unless it runs already."""
+        assert self._nursery is not None
+        if not attachment.forwarding:
+            await self._nursery.start(attachment.run)
+
+    def _attached(self, session_id: str) -> Attachment:
+        attachment = self._attachments.get(session_id)
+        if attachment is None:
+            raise _not_attached(session_id)
+        return attachment
+
+    async def _send_update(self, session_id: str, update: SessionUpdate) -> None:
+        await self.editor.notify("session/update", SessionNotification(session_id, update))
+
+    async def _tell_mode(self, attachment: Attachment) -> None:
+        """Tell the editor of a mode changed elsewhere (a terminal's ``robotactl mode``)."""
+        info = await self.robotad.request(
+            "session/get", {"sessionId": attachment.session_id}, result_type=SessionInfo
+        )
+        if info.permission_mode != attachment.mode:
+            attachment.mode = info.permission_mode
+            await self._send_update(attachment.session_id, CurrentModeUpdate(attachment.mode))
+
+
+def _not_attached(session_id: str) -> SessionNotFound:
+    error = SessionNotFound(session_id)
+    error.message = (
+        f"session {session_id} is not open in this editor (session/new, load or resume it first)"
+    )
+    return error
+
+
+def _cursor_offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise InvalidParams([{"path": "$.cursor", "message": "not a cursor this agent gave"}])
+    return int(cursor)
+
+
+def _note_mcp_servers(servers: Sequence[McpServerEntry] | None) -> None:
+    """Log the editor's MCP servers, which robotad cannot take per session yet."""
+    for server in servers or ():
+        logger.warning(
+            "MCP server %r from the editor is not used: robotad does not take session-scoped "
+            "MCP servers yet (configure it under [mcp_servers] in robotad's config.toml)",
+            server.name,
+        )

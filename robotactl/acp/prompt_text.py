@@ -1,0 +1,52 @@
+"""An ACP prompt (a list of content blocks) as the one text robotad's ``session/run`` takes.
+
+Text blocks are joined as they are. A ``resource_link`` becomes a mention of its URI (robotad's
+tools read the file when the model asks). An embedded ``resource`` with text becomes a fenced
+context block naming its URI, so the model sees what the editor attached; one with a binary
+blob is mentioned like a link. Images and audio are refused (the agent advertises neither),
+as is any block of an unknown type: -32602 with the block's path, never a silent drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from protocol.errors import InvalidParams
+from robotactl.acp.schema import ContentBlock
+
+__all__ = ["prompt_text"]
+
+
+def prompt_text(blocks: Sequence[ContentBlock]) -> str:
+    """The prompt text of `blocks`; `InvalidParams` listing every block it cannot take."""
+    parts: list[str] = []
+    issues: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        path = f"$.prompt[{index}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "resource_link" and isinstance(block.get("uri"), str):
+            parts.append(f"@{_local(block['uri'])}")
+        elif kind == "resource" and isinstance(resource := block.get("resource"), dict):
+            uri = resource.get("uri") if isinstance(resource.get("uri"), str) else "attachment"
+            text = resource.get("text")
+            if isinstance(text, str):
+                parts.append(f'\n<context uri="{uri}">\n{text}\n</context>\n')
+            else:
+                parts.append(f"@{_local(str(uri))}")
+        else:
+            what = f"{kind!r} content" if isinstance(kind, str) else "a malformed content block"
+            issues.append({"path": path, "message": f"robotactl acp does not accept {what}"})
+    if issues:
+        raise InvalidParams(issues)
+    text = "".join(parts)
+    if not text.strip():
+        raise InvalidParams([{"path": "$.prompt", "message": "the prompt has no text"}])
+    return text
+
+
+def _local(uri: str) -> str:
+    """A ``file://`` URI as its path; any other URI unchanged."""
+    return uri.removeprefix("file://") if uri.startswith("file:///") else uri

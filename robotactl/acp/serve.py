@@ -1,0 +1,59 @@
+"""``robotactl acp``'s main loop: the editor on stdio, robotad on its socket, until either
+goes.
+
+`serve` connects to robotad (starting it when allowed, like every robotactl command), then
+serves the editor until its input ends and every request it sent is answered — or until it is
+gone (a write fails). Either way nothing is aborted: turns and parked approvals live in
+robotad. If robotad's connection drops, `serve` raises `RobotadGone` (exit 1, said on
+stderr), since an agent without its daemon can answer nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import trio
+
+from protocol.peer import JsonRpcPeer
+from robotactl.acp.agent import AcpAgent
+from robotactl.acp.defaults import SessionDefaults
+from robotactl.acp.stdio import editor_stream
+
+__all__ = ["RobotadGone", "serve"]
+
+logger = logging.getLogger("robotactl.acp")
+
+
+class RobotadGone(Exception):
+    """robotad closed the connection while the editor was still attached."""
+
+
+async def serve(socket_path: Path, autostart: bool, defaults: SessionDefaults) -> None:
+    """Serve one editor on stdin/stdout, forwarding to robotad at `socket_path`."""
+    from robotactl.connection import connect
+
+    agent = AcpAgent(defaults)
+    editor = JsonRpcPeer(editor_stream(), agent.router, framing="ndjson")
+    async with (
+        connect(
+            socket_path, autostart=autostart, on_notification=agent.on_robotad_notification
+        ) as robotad,
+        trio.open_nursery() as nursery,
+    ):
+        agent.bind(editor, robotad, nursery)
+        lost = False
+
+        async def watch_robotad() -> None:
+            nonlocal lost
+            await robotad.wait_finished()
+            lost = True
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_robotad)
+        logger.info("serving an editor on stdio; robotad at %s", socket_path)
+        await editor.run()
+        nursery.cancel_scope.cancel()
+    if lost:
+        raise RobotadGone(f"robotad at {socket_path} closed the connection")
+    logger.info("the editor closed the connection")

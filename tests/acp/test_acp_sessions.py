@@ -1,0 +1,172 @@
+"""Sessions through an ACP editor: modes, list, load with history replayed in a new process,
+resume and close, errors named by robotad, and two editors following one session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.blocking_client import open_blocking_connection
+from tests.acp.conftest import Launch
+from tests.acp.editors import EditorError
+from tests.acp.proof import assert_editor_received_everything
+from tests.robotad_process import RobotadProcess
+
+
+def robotad_call(daemon: RobotadProcess, method: str, params: dict[str, Any]) -> Any:
+    with open_blocking_connection(daemon.socket_path, timeout=30) as client:
+        return client.request(method, params)
+
+
+def kinds_of(updates: list[dict[str, Any]]) -> list[str]:
+    return [u["update"]["sessionUpdate"] for u in updates]
+
+
+async def test_modes_are_permission_modes_and_list_shows_robotads_sessions(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    async with launch() as editor:
+        await editor.initialize()
+        created = await editor.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+        session_id = created["sessionId"]
+        modes = created["modes"]
+        assert modes["currentModeId"] == "default"
+        assert [m["id"] for m in modes["availableModes"]] == [
+            "default",
+            "acceptEdits",
+            "plan",
+            "bypassPermissions",
+            "auto",
+        ]
+        await editor.request("session/set_mode", {"sessionId": session_id, "modeId": "acceptEdits"})
+        info = robotad_call(acp_daemon, "session/get", {"sessionId": session_id})
+        assert info["permissionMode"] == "acceptEdits"
+        updates = await editor.updates()
+        assert updates[-1]["update"] == {
+            "sessionUpdate": "current_mode_update",
+            "currentModeId": "acceptEdits",
+        }
+        with pytest.raises(EditorError) as refused:
+            await editor.request("session/set_mode", {"sessionId": session_id, "modeId": "bogus"})
+        assert refused.value.code == -32602
+        assert "mode" in refused.value.message
+        there = await editor.new_session(elsewhere.resolve())
+        listed = await editor.request("session/list", {})
+        ids = [s["sessionId"] for s in listed["sessions"]]
+        assert {session_id, there} <= set(ids)
+        entry = next(s for s in listed["sessions"] if s["sessionId"] == session_id)
+        assert entry["cwd"] == str(workspace)
+        assert entry["updatedAt"].endswith("Z")
+        only_here = await editor.request("session/list", {"cwd": str(workspace)})
+        assert [s["sessionId"] for s in only_here["sessions"]] == [session_id]
+        change = {"sessionId": session_id, "mode": "plan"}  # from a terminal, say
+        robotad_call(acp_daemon, "session/setPermissionMode", change)
+        await editor.updates()
+        await editor.prompt(session_id, "which mode?")
+        told = [u["update"] for u in await editor.updates()]
+        assert told[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
+        await assert_editor_received_everything(editor)
+
+
+async def test_load_in_a_new_process_replays_the_history(launch: Launch, workspace: Path) -> None:
+    target = workspace / "a.txt"
+    script = [
+        {
+            "text": "Writing it.",
+            "toolCalls": [
+                {"name": "Write", "arguments": {"file_path": str(target), "content": "A\n"}}
+            ],
+        },
+        {"text": "Done."},
+    ]
+    async with launch(script=script) as first:
+        await first.initialize()
+        session_id = await first.new_session(workspace)
+        reply = await first.prompt(session_id, "write a.txt", answers=["allow_once"])
+        assert reply["result"] == {"stopReason": "end_turn"}
+    async with launch() as second:
+        await second.initialize()
+        loaded = await second.request(
+            "session/load", {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        )
+        assert loaded["modes"]["currentModeId"] == "default"
+        replayed = await second.updates()  # all of them arrived before the load's answer
+        assert kinds_of(replayed) == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "agent_message_chunk",
+        ]
+        updates = [u["update"] for u in replayed]
+        assert updates[0]["content"] == {"type": "text", "text": "write a.txt"}
+        assert updates[1]["content"]["text"] == "Writing it."
+        call = updates[2]
+        assert call["status"] == "completed"
+        assert call["kind"] == "edit"
+        assert call["rawInput"] == {"file_path": str(target), "content": "A\n"}
+        assert {"type": "diff", "path": str(target), "newText": "A\n"} in call["content"]
+        assert updates[3]["content"]["text"] == "Done."
+        await assert_editor_received_everything(second)
+
+
+async def test_resume_reattaches_close_detaches_and_unknown_sessions_are_errors(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+) -> None:
+    async with launch(script=[{"text": "first"}, {"text": "second"}]) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        await editor.prompt(session_id, "one")
+        await editor.request("session/close", {"sessionId": session_id})
+        listed = robotad_call(acp_daemon, "session/list", {})["sessions"]
+        assert session_id in [s["sessionId"] for s in listed]  # closing detached only
+        await editor.updates()
+        await editor.request("session/resume", {"sessionId": session_id, "cwd": str(workspace)})
+        assert await editor.updates() == []
+        load = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        await editor.request("session/load", load)  # attached already: replayed, one forwarder
+        replayed = [u["update"]["sessionUpdate"] for u in await editor.updates()]
+        assert replayed == ["user_message_chunk", "agent_message_chunk"]
+        reply = await editor.prompt(session_id, "two")
+        assert reply["result"] == {"stopReason": "end_turn"}
+        texts = [
+            u["update"]["content"]["text"]
+            for u in await editor.updates()
+            if u["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert texts == ["second"]
+        for method in ("session/load", "session/resume"):  # never a fresh session instead
+            with pytest.raises(EditorError) as missing:
+                await editor.request(
+                    method,
+                    {"sessionId": "no-such-session", "cwd": str(workspace), "mcpServers": []},
+                )
+            assert missing.value.code == -32002
+            assert "no-such-session" in missing.value.message
+        with pytest.raises(EditorError) as bad_id:
+            await editor.request(
+                "session/load", {"sessionId": "../etc", "cwd": str(workspace), "mcpServers": []}
+            )
+        assert bad_id.value.code == -32602
+
+
+async def test_two_editors_follow_one_session(launch: Launch, workspace: Path) -> None:
+    script = [{"text": "shared reply", "chunks": 2}]
+    async with launch(script=script) as driver, launch() as follower:
+        await driver.initialize()
+        await follower.initialize()
+        session_id = await driver.new_session(workspace)
+        await follower.request("session/resume", {"sessionId": session_id, "cwd": str(workspace)})
+        reply = await driver.prompt(session_id, "for both of you")
+        assert reply["result"] == {"stopReason": "end_turn"}
+        seen = [u["update"] for u in await follower.updates()]
+        prompts = [u["content"]["text"] for u in seen if u["sessionUpdate"] == "user_message_chunk"]
+        assert prompts == ["for both of you"]
+        text = [u["content"]["text"] for u in seen if u["sessionUpdate"] == "agent_message_chunk"]
+        assert "".join(text) == "shared reply"
+        driver_saw = [u["update"]["sessionUpdate"] for u in await driver.updates()]
+        assert "user_message_chunk" not in driver_saw  # the driver shows its own prompt
+        await assert_editor_received_everything(follower)
