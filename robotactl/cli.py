@@ -83,6 +83,7 @@ COMMANDS: dict[str, str] = {
     "import": "robotactl.commands.records:import_",
     "history": "robotactl.commands.records:history",
     "log": "robotactl.commands.records:log",
+    "chat": "robotactl.chat.command:chat",
 }
 
 
