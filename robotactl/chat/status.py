@@ -3,8 +3,9 @@
 ``SESSION · MODEL · MODE · sandbox S · 41% of 32.8k · 1 approval waiting · thinking 3s``:
 the session id, the model, the permission mode, the sandbox (when the daemon reports one),
 the context used, the requests waiting for a person, and — while a turn runs — its elapsed
-time. Parts are dropped from the right-hand side of the least useful first until the line
-fits the terminal (a 40-column terminal still shows the session, the mode and the turn).
+time. When the line is wider than the terminal, the least useful parts go first (sandbox,
+context, model), then the session id is cut to its first characters, then the mode: a
+40-column terminal still shows the session, the mode and the turn.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 from robotactl.chat.state import ChatState
 from robotactl.formatting import format_tokens
 
-__all__ = ["status_line"]
+__all__ = ["SHORT_ID", "status_line"]
+
+#: Characters of the session id kept when the line is too narrow for all of it.
+SHORT_ID = 8
 
 
 def status_line(state: ChatState, width: int) -> str:
@@ -36,11 +40,14 @@ def status_line(state: ChatState, width: int) -> str:
     if state.running:
         verb = "aborting" if state.abort_asked else "thinking"
         parts.append((0, f"{verb} {state.elapsed():.0f}s"))
-    while True:
+    for keep in (3, 2, 1, 0):
         line = " · ".join(text for _, text in parts)
-        if len(line) <= width or len(parts) == 1:
-            return line[:width]
-        least = max(range(len(parts)), key=lambda i: (parts[i][0], i))
-        if parts[least][0] == 0:
-            return line[:width]
-        del parts[least]
+        if len(line) <= width:
+            return line
+        if keep == 1 and len(info.session_id) > SHORT_ID:
+            parts[0] = (0, info.session_id[:SHORT_ID] + "…")
+            line = " · ".join(text for _, text in parts)
+            if len(line) <= width:
+                return line
+        parts = [(priority, text) for priority, text in parts if priority <= keep]
+    return " · ".join(text for _, text in parts)[:width]
