@@ -46,7 +46,7 @@ def chat(options: ClientOptions, session: str | None, new: bool, cwd: str | None
     from protocol.jsonrpc import ConnectionLost
     from robotactl.chat.controller import StartOptions
     from robotactl.chat.host import run_chat
-    from robotactl.connection import DaemonUnavailable
+    from robotactl.daemon_errors import DaemonUnavailable
     from robotactl.hints import hint_for
     from robotactl.render import color_enabled
 

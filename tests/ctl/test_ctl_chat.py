@@ -330,12 +330,17 @@ def test_a_terminal_40_columns_wide(chat: Env) -> None:
     term = chat.chat(ws, "-s", sid, width=40)
     term.ready()
     term.send("talk")
-    screen = term.wait_for("word29")
-    lines = screen.rstrip().splitlines()
+    # While the model works the status line keeps the session, the mode and the time.
+    term.wait_for(lambda s: any("default · thinking" in line for line in s.splitlines()))
+
+    def finished(screen: str) -> bool:
+        status = screen.rstrip().splitlines()[-1]
+        return "word29" in screen and "default" in status and "thinking" not in status
+
+    lines = term.wait_for(finished, "the finished reply").rstrip().splitlines()
     text = " ".join(lines)
     assert all(f"word{i}" in text.split() for i in range(30))  # wrapped, never cut
     assert all(len(line) <= 40 for line in lines)
-    assert "default" in lines[-1]  # the status line keeps the mode
 
 
 def test_one_shot_commands_never_import_the_chat_libraries(chat: Env) -> None:
