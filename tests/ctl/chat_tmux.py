@@ -105,6 +105,11 @@ class ChatTerminal:
         """Press keys by tmux name: ``Enter``, ``C-c``, ``Up``, ``M-Enter``…"""
         self._tmux("send-keys", "-t", "chat", *keys)
 
+    def paste(self, text: str) -> None:
+        """Paste `text` as a terminal does (bracketed, when the program asked for it)."""
+        self._tmux("set-buffer", text)
+        self._tmux("paste-buffer", "-p", "-t", "chat")
+
     def send(self, text: str) -> None:
         """Type `text` and press Enter."""
         self.type(text)

@@ -165,6 +165,8 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
     term.type("y")
     term.wait_for("one done")
     assert (ws / "a.txt").read_text() == "a.txt\n"
+    term.send("/last")
+    term.wait_for("result (ok):")
 
     term.send("second")
     term.wait_for(f"Allow Write {ws}/b.txt?")
@@ -379,3 +381,65 @@ def test_export_writes_the_artifact(chat: Env) -> None:
     term.wait_for("exported")
     artifact = json.loads((ws / "out.json").read_text())
     assert artifact["kind"] == "robota.session"
+
+
+def test_another_clients_turn_shows_live(chat: Env) -> None:
+    ws = chat.workspace("two")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    result = chat.ctl("run", "-s", sid, "from afar")
+    assert result.returncode == 0, result.stderr
+    screen = term.wait_for("echo: from afar")
+    assert "» from afar  (another client)" in screen
+
+
+def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
+    ws = chat.workspace("lines")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.type("one \\")
+    term.keys("Enter")
+    term.type("two")
+    term.keys("M-Enter")
+    term.type("three")
+    term.keys("Enter")
+    term.wait_for("echo: one", "the reply to the three lines")
+    term.paste("pasted\nlines")
+    term.keys("Enter")
+    term.wait_for("echo: pasted", "the reply to the paste")
+    chat.wait_idle(sid)
+    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    prompts = [message["content"] for message in history if message["role"] == "user"]
+    assert prompts == ["one \ntwo\nthree", "pasted\nlines"]
+
+
+def test_more_slash_commands(chat: Env) -> None:
+    ws = chat.workspace("more")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("/help")
+    term.wait_for("/export FILE")
+    term.send("hi")
+    term.wait_for("echo: hi")
+    term.send("/context")
+    term.wait_for("% used)")
+    term.send("/allow Bash(ls:*)")
+    term.wait_for("allow rules: Bash(ls:*)")
+    term.send("/deny Read(/etc/**)")
+    term.wait_for("deny rules: Read(/etc/**)")
+    term.send("/history 2")
+    term.wait_for("] assistant")
+    term.send("/frobnicate")
+    term.wait_for("unknown command /frobnicate")
+    term.send("/model other-model")
+    term.wait_for(lambda s: "other-model" in s.rstrip().splitlines()[-1])
+    newest = chat.call("session/list", {})["sessions"][0]["sessionId"]
+    assert newest != sid
+    assert chat.call("session/get", {"sessionId": newest})["model"] == "other-model"
+    term.send("/new")
+    term.wait_for(lambda s: s.count(f"in {ws}") == 3)
+    term.send("/quit")
+    assert term.wait_exit() == 0
