@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import get_app_or_none, run_in_terminal
@@ -36,6 +36,9 @@ from robotactl.chat.history import DaemonHistory
 from robotactl.chat.render import describe_call
 from robotactl.chat.state import ChatState
 from robotactl.chat.status import status_line
+
+if TYPE_CHECKING:
+    from robotactl.chat.controller import ChatController
 
 __all__ = ["ChatPrompt", "Dispatch"]
 
@@ -87,7 +90,7 @@ class ChatPrompt:
     ) -> None:
         self.state = state
         self.dispatch: Dispatch = lambda function, *args: None
-        self.controller: Any = None
+        self._controller: ChatController | None = None
         self._leaving = False
         self.session: PromptSession[str] = _CompactPromptSession(
             message=self._message,
@@ -105,10 +108,15 @@ class ChatPrompt:
             erase_when_done=True,
         )
 
-    def bind(self, controller: Any, dispatch: Dispatch) -> None:
+    def bind(self, controller: ChatController, dispatch: Dispatch) -> None:
         """Send the person's actions to `controller` through `dispatch`."""
-        self.controller = controller
+        self._controller = controller
         self.dispatch = dispatch
+
+    @property
+    def controller(self) -> ChatController:
+        assert self._controller is not None, "the prompt is not bound"
+        return self._controller
 
     async def run(self) -> None:
         """Show the prompt until `leave`."""
