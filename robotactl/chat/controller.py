@@ -263,15 +263,16 @@ class ChatController:
         self.screen.print(self.renderer.notice(f"allowed for this session: {rule}"))
 
     def interrupt(self) -> None:
-        """Ctrl-C on an empty prompt: abort the running turn once; a second press (or one
-        with nothing running, pressed twice) leaves."""
+        """Ctrl-C on an empty prompt: abort the running turn; the next Ctrl-C (before any
+        other input) leaves. With nothing to abort, the first press says how to leave."""
         state = self.state
-        if state.running and not state.abort_asked:
+        if state.leave_armed:
+            self.leave()
+        elif state.running and not state.abort_asked:
             state.abort_asked = True
+            state.leave_armed = True
             self.screen.print(self.renderer.notice("^C aborting the turn… (Ctrl-C again leaves)"))
             self.spawn(self.abort)
-        elif state.running or state.leave_armed:
-            self.leave()
         else:
             state.leave_armed = True
             self.screen.print(self.renderer.notice("^C (again, or Ctrl-D, to leave)"))

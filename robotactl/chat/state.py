@@ -58,7 +58,7 @@ class ChatState:
     calls: dict[str, ToolCallRecord] = field(default_factory=dict)
     #: Sessions offered by ``/sessions``, while the person picks one.
     picking: list[str] | None = None
-    #: Whether Ctrl-C was pressed once with nothing to abort (a second press leaves).
+    #: Whether the last key was a Ctrl-C (an abort, or nothing to abort): the next one leaves.
     leave_armed: bool = False
 
     @property

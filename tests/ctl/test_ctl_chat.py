@@ -218,6 +218,22 @@ def test_ctrl_c_during_a_slow_step_aborts_the_turn_once(chat: Env) -> None:
     term.wait_for("echo: still here?")
 
 
+def test_ctrl_c_twice_leaves_and_the_abort_goes_through(chat: Env) -> None:
+    ws = chat.workspace("twice")
+    sid = chat.session(ws, [{"text": "slow", "chunks": 5, "delayMs": 4000}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("go slowly")
+    term.wait_for("thinking")
+    term.keys("C-c")
+    term.wait_for("aborting the turn")
+    term.keys("C-c")
+    assert term.wait_exit() == 0
+    assert chat.wait_idle(sid)["running"] is False
+    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    assert not any(m["role"] == "assistant" and m["state"] == "complete" for m in history)
+
+
 def test_up_recalls_the_last_prompt_of_another_session(chat: Env) -> None:
     ws = chat.workspace("history")
     first = chat.chat(ws, "--new")
