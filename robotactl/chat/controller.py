@@ -106,6 +106,7 @@ class ChatController:
         previous = self.state.session_id or None
         await self.follower.follow(info.session_id, previous)
         self.state.attach(info)
+        self.renderer.cwd = info.cwd
         if info.running:
             self.state.turn_started(f"running:{info.session_id}")
         self.screen.print(self.renderer.notice(f"session {info.session_id} in {info.cwd}"))

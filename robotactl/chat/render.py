@@ -32,12 +32,17 @@ DIFF_LINES: Final = 40
 CODE_THEME: Final = "monokai"
 
 
-def describe_call(tool: str, arguments: Mapping[str, Any], width: int) -> str:
+def describe_call(
+    tool: str, arguments: Mapping[str, Any], width: int, *, cwd: str | None = None
+) -> str:
     """A tool call in a few words: ``Read src/cli.py``, ``Bash git status``, else
-    ``Tool(key=value…)``, on one line of at most `width` characters."""
+    ``Tool(key=value…)``, on one line of at most `width` characters. A path under `cwd`
+    is shown relative to it."""
     for key in ("file_path", "command", "path", "url", "pattern"):
         value = arguments.get(key)
         if isinstance(value, str):
+            if cwd and key in ("file_path", "path") and value.startswith(cwd.rstrip("/") + "/"):
+                value = value[len(cwd.rstrip("/")) + 1 :]
             return shorten(f"{tool} {value}", width)
     return shorten(format_call(tool, arguments), width)
 
@@ -48,6 +53,8 @@ class Renderer:
     def __init__(self, *, color: bool, width: Callable[[], int]) -> None:
         self.color = color
         self.width = width
+        #: The session's cwd: tool lines show paths under it relative to it.
+        self.cwd: str | None = None
 
     def _render(self, renderable: RenderableType) -> str:
         buffer = io.StringIO()
@@ -80,7 +87,7 @@ class Renderer:
         """``✓ Read src/cli.py — first words of the result`` (``✗`` when it failed)."""
         mark, style = ("✓", "green") if call.ok else ("✗", "red")
         width = max(20, self.width())
-        summary = describe_call(call.tool, call.arguments, width // 2)
+        summary = describe_call(call.tool, call.arguments, width // 2, cwd=self.cwd)
         preview = shorten(call.preview, max(0, width - len(summary) - 5))
         text = Text(f"{mark} ", style=style)
         text.append(summary, style="bold")

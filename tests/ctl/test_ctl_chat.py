@@ -163,7 +163,7 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
     term.wait_for(f"Allow Write {ws}/a.txt?")
     term.wait_for("+a.txt")  # the Write is shown as a diff
     term.type("y")
-    term.wait_for("one done")
+    assert "✓ Write a.txt — Created" in term.wait_for("one done")
     assert (ws / "a.txt").read_text() == "a.txt\n"
     term.send("/last")
     term.wait_for("result (ok):")
