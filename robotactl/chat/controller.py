@@ -205,11 +205,14 @@ class ChatController:
 
     async def send_prompt(self, prompt: str) -> None:
         state = self.state
+        refusal = None
         if state.pending:
-            self.screen.print(self.renderer.error("answer the waiting approval first (y/a/n)"))
-            return
-        if state.running:
-            self.screen.print(self.renderer.error("a turn is running (Ctrl-C or /abort stops it)"))
+            refusal = "answer the waiting approval first (y/a/n); your prompt is kept"
+        elif state.running:
+            refusal = "a turn is running (Ctrl-C or /abort stops it); your prompt is kept"
+        if refusal is not None:
+            self.screen.print(self.renderer.error(refusal))
+            self.screen.put_back(prompt)
             return
         turn_id = uuid.uuid4().hex
         state.own_turns.add(turn_id)
@@ -221,6 +224,7 @@ class ChatController:
         except RpcError:
             if state.turn_id == turn_id:
                 state.turn_ended()
+            self.screen.put_back(prompt)
             raise
 
     def answer(self, answer: Answer) -> None:

@@ -142,6 +142,13 @@ class ChatPrompt:
         if app is not None and app.is_running:
             app.invalidate()
 
+    def put_back(self, text: str) -> None:
+        buffer = self.session.default_buffer
+        if not buffer.text:
+            buffer.text = text
+            buffer.cursor_position = len(text)
+        self.refresh()
+
     def leave(self) -> None:
         self._leaving = True
         app = get_app_or_none()

@@ -18,6 +18,9 @@ class Screen(Protocol):
     def refresh(self) -> None:
         """Redraw the prompt area (live text, approval question, status line)."""
 
+    def put_back(self, text: str) -> None:
+        """Return `text` (a prompt that could not be sent) to an empty input line."""
+
     def leave(self) -> None:
         """End the chat (the prompt returns)."""
 

@@ -97,6 +97,21 @@ class ChatTerminal:
             "the prompt",
         )
 
+    def idle(self) -> str:
+        """The screen once no turn runs (the status line says so) and the input is empty."""
+
+        def idle(screen: str) -> bool:
+            lines = screen.rstrip().splitlines()
+            return (
+                len(lines) >= 2
+                and lines[-2].rstrip() == "›"
+                and " · " in lines[-1]
+                and "thinking" not in lines[-1]
+                and "aborting" not in lines[-1]
+            )
+
+        return self.wait_for(idle, "an idle prompt")
+
     def type(self, text: str) -> None:
         """Type `text` literally (no key names)."""
         self._tmux("send-keys", "-t", "chat", "-l", text)

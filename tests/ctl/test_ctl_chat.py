@@ -168,6 +168,7 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
     term.send("/last")
     term.wait_for("result (ok):")
 
+    term.idle()
     term.send("second")
     term.wait_for(f"Allow Write {ws}/b.txt?")
     term.type("a")
@@ -179,6 +180,7 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
     rules = chat.call("session/get", {"sessionId": sid})
     assert rules["pending"] is None
 
+    term.idle()
     term.send("third")
     term.wait_for(f"Allow Write {ws}/c.txt?")
     term.type("n")
@@ -209,11 +211,17 @@ def test_ctrl_c_during_a_slow_step_aborts_the_turn_once(chat: Env) -> None:
     term.ready()
     term.send("take your time")
     term.wait_for("thinking")
+    # A prompt sent while the turn runs is refused and kept in the input line …
+    term.send("too early")
+    term.wait_for(lambda s: "prompt is kept" in s and "› too early" in s.rstrip().splitlines()[-2])
+    term.keys("C-c")  # … which the first Ctrl-C clears
+    term.wait_for(lambda s: s.rstrip().splitlines()[-2].rstrip() == "›", "the cleared input")
     term.keys("C-c")
     screen = term.wait_for("turn aborted")
     assert screen.count("aborting the turn") == 1
     assert "[exit" not in screen  # one Ctrl-C aborts; it does not leave
     assert chat.wait_idle(sid)["running"] is False
+    term.idle()
     term.send("still here?")
     term.wait_for("echo: still here?")
 
@@ -257,6 +265,7 @@ def test_ctrl_r_searches_the_prompt_history(chat: Env) -> None:
     for prompt in ("paint the fence", "walk the dog", "feed the cat"):
         term.send(prompt)
         term.wait_for(f"echo: {prompt}")
+        term.idle()
     term.keys("C-r")
     term.type("fence")
     term.wait_for("paint the fence", "the search finding the prompt")
@@ -273,6 +282,7 @@ def test_slash_mode_compact_fork_and_sessions(chat: Env) -> None:
     term.ready()
     term.send("hello")
     term.wait_for("echo: hello")
+    term.idle()
 
     term.send("/mode plan")
     term.wait_for("permission mode: plan")
@@ -422,6 +432,7 @@ def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
     term.type("three")
     term.keys("Enter")
     term.wait_for("echo: one", "the reply to the three lines")
+    term.idle()
     term.paste("pasted\nlines")
     term.keys("Enter")
     term.wait_for("echo: pasted", "the reply to the paste")
@@ -440,6 +451,7 @@ def test_more_slash_commands(chat: Env) -> None:
     term.wait_for("/export FILE")
     term.send("hi")
     term.wait_for("echo: hi")
+    term.idle()
     term.send("/context")
     term.wait_for("% used)")
     term.send("/allow Bash(ls:*)")

@@ -127,6 +127,9 @@ class RecordingScreen:
     def refresh(self) -> None:
         pass
 
+    def put_back(self, text: str) -> None:
+        self.kept = text
+
     def leave(self) -> None:
         pass
 
