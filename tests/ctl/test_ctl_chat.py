@@ -163,7 +163,8 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
     term.wait_for(f"Allow Write {ws}/a.txt?")
     term.wait_for("+a.txt")  # the Write is shown as a diff
     term.type("y")
-    assert "✓ Write a.txt — Created" in term.wait_for("one done")
+    # The scrollback may trail the live area by a moment: wait for both.
+    term.wait_for(lambda s: "one done" in s and "✓ Write a.txt — Created" in s)
     assert (ws / "a.txt").read_text() == "a.txt\n"
     term.send("/last")
     term.wait_for("result (ok):")
@@ -172,8 +173,11 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
     term.send("second")
     term.wait_for(f"Allow Write {ws}/b.txt?")
     term.type("a")
-    screen = term.wait_for("two done", "the identical second Write running unasked")
-    after = screen.split("› second", 1)[1]
+    term.wait_for(
+        lambda s: "two done" in s and s.split("› second", 1)[-1].count("✓ Write") == 2,
+        "the identical second Write running unasked",
+    )
+    after = term.idle().split("› second", 1)[1]
     assert after.count("approval needed") == 1
     assert after.count("✓ Write") == 2
     assert "allowed for this session: Write(" in after
@@ -198,8 +202,7 @@ def test_an_approval_answered_elsewhere_leaves_the_prompt(chat: Env) -> None:
     term.wait_for("Allow Write")
     result = chat.ctl("approve", "-s", sid)
     assert result.returncode == 0, result.stderr
-    screen = term.wait_for("elsewhere done")
-    assert "approved elsewhere: Write" in screen
+    screen = term.wait_for(lambda s: "elsewhere done" in s and "approved elsewhere: Write" in s)
     assert "Allow Write" not in screen
     assert (ws / "d.txt").exists()
 
@@ -340,13 +343,15 @@ def test_no_color_output_has_no_escape_codes(chat: Env) -> None:
     coloured = chat.chat(ws, "-s", chat.session(ws, script))
     coloured.ready()
     coloured.send("show me")
-    coloured.wait_for("x = 1")
+    coloured.wait_for(lambda s: "x = 1" in s and "```" not in s, "the rendered reply")
+    coloured.idle()
     assert SGR.search(coloured.screen(escapes=True)), "colour expected without NO_COLOR"
 
     plain = chat.chat(ws, "-s", chat.session(ws, script), NO_COLOR="1")
     plain.ready()
     plain.send("show me")
-    plain.wait_for("x = 1")
+    plain.wait_for(lambda s: "x = 1" in s and "```" not in s, "the rendered reply")
+    plain.idle()
     screen = plain.screen(escapes=True)
     assert "\x1b" not in screen, screen
 
@@ -416,8 +421,7 @@ def test_another_clients_turn_shows_live(chat: Env) -> None:
     term.ready()
     result = chat.ctl("run", "-s", sid, "from afar")
     assert result.returncode == 0, result.stderr
-    screen = term.wait_for("echo: from afar")
-    assert "» from afar  (another client)" in screen
+    term.wait_for(lambda s: "echo: from afar" in s and "» from afar  (another client)" in s)
 
 
 def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
