@@ -10,9 +10,11 @@ event stream). The modules, one concept each:
 - `state`: what the chat knows (session, turn, approvals, streamed text) — plain values;
 - `follower`: the session's event stream applied to the state and the screen;
 - `controller`: what the person's input does: prompts, approvals, slash commands' requests;
-- `slash`: slash-command parsing and help;
+- `slash`: slash-command parsing and help; `actions`: carrying them out;
 - `approval`: the exact-call allow rule an "always" answer adds;
-- `prompt`: the prompt_toolkit session (keys, history, completion, the live area);
+- `screen`: the protocol the trio side draws through;
+- `prompt`: the prompt_toolkit session (keys, the live area) implementing it;
+- `completion`: Tab completion of commands, modes and paths;
 - `history`: the daemon's prompt history as prompt_toolkit history;
 - `render`: rich rendering of Markdown, tool lines, approvals and diffs;
 - `status`: the status line.
