@@ -1,0 +1,301 @@
+"""What the person's input does: attach to a session, send prompts, answer approvals, abort.
+
+`ChatController` lives on the trio side with the connection. The prompt hands it each typed
+line (`submit`), each approval key (`answer`) and each Ctrl-C (`interrupt`); every action runs
+as its own task in the chat's nursery, so a slow request never freezes the prompt. A failed
+request is printed (``error CODE: message`` and robotactl's hint) and the chat goes on; a
+lost connection ends the chat.
+
+Prompts are sent with ``session/run {wait: false, turnId}`` under a turn id chosen here, so
+the events of this client's own turns are told from another client's; the reply arrives as
+events (`robotactl.chat.follower`). An approval is answered with ``session/resume``; ``a``
+first adds the exact-call allow rule (`robotactl.chat.approval`). Slash commands are carried
+out by `robotactl.chat.actions`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from protocol.errors import RpcError, StaleResponse
+from protocol.jsonrpc import ConnectionLost
+from protocol.methods import HistoryResult, PermissionRules, RunResult, SessionList
+from protocol.shapes import SessionInfo
+from robotactl.chat.approval import Answer, exact_call_rule, response
+from robotactl.chat.follower import EventFollower
+from robotactl.chat.history import DaemonHistory, load_prompt_history
+from robotactl.chat.render import Renderer, describe_call
+from robotactl.chat.screen import Screen
+from robotactl.chat.slash import UnknownCommand, parse_slash, prompt_text
+from robotactl.chat.state import ChatState, ToolCallRecord
+from robotactl.sessions import pick_session
+
+if TYPE_CHECKING:
+    from protocol.peer import JsonRpcPeer
+
+__all__ = ["ChatController", "StartOptions"]
+
+#: Messages of the history read back when attaching (the last turn is shown from them).
+ATTACH_TAIL = 40
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    """Which session the chat starts on: `session_id`, else a new one with `new`, else the
+    most recently updated session of `cwd` (a new one when there is none)."""
+
+    cwd: str
+    session_id: str | None = None
+    new: bool = False
+
+
+class ChatController:
+    """The trio side of the chat (see the module docstring)."""
+
+    def __init__(
+        self,
+        state: ChatState,
+        screen: Screen,
+        renderer: Renderer,
+        follower: EventFollower,
+        history: DaemonHistory,
+    ) -> None:
+        self.state = state
+        self.screen = screen
+        self.renderer = renderer
+        self.follower = follower
+        self.history = history
+        self._peer: JsonRpcPeer | None = None
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def peer(self) -> JsonRpcPeer:
+        assert self._peer is not None, "the controller is not started"
+        return self._peer
+
+    async def start(self, peer: JsonRpcPeer, nursery: trio.Nursery, options: StartOptions) -> None:
+        """Attach to the session `options` names (creating it when asked or when none)."""
+        self._peer = peer
+        self._nursery = nursery
+        self.follower.peer = peer
+        if options.session_id:
+            info = await self.request("session/open", {"sessionId": options.session_id})
+        else:
+            chosen = None if options.new else await self._default_session(options.cwd)
+            if chosen is None:
+                info = await self.request("session/create", {"cwd": options.cwd})
+            else:
+                info = await self.request("session/open", {"sessionId": chosen})
+        await self.attach(info, show_tail=not options.new)
+
+    async def request(self, method: str, params: dict[str, Any]) -> SessionInfo:
+        """A request answered with a `SessionInfo`."""
+        return await self.peer.request(method, params, result_type=SessionInfo)
+
+    async def _default_session(self, cwd: str) -> str | None:
+        listing = await self.peer.request("session/list", {}, result_type=SessionList)
+        return pick_session(listing.sessions, cwd)
+
+    async def attach(self, info: SessionInfo, *, show_tail: bool = True) -> None:
+        """Switch to `info`'s session: follow its events, show its last turn, load history."""
+        previous = self.state.session_id or None
+        await self.follower.follow(info.session_id, previous)
+        self.state.attach(info)
+        self.renderer.cwd = info.cwd
+        if info.running:
+            self.state.turn_started(f"running:{info.session_id}")
+        self.screen.print(self.renderer.notice(f"session {info.session_id} in {info.cwd}"))
+        if show_tail and info.message_count:
+            await self._show_last_turn(info.session_id)
+        if info.running:
+            self.screen.print(self.renderer.notice("a turn is running; its reply follows"))
+        for request in self.state.pending:
+            self.screen.print(
+                self.renderer.approval(request.tool, request.arguments, request.reason)
+            )
+        self.history.replace(await load_prompt_history(self.peer, info.cwd))
+        self.screen.refresh()
+
+    async def _show_last_turn(self, session_id: str) -> None:
+        """Print the session's last turn as the history has it (what happened meanwhile)."""
+        total = (
+            await self.peer.request(
+                "session/history", {"sessionId": session_id, "limit": 0}, result_type=HistoryResult
+            )
+        ).total
+        page = await self.peer.request(
+            "session/history",
+            {"sessionId": session_id, "offset": max(0, total - ATTACH_TAIL)},
+            result_type=HistoryResult,
+        )
+        messages = page.messages
+        users = [i for i, message in enumerate(messages) if message.role == "user"]
+        for message in messages[users[-1] if users else 0 :]:
+            for text in self.render_message(message):
+                self.screen.print(text)
+
+    def render_message(self, message: Any) -> list[str]:
+        """A history message as the chat shows it (prompt, reply, tool lines)."""
+        if message.role == "user":
+            return [self.renderer.prompt_echo(message.content or "")]
+        if message.role == "assistant":
+            shown = [self.renderer.markdown(message.content)] if message.content else []
+            for call in message.calls:
+                shown.append(
+                    self.renderer.notice(f"→ {describe_call(call.name, call.arguments, 60)}")
+                )
+            return shown
+        if message.role == "tool":
+            metadata = message.metadata if isinstance(message.metadata, dict) else {}
+            call = ToolCallRecord(message.tool_call_id or "", message.name or "tool", {})
+            call.ok = metadata.get("ok", True) is not False
+            call.preview = message.content or ""
+            return [self.renderer.tool_line(call)]
+        return []
+
+    # -- what the prompt hands over (called on the trio side) ------------------------------
+
+    def spawn(self, action: Callable[[], Awaitable[None]]) -> None:
+        """Run `action` as its own task; print its request failures, end on a lost link."""
+        assert self._nursery is not None
+
+        async def guarded() -> None:
+            try:
+                await action()
+            except RpcError as exc:
+                self.show_error(exc)
+            except ConnectionLost as exc:
+                self.screen.print(self.renderer.error(f"robotad closed the connection ({exc})"))
+                self.screen.leave()
+            self.screen.refresh()
+
+        self._nursery.start_soon(guarded)
+
+    def show_error(self, exc: RpcError) -> None:
+        from robotactl.hints import hint_for
+
+        text = f"error {exc.code}: {exc.message}"
+        hint = hint_for(exc.code, exc.data)
+        self.screen.print(self.renderer.error(text + (f"\nhint: {hint}" if hint else "")))
+
+    def submit(self, line: str) -> None:
+        """A line the person sent: a pick from ``/sessions``, a slash command or a prompt."""
+        from robotactl.chat.actions import SlashActions
+
+        self.state.leave_armed = False
+        if self.state.picking is not None:
+            choices, self.state.picking = self.state.picking, None
+            if line.strip():
+                self.spawn(lambda: SlashActions(self).switch_to(line.strip(), choices))
+            return
+        try:
+            command = parse_slash(line)
+        except UnknownCommand as exc:
+            self.screen.print(self.renderer.error(str(exc)))
+            return
+        if command is not None:
+            self.spawn(lambda: SlashActions(self).run(command))
+        elif line.strip():
+            self.spawn(lambda: self.send_prompt(prompt_text(line)))
+
+    async def send_prompt(self, prompt: str) -> None:
+        state = self.state
+        refusal = None
+        if state.pending:
+            refusal = "answer the waiting approval first (y/a/n); your prompt is kept"
+        elif state.running:
+            refusal = "a turn is running (Ctrl-C or /abort stops it); your prompt is kept"
+        if refusal is not None:
+            self.screen.print(self.renderer.error(refusal))
+            self.screen.put_back(prompt)
+            return
+        turn_id = uuid.uuid4().hex
+        state.own_turns.add(turn_id)
+        self.screen.print(self.renderer.prompt_echo(prompt))
+        state.turn_started(turn_id)
+        params = {"sessionId": state.session_id, "prompt": prompt, "turnId": turn_id}
+        try:
+            await self.peer.request("session/run", {**params, "wait": False}, result_type=RunResult)
+        except RpcError:
+            if state.turn_id == turn_id:
+                state.turn_ended()
+            self.screen.put_back(prompt)
+            raise
+
+    def answer(self, answer: Answer) -> None:
+        """The person answered the first waiting request with y, a or n."""
+        if not self.state.pending:
+            return
+        request = self.state.pending[0]
+        self.state.drop_request(request.request_id)
+        verdict = {"once": "approved", "always": "approved always", "deny": "denied"}[answer]
+        what = describe_call(request.tool, request.arguments, max(20, self.screen.width() - 20))
+        self.screen.print(self.renderer.notice(f"{verdict}: {what}"))
+
+        async def resume() -> None:
+            session_id = self.state.session_id
+            if answer == "always":
+                await self._allow_exactly(request.tool, request.arguments)
+            params = {
+                "sessionId": session_id,
+                "executionId": request.execution_id,
+                "responses": [response(request.request_id, answer != "deny")],
+            }
+            try:
+                await self.peer.request("session/resume", params, result_type=RunResult)
+            except StaleResponse:
+                self.screen.print(self.renderer.notice("that request was answered elsewhere"))
+
+        self.spawn(resume)
+
+    async def _allow_exactly(self, tool: str, arguments: dict[str, Any]) -> None:
+        info = self.state.info
+        rule = exact_call_rule(tool, arguments, info.cwd if info else "")
+        if rule is None:
+            self.screen.print(self.renderer.notice(f"{tool} has no exact rule: approved once"))
+            return
+        params = {"sessionId": self.state.session_id, "rule": rule}
+        await self.peer.request(
+            "session/addRule",
+            {**params, "kind": "allow", "scope": "session"},
+            result_type=PermissionRules,
+        )
+        self.screen.print(self.renderer.notice(f"allowed for this session: {rule}"))
+
+    def interrupt(self) -> None:
+        """Ctrl-C on an empty prompt: abort the running turn; the next Ctrl-C (before any
+        other input) leaves. With nothing to abort, the first press says how to leave."""
+        state = self.state
+        if state.leave_armed:
+            self.leave()
+        elif state.running and not state.abort_asked:
+            state.abort_asked = True
+            state.leave_armed = True
+            self.screen.print(self.renderer.notice("^C aborting the turn… (Ctrl-C again leaves)"))
+            self.spawn(self.abort)
+        else:
+            state.leave_armed = True
+            self.screen.print(self.renderer.notice("^C (again, or Ctrl-D, to leave)"))
+        self.screen.refresh()
+
+    async def abort(self) -> None:
+        result = await self.peer.request("session/abort", {"sessionId": self.state.session_id})
+        if not result.get("aborted"):
+            self.state.abort_asked = False
+            self.screen.print(self.renderer.notice("nothing was running to abort"))
+
+    def leave(self) -> None:
+        """End the chat; a running turn goes on in robotad."""
+        if self.state.running:
+            self.screen.print(
+                self.renderer.notice(
+                    "the turn goes on in robotad; "
+                    f"`robotactl chat -s {self.state.session_id}` comes back to it"
+                )
+            )
+        self.screen.leave()

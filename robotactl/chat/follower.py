@@ -1,0 +1,191 @@
+"""The session's event stream, applied to the chat's state and screen.
+
+`EventFollower.on_notification` is the connection's notification callback: it decodes every
+``session/event`` (PROTOCOL.md §6) and queues it. `run` takes them one by one and, for events
+of the attached session newer than the last one applied, updates `ChatState` and prints what
+a person should see: another client's prompt, the model's text (streamed into the live area,
+printed as Markdown when a block ends — at a tool call, an approval or the turn's end), each
+tool call as one line with its outcome, approval requests (and their disappearance when
+answered elsewhere), compaction, the turn's end. Everything shown comes from these events.
+
+`follow(session_id)` subscribes (dropping the previous session's subscription); an
+``overflow`` notice is answered by resubscribing after the last applied ``seq`` (a line says
+so when the daemon's buffer lost events meanwhile).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import trio
+
+from protocol.errors import EventsLost, RpcError
+from protocol.events import (
+    EVENT_METHOD,
+    ApprovalRequested,
+    ApprovalResolved,
+    Compaction,
+    ContextUpdated,
+    Overflow,
+    PermissionDecided,
+    SessionClosed,
+    SessionEvent,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from protocol.methods import SubscribeResult
+from robotactl.chat.render import Renderer, describe_call
+from robotactl.chat.screen import Screen
+from robotactl.chat.state import ChatState, ToolCallRecord
+
+if TYPE_CHECKING:
+    from protocol.peer import JsonRpcPeer
+
+__all__ = ["EventFollower"]
+
+_decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent)
+
+
+class EventFollower:
+    """Applies the attached session's events (see the module docstring)."""
+
+    def __init__(self, state: ChatState, screen: Screen, renderer: Renderer) -> None:
+        self.state = state
+        self.screen = screen
+        self.renderer = renderer
+        self.peer: JsonRpcPeer | None = None
+        self.last_seq = 0
+        self._send, self._receive = trio.open_memory_channel[Any](math.inf)
+
+    def on_notification(self, method: str, params: msgspec.Raw) -> None:
+        """The connection's notification callback: queue decoded events, drop the rest."""
+        if method != EVENT_METHOD:
+            return
+        try:
+            self._send.send_nowait(_decoder.decode(params))
+        except msgspec.DecodeError:
+            return  # an event type this client does not know
+
+    async def follow(self, session_id: str, previous: str | None) -> None:
+        """Subscribe to `session_id` (from now on) and drop `previous`'s subscription."""
+        assert self.peer is not None
+        if previous and previous != session_id:
+            # A closed or deleted session has no subscription left to drop.
+            with contextlib.suppress(RpcError):
+                await self.peer.request("session/unsubscribe", {"sessionId": previous})
+        result = await self.peer.request(
+            "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
+        )
+        self.last_seq = result.latest_seq
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Apply queued events until cancelled."""
+        task_status.started()
+        async for event in self._receive:
+            if isinstance(event, Overflow):
+                if event.session_id == self.state.session_id:
+                    await self._resubscribe()
+                continue
+            if event.session_id != self.state.session_id or event.seq <= self.last_seq:
+                continue
+            self.last_seq = event.seq
+            self.apply(event)
+            self.screen.refresh()
+
+    def apply(self, event: Any) -> None:
+        """Update the state with one event of the attached session and show it."""
+        state = self.state
+        if event.turn_id is not None and not isinstance(event, TurnFinished | SessionClosed):
+            state.turn_started(event.turn_id)
+        if isinstance(event, TurnStarted):
+            if event.turn_id not in state.own_turns:
+                self.screen.print(self.renderer.prompt_echo(event.prompt, other_client=True))
+        elif isinstance(event, TextDelta):
+            state.live_text += event.text
+        elif isinstance(event, ToolStarted):
+            self.flush_text()
+            state.calls[event.call_id] = ToolCallRecord(event.call_id, event.tool, event.arguments)
+        elif isinstance(event, PermissionDecided):
+            call = state.calls.get(event.call_id)
+            if call is not None:
+                call.decision = event.decision
+        elif isinstance(event, ToolFinished):
+            self._tool_finished(event)
+        elif isinstance(event, ApprovalRequested):
+            self.flush_text()
+            state.add_requests(event.requests)
+            for request in event.requests:
+                self.screen.print(
+                    self.renderer.approval(request.tool, request.arguments, request.reason)
+                )
+        elif isinstance(event, ApprovalResolved):
+            self._resolved(event)
+        elif isinstance(event, ContextUpdated):
+            state.set_context(event.context)
+        elif isinstance(event, Compaction):
+            self.screen.print(
+                self.renderer.notice(f"⋯ compaction ({event.trigger}): {event.phase}")
+            )
+        elif isinstance(event, TurnFinished):
+            self._turn_finished(event)
+        elif isinstance(event, SessionClosed):
+            self.flush_text()
+            state.turn_ended()
+            self.screen.print(self.renderer.notice("robotad closed this session"))
+
+    def flush_text(self) -> None:
+        """Print the streamed text as Markdown and empty the live area."""
+        text = self.state.take_live_text()
+        if text.strip():
+            self.screen.print(self.renderer.markdown(text))
+
+    def _tool_finished(self, event: ToolFinished) -> None:
+        call = self.state.calls.pop(event.call_id, None) or ToolCallRecord(
+            event.call_id, event.tool, {}
+        )
+        call.ok = event.ok
+        call.preview = event.preview
+        self.state.last_call = call
+        self.screen.print(self.renderer.tool_line(call))
+
+    def _resolved(self, event: ApprovalResolved) -> None:
+        waiting = [r for r in self.state.pending if r.request_id == event.request_id]
+        if not self.state.drop_request(event.request_id):
+            return  # answered here: already said
+        verdict = "approved" if event.approved else "denied"
+        what = describe_call(waiting[0].tool, waiting[0].arguments, self.screen.width() - 30)
+        self.screen.print(self.renderer.notice(f"{verdict} elsewhere: {what}"))
+
+    def _turn_finished(self, event: TurnFinished) -> None:
+        self.flush_text()
+        self.state.turn_ended()
+        if event.status == "aborted":
+            self.screen.print(self.renderer.error("turn aborted"))
+        elif event.status == "failed":
+            error = event.error
+            detail = "" if isinstance(error, msgspec.UnsetType) else f": {error.message}"
+            self.screen.print(self.renderer.error(f"turn failed{detail}"))
+        elif event.status == "waiting":
+            self.screen.print(
+                self.renderer.notice("waiting for approval: y once · a always · n no")
+            )
+        if not isinstance(event.hook_failures, msgspec.UnsetType):
+            for failure in event.hook_failures:
+                text = f"hook {failure.event} failed: {failure.reason}"
+                self.screen.print(self.renderer.error(text))
+
+    async def _resubscribe(self) -> None:
+        assert self.peer is not None
+        session_id = self.state.session_id
+        params = {"sessionId": session_id, "afterSeq": self.last_seq}
+        try:
+            await self.peer.request("session/subscribe", params, result_type=SubscribeResult)
+        except EventsLost:
+            self.screen.print(self.renderer.error("(this client fell behind; events were lost)"))
+            await self.follow(session_id, None)

@@ -1,0 +1,477 @@
+"""``robotactl chat`` driven in a real pseudo-terminal (tmux) against a real robotad on the
+scripted provider.
+
+One daemon serves the module (its state in a private temp home); each test works in its own
+directory and makes its own sessions, so the tests do not see each other's sessions by
+default. The screen is read with ``capture-pane`` and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.blocking_client import open_blocking_connection
+from tests.robotad_process import RobotadProcess, start_robotad, stop_robotad
+
+from .chat_tmux import ChatTerminal, require_tmux
+from .conftest import PROCESS_TIMEOUT, REPO, child_environment
+
+SGR = re.compile(r"\x1b\[[0-9;:]*m")
+
+
+class Env:
+    """The module's daemon, its isolated environment and a scratch folder."""
+
+    def __init__(self, daemon: RobotadProcess, env: dict[str, str], root: Path) -> None:
+        self.daemon = daemon
+        self.env = env
+        self.root = root
+        self.terminals: list[ChatTerminal] = []
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        with open_blocking_connection(self.daemon.socket_path, timeout=PROCESS_TIMEOUT) as client:
+            return client.request(method, params)
+
+    def workspace(self, name: str) -> Path:
+        path = self.root / "ws" / name
+        path.mkdir(parents=True)
+        return path
+
+    def session(self, cwd: Path, script: list[dict[str, Any]] | None = None, **extra: Any) -> str:
+        params: dict[str, Any] = {"cwd": str(cwd), "provider": "scripted", **extra}
+        if script is not None:
+            params["script"] = script
+        return str(self.call("session/create", params)["sessionId"])
+
+    def chat(self, cwd: Path, *args: str, width: int = 100, **env: str) -> ChatTerminal:
+        terminal = ChatTerminal(
+            self.root,
+            self.daemon.socket_path,
+            list(args),
+            env={**self.env, **env},
+            cwd=cwd,
+            width=width,
+        )
+        self.terminals.append(terminal)
+        return terminal
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "robotactl", "--socket", str(self.daemon.socket_path), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=REPO,
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+
+    def wait_idle(self, session_id: str) -> dict[str, Any]:
+        """The session's info once no turn runs in it (bounded)."""
+        deadline = time.monotonic() + PROCESS_TIMEOUT
+        while True:
+            info: dict[str, Any] = self.call("session/get", {"sessionId": session_id})
+            if not info["running"] or time.monotonic() > deadline:
+                return info
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def chat_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    require_tmux()
+    root = tmp_path_factory.mktemp("chat")
+    sock = tmp_path_factory.mktemp("csock")
+    sock.chmod(0o700)
+    home = root / "home"
+    variables: dict[str, str] = {"HOME": str(home), "TERM": "xterm-256color"}
+    for name in ("config", "state", "data", "cache", "run"):
+        (home / name).mkdir(parents=True, mode=0o700)
+        variables[f"XDG_{name.upper()}_HOME" if name != "run" else "XDG_RUNTIME_DIR"] = str(
+            home / name
+        )
+    env = child_environment(**variables)
+    for name in (
+        "ROBOTA_SOCKET",
+        "ROBOTA_STATE_DIR",
+        "ROBOTA_CONFIG",
+        "ROBOTA_SESSION",
+        "NO_COLOR",
+    ):
+        env.pop(name, None)
+    daemon = start_robotad(sock / "robotad.sock", root / "robotad.log", env=env)
+    try:
+        yield Env(daemon, env, root)
+    finally:
+        stop_robotad(daemon)
+
+
+@pytest.fixture
+def chat(chat_env: Env) -> Iterator[Env]:
+    """The module's environment; the test's terminals are closed afterwards."""
+    try:
+        yield chat_env
+    finally:
+        for terminal in chat_env.terminals:
+            terminal.close()
+        chat_env.terminals.clear()
+
+
+def write_step(name: str, text: str = "Writing.") -> dict[str, Any]:
+    call = {"name": "Write", "arguments": {"file_path": name, "content": f"{name}\n"}}
+    return {"text": text, "toolCalls": [call]}
+
+
+def test_a_streamed_reply_is_shown_live_then_rendered_as_markdown(chat: Env) -> None:
+    ws = chat.workspace("stream")
+    reply = "# Plan\n\nThe **answer** is `42`.\n\n```python\nprint(42)\n```\n"
+    sid = chat.session(ws, [{"text": reply, "chunks": 8, "delayMs": 400}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("what is it?")
+    # While it streams, the text is shown as it comes (not yet rendered).
+    term.wait_for("# Plan", "the raw text streaming into the live area")
+    screen = term.wait_for(lambda s: "print(42)" in s and "```" not in s and "# Plan" not in s)
+    assert "The answer is 42." in screen
+    assert "**" not in screen
+    assert "› what is it?" in screen
+
+
+def test_approvals_answered_once_always_and_no(chat: Env) -> None:
+    ws = chat.workspace("approvals")
+    script = [
+        write_step("a.txt"),
+        {"text": "one done"},
+        write_step("b.txt"),
+        write_step("b.txt", "Again."),
+        {"text": "two done"},
+        write_step("c.txt"),
+        {"text": "three done"},
+    ]
+    sid = chat.session(ws, script)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("first")
+    term.wait_for(f"Allow Write {ws}/a.txt?")
+    term.wait_for("+a.txt")  # the Write is shown as a diff
+    term.type("y")
+    # The scrollback may trail the live area by a moment: wait for both.
+    term.wait_for(lambda s: "one done" in s and "✓ Write a.txt — Created" in s)
+    assert (ws / "a.txt").read_text() == "a.txt\n"
+    term.send("/last")
+    term.wait_for("result (ok):")
+
+    term.idle()
+    term.send("second")
+    term.wait_for(f"Allow Write {ws}/b.txt?")
+    term.type("a")
+    term.wait_for(
+        lambda s: "two done" in s and s.split("› second", 1)[-1].count("✓ Write") == 2,
+        "the identical second Write running unasked",
+    )
+    after = term.idle().split("› second", 1)[1]
+    assert after.count("approval needed") == 1
+    assert after.count("✓ Write") == 2
+    assert "allowed for this session: Write(" in after
+    rules = chat.call("session/get", {"sessionId": sid})
+    assert rules["pending"] is None
+
+    term.idle()
+    term.send("third")
+    term.wait_for(f"Allow Write {ws}/c.txt?")
+    term.type("n")
+    screen = term.wait_for("three done")
+    assert f"denied: Write {ws}/c.txt" in screen.split("› third", 1)[1]
+    assert not (ws / "c.txt").exists()
+
+
+def test_an_approval_answered_elsewhere_leaves_the_prompt(chat: Env) -> None:
+    ws = chat.workspace("elsewhere")
+    sid = chat.session(ws, [write_step("d.txt"), {"text": "elsewhere done"}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("go")
+    term.wait_for("Allow Write")
+    result = chat.ctl("approve", "-s", sid)
+    assert result.returncode == 0, result.stderr
+    screen = term.wait_for(lambda s: "elsewhere done" in s and "approved elsewhere: Write" in s)
+    assert "Allow Write" not in screen
+    assert (ws / "d.txt").exists()
+
+
+def test_ctrl_c_during_a_slow_step_aborts_the_turn_once(chat: Env) -> None:
+    ws = chat.workspace("abort")
+    sid = chat.session(ws, [{"text": "a very slow reply indeed", "chunks": 5, "delayMs": 4000}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("take your time")
+    term.wait_for("thinking")
+    # A prompt sent while the turn runs is refused and kept in the input line …
+    term.send("too early")
+    term.wait_for(lambda s: "prompt is kept" in s and "› too early" in s.rstrip().splitlines()[-2])
+    term.keys("C-c")  # … which the first Ctrl-C clears
+    term.wait_for(lambda s: s.rstrip().splitlines()[-2].rstrip() == "›", "the cleared input")
+    term.keys("C-c")
+    screen = term.wait_for("turn aborted")
+    assert screen.count("aborting the turn") == 1
+    assert "[exit" not in screen  # one Ctrl-C aborts; it does not leave
+    assert chat.wait_idle(sid)["running"] is False
+    term.idle()
+    term.send("still here?")
+    term.wait_for("echo: still here?")
+
+
+def test_ctrl_c_twice_leaves_and_the_abort_goes_through(chat: Env) -> None:
+    ws = chat.workspace("twice")
+    sid = chat.session(ws, [{"text": "slow", "chunks": 5, "delayMs": 4000}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("go slowly")
+    term.wait_for("thinking")
+    term.keys("C-c")
+    term.wait_for("aborting the turn")
+    term.keys("C-c")
+    assert term.wait_exit() == 0
+    assert chat.wait_idle(sid)["running"] is False
+    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    assert not any(m["role"] == "assistant" and m["state"] == "complete" for m in history)
+
+
+def test_up_recalls_the_last_prompt_of_another_session(chat: Env) -> None:
+    ws = chat.workspace("history")
+    first = chat.chat(ws, "--new")
+    first.ready()
+    first.send("remember the lighthouse")
+    first.wait_for("echo: remember the lighthouse")
+    first.keys("C-d")
+    assert first.wait_exit() == 0
+
+    second = chat.chat(ws, "--new")
+    second.ready()
+    second.keys("Up")
+    second.wait_for(lambda s: s.rstrip().splitlines()[-2:][0].endswith("› remember the lighthouse"))
+
+
+def test_ctrl_r_searches_the_prompt_history(chat: Env) -> None:
+    ws = chat.workspace("search")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    for prompt in ("paint the fence", "walk the dog", "feed the cat"):
+        term.send(prompt)
+        term.wait_for(f"echo: {prompt}")
+        term.idle()
+    term.keys("C-r")
+    term.type("fence")
+    term.wait_for("paint the fence", "the search finding the prompt")
+    term.keys("Enter")
+    term.keys("Enter")
+    screen = term.wait_for(lambda s: s.count("echo: paint the fence") == 2)
+    assert screen.count("› paint the fence") == 2
+
+
+def test_slash_mode_compact_fork_and_sessions(chat: Env) -> None:
+    ws = chat.workspace("slash")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("hello")
+    term.wait_for("echo: hello")
+    term.idle()
+
+    term.send("/mode plan")
+    term.wait_for("permission mode: plan")
+    assert chat.call("session/get", {"sessionId": sid})["permissionMode"] == "plan"
+
+    term.send("/compact keep the greeting")
+    term.wait_for("compacted:")
+
+    term.send("/fork")
+    screen = term.wait_for(f"forked {sid} → ")
+    forked = screen.split(f"forked {sid} → ", 1)[1].split()[0]
+    listing = chat.call("session/list", {})["sessions"]
+    assert any(s["sessionId"] == forked and s.get("forkedFrom") == sid for s in listing)
+    term.wait_for(lambda s: s.rstrip().splitlines()[-1].startswith(forked))
+
+    term.send("/sessions")
+    screen = term.wait_for("switch to which?")
+    number = next(
+        line.split()[0]
+        for line in screen.splitlines()
+        if line.strip() and line.split()[-1:] != [] and f" {sid} " in f" {line} "
+        and line.strip()[0].isdigit()
+    )  # fmt: skip
+    term.send(number)
+    term.wait_for(lambda s: s.rstrip().splitlines()[-1].startswith(sid))
+
+
+def test_ctrl_d_leaves_a_running_turn_running(chat: Env) -> None:
+    ws = chat.workspace("leave")
+    reply = "finished while you were away"
+    sid = chat.session(ws, [{"text": reply, "chunks": 3, "delayMs": 700}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("work on it")
+    term.wait_for("thinking")
+    term.keys("C-d")
+    assert term.wait_exit() == 0
+    assert "the turn goes on in robotad" in term.screen()
+    info = chat.wait_idle(sid)
+    assert info["running"] is False
+    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    assert history[-1]["role"] == "assistant"
+    assert history[-1]["content"] == reply
+    assert history[-1]["state"] == "complete"
+
+    again = chat.chat(ws, "-s", sid)
+    screen = again.wait_for(reply, "what happened meanwhile")
+    assert "› work on it" in screen
+
+
+def test_no_color_output_has_no_escape_codes(chat: Env) -> None:
+    ws = chat.workspace("nocolor")
+    reply = "Some **bold** and `code`:\n\n```python\nx = 1\n```\n"
+    script = [{"text": reply}]
+    coloured = chat.chat(ws, "-s", chat.session(ws, script))
+    coloured.ready()
+    coloured.send("show me")
+    coloured.wait_for(lambda s: "x = 1" in s and "```" not in s, "the rendered reply")
+    coloured.idle()
+    assert SGR.search(coloured.screen(escapes=True)), "colour expected without NO_COLOR"
+
+    plain = chat.chat(ws, "-s", chat.session(ws, script), NO_COLOR="1")
+    plain.ready()
+    plain.send("show me")
+    plain.wait_for(lambda s: "x = 1" in s and "```" not in s, "the rendered reply")
+    plain.idle()
+    screen = plain.screen(escapes=True)
+    assert "\x1b" not in screen, screen
+
+
+def test_a_terminal_40_columns_wide(chat: Env) -> None:
+    ws = chat.workspace("narrow")
+    words = " ".join(f"word{i}" for i in range(30))
+    sid = chat.session(ws, [{"text": words, "chunks": 4, "delayMs": 100}])
+    term = chat.chat(ws, "-s", sid, width=40)
+    term.ready()
+    term.send("talk")
+    # While the model works the status line keeps the session, the mode and the time.
+    term.wait_for(lambda s: any("default · thinking" in line for line in s.splitlines()))
+
+    def finished(screen: str) -> bool:
+        status = screen.rstrip().splitlines()[-1]
+        return "word29" in screen and "default" in status and "thinking" not in status
+
+    lines = term.wait_for(finished, "the finished reply").rstrip().splitlines()
+    text = " ".join(lines)
+    assert all(f"word{i}" in text.split() for i in range(30))  # wrapped, never cut
+    assert all(len(line) <= 40 for line in lines)
+
+
+def test_one_shot_commands_never_import_the_chat_libraries(chat: Env) -> None:
+    def imported(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-X", "importtime", *args],
+            capture_output=True,
+            text=True,
+            env=chat.env,
+            cwd=REPO,
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return " ".join(line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines())
+
+    heavy = re.compile(r"\b(prompt_toolkit|rich)\b")
+    sock = str(chat.daemon.socket_path)
+    assert not heavy.search(imported("-m", "robotactl", "--socket", sock, "status"))
+    assert not heavy.search(imported("-m", "robotactl", "--help"))
+    assert heavy.search(imported("-c", "import robotactl.chat.host"))  # the check sees them
+
+
+def test_chat_refuses_without_a_terminal(chat: Env) -> None:
+    result = chat.ctl("chat", "--new")
+    assert result.returncode == 1
+    assert "needs a terminal" in result.stderr
+
+
+def test_export_writes_the_artifact(chat: Env) -> None:
+    ws = chat.workspace("export")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("/export out.json")
+    term.wait_for("exported")
+    artifact = json.loads((ws / "out.json").read_text())
+    assert artifact["kind"] == "robota.session"
+
+
+def test_another_clients_turn_shows_live(chat: Env) -> None:
+    ws = chat.workspace("two")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    result = chat.ctl("run", "-s", sid, "from afar")
+    assert result.returncode == 0, result.stderr
+    term.wait_for(lambda s: "echo: from afar" in s and "» from afar  (another client)" in s)
+
+
+def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
+    ws = chat.workspace("lines")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.type("one \\")
+    term.keys("Enter")
+    term.type("two")
+    term.keys("M-Enter")
+    term.type("three")
+    term.keys("Enter")
+    term.wait_for("echo: one", "the reply to the three lines")
+    term.idle()
+    term.paste("pasted\nlines")
+    term.keys("Enter")
+    term.wait_for("echo: pasted", "the reply to the paste")
+    chat.wait_idle(sid)
+    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    prompts = [message["content"] for message in history if message["role"] == "user"]
+    assert prompts == ["one \ntwo\nthree", "pasted\nlines"]
+
+
+def test_more_slash_commands(chat: Env) -> None:
+    ws = chat.workspace("more")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("/help")
+    term.wait_for("/export FILE")
+    term.send("hi")
+    term.wait_for("echo: hi")
+    term.idle()
+    term.send("/context")
+    term.wait_for("% used)")
+    term.send("/allow Bash(ls:*)")
+    term.wait_for("allow rules: Bash(ls:*)")
+    term.send("/deny Read(/etc/**)")
+    term.wait_for("deny rules: Read(/etc/**)")
+    term.send("/history 2")
+    term.wait_for("] assistant")
+    term.send("/frobnicate")
+    term.wait_for("unknown command /frobnicate")
+    term.send("/model other-model")
+    term.wait_for(lambda s: "other-model" in s.rstrip().splitlines()[-1])
+    newest = chat.call("session/list", {})["sessions"][0]["sessionId"]
+    assert newest != sid
+    assert chat.call("session/get", {"sessionId": newest})["model"] == "other-model"
+    term.send("/new")
+    term.wait_for(lambda s: s.count(f"in {ws}") == 3)
+    term.send("/quit")
+    assert term.wait_exit() == 0

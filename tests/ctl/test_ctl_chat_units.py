@@ -1,0 +1,157 @@
+"""The chat's pure parts: the exact-call rule, slash parsing, the status line, completion,
+prompt-history order and the event follower (on a recording screen, no terminal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from protocol.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    TextDelta,
+    ToolStarted,
+    TurnFinished,
+)
+from protocol.methods import HistoryEntry
+from protocol.shapes import ApprovalRequest, ContextState, SessionInfo
+from robotactl.chat.approval import exact_call_rule
+from robotactl.chat.completion import ChatCompleter
+from robotactl.chat.follower import EventFollower
+from robotactl.chat.history import ordered_prompts
+from robotactl.chat.render import Renderer
+from robotactl.chat.slash import UnknownCommand, parse_slash, prompt_text
+from robotactl.chat.state import ChatState
+from robotactl.chat.status import status_line
+
+SID = "0123456789abcdef0123456789abcdef"
+
+
+def info(**changes: object) -> SessionInfo:
+    base = SessionInfo(
+        session_id=SID,
+        cwd="/work",
+        provider="scripted",
+        model="scripted-model",
+        permission_mode="default",
+        created_at="2026-01-01T00:00:00Z",
+        updated_at="2026-01-01T00:00:00Z",
+        message_count=0,
+        turn_count=0,
+        running=False,
+        pending=None,
+        context=ContextState.of(13_450, 32_768),
+    )
+    for name, value in changes.items():
+        setattr(base, name, value)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "rule"),
+    [
+        ("Write", {"file_path": "/w/a (1).txt", "content": "x"}, "Write(/w/a \\(1\\).txt)"),
+        ("Read", {"file_path": "src/*.py"}, "Read(src/\\*.py)"),
+        ("Bash", {"command": "git status --short"}, "Bash(git status --short)"),
+        ("Glob", {"pattern": "*.py"}, "Glob(/cwd)"),
+        ("WebFetch", {"url": "https://docs.example.com/a?b"}, "WebFetch(domain:docs.example.com)"),
+        ("mcp__fs__read", {"path": "/x"}, None),
+        ("Bash", {"command": "  "}, None),
+    ],
+)
+def test_exact_call_rule(tool: str, arguments: dict[str, object], rule: str | None) -> None:
+    assert exact_call_rule(tool, arguments, "/cwd") == rule
+
+
+def test_slash_parsing() -> None:
+    assert parse_slash("hello") is None
+    assert parse_slash("//etc/hosts is a file") is None
+    assert prompt_text("//etc/hosts") == "/etc/hosts"
+    command = parse_slash("/compact keep the API notes ")
+    assert command is not None
+    assert (command.name, command.argument) == ("compact", "keep the API notes")
+    with pytest.raises(UnknownCommand, match="/help"):
+        parse_slash("/frobnicate")
+    with pytest.raises(UnknownCommand, match="MODE"):
+        parse_slash("/mode")
+
+
+def test_status_line_shows_everything_when_wide() -> None:
+    state = ChatState(info=info())
+    line = status_line(state, 200)
+    assert line == f"{SID} · scripted-model · default · 41% of 32.8k"
+
+
+def test_status_line_keeps_session_mode_and_turn_when_narrow() -> None:
+    state = ChatState(info=info())
+    state.turn_started("t1")
+    line = status_line(state, 39)
+    assert len(line) <= 39
+    assert line.startswith(SID[:8])
+    assert "default" in line
+    assert "thinking" in line
+
+
+def test_completion_of_commands_modes_and_paths(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("x")
+    completer = ChatCompleter(lambda: str(tmp_path))
+
+    def complete(text: str) -> list[str]:
+        document = Document(text, len(text))
+        return [c.text for c in completer.get_completions(document, CompleteEvent(True))]
+
+    assert complete("/co") == ["/compact", "/context"]
+    assert complete("/mode pl") == ["plan"]
+    assert complete("read no") == ["tes.md"]
+
+
+def test_history_puts_this_directory_first_each_prompt_once() -> None:
+    def entry(prompt: str, cwd: str) -> HistoryEntry:
+        return HistoryEntry(prompt, "s", cwd, "2026-01-01T00:00:00Z")
+
+    here = [entry("b here", "/h"), entry("a here", "/h")]
+    everywhere = [entry("c there", "/x"), entry("b here", "/h"), entry("a here", "/h")]
+    assert ordered_prompts(here, everywhere) == ["b here", "a here", "c there"]
+
+
+class RecordingScreen:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def print(self, text: str) -> None:
+        self.lines.append(text)
+
+    def refresh(self) -> None:
+        pass
+
+    def put_back(self, text: str) -> None:
+        self.kept = text
+
+    def leave(self) -> None:
+        pass
+
+    def width(self) -> int:
+        return 80
+
+
+def test_follower_streams_then_prints_blocks_and_drops_answered_requests() -> None:
+    state = ChatState(info=info())
+    screen = RecordingScreen()
+    follower = EventFollower(state, screen, Renderer(color=False, width=lambda: 80))
+    request = ApprovalRequest("r1", "x1", "Write", {"file_path": "/w/a", "content": "a"}, "asks")
+    follower.apply(TextDelta(SID, 1, "t", "Hello **there**"))
+    assert state.live_text == "Hello **there**"
+    assert not screen.lines
+    follower.apply(ToolStarted(SID, 2, "t", "c1", "Write", {"file_path": "/w/a"}))
+    assert screen.lines[-1].strip() == "Hello there"
+    follower.apply(ApprovalRequested(SID, 3, "t", "x1", [request]))
+    assert state.pending == [request]
+    follower.apply(ApprovalResolved(SID, 4, "t", "x1", "r1", True))
+    assert state.pending == []
+    assert "approved elsewhere: Write /w/a" in screen.lines[-1]
+    follower.apply(TurnFinished(SID, 5, "t", "aborted"))
+    assert not state.running
+    assert "turn aborted" in screen.lines[-1]
