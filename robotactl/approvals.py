@@ -24,11 +24,11 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import click
 
 from robotactl.cli import CommandFailed
+from robotactl.exact_rules import exact_call_rule
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_arguments, format_call
 
@@ -102,14 +102,7 @@ def domain_rule(request: ApprovalRequest) -> str | None:
     url = request.arguments.get("url")
     if request.tool != "WebFetch" or not isinstance(url, str):
         return None
-    try:
-        host = urlsplit(url.strip()).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    host = host.rstrip(".")
-    return f"WebFetch(domain:{f'[{host}]' if ':' in host else host})"
+    return exact_call_rule("WebFetch", {"url": url}, "")
 
 
 def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: str) -> Answers:

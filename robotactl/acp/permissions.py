@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
-from urllib.parse import urlsplit
 
 from robotactl.acp.schema import (
     PermissionOption,
@@ -23,6 +22,7 @@ from robotactl.acp.schema import (
     RequestPermissionResult,
 )
 from robotactl.acp.tool_view import ToolView
+from robotactl.exact_rules import ARGUMENT_KEYS, exact_call_rule
 
 if TYPE_CHECKING:
     from protocol.shapes import ApprovalRequest
@@ -52,33 +52,10 @@ class Answer:
 
 
 #: Built-in tool → its permission argument (PROTOCOL.md §4).
-ARGUMENT_KEYS: Final[dict[str, str]] = {
-    "Read": "file_path",
-    "Write": "file_path",
-    "Edit": "file_path",
-    "Bash": "command",
-    "Glob": "path",
-    "Grep": "path",
-    "WebFetch": "url",
-}
-_PATH_KEYS: Final = frozenset({"file_path", "path"})
-
-
 def always_rule(request: ApprovalRequest, cwd: str) -> str | None:
     """The session allow rule "allow always" adds for `request` — one that covers exactly
     this call — or None when the tool has no permission argument to write it from."""
-    key = ARGUMENT_KEYS.get(request.tool)
-    if key is None:
-        return None
-    value = request.arguments.get(key)
-    if value is None and key in _PATH_KEYS:
-        value = cwd
-    if not isinstance(value, str) or not value.strip():
-        return None
-    if key == "url":
-        host = _url_host(value)
-        return f"{request.tool}(domain:{host})" if host else None
-    return f"{request.tool}({_exactly(value)})"
+    return exact_call_rule(request.tool, request.arguments, cwd)
 
 
 def request_params(
@@ -115,23 +92,3 @@ def answer_of(result: RequestPermissionResult, rule: str | None) -> Answer | Non
     if outcome.option_id == ALLOW_ALWAYS and rule is not None:
         return Answer(True, rule)
     return Answer(False)
-
-
-def _exactly(text: str) -> str:
-    """`text` as a pattern argument matching only itself: ``*``, ``(``, ``)`` and ``\\``
-    escaped, and a leading ``domain:`` escaped so it is not read as the domain form."""
-    escaped = "".join("\\" + ch if ch in "*()\\" else ch for ch in text)
-    return escaped.replace("domain:", "domain\\:", 1) if text.startswith("domain:") else escaped
-
-
-def _url_host(url: str) -> str | None:
-    """The lowercased host of an absolute URL without a trailing dot (an IPv6 one in
-    brackets); None when it has none."""
-    try:
-        host = urlsplit(url.strip()).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    host = host.rstrip(".")
-    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,65 @@
+"""The allow rule an "always" answer adds: one that covers exactly the call that was approved.
+
+robotactl's approval prompt, `robotactl chat` and `robotactl acp` all offer "always"; this is
+their one definition of the rule it writes (PROTOCOL §4 patterns, written client-side because
+clients never import the daemon). A path or command is escaped so the rule matches only itself;
+a WebFetch gets its host's domain rule (PROTOCOL §10.7); a tool with no permission argument
+(an MCP tool, say) has no exact rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+__all__ = ["ARGUMENT_KEYS", "escape_pattern_text", "exact_call_rule", "url_host"]
+
+#: The argument a built-in tool's `Tool(pattern)` rule matches (PROTOCOL §4).
+ARGUMENT_KEYS: Final[dict[str, str]] = {
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "Bash": "command",
+    "Glob": "path",
+    "Grep": "path",
+    "WebFetch": "url",
+}
+_PATH_KEYS: Final = frozenset({"file_path", "path"})
+
+
+def escape_pattern_text(text: str) -> str:
+    """`text` as a pattern argument that matches exactly itself (``*``, ``(``, ``)`` and
+    ``\\`` escaped; a leading ``domain:`` escaped so it is not read as the domain form)."""
+    escaped = "".join("\\" + ch if ch in "*()\\" else ch for ch in text)
+    return escaped.replace("domain:", "domain\\:", 1) if text.startswith("domain:") else escaped
+
+
+def url_host(url: str) -> str | None:
+    """The lowercased host of an absolute URL without a trailing dot (an IPv6 one in
+    brackets); None when it has none."""
+    try:
+        host = urlsplit(url.strip()).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    host = host.rstrip(".")
+    return f"[{host}]" if ":" in host else host
+
+
+def exact_call_rule(tool: str, arguments: Mapping[str, Any], cwd: str) -> str | None:
+    """The allow rule that covers exactly this call, or None when the tool has none. A path
+    tool called without its path (Glob, Grep) works in `cwd`."""
+    key = ARGUMENT_KEYS.get(tool)
+    if key is None:
+        return None
+    value = arguments.get(key)
+    if value is None and key in _PATH_KEYS:
+        value = cwd
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if key == "url":
+        host = url_host(value)
+        return f"{tool}(domain:{host})" if host else None
+    return f"{tool}({escape_pattern_text(value)})"
