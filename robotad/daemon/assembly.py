@@ -160,6 +160,9 @@ class SessionAssembler:
         if issues or model is None:
             raise InvalidParams(issues)
         threshold = params.auto_compact_threshold
+        max_rounds = params.max_rounds
+        if max_rounds is UNSET and self.config.defaults.max_rounds is not None:
+            max_rounds = self.config.defaults.max_rounds
         return SessionSettings(
             provider=name,
             model=model,
@@ -170,6 +173,7 @@ class SessionAssembler:
             ),
             context_window=params.context_window,
             idle_timeout_ms=params.idle_timeout_ms,
+            max_rounds=max_rounds,
             script=UNSET if script is None else script,
         )
 
@@ -255,6 +259,8 @@ class SessionAssembler:
                 auto_compact_threshold=settings.auto_compact_threshold,
                 context_window=window,
                 idle_timeout=None if idle is UNSET else idle / 1000,
+                round_cap=None if settings.max_rounds is UNSET else settings.max_rounds,
+                instructions=None if settings.instructions is UNSET else settings.instructions,
                 store=store,
                 logger=SessionLogger(record.id, FileLogSink.for_session(self.logs_dir, record.id)),
                 event_sink=event_sink,
