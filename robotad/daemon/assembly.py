@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 import msgspec
 import trio
 from msgspec import UNSET, UnsetType
+from xdg_base_dirs import xdg_config_home
 
 from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
 from protocol.methods import CreateParams
@@ -38,6 +39,7 @@ from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
 from robotad.config import Config
 from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
+from robotad.prompting import SessionFacts, compose_system_prompt, load_instructions, render_default
 from robotad.providers import (
     DEFAULT_MODELS,
     ProviderUnavailable,
@@ -176,6 +178,30 @@ class SessionAssembler:
             max_rounds=max_rounds,
             script=UNSET if script is None else script,
         )
+
+    def system_prompt_for(
+        self, params: CreateParams, settings: SessionSettings
+    ) -> tuple[str | None, list[str] | None]:
+        """Blocking (it reads files): a new session's system prompt and the instruction files
+        it holds. A model gets robota's default prompt (or `systemMessage`, which replaces it)
+        followed by the project instructions of its cwd (`robotad.prompting`); the scripted
+        provider, which is no model, gets `systemMessage` as given and no instructions (None:
+        not looked for)."""
+        given = params.system_message if params.system_message is not UNSET else None
+        if resolve_provider_config(settings.provider, self.config).kind == "scripted":
+            return given, None
+        cwd = Path(params.cwd)
+        base = given
+        if base is None:
+            facts = SessionFacts(
+                cwd=str(cwd),
+                tools=[tool.name for tool in builtin_tools()],
+                permission_mode=settings.permission_mode,
+            )
+            base = render_default(facts)
+        user_dir = xdg_config_home() / "robota"
+        files = load_instructions(cwd, self.config.instructions.files, user_dir)
+        return compose_system_prompt(base, files), [str(item.path) for item in files]
 
     # -- sessions of records -----------------------------------------------------------------
 
