@@ -97,12 +97,30 @@ def toolchain_problem() -> str | None:
     return "cannot build llama-server: missing " + ", ".join(missing)
 
 
+#: Bound on waiting for another process's build of the same artefact.
+LOCK_TIMEOUT = 3600.0
+
+
+class BuildLockTimeout(RuntimeError):
+    """Another process held an artefact's build lock for longer than `LOCK_TIMEOUT`."""
+
+
 @contextmanager
 def _locked(root: Path, name: str) -> Iterator[None]:
-    """Hold the exclusive lock of artefact ``name`` for the duration of the block."""
+    """Hold the exclusive lock of artefact ``name`` for the duration of the block, waiting at
+    most `LOCK_TIMEOUT` for another process that builds it."""
     root.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + LOCK_TIMEOUT
     with open(root / f"{name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    message = f"{name} is still being built by another process"
+                    raise BuildLockTimeout(message) from None
+                time.sleep(1.0)  # another process builds it; flock has no timed wait
         try:
             yield
         finally:
