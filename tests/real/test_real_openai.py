@@ -21,20 +21,25 @@ from tests.daemon_helpers import Client, RunningDaemon, connect
 from tests.real.conftest import daemon_with, openai_provider
 from tests.real.llama_server import LlamaServer, start_llama_server
 
-#: Bound on one real turn (a 135M model answers in seconds; a busy machine is slower).
-TURN_TIMEOUT = 120.0
+#: Bound on one test. A 135M model answers in seconds on an idle machine; on a shared,
+#: loaded one, reading robota's ~2,000-token prompt (system message and seven tool schemas)
+#: once has been measured at over three minutes.
+TURN_TIMEOUT = 600.0
 #: Only reading tools may run; a model's other picks are denied (failed results).
 READ_ONLY = {"deny": ["Bash", "Write", "Edit", "WebFetch"]}
+#: One system message for every session (the default one names the cwd), so the server's
+#: prompt cache serves the common prefix from the second request on.
+SYSTEM = "You are a coding assistant. Use the tools to look at files when asked."
 
 
 @pytest.fixture(scope="module")
 def cut_server(
     openai_binary: Path, smollm2: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:
-    """A second 0.3.16 server whose every generation stops after 6 tokens (``-n 6``), which
-    cuts a tool call's arguments off mid-JSON."""
+    """A second 0.3.16 server whose every generation stops after 20 tokens (``-n 20``): a tool
+    call's name streams whole, its arguments are cut off mid-JSON."""
     log = tmp_path_factory.mktemp("llama-cut") / "server.log"
-    server = start_llama_server(openai_binary, smollm2, log, "-n", "6")
+    server = start_llama_server(openai_binary, smollm2, log, "-n", "20")
     try:
         yield server
     finally:
@@ -61,7 +66,14 @@ def workspace(tmp_path: Path) -> Path:
 
 
 async def create(client: Client, cwd: Path, **extra: Any) -> str:
-    params = {"cwd": str(cwd), "permissionMode": "plan", "permissions": READ_ONLY, **extra}
+    params = {
+        "cwd": str(cwd),
+        "permissionMode": "plan",
+        "permissions": READ_ONLY,
+        "systemMessage": SYSTEM,
+        "idleTimeoutMs": int(TURN_TIMEOUT * 1000),
+        **extra,
+    }
     info = await client.call("session/create", params)
     session_id: str = info["sessionId"]
     return session_id
@@ -89,7 +101,7 @@ async def test_a_tool_turn_completes_within_max_rounds_with_every_call_answered(
 ) -> None:
     with trio.fail_after(TURN_TIMEOUT):
         async with connect(daemon) as client:
-            session_id = await create(client, workspace, maxRounds=3)
+            session_id = await create(client, workspace, maxRounds=2)
             result = await client.call(
                 "session/run",
                 {
@@ -104,14 +116,14 @@ async def test_a_tool_turn_completes_within_max_rounds_with_every_call_answered(
     assert result["status"] == "completed"
     assert result["stopReason"] in ("end", "maxRounds")
     assert (finished["status"], finished["stopReason"]) == ("completed", result["stopReason"])
-    assert messages[0]["role"] == "system"  # robota's default prompt
+    assert messages[0] == {**messages[0], "role": "system", "content": SYSTEM}
     assert messages[1]["role"] == "user"
     replies = [m for m in messages if m["role"] == "assistant"]
-    assert 1 <= len(replies) <= 3
+    assert 1 <= len(replies) <= 2
     assert replies[0].get("toolCalls"), "toolChoice required: the first reply calls a tool"
     assert_every_call_answered(messages)
     if result["stopReason"] == "maxRounds":
-        assert len(replies) == 3
+        assert len(replies) == 2
         assert messages[-1]["role"] == "tool"
     events = client.session_events(session_id)
     started = [e["callId"] for e in events if e["type"] == "tool_started"]
@@ -194,7 +206,7 @@ async def test_abort_mid_stream_leaves_a_consistent_history(
 async def test_a_tool_call_cut_off_by_the_server_is_a_failed_result_with_raw_arguments(
     daemon: RunningDaemon, workspace: Path
 ) -> None:
-    """PROTOCOL §4: the server stops generating mid-arguments (``-n 6``); the call is kept with
+    """PROTOCOL §4: the server stops generating mid-arguments (``-n 20``); the call is kept with
     its text as ``rawArguments`` and ``arguments: {}``, and answered by a failed result."""
     with trio.fail_after(TURN_TIMEOUT):
         async with connect(daemon) as client:
