@@ -1,7 +1,7 @@
 """A real llama-server that stops answering (SIGSTOP) or is gone: the turn fails with
-ProviderFailed (-32007) within the session's idle timeout or at once, the history keeps
-everything up to the failure, and the session takes the next turn. One robotad for the
-module; each test runs its own llama-server, since it stops or kills it."""
+ProviderFailed (-32007) at the session's idle timeout or at once, the history keeps everything
+up to the failure (the prompt, no reply), and the session is ready for the next turn. One
+robotad for the module; each test runs its own llama-server, since it stops or kills it."""
 
 from __future__ import annotations
 
