@@ -8,6 +8,7 @@ The cache root is read once, at import, before the suite-wide fixture points
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -109,6 +110,18 @@ def anthropic_provider(name: str, server: LlamaServer) -> str:
         f'[providers.{name}]\nkind = "anthropic"\nbase_url = "{server.origin}"\n'
         'model = "smollm2"\ncontext_window = 4096\nmax_tokens = 64\n'
     )
+
+
+def logged_stop_reasons(daemon: RunningDaemon, session_id: str) -> list[str | None]:
+    """The stop reason of every provider response in the session's log, in order (as the
+    provider normalised it from the server's own: ``tool_calls``, ``length``, ``max_tokens``…)."""
+    path = daemon.home.state_dir / "logs" / f"{session_id}.jsonl"
+    reasons: list[str | None] = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["event"] == "provider_response" and "normalized" in entry["data"]:
+            reasons.append(entry["data"]["normalized"].get("stopReason"))
+    return reasons
 
 
 def daemon_with(tmp_path_factory: pytest.TempPathFactory, config: str) -> Iterator[RunningDaemon]:

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from tests.daemon_helpers import Client, RunningDaemon, connect
-from tests.real.conftest import daemon_with, openai_provider
+from tests.real.conftest import daemon_with, logged_stop_reasons, openai_provider
 from tests.real.llama_server import LlamaServer, start_llama_server
 
 #: Bound on one test. A 135M model answers in seconds on an idle machine; on a shared,
@@ -203,11 +203,13 @@ async def test_abort_mid_stream_leaves_a_consistent_history(
     assert log["complete"] is True, log["problems"]
 
 
-async def test_a_tool_call_cut_off_by_the_server_is_a_failed_result_with_raw_arguments(
+async def test_a_tool_call_cut_off_by_the_server_is_answered_by_a_failed_result(
     daemon: RunningDaemon, workspace: Path
 ) -> None:
-    """PROTOCOL §4: the server stops generating mid-arguments (``-n 20``); the call is kept with
-    its text as ``rawArguments`` and ``arguments: {}``, and answered by a failed result."""
+    """PROTOCOL §4: the server stops generating after 20 tokens (``finish_reason: length``),
+    inside the call's arguments. The call is kept with ``arguments: {}`` — its cut text, when
+    any came, as ``rawArguments`` — never a half object, and is answered by a failed result
+    (unparseable arguments, or a required one missing); the history stays paired."""
     with trio.fail_after(TURN_TIMEOUT):
         async with connect(daemon) as client:
             session_id = await create(client, workspace, provider="cut", maxRounds=1)
@@ -220,14 +222,16 @@ async def test_a_tool_call_cut_off_by_the_server_is_a_failed_result_with_raw_arg
                 },
             )
             messages = await messages_of(client, session_id)
-    assert result["status"] == "completed"
+    assert (result["status"], result["stopReason"]) == ("completed", "maxRounds")
+    assert logged_stop_reasons(daemon, session_id) == ["length"]
     reply = messages[2]
     assert reply["role"] == "assistant"
     calls = reply["toolCalls"]
     assert calls
-    cut = [c for c in calls if "rawArguments" in c]
-    assert cut, calls
-    assert all(c["arguments"] == {} for c in cut)
+    for call in calls:
+        assert call["arguments"] == {}, call
+        if "rawArguments" in call:
+            assert call["rawArguments"].strip()
     assert_every_call_answered(messages)
     results = {m["toolCallId"]: m for m in messages if m["role"] == "tool"}
-    assert all(results[c["id"]]["metadata"]["ok"] is False for c in cut)
+    assert all(results[c["id"]]["metadata"]["ok"] is False for c in calls)
