@@ -152,6 +152,7 @@ def main() -> None:
             home.write_config(
                 '[providers.llama]\nkind = "openai"\n'
                 f'base_url = "{server.openai_base_url}"\nmodel = "smollm2"\n'
+                "idle_timeout_ms = 600000\n"
             )
             (root / "work").mkdir()
             with running_daemon(home, "--log-level", "warning") as daemon:

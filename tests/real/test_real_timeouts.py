@@ -18,7 +18,7 @@ from tests.real.conftest import daemon_with
 from tests.real.llama_server import LlamaServer, free_port, start_llama_server
 
 TURN_TIMEOUT = 120.0
-#: The idle timeout of the session whose server is paused.
+#: The provider's idle timeout (``idle_timeout_ms``): how long a paused server is waited for.
 IDLE_MS = 3000
 
 PORT = free_port()
@@ -29,6 +29,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     config = (
         '[providers.llama]\nkind = "openai"\n'
         f'base_url = "http://127.0.0.1:{PORT}/v1"\nmodel = "smollm2"\ncontext_window = 4096\n'
+        f"idle_timeout_ms = {IDLE_MS}\nconnect_timeout_ms = 5000\n"
     )
     yield from daemon_with(tmp_path_factory, config)
 
@@ -59,8 +60,9 @@ async def test_a_stopped_server_fails_the_turn_at_the_idle_timeout(
 ) -> None:
     with trio.fail_after(TURN_TIMEOUT):
         async with connect(daemon) as client:
-            params = {"cwd": str(tmp_path), "provider": "llama", "idleTimeoutMs": IDLE_MS}
-            session_id = (await client.call("session/create", params))["sessionId"]
+            params = {"cwd": str(tmp_path), "provider": "llama"}
+            info = await client.call("session/create", params)
+            session_id = info["sessionId"]
             server.pause()
             try:
                 with pytest.raises(ProviderFailed) as failed:
@@ -70,8 +72,10 @@ async def test_a_stopped_server_fails_the_turn_at_the_idle_timeout(
             finally:
                 server.resume()
             info = await client.call("session/get", {"sessionId": session_id})
+    assert info["idleTimeoutMs"] == IDLE_MS  # the provider's, as no session value was given
     assert failed.value.data is not None
-    assert "idle" in failed.value.data["reason"]
+    assert failed.value.data["reason"].startswith(f"127.0.0.1:{PORT}: ")
+    assert "idle timeout" in failed.value.data["reason"]
     assert finished["status"] == "failed"
     assert finished["error"]["code"] == ProviderFailed.code
     assert kept == ["system", "user"]  # the prompt is kept; no reply was committed
@@ -93,6 +97,7 @@ async def test_a_server_that_is_gone_fails_the_turn_and_the_session_goes_on(
             kept = await roles(client, session_id)
     assert failed.value.data is not None
     assert failed.value.data["provider"] == "llama"
-    assert "idle" not in failed.value.data["reason"]  # refused at once, not waited for
+    assert failed.value.data["reason"].startswith(f"127.0.0.1:{PORT}: ")
+    assert "connection refused" in failed.value.data["reason"]  # at once, not waited for
     assert kept == ["system", "user"]
     assert (info["running"], info["pending"]) == (False, None)
