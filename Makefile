@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck pytest bench soak install-units clean
+.PHONY: run test check lint typecheck pytest bench soak install-units clean real-deps real-deps-background
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
-## test: install, lint, type-check, then the whole suite
-test: check pytest
+## test: install, lint, type-check, then the whole suite. The real model servers tests/real
+## runs against are built (or reused from the cache) first, in the background at low priority,
+## while the rest runs; tests/real runs last and waits for them.
+test: real-deps-background check pytest
 
 check: lint typecheck
 
@@ -30,6 +32,15 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## real-deps: build (or reuse) llama-server 0.3.16 and 0.3.36 and the SmolLM2 model, printing times
+real-deps: $(STAMP)
+	$(BIN)/python tests/real/build_deps.py all
+
+real-deps-background: $(STAMP)
+	@dir="$${XDG_CACHE_HOME:-$$HOME/.cache}/robota-test"; mkdir -p "$$dir"; \
+	echo "tests/real: building the model servers in the background (log: $$dir/build.log)"; \
+	nice -n 19 $(BIN)/python tests/real/build_deps.py all > "$$dir/build.log" 2>&1 &
 
 ## bench: every benchmark under bench/, each printing its figures
 bench: $(STAMP)

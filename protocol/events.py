@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 from msgspec import UNSET, Struct, UnsetType
 
-from protocol.shapes import ApprovalRequest, ContextState
+from protocol.shapes import ApprovalRequest, ContextState, StopReason
 
 __all__ = [
     "EVENT_METHOD",
@@ -164,12 +164,13 @@ class LogFailure(Struct, rename="camel", forbid_unknown_fields=True, frozen=True
 
 
 class TurnFinished(_Event, frozen=True, tag="turn_finished"):
-    """The outcome of a turn: `response` when completed, `error` (the error the requester got)
-    when failed or aborted, `hookFailures` when advisory hooks failed, `logFailure` when the
-    session log could not be written."""
+    """The outcome of a turn: `response` and `stopReason` when completed, `error` (the error
+    the requester got) when failed or aborted, `hookFailures` when advisory hooks failed,
+    `logFailure` when the session log could not be written."""
 
     status: Literal["completed", "waiting", "aborted", "failed"]
     response: str | UnsetType = UNSET
+    stop_reason: StopReason | UnsetType = UNSET
     error: ErrorObject | UnsetType = UNSET
     hook_failures: list[HookFailure] | UnsetType = UNSET
     log_failure: LogFailure | UnsetType = UNSET

@@ -105,6 +105,10 @@ AbsolutePath = Annotated[str, Meta(pattern=r"^/", description="an absolute path"
 NonEmpty = Annotated[str, Meta(min_length=1)]
 Count = Annotated[int, Meta(ge=0)]
 PositiveInt = Annotated[int, Meta(gt=0)]
+MaxRounds = Annotated[
+    int,
+    Meta(ge=1, description="provider calls a turn may make before it stops (stopReason maxRounds)"),
+]
 Threshold = Annotated[float, Meta(gt=0, le=1, description="a fraction of the context window")]
 
 RuleKind = Literal["allow", "ask", "deny"]
@@ -242,7 +246,8 @@ class Step(_Params, frozen=True):
 class CreateParams(_Params, frozen=True):
     """``session/create``: `cwd` an absolute, existing directory (existence is the daemon's
     check); `session_id` generated when absent. `auto_compact_threshold` is a fraction in
-    (0, 1] or false (never compact automatically); absent means the default."""
+    (0, 1] or false (never compact automatically); absent means the default. `max_rounds`
+    bounds the provider calls of each turn (absent: the configured default, else no limit)."""
 
     cwd: AbsolutePath
     session_id: SessionId | UnsetType = UNSET
@@ -254,6 +259,7 @@ class CreateParams(_Params, frozen=True):
     auto_compact_threshold: Threshold | Literal[False] | UnsetType = UNSET
     context_window: PositiveInt | UnsetType = UNSET
     idle_timeout_ms: PositiveInt | UnsetType = UNSET
+    max_rounds: MaxRounds | UnsetType = UNSET
     script: list[Step] | UnsetType = UNSET
 
 
@@ -327,13 +333,15 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 class RunParams(_Params, frozen=True):
     """``session/run``: `turn_id` is an idempotency key; ``wait: false`` answers
-    ``{turnId, status: "running"}`` at once."""
+    ``{turnId, status: "running"}`` at once. `max_rounds` overrides the session's round limit
+    for this turn."""
 
     session_id: SessionId
     prompt: str
     turn_id: Annotated[str, Meta(min_length=1, max_length=256)] | UnsetType = UNSET
     tool_choice: ToolChoice | UnsetType = UNSET
     system_context: str | UnsetType = UNSET
+    max_rounds: MaxRounds | UnsetType = UNSET
     wait: bool = True
 
 

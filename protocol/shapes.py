@@ -27,6 +27,7 @@ __all__ = [
     "Pending",
     "Role",
     "SessionInfo",
+    "StopReason",
     "ToolCall",
     "TurnCompleted",
     "TurnResult",
@@ -243,11 +244,22 @@ class SessionInfo(_Wire):
     context: ContextState
     #: PROTOCOL §10.2: the effective idle timeout of a model call (always set by robotad).
     idle_timeout_ms: int | UnsetType = UNSET
+    #: The session's round limit (PROTOCOL §10.2), null when unlimited.
+    max_rounds: int | None = None
+    #: The project-instruction files added to the system prompt at session start, in order.
+    instructions: list[str] | UnsetType = UNSET
+
+
+StopReason = Literal["end", "maxRounds"]
 
 
 class TurnCompleted(_Frozen, frozen=True, tag_field="status", tag="completed"):
+    """A completed turn. `stop_reason` is ``"end"`` when the model answered without tool calls,
+    ``"maxRounds"`` when the turn's round limit stopped it (every tool call answered)."""
+
     turn_id: str
     response: str
+    stop_reason: StopReason = "end"
 
 
 class TurnWaiting(_Frozen, frozen=True, tag_field="status", tag="waiting"):

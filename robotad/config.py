@@ -16,6 +16,8 @@ Shape (every table forbids unknown keys)::
                                          #   connect_timeout_ms?, api_key_command?
     [permissions]                        # allow / ask / deny: lists of pattern strings;
                                          #   protected_reads?, additional_dirs (§10.7)
+    [defaults]                           # max_rounds? (new sessions' round limit)
+    [instructions]                       # files = ["AGENTS.md"] (project instruction names)
     [classifier]                         # command
     [hooks]                              # Event = [{matcher?, hooks = [{type, command?,
                                          #   timeout?}]}]
@@ -51,9 +53,11 @@ __all__ = [
     "ClassifierConfig",
     "Config",
     "ConfigError",
+    "DefaultsConfig",
     "HookEvent",
     "HookHandler",
     "HookMatcher",
+    "InstructionsConfig",
     "PermissionsConfig",
     "ProviderConfig",
     "ProviderKind",
@@ -138,10 +142,26 @@ class HookMatcher(_Table, frozen=True):
     matcher: str | None = None
 
 
+class DefaultsConfig(_Table, frozen=True):
+    """Defaults of new sessions. `max_rounds` bounds each turn's provider calls (absent: no
+    limit)."""
+
+    max_rounds: _Positive | None = None
+
+
+class InstructionsConfig(_Table, frozen=True):
+    """Project instructions: the file names looked for from a session's cwd up to its
+    repository root (and in the user's config folder)."""
+
+    files: list[_Name] = msgspec.field(default_factory=lambda: ["AGENTS.md"])
+
+
 class Config(_Table, frozen=True):
     default_provider: _Name = "scripted"
     providers: dict[str, ProviderConfig] = msgspec.field(default_factory=dict)
     permissions: PermissionsConfig = msgspec.field(default_factory=PermissionsConfig)
+    defaults: DefaultsConfig = msgspec.field(default_factory=DefaultsConfig)
+    instructions: InstructionsConfig = msgspec.field(default_factory=InstructionsConfig)
     classifier: ClassifierConfig | None = None
     hooks: dict[HookEvent, list[HookMatcher]] = msgspec.field(default_factory=dict)
 

@@ -79,10 +79,21 @@ def read_prompt(words: Sequence[str]) -> str:
     help="Idempotency key: a retry with the same id attaches to that turn (or returns its "
     "result) instead of starting another.",
 )
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Stop the turn after N model calls (its tool calls all answered) instead of the "
+    "session's round limit.",
+)
 @click.argument("prompt", nargs=-1, required=True)
 @click.pass_obj
 def run(
-    options: ClientOptions, session: str | None, turn_id: str | None, prompt: Sequence[str]
+    options: ClientOptions,
+    session: str | None,
+    turn_id: str | None,
+    max_rounds: int | None,
+    prompt: Sequence[str],
 ) -> None:
     """Send PROMPT to the session and stream the reply as it comes (`-` reads stdin).
 
@@ -99,7 +110,9 @@ def run(
     turn = turn_id or uuid.uuid4().hex
 
     async def start(peer: JsonRpcPeer, session_id: str) -> RunResult:
-        params = {"sessionId": session_id, "prompt": text, "turnId": turn}
+        params: dict[str, Any] = {"sessionId": session_id, "prompt": text, "turnId": turn}
+        if max_rounds is not None:
+            params["maxRounds"] = max_rounds
         result: RunResult = await peer.request("session/run", params, result_type=RunResult)
         return result
 
@@ -218,6 +231,10 @@ def conduct(
         resume = _resumer(result.execution_id, answers.responses, answers.rules)
         session_id, result = _stream(options, session_id, resume, view, None)
     view.end_line()
+    if isinstance(result, TurnCompleted) and result.stop_reason == "maxRounds":
+        output.notice(
+            "the turn stopped at its round limit (maxRounds): send another prompt to go on"
+        )
     if output.json_mode:
         output.json(msgspec.to_builtins(result))
     elif not view.streamed and isinstance(result, TurnCompleted):

@@ -24,8 +24,13 @@ except ``"none"``, which holds for every round of the run (G-057).
 
 Ends of a turn:
 
-- `CompletedTurn` — a reply without tool calls; `ParkedTurn` — the gate parked a call (the round
-  stays open, see `robotad.agent.tool_round`).
+- `CompletedTurn` — a reply without tool calls (``stop_reason`` "end"), or the round limit
+  reached: `round_cap` provider calls were made by the turn (a continuation counts the rounds
+  its turn made before it, the assistant replies since the last user message), every call of
+  the last round is answered, and the next provider call is not made (``stop_reason``
+  "maxRounds", ``response`` the last reply's text). `None`, the default, means no limit
+  (G-044). `ParkedTurn` — the gate parked a call (the round stays open, see
+  `robotad.agent.tool_round`).
 - `ModelCallFailed` — the provider raised `ProviderError` (its reason), raised anything else, or
   sent nothing for `idle_timeout` seconds. Everything committed before stays (G-207); text
   streamed by the failed call is not committed. Retrying is the provider's business.
@@ -35,8 +40,6 @@ Ends of a turn:
   round's results, with interrupted failures for calls that produced none. Cancellation of an
   enclosing scope other than `abort` is not an abort: it propagates and nothing more is
   committed.
-- `RoundCapReached` — `round_cap` provider calls were made and the model asked for more
-  (`None`, the default, means no cap: G-044).
 - anything `commit`, the gate or a callback raises propagates as it is — a commit failure is a
   persistence failure even while aborting (each commit runs shielded: it completes or fails, it
   is never cut off by cancellation).
@@ -54,7 +57,7 @@ from dataclasses import dataclass
 
 import trio
 
-from protocol.shapes import Message, ToolCall, utc_now
+from protocol.shapes import Message, StopReason, ToolCall, utc_now
 from robotad.agent.abort import AbortSignal
 from robotad.agent.gate import ToolGate
 from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
@@ -74,7 +77,6 @@ __all__ = [
     "ModelCallFailed",
     "ParkedCall",
     "ParkedTurn",
-    "RoundCapReached",
     "TurnAbortedError",
     "TurnCallbacks",
     "TurnOutcome",
@@ -106,20 +108,15 @@ class TurnAbortedError(Exception):
         self.open_calls = open_calls
 
 
-class RoundCapReached(Exception):
-    """The model asked for another round after `cap` provider calls. History is paired."""
-
-    def __init__(self, cap: int) -> None:
-        super().__init__(f"the model asked for more than {cap} rounds")
-        self.cap = cap
-
-
 @dataclass(frozen=True)
 class CompletedTurn:
-    """The model answered without tool calls; `response` is that answer's text."""
+    """The turn ended: the model answered without tool calls (`stop_reason` "end"), or the
+    round limit stopped it ("maxRounds"). `response` is the last reply's text; `rounds` the
+    provider calls of this run."""
 
     response: str
     rounds: int
+    stop_reason: StopReason = "end"
 
     @property
     def kind(self) -> str:
@@ -155,6 +152,17 @@ class TurnCallbacks:
     on_text: Callable[[str], None] | None = None
     on_request: Callable[[ModelRequest], Awaitable[None]] | None = None
     on_reply: Callable[[ModelReply], Awaitable[None]] | None = None
+
+
+def rounds_since_prompt(history: Sequence[Message]) -> int:
+    """The assistant replies after the last user message: the rounds its turn has made."""
+    count = 0
+    for message in reversed(history):
+        if message.role == "user":
+            break
+        if message.role == "assistant":
+            count += 1
+    return count
 
 
 def open_calls(history: Sequence[Message]) -> list[ToolCall]:
@@ -245,6 +253,9 @@ class _Turn:
         self._bus = bus
         self._abort = abort
         self._rounds = 0
+        #: Rounds the turn made before this run (a continuation's), counted against the cap.
+        self._earlier_rounds = 0
+        self._last_text = ""
         #: Text streamed by the provider call in flight; None between calls.
         self._partial: list[str] | None = None
         #: The tool round in flight; None between rounds.
@@ -270,19 +281,23 @@ class _Turn:
     async def _rounds_until_done(self) -> TurnOutcome:
         carried = open_calls(self._history)
         if carried:
+            self._earlier_rounds = rounds_since_prompt(self._history)
+            replied = next(m for m in reversed(self._history) if m.role == "assistant")
+            self._last_text = replied.content or ""
             parked = await self._run_tools(self._tool_round_of(carried, round_number=0))
             if parked is not None:
                 return parked
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()  # an abort stops before the next call
-            if self._round_cap is not None and self._rounds >= self._round_cap:
-                raise RoundCapReached(self._round_cap)
+            if self._round_limit_reached():
+                return CompletedTurn(self._last_text, self._rounds, "maxRounds")
             self._rounds += 1
             request = self._request()
             if self._callbacks.on_request is not None:
                 await self._callbacks.on_request(request)
             reply = await self._call_provider(request)
             content = reply.text if reply.text or not reply.tool_calls else None
+            self._last_text = reply.text
             await self._commit(Message.assistant(content, reply.tool_calls, usage=reply.usage))
             # The round exists from the moment its calls are in history, so an abort from here
             # on closes them.
@@ -296,6 +311,11 @@ class _Turn:
             parked = await self._run_tools(tool_round)
             if parked is not None:
                 return parked
+
+    def _round_limit_reached(self) -> bool:
+        """Whether the turn has made as many provider calls as its limit allows."""
+        cap = self._round_cap
+        return cap is not None and self._earlier_rounds + self._rounds >= cap
 
     # -- provider call ----------------------------------------------------------------------
 

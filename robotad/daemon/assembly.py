@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 import msgspec
 import trio
 from msgspec import UNSET, UnsetType
+from xdg_base_dirs import xdg_config_home
 
 from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
 from protocol.methods import CreateParams
@@ -38,6 +39,7 @@ from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
 from robotad.config import Config
 from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
+from robotad.prompting import SessionFacts, compose_system_prompt, load_instructions, render_default
 from robotad.providers import (
     DEFAULT_MODELS,
     ProviderUnavailable,
@@ -160,6 +162,9 @@ class SessionAssembler:
         if issues or model is None:
             raise InvalidParams(issues)
         threshold = params.auto_compact_threshold
+        max_rounds = params.max_rounds
+        if max_rounds is UNSET and self.config.defaults.max_rounds is not None:
+            max_rounds = self.config.defaults.max_rounds
         return SessionSettings(
             provider=name,
             model=model,
@@ -170,8 +175,33 @@ class SessionAssembler:
             ),
             context_window=params.context_window,
             idle_timeout_ms=params.idle_timeout_ms,
+            max_rounds=max_rounds,
             script=UNSET if script is None else script,
         )
+
+    def system_prompt_for(
+        self, params: CreateParams, settings: SessionSettings
+    ) -> tuple[str | None, list[str] | None]:
+        """Blocking (it reads files): a new session's system prompt and the instruction files
+        it holds. A model gets robota's default prompt (or `systemMessage`, which replaces it)
+        followed by the project instructions of its cwd (`robotad.prompting`); the scripted
+        provider, which is no model, gets `systemMessage` as given and no instructions (None:
+        not looked for)."""
+        given = params.system_message if params.system_message is not UNSET else None
+        if resolve_provider_config(settings.provider, self.config).kind == "scripted":
+            return given, None
+        cwd = Path(params.cwd)
+        base = given
+        if base is None:
+            facts = SessionFacts(
+                cwd=str(cwd),
+                tools=[tool.name for tool in builtin_tools()],
+                permission_mode=settings.permission_mode,
+            )
+            base = render_default(facts)
+        user_dir = xdg_config_home() / "robota"
+        files = load_instructions(cwd, self.config.instructions.files, user_dir)
+        return compose_system_prompt(base, files), [str(item.path) for item in files]
 
     # -- sessions of records -----------------------------------------------------------------
 
@@ -255,6 +285,8 @@ class SessionAssembler:
                 auto_compact_threshold=settings.auto_compact_threshold,
                 context_window=window,
                 idle_timeout=None if idle is UNSET else idle / 1000,
+                round_cap=None if settings.max_rounds is UNSET else settings.max_rounds,
+                instructions=None if settings.instructions is UNSET else settings.instructions,
                 store=store,
                 logger=SessionLogger(record.id, FileLogSink.for_session(self.logs_dir, record.id)),
                 event_sink=event_sink,

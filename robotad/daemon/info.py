@@ -44,6 +44,8 @@ def session_info(live: LiveSession) -> SessionInfo:
         pending=live.pending(),
         context=session.get_context_state(),
         idle_timeout_ms=session.idle_timeout_ms,
+        max_rounds=session.round_cap,
+        instructions=UNSET if session.instructions is None else list(session.instructions),
     )
 
 

@@ -193,6 +193,11 @@ class SessionManager:
         if session_id is not None:
             validate_session_id(session_id)
         settings = self.assembler.settings_for_create(params)
+        system_prompt, instructions = await trio.to_thread.run_sync(
+            self.assembler.system_prompt_for, params, settings
+        )
+        if instructions is not None:
+            settings = msgspec.structs.replace(settings, instructions=instructions)
         if session_id is None:
             session_id = await self.fresh_id()
         now = iso_now()
@@ -205,7 +210,7 @@ class SessionManager:
             updated_at=now,
             messages=[],
             history=[],
-            system_prompt=params.system_message if params.system_message is not UNSET else None,
+            system_prompt=system_prompt,
             tool_schemas=[],
             settings=settings,
             turn_count=0,

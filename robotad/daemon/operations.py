@@ -176,6 +176,7 @@ class SessionOperations:
                 turn_id=turn_id,
                 tool_choice=choice,
                 system_context=context,
+                max_rounds=params.max_rounds if params.max_rounds is not UNSET else None,
             )
         finally:
             live.end(turn_id)

@@ -82,7 +82,6 @@ def compose(
     classifier: Classifier | None,
     context_window: int | None,
     idle_timeout: float | None,
-    round_cap: int | None,
     logger: SessionLogger | None,
     event_sink: EventSink | None,
     persist_project_rule: PersistRule | None,
@@ -147,7 +146,6 @@ def compose(
             persist=callbacks.persist,
             completed=callbacks.completed,
             idle_timeout=idle_timeout,
-            round_cap=round_cap,
         )
     )
     executions = RecoverableExecutions(

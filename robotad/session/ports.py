@@ -76,6 +76,8 @@ class SessionSnapshot(Struct, frozen=True):
     turn_count: int
     context_window: int | None = None
     idle_timeout_ms: int | None = None
+    max_rounds: int | None = None
+    instructions: list[str] | None = None
     #: A scripted provider's unconsumed steps (wire form), so a reload continues the script.
     script: list[dict[str, Any]] | None = None
 
@@ -94,6 +96,8 @@ class SessionSnapshot(Struct, frozen=True):
             auto_compact_threshold=self.auto_compact_threshold,
             context_window=UNSET if self.context_window is None else self.context_window,
             idle_timeout_ms=UNSET if self.idle_timeout_ms is None else self.idle_timeout_ms,
+            max_rounds=UNSET if self.max_rounds is None else self.max_rounds,
+            instructions=UNSET if self.instructions is None else list(self.instructions),
             script=UNSET if self.script is None else self.script,
         )
         return SessionRecord(

@@ -26,7 +26,7 @@ import msgspec
 
 from protocol import events as wire
 from protocol.errors import RpcError
-from protocol.shapes import ApprovalRequest, ContextState, Message
+from protocol.shapes import ApprovalRequest, ContextState, Message, StopReason
 from robotad.agent.provider import ModelRequest
 from robotad.session.hooks.runner import HookFailure
 from robotad.session.ports import EventSink
@@ -226,6 +226,7 @@ class SessionReporter:
         status: Status,
         *,
         response: str | None = None,
+        stop_reason: StopReason | None = None,
         error: RpcError | None = None,
         hook_failures: Iterable[HookFailure] = (),
     ) -> None:
@@ -242,6 +243,7 @@ class SessionReporter:
                 turn_id,
                 status=status,
                 response=msgspec.UNSET if response is None else response,
+                stop_reason=msgspec.UNSET if stop_reason is None else stop_reason,
                 error=msgspec.UNSET if error is None else _error_object(error),
                 hook_failures=failures or msgspec.UNSET,
                 log_failure=log_failure,

@@ -93,6 +93,7 @@ class Session(RuntimeSettings):
         context_window: int | None = None,
         idle_timeout: float | None = None,
         round_cap: int | None = None,
+        instructions: Sequence[str] | None = None,
         store: SessionStorePort | None = None,
         logger: SessionLogger | None = None,
         event_sink: EventSink | None = None,
@@ -127,6 +128,10 @@ class Session(RuntimeSettings):
         self._effective_idle_timeout = (
             idle_timeout if idle_timeout is not None else provider_idle_timeout(provider)
         )
+        #: The default round limit of this session's turns (None: no limit).
+        self.round_cap = round_cap
+        #: The project-instruction files its system prompt was built with (None: not recorded).
+        self.instructions = list(instructions) if instructions is not None else None
         self._provider = provider
         self._store: SessionStorePort = store if store is not None else NullStore()
         parts = compose(
@@ -149,7 +154,6 @@ class Session(RuntimeSettings):
             classifier=classifier,
             context_window=context_window,
             idle_timeout=self._effective_idle_timeout,
-            round_cap=round_cap,
             logger=logger,
             event_sink=event_sink,
             persist_project_rule=persist_project_rule,
@@ -211,6 +215,7 @@ class Session(RuntimeSettings):
         turn_id: str | None = None,
         tool_choice: ToolChoice | None = None,
         system_context: str | None = None,
+        max_rounds: int | None = None,
     ) -> str:
         """Run one turn; returns the final response. Live approvals go to the permission
         handler; with none, a call needing approval is denied (G-118). Raises `SessionBusy`,
@@ -219,7 +224,7 @@ class Session(RuntimeSettings):
         with self._claimed("turn", turn_id or new_id("turn-")) as token:
             threshold = self._threshold
             await self.start()
-            turn = self._turn_context(token)
+            turn = self._turn_context(token, max_rounds)
             approver = (
                 LiveApprover(self.permission_handler, self._enforcer, turn)
                 if self.permission_handler is not None
@@ -244,14 +249,17 @@ class Session(RuntimeSettings):
         turn_id: str | None = None,
         tool_choice: ToolChoice | None = None,
         system_context: str | None = None,
+        max_rounds: int | None = None,
     ) -> TurnCompleted | TurnWaiting:
         """Run one journaled turn: a call that needs a person parks it and ``waiting`` comes
-        back once its request is durable (see `robotad.session.recovery.recoverable`)."""
+        back once its request is durable (see `robotad.session.recovery.recoverable`).
+        `max_rounds` overrides the session's round limit for this turn (and its
+        continuations)."""
         with self._claimed("turn", turn_id or new_id("turn-")) as token:
             threshold = self._threshold
             await self.start()
             return await self._executions.run(
-                self._turn_context(token),
+                self._turn_context(token, max_rounds),
                 prompt,
                 journal,
                 tool_choice=tool_choice if tool_choice is not None else self.tool_choice,
@@ -270,7 +278,7 @@ class Session(RuntimeSettings):
         with self._claimed("resume", self._executions.turn_id_of(execution_id)) as token:
             await self.start()
             return await self._executions.resume(
-                TurnContext(token), execution_id, journal, responses
+                TurnContext(token, round_cap=self.round_cap), execution_id, journal, responses
             )
 
     async def recover(self, journal: ExecutionJournal) -> None:
@@ -387,6 +395,8 @@ class Session(RuntimeSettings):
                 None if self._idle_timeout is None else max(1, round(self._idle_timeout * 1000))
             ),
             script=script if isinstance(script, list) else None,
+            max_rounds=self.round_cap,
+            instructions=self.instructions,
         )
 
     async def _persist(self) -> None:
@@ -423,8 +433,13 @@ class Session(RuntimeSettings):
         finally:
             self._claim.release(token)
 
-    def _turn_context(self, token: ClaimToken) -> TurnContext:
-        return TurnContext(token, trace=TraceContext.new_root() if self.trace else None)
+    def _turn_context(self, token: ClaimToken, max_rounds: int | None = None) -> TurnContext:
+        """A new turn's context; its round limit is `max_rounds`, else the session's."""
+        return TurnContext(
+            token,
+            trace=TraceContext.new_root() if self.trace else None,
+            round_cap=max_rounds if max_rounds is not None else self.round_cap,
+        )
 
     def _turn_completed(self) -> None:
         self.turn_count += 1

@@ -106,6 +106,9 @@ class SessionSettings(_Record):
     auto_compact_threshold: CompactThreshold
     context_window: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
     idle_timeout_ms: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
+    max_rounds: Annotated[int, Meta(ge=1)] | UnsetType = UNSET
+    #: The project-instruction files the system prompt was built with at creation.
+    instructions: list[str] | UnsetType = UNSET
     script: list[dict[str, Any]] | UnsetType = UNSET
 
 

@@ -10,7 +10,6 @@ from robotad.agent import (
     MAX_CONCURRENT_TOOLS,
     CompletedTurn,
     ModelCallFailed,
-    RoundCapReached,
     TurnCallbacks,
 )
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
@@ -85,18 +84,6 @@ async def test_g044_fifty_tool_rounds_run_without_a_cap() -> None:
 
     assert outcome == CompletedTurn("finished", rounds=51)
     assert len(journal.tool_results()) == 50
-    assert paired(journal.messages)
-
-
-async def test_round_cap_stops_a_turn_with_paired_history() -> None:
-    steps = [call_step(("echo", {"value": str(n)})) for n in range(5)]
-    journal = Journal(start_history())
-
-    with pytest.raises(RoundCapReached) as caught:
-        await turn(scripted(*steps), journal, toolbox(EchoTool()), round_cap=3)
-
-    assert caught.value.cap == 3
-    assert len(journal.tool_results()) == 3
     assert paired(journal.messages)
 
 

@@ -209,7 +209,12 @@ async def test_a_call_needing_approval_waits_and_resumes(
     assert status["sessions"]["waiting"] >= 1
     assert refused.value.data == {"sessionId": session_id, "executionId": waiting["executionId"]}
     assert after == before
-    assert resumed == {"status": "completed", "turnId": waiting["turnId"], "response": "done"}
+    assert resumed == {
+        "status": "completed",
+        "turnId": waiting["turnId"],
+        "response": "done",
+        "stopReason": "end",
+    }
     assert redelivered == resumed
     assert target.read_text() == "changed by a person\n"
     assert (info["pending"], info["turnCount"]) == (None, 1)

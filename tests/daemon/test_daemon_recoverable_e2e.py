@@ -170,7 +170,12 @@ async def test_a_parked_approval_survives_sigkill_and_runs_exactly_once(
                 after = await client.call("session/get", {"sessionId": session_id})
                 messages = await history(client, session_id)
     assert pending == {"executionId": waiting["executionId"], "requests": waiting["requests"]}
-    assert resumed == {"turnId": waiting["turnId"], "status": "completed", "response": "done"}
+    assert resumed == {
+        "turnId": waiting["turnId"],
+        "status": "completed",
+        "response": "done",
+        "stopReason": "end",
+    }
     assert lines(effects) == 1
     assert after["pending"] is None
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
@@ -204,7 +209,12 @@ async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
                 completed = await client.call("session/resume", params)
                 again = await client.call("session/resume", params)
         sigkill(first)
-    assert completed == {"turnId": waiting["turnId"], "status": "completed", "response": "done"}
+    assert completed == {
+        "turnId": waiting["turnId"],
+        "status": "completed",
+        "response": "done",
+        "stopReason": "end",
+    }
     assert again == completed
     with running_daemon(home) as second:
         with trio.fail_after(IO_TIMEOUT):
@@ -369,7 +379,12 @@ async def test_a_denial_stays_binding_when_the_round_continues_after_sigkill(
                 )
                 messages = await history(client, session_id)
     assert pending == {"executionId": execution_id, "requests": again["requests"]}
-    assert resumed == {"turnId": waiting["turnId"], "status": "completed", "response": "done"}
+    assert resumed == {
+        "turnId": waiting["turnId"],
+        "status": "completed",
+        "response": "done",
+        "stopReason": "end",
+    }
     assert (lines(denied_effect), lines(approved_effect)) == (0, 1)
     results = tool_results(messages)
     assert results[denied_command]["metadata"]["ok"] is False
@@ -549,7 +564,12 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     assert closed["content"].startswith("outcome unknown: Bash was running when robotad stopped")
     assert "killed when robotad stopped" in closed["content"]
     assert not journal_file.exists()
-    assert after == {"turnId": after["turnId"], "status": "completed", "response": "afterwards"}
+    assert after == {
+        "turnId": after["turnId"],
+        "status": "completed",
+        "response": "afterwards",
+        "stopReason": "end",
+    }
 
 
 async def test_a_redelivered_approval_of_a_cut_effect_is_effect_uncertain(

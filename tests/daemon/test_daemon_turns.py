@@ -49,7 +49,12 @@ async def test_run_waits_for_the_completed_turn(daemon: RunningDaemon, tmp_path:
             )
             info = await client.call("session/get", {"sessionId": session_id})
             await client.wait_for_event(session_id, "turn_finished")
-    assert result == {"turnId": "t-1", "status": "completed", "response": "hello world"}
+    assert result == {
+        "turnId": "t-1",
+        "status": "completed",
+        "response": "hello world",
+        "stopReason": "end",
+    }
     assert (info["messageCount"], info["turnCount"], info["running"]) == (2, 1, False)
     events = client.session_events(session_id)
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
@@ -96,7 +101,12 @@ async def test_a_known_turn_id_attaches_instead_of_starting_another(
             no_wait = await client.call("session/run", {**run, "wait": False})
             history = await client.call("session/history", {"sessionId": session_id})
     assert first == {"turnId": "same", "status": "running"}
-    assert attached == {"turnId": "same", "status": "completed", "response": "abcd"}
+    assert attached == {
+        "turnId": "same",
+        "status": "completed",
+        "response": "abcd",
+        "stopReason": "end",
+    }
     assert again == attached == no_wait
     assert [m["content"] for m in history["messages"]] == ["once", "abcd"]
     assert len(client.session_events(session_id)) == len(

@@ -57,6 +57,9 @@ class Execution:
     effects_finished: dict[str, Message] = field(default_factory=dict)
     result: TurnCompleted | TurnWaiting | None = None
     state: State = "running"
+    #: The turn's round limit, for its continuations (None: the session's, e.g. after a
+    #: restart, when only the session's is known).
+    round_cap: int | None = None
 
     @classmethod
     def from_records(
@@ -171,12 +174,18 @@ class Execution:
         return list(fresh.values())
 
     def completed_result(self, records: Sequence[JournalRecord]) -> TurnCompleted | None:
-        """The result the journal shows for a completed execution: its last reply."""
+        """The result the journal shows for a completed execution: its last reply (one that
+        still asked for tools can only have ended the turn at its round limit)."""
         finished = next((r for r in records if isinstance(r, FinishedRecord)), None)
         replies = [r.message for r in records if isinstance(r, ReplyRecord)]
         if finished is None or finished.status != "completed" or not replies:
             return None
-        return TurnCompleted(turn_id=self.turn_id, response=replies[-1].content or "")
+        last = replies[-1]
+        return TurnCompleted(
+            turn_id=self.turn_id,
+            response=last.content or "",
+            stop_reason="maxRounds" if last.calls else "end",
+        )
 
 
 class StaleAnswer(Exception):

@@ -167,7 +167,7 @@ class RecoverableExecutions:
         assert turn.turn_id is not None
         provider = self._provider()
         user = Message.user(prompt)
-        x = Execution(new_id("x-"), turn.turn_id, journal)
+        x = Execution(new_id("x-"), turn.turn_id, journal, round_cap=turn.round_cap)
         x.started = StartedRecord(
             id=x.record_id("started", "0"),
             execution_id=x.execution_id,
@@ -251,6 +251,8 @@ class RecoverableExecutions:
             x.result = self._waiting(x)
             return x.result
         turn.prompted = False
+        if x.round_cap is not None:
+            turn.round_cap = x.round_cap
         return await self._drive(
             x, turn, lambda policy: self._runner.continue_turn(turn, policy=policy)
         )
@@ -341,7 +343,9 @@ class RecoverableExecutions:
         self._conversation.barrier = None
         if isinstance(outcome, ParkedTurn):
             return await self._park(x, turn)
-        x.result = TurnCompleted(turn_id=x.turn_id, response=outcome.response)
+        x.result = TurnCompleted(
+            turn_id=x.turn_id, response=outcome.response, stop_reason=outcome.stop_reason
+        )
         with trio.CancelScope(shield=True):  # saved already: finishing must not be cut short
             await self._finish(x, "completed")
         return x.result

@@ -44,7 +44,6 @@ from robotad.agent.loop import (
     CompletedTurn,
     ModelCallFailed,
     ParkedTurn,
-    RoundCapReached,
     TurnAbortedError,
     TurnCallbacks,
     TurnOutcome,
@@ -91,7 +90,6 @@ class TurnServices:
     #: Save and raise on failure (a completed turn is acknowledged only once saved); absent,
     #: `save` is used and a failure only logged.
     persist: Callable[[], Awaitable[None]] | None = None
-    round_cap: int | None = None
 
 
 class TurnRunner:
@@ -186,7 +184,7 @@ class TurnRunner:
                     system_context=system_context,
                     effort=s.effort(),
                     idle_timeout=s.idle_timeout,
-                    round_cap=s.round_cap,
+                    round_cap=turn.round_cap,
                     callbacks=callbacks,
                     bus=s.bus,
                     abort=turn.abort,
@@ -210,9 +208,6 @@ class TurnRunner:
             self._close_request(turn, error.reason)
             wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, error.reason)
             await self.failed(turn, wire, error.reason, cause=error)
-        if isinstance(error, RoundCapReached):
-            wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, str(error))
-            await self.failed(turn, wire, str(error), cause=error)
         self._close_request(turn, "the turn failed")
         rpc = error if isinstance(error, RpcError) else _internal(error, s.session_id)
         await self.failed(turn, rpc, f"{type(error).__name__}: {error}", cause=error)
@@ -285,7 +280,11 @@ class TurnRunner:
         )
         await self._save_completed(turn)
         s.reporter.turn_finished(
-            turn.turn_id, "completed", response=outcome.response, hook_failures=turn.hook_failures
+            turn.turn_id,
+            "completed",
+            response=outcome.response,
+            stop_reason=outcome.stop_reason,
+            hook_failures=turn.hook_failures,
         )
 
     async def _save_completed(self, turn: TurnContext) -> None:

@@ -35,6 +35,8 @@ class TurnContext:
     #: The provider request id logged but not yet answered in the log.
     open_request: str | None = None
     rounds: int = 0
+    #: The turn's round limit (PROTOCOL §10.2): provider calls it may make; None = no limit.
+    round_cap: int | None = None
 
     @property
     def turn_id(self) -> str | None:
