@@ -107,6 +107,8 @@ class SessionSettings(_Record):
     context_window: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
     idle_timeout_ms: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
     script: list[dict[str, Any]] | UnsetType = UNSET
+    #: Session-scoped MCP servers (``session/create {mcpServers}``), as given on the wire.
+    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
 
 
 class ForkedFrom(_Record):
