@@ -84,6 +84,7 @@ COMMANDS: dict[str, str] = {
     "history": "robotactl.commands.records:history",
     "log": "robotactl.commands.records:log",
     "acp": "robotactl.acp.command:acp",
+    "mcp": "robotactl.commands.mcp:mcp",
 }
 
 
