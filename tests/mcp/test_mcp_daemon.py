@@ -147,7 +147,8 @@ async def test_list_shows_every_server_its_tools_and_errors(daemon: RunningDaemo
         "error": "disabled",
     }
     log = daemon.output()
-    assert "mcp server failed" in log and "mcp_server=silent" in log
+    assert "mcp server failed" in log
+    assert "mcp_server=silent" in log
 
 
 def test_robotactl_mcp_lists_servers(daemon: RunningDaemon) -> None:
@@ -160,8 +161,10 @@ def test_robotactl_mcp_lists_servers(daemon: RunningDaemon) -> None:
     )
     assert table.returncode == 0, table.stderr
     rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
-    assert "ready" in rows["every"] and "mcp__every__echo" in rows["every"]
-    assert "failed" in rows["silent"] and "did not finish starting" in rows["silent"]
+    assert "ready" in rows["every"]
+    assert "mcp__every__echo" in rows["every"]
+    assert "failed" in rows["silent"]
+    assert "did not finish starting" in rows["silent"]
     as_json = subprocess.run(
         [*base, "--json", "mcp"],
         capture_output=True,
@@ -356,7 +359,8 @@ async def test_servers_get_only_the_allow_listed_environment(
     (message,) = await run_calls(daemon, tmp_path, call("mcp__every__get-env"))
     seen = json.loads(message["content"])
     assert seen["GIVEN_TO_SERVER"] == "yes"
-    assert "PATH" in seen and "HOME" in seen
+    assert "PATH" in seen
+    assert "HOME" in seen
     for hidden in ("OPENAI_API_KEY", "ROBOTA_TEST_TOKEN", "ROBOTA_STATE_DIR", "ROBOTA_CONFIG"):
         assert hidden not in seen
     assert SECRET not in message["content"]
