@@ -55,7 +55,9 @@ class Connection:
         self.session = session
         self.channel = channel
         self.tools: list[types.Tool] = []
-        self._closed = trio.Event()
+        # Set when the server's side ended: a stdio server's channel closed, or a call found
+        # the connection closed (an HTTP server that went away).
+        self._lost = channel.closed if channel is not None else trio.Event()
 
     @property
     def pid(self) -> int | None:
@@ -66,11 +68,9 @@ class Connection:
         return self.channel.failure if self.channel is not None else None
 
     async def wait_closed(self) -> None:
-        """Until the server's side ended (a stdio server exited or closed its stdout)."""
-        if self.channel is None:
-            await trio.sleep_forever()
-        else:
-            await self.channel.closed.wait()
+        """Until the server's side ended: a stdio server exited or closed its stdout, or a
+        call found the connection closed."""
+        await self._lost.wait()
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool of the server (all pages), kept in `tools` too."""
@@ -97,8 +97,9 @@ class Connection:
     def _reason(self, exc: MCPError, timeout: float) -> str:
         if exc.code == types.REQUEST_TIMEOUT:
             return f"did not answer within {round(timeout * 1000)} ms"
-        if exc.code == types.CONNECTION_CLOSED and self.failure is not None:
-            return self.failure
+        if exc.code == types.CONNECTION_CLOSED:
+            self._lost.set()
+            return self.failure or "the connection to the server closed"
         return f"error {exc.code}: {exc.message}"
 
 

@@ -167,7 +167,7 @@ class McpServer:
                             nursery.start_soon(self._refresh_tools, connection)
                             await connection.wait_closed()
                             nursery.cancel_scope.cancel()
-                    failure = connection.failure or "closed the connection"
+                    failure = connection.failure or "the connection to the server closed"
                 except ServerFailed as exc:
                     failure = exc.reason
                 except Exception as exc:

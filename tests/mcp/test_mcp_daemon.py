@@ -33,6 +33,7 @@ from tests.daemon_helpers import (
     stop_robotad,
 )
 from tests.mcp.conftest import FakeServers, NpmServers
+from tests.mcp.test_mcp_absent import sdk_loaded
 from tests.robotad_process import start_robotad
 
 SECRET = "s3cret-value-never-for-servers"
@@ -146,6 +147,7 @@ async def test_list_shows_every_server_its_tools_and_errors(daemon: RunningDaemo
         "tools": [],
         "error": "disabled",
     }
+    assert sdk_loaded(daemon.pid)  # the check tests/mcp/test_mcp_absent.py relies on
     log = daemon.output()
     assert "mcp server failed" in log
     assert "mcp_server=silent" in log
