@@ -93,6 +93,36 @@ async def test_a_session_brings_its_own_server(
     assert _children_with(daemon, "MARK=mine-server") == []
 
 
+async def test_a_sessions_servers_come_back_when_it_is_opened_again(
+    daemon: RunningDaemon, npm_servers: NpmServers, tmp_path: Path
+) -> None:
+    """The servers a session was created with are part of its record: after a close (and
+    saves in between), opening it again gives it the same servers."""
+    mine = {"name": "kept", "command": npm_servers.node, "args": [str(npm_servers.everything)]}
+    echo = call("mcp__kept__echo", message="again")
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {
+                    "cwd": str(tmp_path),
+                    "permissionMode": "bypassPermissions",
+                    "mcpServers": [mine],
+                    "script": [{"text": "first"}, {"toolCalls": [echo]}, {"text": "done"}],
+                },
+            )
+            session_id = info["sessionId"]
+            await client.call("session/run", {"sessionId": session_id, "prompt": "one"})
+            await client.call("session/close", {"sessionId": session_id})
+            await client.call("session/open", {"sessionId": session_id})
+            result = await client.call("session/run", {"sessionId": session_id, "prompt": "two"})
+            messages = await tool_messages(client, session_id)
+            listed = await client.call("mcp/list", {"sessionId": session_id})
+    assert result["status"] == "completed"
+    assert messages[0]["content"] == "Echo: again"
+    assert [(s["name"], s["scope"]) for s in listed["servers"]] == [("kept", "session")]
+
+
 async def test_malformed_servers_are_refused_each_located(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
