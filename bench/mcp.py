@@ -50,9 +50,9 @@ async def direct_and_adapter(servers: NpmServers, calls: int) -> tuple[list[floa
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    from robotad.agent.tool import ToolContext
     from robotad.mcp.config import McpServerConfig
     from robotad.mcp.hub import McpHub
-    from robotad.tools.base import ToolContext
 
     argv = [str(servers.everything), "stdio"]
     params = StdioServerParameters(command=servers.node, args=argv)

@@ -14,17 +14,17 @@ import mcp_types as types
 import pytest
 
 from protocol.validate import ValidationFailed
+from robotad.agent.tool import Tool, ToolProfile
 from robotad.config import decode_config
 from robotad.mcp.environment import server_environment
 from robotad.mcp.naming import MAX_TOOL_NAME, model_tool_name, rule_covers
 from robotad.mcp.results import tool_result
 from robotad.mcp.server import backoff
-from robotad.session.patterns import parse_rules
-from robotad.session.permissions import PermissionEnforcer
+from robotad.session.permissions.enforcer import PermissionEnforcer
+from robotad.session.permissions.patterns import parse_rules
 from robotad.session.tool_table import ToolTable
 from robotad.storage.spill import SpillStore
 from robotad.tools import ReadTool
-from robotad.tools.base import Tool, ToolProfile
 from tests.robotad_process import REPO, child_environment
 
 # -- naming and rules ---------------------------------------------------------------------------
