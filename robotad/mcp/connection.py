@@ -93,6 +93,8 @@ class Connection:
             return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
         except MCPError as exc:
             raise ServerFailed(self._reason(exc, timeout)) from None
+        except Exception as exc:  # a result the SDK refuses (shape, schema, input request)
+            raise ServerFailed(f"unusable answer: {describe_error(exc)}") from None
 
     def _reason(self, exc: MCPError, timeout: float) -> str:
         if exc.code == types.REQUEST_TIMEOUT:

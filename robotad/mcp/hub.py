@@ -141,11 +141,11 @@ class SessionTools:
 
     async def tools(self) -> Sequence[Tool]:
         """Every tool of every server this session may use, after starting those never
-        tried (each start bounded by its server's startup timeout)."""
+        tried and waiting for those starting (each bounded by its startup timeout)."""
         servers = self.servers()
         if not servers:
             return []
-        untried = [server for server in servers if not server.attempted]
+        untried = [s for s in servers if not s.attempted or s.status == "starting"]
         if untried:
             async with trio.open_nursery() as nursery:
                 for server in untried:

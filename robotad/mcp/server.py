@@ -161,7 +161,7 @@ class McpServer:
                 if self._closed:
                     scope.cancel()
                 try:
-                    async with connect(self.spec, self._refresh.set) as connection:
+                    async with connect(self.spec, self._tools_changed) as connection:
                         self._became_ready(connection)
                         async with trio.open_nursery() as nursery:
                             nursery.start_soon(self._refresh_tools, connection)
@@ -172,6 +172,13 @@ class McpServer:
                     failure = exc.reason
                 except Exception as exc:
                     failure = describe_error(exc)
+                except BaseExceptionGroup as group:
+                    # Nothing but cancellation may leave this task: a failure bundled with a
+                    # Cancelled (an SDK task group torn down mid-cancel) is still a failure.
+                    _, rest = group.split(trio.Cancelled)
+                    if rest is None:
+                        raise
+                    failure = describe_error(rest)
         finally:
             self._connection = None
             self._scope = None
@@ -200,6 +207,10 @@ class McpServer:
             self._retry_at = trio.current_time() + backoff(self._failures)
             log.warning("mcp server failed: %s", failure, extra=fields(mcp_server=self.name))
         self._settled.set()
+
+    def _tools_changed(self) -> None:
+        """The server announced a new tool list (``notifications/tools/list_changed``)."""
+        self._refresh.set()
 
     async def _refresh_tools(self, connection: Connection) -> None:
         """Re-read the tool list on every ``notifications/tools/list_changed``."""

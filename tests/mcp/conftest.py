@@ -5,8 +5,9 @@
 (`tests.mcp.npm_servers`): a later run finds them there. Without node and npm the tests that
 need them skip saying so (``.ci/run`` installs both, so CI never skips).
 
-`fake_servers` are two tiny misbehaving stdio "servers" written in Python: one that never
-answers, one whose stdout is garbage.
+`fake_servers` are tiny stdio servers written in Python: one that never answers, one whose
+stdout is garbage, and a real one (the SDK's own server) whose tool `grow` adds a tool `late`
+and announces the new list (``notifications/tools/list_changed``).
 """
 
 from __future__ import annotations
@@ -38,19 +39,45 @@ GARBAGE_SERVER = (
 )
 
 
+GROWING_SERVER = '''
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("growing")
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `late` and announce the new tool list."""
+
+    def late() -> str:
+        """A tool that exists only after grow ran."""
+        return "late tool answered"
+
+    server.add_tool(late, name="late")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+server.run("stdio")
+'''
+
+
 @dataclass(frozen=True)
 class FakeServers:
     python: str
     silent: Path
     garbage: Path
+    growing: Path
 
 
 @pytest.fixture(scope="session")
 def fake_servers(tmp_path_factory: pytest.TempPathFactory) -> FakeServers:
-    """Scripts of a server that never answers and one whose stdout is garbage."""
+    """The scripts of the servers in the module doc."""
     root = tmp_path_factory.mktemp("fake-mcp")
     silent = root / "silent.py"
     silent.write_text(SILENT_SERVER)
     garbage = root / "garbage.py"
     garbage.write_text(GARBAGE_SERVER)
-    return FakeServers(python=sys.executable, silent=silent, garbage=garbage)
+    growing = root / "growing.py"
+    growing.write_text(GROWING_SERVER)
+    return FakeServers(python=sys.executable, silent=silent, garbage=garbage, growing=growing)

@@ -15,7 +15,7 @@ import trio
 
 from protocol.errors import InvalidParams
 from tests.daemon_helpers import IO_TIMEOUT, PROCESS_TIMEOUT, RunningDaemon, connect, module_daemon
-from tests.mcp.conftest import NpmServers
+from tests.mcp.conftest import FakeServers, NpmServers
 from tests.mcp.test_mcp_daemon import call, tool_messages
 
 daemon = module_daemon()
@@ -121,6 +121,43 @@ async def test_a_sessions_servers_come_back_when_it_is_opened_again(
     assert result["status"] == "completed"
     assert messages[0]["content"] == "Echo: again"
     assert [(s["name"], s["scope"]) for s in listed["servers"]] == [("kept", "session")]
+
+
+async def test_a_changed_tool_list_is_offered_from_the_next_turn(
+    daemon: RunningDaemon, fake_servers: FakeServers, tmp_path: Path
+) -> None:
+    """After notifications/tools/list_changed the server's tools are read again: mcp/list
+    shows the new tool and the next turn offers it."""
+    growing = {"name": "g", "command": fake_servers.python, "args": [str(fake_servers.growing)]}
+    script = [
+        {"toolCalls": [call("mcp__g__grow")]},
+        {"text": "grown"},
+        {"toolCalls": [call("mcp__g__late")]},
+        {"text": "done"},
+    ]
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {
+                    "cwd": str(tmp_path),
+                    "permissionMode": "bypassPermissions",
+                    "mcpServers": [growing],
+                    "script": script,
+                },
+            )
+            session_id = info["sessionId"]
+            listed = await client.call("mcp/list", {"sessionId": session_id})
+            await client.call("session/run", {"sessionId": session_id, "prompt": "grow"})
+            while True:
+                after = await client.call("mcp/list", {"sessionId": session_id})
+                if "mcp__g__late" in after["servers"][0]["tools"]:
+                    break
+                await trio.sleep(0.05)
+            await client.call("session/run", {"sessionId": session_id, "prompt": "late"})
+            messages = await tool_messages(client, session_id)
+    assert listed["servers"][0]["tools"] == ["mcp__g__grow"]
+    assert [m["content"] for m in messages] == ["grown", "late tool answered"]
 
 
 async def test_malformed_servers_are_refused_each_located(
