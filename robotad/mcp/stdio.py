@@ -60,6 +60,7 @@ class StdioChannel:
         self.initialized = False
         #: Set when the connection ended from the server's side (`failure` says why).
         self.closed = trio.Event()
+        self._stopping = False
         self._to_session, self.read_stream = anyio.create_memory_object_stream[
             SessionMessage | Exception
         ](16)
@@ -73,7 +74,7 @@ class StdioChannel:
 
     def _end(self, failure: str) -> None:
         """The connection is over: record why (first reason wins) and end the read stream."""
-        if self.failure is None:
+        if self.failure is None and not self._stopping:
             self.failure = failure
             log.info(
                 "mcp server connection ended: %s", failure, extra=fields(mcp_server=self.spec.name)
@@ -149,6 +150,7 @@ class StdioChannel:
 
     async def stop(self) -> None:
         """Close stdin, wait a moment, then stop the process group; bounded, call shielded."""
+        self._stopping = True
         self._to_session.close()
         self._from_session.close()
         if self.process.stdin is not None:

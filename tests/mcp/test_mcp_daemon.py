@@ -366,3 +366,30 @@ async def test_servers_get_only_the_allow_listed_environment(
     for hidden in ("OPENAI_API_KEY", "ROBOTA_TEST_TOKEN", "ROBOTA_STATE_DIR", "ROBOTA_CONFIG"):
         assert hidden not in seen
     assert SECRET not in message["content"]
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes (any parent) whose environment holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2] != "Z" and marker.encode() in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+async def test_shutdown_stops_every_server(daemon: RunningDaemon, tmp_path: Path) -> None:
+    """The last test of the module: daemon/shutdown leaves no server process behind."""
+    await run_calls(daemon, tmp_path, call("mcp__every__echo", message="last"))
+    assert _processes_with("GIVEN_TO_SERVER=yes")
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            await client.call("daemon/shutdown", {"graceSeconds": 5})
+    assert daemon.wait_exit() == 0
+    assert _processes_with("GIVEN_TO_SERVER=yes") == []
