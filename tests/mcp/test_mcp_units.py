@@ -287,3 +287,13 @@ print(loaded)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_readme_configuration_example_decodes() -> None:
+    """The README's MCP configuration block is a valid config.toml as written."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### MCP tool servers") :]
+    block = section[section.index("```toml\n") + len("```toml\n") :]
+    config = decode_config(block[: block.index("```")])
+    assert sorted(config.mcp_servers) == ["every", "files", "remote"]
+    assert not config.mcp_servers["remote"].enabled
