@@ -67,6 +67,11 @@ class Connection:
     def failure(self) -> str | None:
         return self.channel.failure if self.channel is not None else None
 
+    @property
+    def lost(self) -> bool:
+        """Whether the server's side has ended (see `wait_closed`)."""
+        return self._lost.is_set()
+
     async def wait_closed(self) -> None:
         """Until the server's side ended: a stdio server exited or closed its stdout, or a
         call found the connection closed."""

@@ -130,6 +130,10 @@ class McpServer:
         `ServerUnavailable`; cancellation cancels this call only."""
         from robotad.mcp.connection import ServerFailed
 
+        if self._connection is not None and self._connection.lost:
+            # It died and its task has yet to record that: let it, then start it again.
+            with trio.move_on_after(_STOP_TIMEOUT):
+                await self._task_done.wait()
         if self.status != "ready":
             await self.ready()
         connection = self._connection

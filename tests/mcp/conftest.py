@@ -20,7 +20,11 @@ import pytest
 
 from tests.mcp.npm_servers import NpmServers, installed_servers
 
-__all__ = ["FakeServers", "NpmServers", "fake_servers", "npm_servers"]
+__all__ = ["MCP_TIMEOUT", "FakeServers", "NpmServers", "fake_servers", "npm_servers"]
+
+#: Bound on one block of client I/O that may start MCP servers (node starts slowly on a
+#: loaded machine; each server start is bounded by its own startup timeout too).
+MCP_TIMEOUT = 60.0
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import trio
 
-from tests.daemon_helpers import IO_TIMEOUT, RunningDaemon, connect, module_daemon
+from tests.daemon_helpers import RunningDaemon, connect, module_daemon
+from tests.mcp.conftest import MCP_TIMEOUT
 
 daemon = module_daemon()
 
@@ -23,7 +24,7 @@ async def test_a_turn_without_mcp_servers_never_loads_the_sdk(
 ) -> None:
     (tmp_path / "a.txt").write_text("hello\n")
     read = {"name": "Read", "arguments": {"file_path": str(tmp_path / "a.txt")}}
-    with trio.fail_after(IO_TIMEOUT):
+    with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             info = await client.call(
                 "session/create",

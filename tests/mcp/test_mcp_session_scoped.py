@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from protocol.errors import InvalidParams
-from tests.daemon_helpers import IO_TIMEOUT, PROCESS_TIMEOUT, RunningDaemon, connect, module_daemon
-from tests.mcp.conftest import FakeServers, NpmServers
+from tests.daemon_helpers import PROCESS_TIMEOUT, RunningDaemon, connect, module_daemon
+from tests.mcp.conftest import MCP_TIMEOUT, FakeServers, NpmServers
 from tests.mcp.test_mcp_daemon import call, tool_messages
 
 daemon = module_daemon()
@@ -50,7 +50,7 @@ async def test_a_session_brings_its_own_server(
         "env": {"MARK": "mine-server"},
     }
     echo = call("mcp__mine__echo", message="own")
-    with trio.fail_after(IO_TIMEOUT):
+    with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             info = await client.call(
                 "session/create",
@@ -100,7 +100,7 @@ async def test_a_sessions_servers_come_back_when_it_is_opened_again(
     saves in between), opening it again gives it the same servers."""
     mine = {"name": "kept", "command": npm_servers.node, "args": [str(npm_servers.everything)]}
     echo = call("mcp__kept__echo", message="again")
-    with trio.fail_after(IO_TIMEOUT):
+    with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             info = await client.call(
                 "session/create",
@@ -135,7 +135,7 @@ async def test_a_changed_tool_list_is_offered_from_the_next_turn(
         {"toolCalls": [call("mcp__g__late")]},
         {"text": "done"},
     ]
-    with trio.fail_after(IO_TIMEOUT):
+    with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             info = await client.call(
                 "session/create",
@@ -171,7 +171,7 @@ async def test_malformed_servers_are_refused_each_located(
         {"name": "web", "url": "ftp://127.0.0.1/mcp"},
         {"name": "web", "command": "x"},
     ]
-    with trio.fail_after(IO_TIMEOUT):
+    with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             with pytest.raises(InvalidParams) as refused:
                 await client.call("session/create", {"cwd": str(tmp_path), "mcpServers": servers})
@@ -239,7 +239,7 @@ async def test_an_http_server_and_its_death(
     url, process = http_server
     echo = call("mcp__web__echo", message="over http")
     again = call("mcp__web__echo", message="gone")
-    with trio.fail_after(IO_TIMEOUT):
+    with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             info = await client.call(
                 "session/create",
