@@ -44,6 +44,8 @@ _EXIT_GRACE: Final = 1.0
 #: The longest stdout line kept (a server answering with more is cut off and fails the call).
 _MAX_LINE: Final = 64 * 1024 * 1024
 _LOGGED_CHARS: Final = 2000
+#: How long a closed stdout waits for the process's exit status before being the reason.
+_EOF_EXIT_WAIT: Final = 0.5
 
 
 class StdioChannel:
@@ -94,6 +96,11 @@ class StdioChannel:
             if len(buffer) > _MAX_LINE:
                 self._end("a stdout line exceeded 64 MiB")
                 return
+        # A dying server's stdout ends as it exits: name the exit (a signal, a status) when
+        # it comes at once, rather than the closed pipe it caused.
+        with trio.move_on_after(_EOF_EXIT_WAIT):
+            status = await self.process.wait()
+            self._end(describe_exit(status))
         self._end("closed its stdout")
 
     async def _deliver(self, line: bytes) -> bool:
