@@ -128,10 +128,10 @@ async def connect(
 
     startup = trio.CancelScope(deadline=trio.current_time() + spec.startup_timeout)
     connection: Connection | None = None
+    channel: StdioChannel | None = None
     try:
         with startup:
             async with AsyncExitStack() as stack:
-                channel: StdioChannel | None = None
                 if spec.url is None:
                     channel = await stack.enter_async_context(open_stdio(spec))
                     streams: tuple[Any, Any] = (channel.read_stream, channel.write_stream)
@@ -152,6 +152,8 @@ async def connect(
     except Exception as exc:
         if connection is None and startup.cancelled_caught:
             raise ServerFailed(_startup_timeout(spec)) from None
+        if channel is not None and channel.failure is not None:
+            raise ServerFailed(channel.failure) from None
         raise ServerFailed(describe_error(exc)) from None
     if connection is None and startup.cancelled_caught:
         raise ServerFailed(_startup_timeout(spec))
@@ -163,10 +165,14 @@ async def _handshake(pending: Connection) -> None:
         if pending.channel is not None:
             pending.channel.initialized = True
         await pending.list_tools()
-    except MCPError as exc:
+    except Exception as exc:
+        # A server that died or wrote garbage mid-handshake surfaces in the SDK as a closed
+        # connection or a closed stream, whichever it met first: the channel knows why.
         if pending.failure is not None:
             raise ServerFailed(pending.failure) from None
-        raise ServerFailed(f"handshake failed: error {exc.code}: {exc.message}") from None
+        if isinstance(exc, MCPError):
+            raise ServerFailed(f"handshake failed: error {exc.code}: {exc.message}") from None
+        raise
 
 
 @asynccontextmanager
