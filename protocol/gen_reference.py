@@ -116,6 +116,7 @@ SUMMARIES: Final[dict[str, str]] = {
     ),
     "session/log": "Check the session log: lines decoded and every problem found.",
     "history/search": "Prompts of every session, newest first, narrowed by query and cwd.",
+    "mcp/list": "MCP tool servers (the daemon's, and a session's own), started if not running.",
 }
 
 #: What each error's ``data`` holds (PROTOCOL.md §2–§3).

@@ -64,6 +64,10 @@ __all__ = [
     "InitializeResult",
     "LogProblem",
     "LogResult",
+    "McpListParams",
+    "McpListResult",
+    "McpServer",
+    "McpServerEntry",
     "NamedToolChoice",
     "OkResult",
     "PendingResult",
@@ -243,6 +247,19 @@ class Step(_Params, frozen=True):
         return self.summary is not UNSET
 
 
+class McpServer(_Params, frozen=True):
+    """A session-scoped MCP server (PROTOCOL.md §10.5): ``{name, command, args?, env?}`` (stdio)
+    or ``{name, url, headers?}`` (streamable HTTP). `name` is ``[A-Za-z0-9_-]+``; its tools
+    are offered as ``mcp__NAME__TOOL``."""
+
+    name: NonEmpty
+    command: NonEmpty | UnsetType = UNSET
+    args: list[str] | UnsetType = UNSET
+    env: dict[str, str] | UnsetType = UNSET
+    url: NonEmpty | UnsetType = UNSET
+    headers: dict[str, str] | UnsetType = UNSET
+
+
 class CreateParams(_Params, frozen=True):
     """``session/create``: `cwd` an absolute, existing directory (existence is the daemon's
     check); `session_id` generated when absent. `auto_compact_threshold` is a fraction in
@@ -261,6 +278,7 @@ class CreateParams(_Params, frozen=True):
     idle_timeout_ms: PositiveInt | UnsetType = UNSET
     max_rounds: MaxRounds | UnsetType = UNSET
     script: list[Step] | UnsetType = UNSET
+    mcp_servers: list[McpServer] | UnsetType = UNSET
 
 
 class SessionSummary(_Result, frozen=True):
@@ -514,6 +532,31 @@ class SearchResult(_Result, frozen=True):
     unreadable_lines: int
 
 
+# -- MCP tool servers (PROTOCOL.md §10.5) ---------------------------------------------------
+
+
+class McpListParams(_Params, frozen=True):
+    """``mcp/list``: the daemon's servers, plus the servers of `session_id` when given (else
+    of every loaded session)."""
+
+    session_id: SessionId | UnsetType = UNSET
+
+
+class McpServerEntry(_Result, frozen=True):
+    """One server of ``mcp/list``: `tools` are the names the model sees
+    (``mcp__NAME__TOOL``); `error` is the last failure, when there was one."""
+
+    name: str
+    scope: Literal["daemon", "session"]
+    status: Literal["starting", "ready", "failed", "stopped"]
+    tools: list[str]
+    error: str | UnsetType = UNSET
+
+
+class McpListResult(_Result, frozen=True):
+    servers: list[McpServerEntry]
+
+
 #: Every method: name → (params type, result type).
 METHODS: Final[dict[str, tuple[type[Struct], Any]]] = {
     "initialize": (InitializeParams, InitializeResult),
@@ -542,4 +585,5 @@ METHODS: Final[dict[str, tuple[type[Struct], Any]]] = {
     "session/import": (ImportParams, SessionInfo),
     "session/log": (SessionRef, LogResult),
     "history/search": (SearchParams, SearchResult),
+    "mcp/list": (McpListParams, McpListResult),
 }

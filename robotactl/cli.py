@@ -85,6 +85,7 @@ COMMANDS: dict[str, str] = {
     "log": "robotactl.commands.records:log",
     "acp": "robotactl.acp.command:acp",
     "chat": "robotactl.chat.command:chat",
+    "mcp": "robotactl.commands.mcp:mcp",
 }
 
 

@@ -21,6 +21,8 @@ Shape (every table forbids unknown keys)::
     [classifier]                         # command
     [hooks]                              # Event = [{matcher?, hooks = [{type, command?,
                                          #   timeout?}]}]
+    [mcp_servers.NAME]                   # command/args/env/cwd or url/headers, risk?,
+                                         #   startup_timeout_ms?, tool_timeout_ms?, enabled?
 
 Hooks are Claude-Code-shaped. Their event names are checked; a handler's `type` is a plain
 string: ``"command"`` handlers need a `command`, while a type this build has no executor for is
@@ -46,6 +48,7 @@ from msgspec import Meta, Struct
 from xdg_base_dirs import xdg_config_home, xdg_runtime_dir, xdg_state_home
 
 from protocol.validate import Issue, ValidationFailed, convert, join_path
+from robotad.mcp.config import McpServerConfig, config_issues
 
 __all__ = [
     "BUILTIN_PROVIDER_KINDS",
@@ -164,6 +167,7 @@ class Config(_Table, frozen=True):
     instructions: InstructionsConfig = msgspec.field(default_factory=InstructionsConfig)
     classifier: ClassifierConfig | None = None
     hooks: dict[HookEvent, list[HookMatcher]] = msgspec.field(default_factory=dict)
+    mcp_servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
 
 
 class ConfigError(Exception):
@@ -310,6 +314,7 @@ def _meaning_issues(raw: dict[str, Any]) -> list[Issue]:
         for event, matchers in hooks.items():
             if isinstance(matchers, list):
                 issues.extend(_hook_issues(join_path("$.hooks", str(event)), matchers))
+    issues.extend(config_issues(raw.get("mcp_servers")))
     return issues
 
 

@@ -9,8 +9,9 @@ the server adds the daemon methods.
 
 Shutdown: the server calls `on_shutdown(grace)` while connections are still served, so a
 client waiting on a turn hears how it ended; the manager finishes or aborts the running work
-and closes every session. Leaving the factory closes whatever is still open (after a forced
-shutdown), removes the spill store and cancels the nursery.
+and closes every session, then every MCP server is stopped. Leaving the factory closes
+whatever is still open (after a forced shutdown), removes the spill store and cancels the
+nursery.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from protocol.peer import Router
 from robotad.config import ConfigError, config_path, load_config, runtime_dir
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import DEFAULT_IDLE_UNLOAD_SECONDS, SessionManager
+from robotad.daemon.mcp_methods import register_mcp_methods
 from robotad.daemon.methods import register_session_methods
 from robotad.daemon.operations import SessionOperations
+from robotad.mcp.hub import McpHub
 from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
 from robotad.server.lifecycle import StartupError
 from robotad.storage.spill import SpillError, SpillStore
@@ -48,6 +51,7 @@ class SessionApplication:
 
     manager: SessionManager
     router: Router = field(default_factory=Router)
+    mcp: McpHub | None = None
 
     def session_counts(self) -> SessionCounts:
         loaded, running, waiting = self.manager.counts()
@@ -55,6 +59,8 @@ class SessionApplication:
 
     async def on_shutdown(self, grace: float) -> None:
         await self.manager.shutdown(grace)
+        if self.mcp is not None:
+            await self.mcp.aclose()
 
 
 @asynccontextmanager
@@ -70,10 +76,11 @@ async def session_application(
         spill = SpillStore(runtime_dir())
     except SpillError as exc:
         raise StartupError(f"cannot create the tool-result spill store: {exc}") from None
+    mcp = McpHub(config.mcp_servers, spill=spill)
     try:
         try:
             assembler = SessionAssembler.from_config(
-                config, state_dir=context.state_dir, spill=spill, trace=context.trace
+                config, state_dir=context.state_dir, spill=spill, trace=context.trace, mcp=mcp
             )
         except InvalidParams as exc:
             located = [
@@ -82,6 +89,7 @@ async def session_application(
             ]
             raise StartupError(str(ConfigError(config_path(), located))) from None
         async with trio.open_nursery() as nursery:
+            await nursery.start(mcp.run)
             manager = SessionManager(
                 state_dir=context.state_dir,
                 assembler=assembler,
@@ -90,14 +98,16 @@ async def session_application(
                 idle_unload_seconds=idle_unload_seconds,
             )
             await nursery.start(manager.run)
-            app = SessionApplication(manager)
+            app = SessionApplication(manager, mcp=mcp)
             register_session_methods(app.router, SessionOperations(manager))
+            register_mcp_methods(app.router, manager, mcp)
             try:
                 yield app
             finally:
                 with trio.move_on_after(_FINAL_CLOSE_TIMEOUT) as deadline:
                     deadline.shield = True
                     await manager.shutdown(0.0)
+                    await mcp.aclose()
                 nursery.cancel_scope.cancel()
     finally:
         spill.close()

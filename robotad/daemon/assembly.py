@@ -39,6 +39,8 @@ from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
 from robotad.config import Config
 from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
+from robotad.mcp.config import spec_of_wire, wire_issues
+from robotad.mcp.hub import McpHub, SessionTools
 from robotad.prompting import SessionFacts, compose_system_prompt, load_instructions, render_default
 from robotad.providers import (
     DEFAULT_MODELS,
@@ -84,6 +86,7 @@ class SessionAssembler:
     project_rules: ProjectRules
     spill: SpillStore | None = None
     trace: bool = False
+    mcp: McpHub | None = None
 
     @classmethod
     def from_config(
@@ -93,6 +96,7 @@ class SessionAssembler:
         state_dir: Path,
         spill: SpillStore | None = None,
         trace: bool = False,
+        mcp: McpHub | None = None,
     ) -> SessionAssembler:
         """The assembler of a daemon with `config` and its state under `state_dir`. Raises
         `InvalidParams` listing every default rule under ``[permissions]`` that is malformed
@@ -119,6 +123,7 @@ class SessionAssembler:
             project_rules=ProjectRules(state_dir),
             spill=spill,
             trace=trace,
+            mcp=mcp,
         )
 
     # -- new sessions ------------------------------------------------------------------------
@@ -159,6 +164,11 @@ class SessionAssembler:
                     decode_script(script, path="$.script")
                 except ValidationFailed as exc:
                     issues.extend(exc.issues)
+        mcp_servers = (
+            msgspec.to_builtins(params.mcp_servers) if params.mcp_servers is not UNSET else None
+        )
+        if mcp_servers is not None:
+            issues.extend(wire_issues(mcp_servers))
         if issues or model is None:
             raise InvalidParams(issues)
         threshold = params.auto_compact_threshold
@@ -177,6 +187,7 @@ class SessionAssembler:
             idle_timeout_ms=params.idle_timeout_ms,
             max_rounds=max_rounds,
             script=UNSET if script is None else script,
+            mcp_servers=mcp_servers if mcp_servers else UNSET,
         )
 
     def system_prompt_for(
@@ -300,6 +311,7 @@ class SessionAssembler:
                     protected_reads=self.config.permissions.protected_reads,
                     additional_dirs=self.config.permissions.additional_dirs,
                 ),
+                tool_source=self._mcp_tools(record),
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):
@@ -338,6 +350,15 @@ class SessionAssembler:
         if not (os.path.isabs(cwd) and os.path.isdir(cwd)):
             return None
         return self.project_rules.load(cwd)
+
+    def _mcp_tools(self, record: SessionRecord) -> SessionTools | None:
+        """The session's MCP tool source: the daemon's servers and its own; None when it has
+        none (its turns then never look for any)."""
+        own = record.settings.mcp_servers
+        specs = [spec_of_wire(server, record.cwd) for server in own] if own is not UNSET else []
+        if self.mcp is None or not (specs or self.mcp.has_daemon_servers):
+            return None
+        return self.mcp.for_session(record.id, specs)
 
     def _hook_runner(self, record: SessionRecord) -> HookRunner | None:
         if not self.hooks:

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 import trio
+from msgspec import UNSET, UnsetType
 
 from protocol.events import SessionEvent
 from protocol.methods import CompactResult
@@ -88,10 +89,19 @@ class RecordWriter:
     32 bytes), so a message changed in place can never pass for an unchanged one.
     """
 
-    def __init__(self, store: FileSessionStore, *, created_at: str, updated_at: str) -> None:
+    def __init__(
+        self,
+        store: FileSessionStore,
+        *,
+        created_at: str,
+        updated_at: str,
+        mcp_servers: list[dict[str, Any]] | UnsetType = UNSET,
+    ) -> None:
         self._store = store
         self.created_at = created_at
         self.updated_at = updated_at
+        #: The session's own MCP servers: fixed at creation, the Session never holds them.
+        self.mcp_servers = mcp_servers
         self._saved: bytes | None = None
 
     def remember(self, snapshot: SessionSnapshot) -> None:
@@ -104,6 +114,9 @@ class RecordWriter:
         if digest == self._saved:
             return
         record = snapshot.to_record(created_at=self.created_at, updated_at=iso_now())
+        if self.mcp_servers is not UNSET:
+            settings = msgspec.structs.replace(record.settings, mcp_servers=self.mcp_servers)
+            record = msgspec.structs.replace(record, settings=settings)
         written = await trio.to_thread.run_sync(self._store.save, record)
         self.updated_at = written.updated_at
         self._saved = digest

@@ -383,7 +383,10 @@ class SessionManager:
         """Build the Session of `record` and start its event hub (nothing started yet)."""
         forward = EventForwarder()
         writer = RecordWriter(
-            self.store, created_at=record.created_at, updated_at=record.updated_at
+            self.store,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            mcp_servers=record.settings.mcp_servers,
         )
         session = await self.assembler.build(
             record,
@@ -532,5 +535,5 @@ def _with_snapshot(record: SessionRecord, live: LiveSession) -> SessionRecord:
         messages=fresh.messages,
         system_prompt=fresh.system_prompt,
         tool_schemas=fresh.tool_schemas,
-        settings=fresh.settings,
+        settings=msgspec.structs.replace(fresh.settings, mcp_servers=record.settings.mcp_servers),
     )

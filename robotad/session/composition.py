@@ -26,8 +26,8 @@ from robotad.session.permissions.enforcer import PermissionEnforcer, PersistRule
 from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import EventSink
 from robotad.session.recovery.recoverable import RecoverableExecutions
-from robotad.session.registered_tool import register
 from robotad.session.reporting import SessionReporter
+from robotad.session.tool_table import ToolSource, ToolTable
 from robotad.session.turn.claim import TurnClaim
 from robotad.session.turn.runner import TurnRunner, TurnServices
 from robotad.session.turn.tool_admission import GateServices
@@ -54,6 +54,7 @@ class SessionParts:
 
     tools: dict[str, Tool]
     profiles: dict[str, ToolProfile]
+    tool_table: ToolTable
     bus: EventBus
     enforcer: PermissionEnforcer
     auto_gate: AutoModeGate | None
@@ -89,11 +90,12 @@ def compose(
     summary_template: str | None,
     discard_settled_journals: bool = False,
     sensitive_paths: SensitivePaths | None = None,
+    tool_source: ToolSource | None = None,
 ) -> SessionParts:
     """Build one session's collaborators. Raises `InvalidParams` for malformed permission
     rules or mode and `TransitionRefused` for auto mode without a classifier."""
-    tool_map: dict[str, Tool] = {tool.name: register(tool) for tool in tools}
-    profiles = {name: tool.profile for name, tool in tool_map.items()}
+    table = ToolTable(tools, tool_source)
+    tool_map, profiles = table.tools, table.profiles
     enforcer = PermissionEnforcer(
         cwd,
         profiles=profiles,
@@ -139,6 +141,7 @@ def compose(
             gate=gate,
             compaction=compaction,
             tools=tool_map,
+            refresh_tools=table.refresh if tool_source is not None else None,
             bus=bus,
             provider=callbacks.provider,
             effort=callbacks.effort,
@@ -161,6 +164,7 @@ def compose(
     return SessionParts(
         tools=tool_map,
         profiles=profiles,
+        tool_table=table,
         bus=bus,
         enforcer=enforcer,
         auto_gate=auto_gate,

@@ -58,6 +58,7 @@ from robotad.session.ports import (
     SessionStorePort,
 )
 from robotad.session.runtime_settings import RuntimeSettings
+from robotad.session.tool_table import ToolSource
 from robotad.session.turn.claim import ClaimKind, ClaimToken
 from robotad.session.turn.tool_admission import GatePolicy, LiveApprover, RefusingApprover
 from robotad.session.turn.work import TurnContext
@@ -105,6 +106,7 @@ class Session(RuntimeSettings):
         source: Literal["startup", "resume"] = "startup",
         discard_settled_journals: bool = False,
         sensitive_paths: SensitivePaths | None = None,
+        tool_source: ToolSource | None = None,
     ) -> None:
         cwd = Path(cwd)
         if not cwd.is_absolute() or not cwd.is_dir():
@@ -161,10 +163,12 @@ class Session(RuntimeSettings):
             summary_template=summary_template,
             discard_settled_journals=discard_settled_journals,
             sensitive_paths=sensitive_paths,
+            tool_source=tool_source,
         )
         #: Content-free observations of the running turn (G-042); subscribe to it.
         self.bus = parts.bus
         self._tools = parts.tools
+        self._tool_table = parts.tool_table
         self._profiles = parts.profiles
         self._enforcer = parts.enforcer
         self._auto_gate = parts.auto_gate
@@ -342,6 +346,10 @@ class Session(RuntimeSettings):
                 await self._provider.aclose()
             except Exception:
                 logger.warning("closing provider %s failed", self.provider_name, exc_info=True)
+            try:
+                await self._tool_table.aclose()
+            except Exception:
+                logger.warning("closing the added tools failed", exc_info=True)
         finally:
             self._lifecycle.close()
             self._reporter.closed = True

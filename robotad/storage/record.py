@@ -110,6 +110,8 @@ class SessionSettings(_Record):
     #: The project-instruction files the system prompt was built with at creation.
     instructions: list[str] | UnsetType = UNSET
     script: list[dict[str, Any]] | UnsetType = UNSET
+    #: Session-scoped MCP servers (``session/create {mcpServers}``), as given on the wire.
+    mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
 
 
 class ForkedFrom(_Record):

@@ -76,6 +76,13 @@ SAMPLES: list[Any] = [
         ],
     ),
     methods.CreateParams("/w", auto_compact_threshold=False),
+    methods.CreateParams(
+        "/w",
+        mcp_servers=[
+            methods.McpServer("docs", command="node", args=["srv.js"], env={"K": "v"}),
+            methods.McpServer("web", url="http://127.0.0.1:3001/mcp", headers={"A": "b"}),
+        ],
+    ),
     methods.SessionList(
         [
             methods.SessionSummary(
@@ -115,6 +122,13 @@ SAMPLES: list[Any] = [
     methods.LogResult(12, False, [methods.LogProblem("bad json", line=3, event="tool")]),
     methods.SearchParams("grep", "/w", 5),
     methods.SearchResult([methods.HistoryEntry("hi", "s1", "/w", "2024-01-01T00:00:00Z")], 1),
+    methods.McpListParams("s1"),
+    methods.McpListResult(
+        [
+            methods.McpServerEntry("every", "daemon", "ready", ["mcp__every__echo"]),
+            methods.McpServerEntry("web", "session", "failed", [], error="refused"),
+        ]
+    ),
     INFO,
     TurnCompleted("t1", "done"),
     TurnWaiting("t1", "e1", [REQUEST]),
@@ -181,7 +195,7 @@ def test_every_struct_has_a_sample() -> None:
         methods.DaemonSessionCounts, methods.Permissions, methods.ScriptedToolCall, methods.Step,
         methods.SessionSummary, methods.NamedToolChoice, methods.ApprovalResponse,
         methods.Artifact, methods.LogProblem, methods.HistoryEntry, events.ErrorObject,
-        events.HookFailure, events.LogFailure,
+        events.HookFailure, events.LogFailure, methods.McpServer, methods.McpServerEntry,
     }  # fmt: skip
     for module in (methods, events):
         for name in module.__all__:
@@ -201,7 +215,7 @@ def test_method_table_names_every_method_of_the_protocol() -> None:
         "session/resume", "session/abandon", "session/compact", "session/history",
         "session/context", "session/setPermissionMode", "session/addRule",
         "session/subscribe", "session/unsubscribe", "session/export", "session/import",
-        "session/log", "history/search",
+        "session/log", "history/search", "mcp/list",
     }  # fmt: skip
 
 

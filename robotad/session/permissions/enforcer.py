@@ -56,6 +56,7 @@ from msgspec import Struct
 from protocol.errors import InvalidParams, Issue, NotAllowed, TransitionRefused
 from protocol.shapes import PermissionMode, utc_now
 from robotad.agent.tool import ArgumentError, Risk, ToolProfile
+from robotad.mcp.naming import rule_covers
 from robotad.session.permissions.consent import consent_pattern
 from robotad.session.permissions.hazards import (
     ProtectedPaths,
@@ -387,7 +388,12 @@ class PermissionEnforcer:
 
             groups = {
                 kind: _RuleGroup(
-                    [r for r in self._rules[kind] if r.tool in (tool_name, ANY_TOOL)], compile_one
+                    [
+                        r
+                        for r in self._rules[kind]
+                        if r.tool == ANY_TOOL or rule_covers(r.tool, tool_name)
+                    ],
+                    compile_one,
                 )
                 for kind in RULE_KINDS
             }

@@ -90,6 +90,8 @@ class TurnServices:
     #: Save and raise on failure (a completed turn is acknowledged only once saved); absent,
     #: `save` is used and a failure only logged.
     persist: Callable[[], Awaitable[None]] | None = None
+    #: Brings `tools` up to date before each turn's loop (added tools, e.g. MCP servers').
+    refresh_tools: Callable[[], Awaitable[None]] | None = None
 
 
 class TurnRunner:
@@ -170,6 +172,11 @@ class TurnRunner:
         )
         outcome: TurnOutcome | None = None
         error: Exception | None = None
+        if s.refresh_tools is not None:
+            # Under the abort scope: starting a tool server is part of the turn. An abort
+            # here reaches the loop below, which ends the turn as aborted at once.
+            with turn.abort.scope():
+                await s.refresh_tools()
         async with trio.open_nursery() as background:
             turn.background = background
             try:

@@ -1,0 +1,180 @@
+"""What an MCP tool server is to robotad: its configuration table and its runtime spec.
+
+Two sources (PROTOCOL.md §10.5):
+
+- ``[mcp_servers.NAME]`` in config.toml (`McpServerConfig`): daemon-wide servers, shared by
+  every session, started when first needed;
+- ``session/create {mcpServers: [McpServer]}`` (an editor's servers, e.g. through ACP):
+  session-scoped, living and dying with their session.
+
+Both become a `ServerSpec`, the one value a server is run from. A spec is either a stdio
+server (`command`, `args`, `env`, `cwd`) or a streamable-HTTP one (`url`, `headers`); never
+both. Nothing here imports the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from protocol.validate import Issue, join_path
+
+__all__ = [
+    "DEFAULT_STARTUP_TIMEOUT_MS",
+    "DEFAULT_TOOL_TIMEOUT_MS",
+    "SERVER_NAME",
+    "McpServerConfig",
+    "Scope",
+    "ServerRisk",
+    "ServerSpec",
+    "config_issues",
+    "spec_of_config",
+    "spec_of_wire",
+    "wire_issues",
+]
+
+#: A server's name: what `mcp__NAME__TOOL` and the rules `mcp__NAME` are made of.
+SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]+\Z")
+DEFAULT_STARTUP_TIMEOUT_MS: Final = 10_000
+DEFAULT_TOOL_TIMEOUT_MS: Final = 120_000
+
+ServerRisk = Literal["inspect", "modify", "execute"]
+Scope = Literal["daemon", "session"]
+_Positive = Annotated[int, Meta(gt=0)]
+_NonEmpty = Annotated[str, Meta(min_length=1)]
+
+
+class McpServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
+    """One ``[mcp_servers.NAME]`` table. `env` is added to the minimal environment a stdio
+    server gets (robotad's own variables never reach it); `risk` is its tools' class in the
+    mode table."""
+
+    command: _NonEmpty | None = None
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: _NonEmpty | None = None
+    url: _NonEmpty | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    risk: ServerRisk = "execute"
+    startup_timeout_ms: _Positive = DEFAULT_STARTUP_TIMEOUT_MS
+    tool_timeout_ms: _Positive = DEFAULT_TOOL_TIMEOUT_MS
+    enabled: bool = True
+
+
+class ServerSpec(Struct, frozen=True):
+    """How to run one server (see the module doc); `transport` says which members apply."""
+
+    name: str
+    scope: Scope
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    risk: ServerRisk = "execute"
+    startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS
+    tool_timeout_ms: int = DEFAULT_TOOL_TIMEOUT_MS
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "http" if self.url is not None else "stdio"
+
+    @property
+    def startup_timeout(self) -> float:
+        return self.startup_timeout_ms / 1000
+
+    @property
+    def tool_timeout(self) -> float:
+        return self.tool_timeout_ms / 1000
+
+
+def spec_of_config(name: str, table: McpServerConfig) -> ServerSpec:
+    """The daemon-wide spec of a checked ``[mcp_servers.NAME]`` table."""
+    return ServerSpec(
+        name=name,
+        scope="daemon",
+        command=table.command,
+        args=tuple(table.args),
+        env=tuple(table.env.items()),
+        cwd=table.cwd,
+        url=table.url,
+        headers=tuple(table.headers.items()),
+        risk=table.risk,
+        startup_timeout_ms=table.startup_timeout_ms,
+        tool_timeout_ms=table.tool_timeout_ms,
+    )
+
+
+def spec_of_wire(server: Mapping[str, Any], cwd: str | None) -> ServerSpec:
+    """The session-scoped spec of a checked wire ``McpServer`` (a stdio one runs in the
+    session's `cwd`)."""
+    url = server.get("url")
+    return ServerSpec(
+        name=server["name"],
+        scope="session",
+        command=server.get("command"),
+        args=tuple(server.get("args", ())),
+        env=tuple(dict(server.get("env", {})).items()),
+        cwd=None if url is not None else cwd,
+        url=url,
+        headers=tuple(dict(server.get("headers", {})).items()),
+    )
+
+
+def config_issues(raw: Any, path: str = "$.mcp_servers") -> list[Issue]:
+    """Problems of a raw ``[mcp_servers]`` table a type cannot express: a name outside
+    ``[A-Za-z0-9_-]+``, neither or both of `command` and `url`, a URL that is not http(s).
+    Values of the wrong shape are skipped (the type check reports those)."""
+    if not isinstance(raw, Mapping):
+        return []
+    issues: list[Issue] = []
+    for name, table in raw.items():
+        where = join_path(path, str(name))
+        if not SERVER_NAME.match(str(name)):
+            issues.append({"path": where, "message": "a server name is made of A-Z a-z 0-9 _ -"})
+        if isinstance(table, Mapping):
+            issues.extend(_transport_issues(table, where))
+    return issues
+
+
+def wire_issues(servers: Sequence[Mapping[str, Any]], path: str = "$.mcpServers") -> list[Issue]:
+    """Problems of ``session/create``'s `mcpServers` beyond their shape: bad or repeated
+    names, neither or both of `command` and `url`."""
+    issues: list[Issue] = []
+    seen: set[str] = set()
+    for index, server in enumerate(servers):
+        where = join_path(path, index)
+        name = server.get("name", "")
+        if not SERVER_NAME.match(name):
+            issues.append(
+                {
+                    "path": join_path(where, "name"),
+                    "message": "a server name is made of A-Z a-z 0-9 _ -",
+                }
+            )
+        elif name in seen:
+            issues.append({"path": join_path(where, "name"), "message": f"repeats {name!r}"})
+        seen.add(name)
+        issues.extend(_transport_issues(server, where))
+    return issues
+
+
+def _transport_issues(table: Mapping[str, Any], where: str) -> list[Issue]:
+    has_command = table.get("command") is not None
+    url = table.get("url")
+    if has_command == (url is not None):
+        return [{"path": where, "message": "give either command (stdio) or url (HTTP), not both"}]
+    if isinstance(url, str) and not re.match(r"https?://[^\s/]+", url, re.IGNORECASE):
+        return [{"path": join_path(where, "url"), "message": "expected an http:// or https:// URL"}]
+    if url is not None:
+        extra = [key for key in ("args", "env", "cwd") if table.get(key)]
+        if extra:
+            return [{"path": join_path(where, extra[0]), "message": "only for a stdio server"}]
+    elif table.get("headers"):
+        return [{"path": join_path(where, "headers"), "message": "only for an HTTP server"}]
+    return []

@@ -1,0 +1,204 @@
+"""One live connection to an MCP server through the official SDK (imported only here).
+
+`connect(spec, on_tools_changed)` opens the transport — robotad's own stdio channel
+(`robotad.mcp.stdio`) or the SDK's streamable-HTTP client — runs the SDK's `ClientSession`
+over it, performs the legacy ``initialize`` handshake (every server speaks it, stdio servers
+included) and lists the tools, all within the server's startup timeout, then yields a
+`Connection`. The caller's body runs inside; leaving it closes the session and the transport
+(a stdio server's process group is stopped).
+
+Failures are translated here, once: `ServerFailed` with a reason that names what went wrong
+(``did not answer within 10000 ms``, ``exited with status 1``, ``wrote something other than
+JSON-RPC on stdout…``, ``HTTP 404``), never an exception group of SDK internals.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Final
+
+import mcp_types as types
+import trio
+from mcp.client.session import ClientSession
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from robotad.log import fields
+from robotad.mcp.config import ServerSpec
+from robotad.mcp.stdio import StdioChannel, open_stdio
+
+__all__ = ["Connection", "ServerFailed", "connect", "describe_error"]
+
+log = logging.getLogger("robotad.mcp")
+
+#: What robotad calls itself to a server.
+_CLIENT_INFO: Final = types.Implementation(name="robotad", version="1")
+#: Pages of a paginated tools/list followed before giving up (a server looping its cursor).
+_MAX_TOOL_PAGES: Final = 50
+
+
+class ServerFailed(Exception):
+    """The server could not be used; `reason` is safe to show (no header or env value)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Connection:
+    """A ready server: its SDK session, its tools, and (stdio) its channel."""
+
+    def __init__(self, session: ClientSession, channel: StdioChannel | None) -> None:
+        self.session = session
+        self.channel = channel
+        self.tools: list[types.Tool] = []
+        # Set when the server's side ended: a stdio server's channel closed, or a call found
+        # the connection closed (an HTTP server that went away).
+        self._lost = channel.closed if channel is not None else trio.Event()
+
+    @property
+    def pid(self) -> int | None:
+        return self.channel.pid if self.channel is not None else None
+
+    @property
+    def failure(self) -> str | None:
+        return self.channel.failure if self.channel is not None else None
+
+    @property
+    def lost(self) -> bool:
+        """Whether the server's side has ended (see `wait_closed`)."""
+        return self._lost.is_set()
+
+    async def wait_closed(self) -> None:
+        """Until the server's side ended: a stdio server exited or closed its stdout, or a
+        call found the connection closed."""
+        await self._lost.wait()
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool of the server (all pages), kept in `tools` too."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_TOOL_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self.session.list_tools(params=params)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.tools = tools
+        return tools
+
+    async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:  # noqa: ASYNC109
+        """One ``tools/call``; raises `ServerFailed` for a protocol error, a timeout or a
+        connection that ended. Cancellation sends ``notifications/cancelled`` (the SDK)."""
+        try:
+            return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            raise ServerFailed(self._reason(exc, timeout)) from None
+        except Exception as exc:  # a result the SDK refuses (shape, schema, input request)
+            raise ServerFailed(f"unusable answer: {describe_error(exc)}") from None
+
+    def _reason(self, exc: MCPError, timeout: float) -> str:
+        if exc.code == types.REQUEST_TIMEOUT:
+            return f"did not answer within {round(timeout * 1000)} ms"
+        if exc.code == types.CONNECTION_CLOSED:
+            self._lost.set()
+            return self.failure or "the connection to the server closed"
+        return f"error {exc.code}: {exc.message}"
+
+
+@asynccontextmanager
+async def connect(
+    spec: ServerSpec, on_tools_changed: Callable[[], None]
+) -> AsyncIterator[Connection]:
+    """A ready `Connection` to `spec`'s server (see the module doc); raises `ServerFailed`."""
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            on_tools_changed()
+        elif isinstance(message, Exception):
+            log.warning(
+                "mcp transport error: %s",
+                describe_error(message),
+                extra=fields(mcp_server=spec.name),
+            )
+
+    startup = trio.CancelScope(deadline=trio.current_time() + spec.startup_timeout)
+    connection: Connection | None = None
+    channel: StdioChannel | None = None
+    try:
+        with startup:
+            async with AsyncExitStack() as stack:
+                if spec.url is None:
+                    channel = await stack.enter_async_context(open_stdio(spec))
+                    streams: tuple[Any, Any] = (channel.read_stream, channel.write_stream)
+                else:
+                    streams = await stack.enter_async_context(_http_streams(spec, stack))
+                session = await stack.enter_async_context(
+                    ClientSession(*streams, client_info=_CLIENT_INFO, message_handler=on_message)
+                )
+                pending = Connection(session, channel)
+                await _handshake(pending)
+                startup.deadline = math.inf
+                connection = pending
+                yield connection
+    except ServerFailed:
+        raise
+    except OSError as exc:
+        raise ServerFailed(f"cannot start: {exc.strerror or exc}") from None
+    except Exception as exc:
+        if connection is None and startup.cancelled_caught:
+            raise ServerFailed(_startup_timeout(spec)) from None
+        if channel is not None and channel.failure is not None:
+            raise ServerFailed(channel.failure) from None
+        raise ServerFailed(describe_error(exc)) from None
+    if connection is None and startup.cancelled_caught:
+        raise ServerFailed(_startup_timeout(spec))
+
+
+async def _handshake(pending: Connection) -> None:
+    try:
+        await pending.session.initialize()
+        if pending.channel is not None:
+            pending.channel.initialized = True
+        await pending.list_tools()
+    except Exception as exc:
+        # A server that died or wrote garbage mid-handshake surfaces in the SDK as a closed
+        # connection or a closed stream, whichever it met first: the channel knows why.
+        if pending.failure is not None:
+            raise ServerFailed(pending.failure) from None
+        if isinstance(exc, MCPError):
+            raise ServerFailed(f"handshake failed: error {exc.code}: {exc.message}") from None
+        raise
+
+
+@asynccontextmanager
+async def _http_streams(spec: ServerSpec, stack: AsyncExitStack) -> AsyncIterator[tuple[Any, Any]]:
+    from mcp.client.streamable_http import streamable_http_client
+
+    assert spec.url is not None
+    client = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers)))
+    async with streamable_http_client(spec.url, http_client=client) as streams:
+        yield streams[0], streams[1]
+
+
+def _startup_timeout(spec: ServerSpec) -> str:
+    return f"did not finish starting within {spec.startup_timeout_ms} ms"
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an error that may be an exception group: its first real leaf."""
+    while isinstance(exc, BaseExceptionGroup):
+        leaves = [e for e in exc.exceptions if not isinstance(e, trio.Cancelled)]
+        if not leaves:
+            return "cancelled"
+        exc = leaves[0]
+    if isinstance(exc, ServerFailed):
+        return exc.reason
+    if isinstance(exc, MCPError):
+        return f"error {exc.code}: {exc.message}"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

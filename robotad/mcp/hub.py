@@ -1,0 +1,177 @@
+"""Every MCP server of the daemon: the configured (daemon-wide) ones and each session's own.
+
+`McpHub` owns one nursery for the serving life in which every server's connection tasks run
+(`run`, readiness as a value). Daemon-wide servers (``[mcp_servers.NAME]``, enabled ones) are
+shared by every session and started when first needed; a session's servers
+(``session/create {mcpServers}``) are made for that session alone and stopped when it closes
+(`close_session`). `aclose` stops them all, concurrently and bounded (daemon shutdown).
+
+`SessionTools` is one session's view: its `tools` are the current tools of every server it
+may use, as `McpTool`s — the session's tool table reads them before each turn, after starting
+the servers never tried yet (a server that failed is retried on its next call, not at every
+turn, so a broken server never slows every turn down). `listing` is ``mcp/list``'s answer.
+
+Nothing here imports the SDK; the first server start does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import trio
+from msgspec import UNSET
+
+from protocol.methods import McpServerEntry
+from robotad.agent.tool import Tool
+from robotad.mcp.config import McpServerConfig, Scope, ServerSpec, spec_of_config
+from robotad.mcp.naming import model_tool_name
+from robotad.mcp.server import McpServer
+from robotad.mcp.tool import McpTool
+from robotad.storage.spill import SpillStore
+
+__all__ = ["McpHub", "SessionTools"]
+
+log = logging.getLogger("robotad.mcp")
+
+
+class McpHub:
+    """The daemon's MCP servers (see the module doc)."""
+
+    def __init__(
+        self, configured: Mapping[str, McpServerConfig], *, spill: SpillStore | None = None
+    ) -> None:
+        self.spill = spill
+        self._specs = {
+            name: spec_of_config(name, table) for name, table in configured.items() if table.enabled
+        }
+        self._disabled = sorted(name for name, table in configured.items() if not table.enabled)
+        self._daemon: dict[str, McpServer] = {}
+        self._sessions: dict[str, dict[str, McpServer]] = {}
+        self._session_specs: dict[str, tuple[ServerSpec, ...]] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Host the servers until cancelled; ready at once (nothing starts here)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    @property
+    def has_daemon_servers(self) -> bool:
+        """Whether any enabled server is configured."""
+        return bool(self._specs)
+
+    def _new(self, spec: ServerSpec) -> McpServer:
+        if self._nursery is None:
+            raise RuntimeError("the MCP hub is not running")
+        return McpServer(spec, self._nursery)
+
+    def daemon_servers(self) -> list[McpServer]:
+        """The enabled configured servers (made, not started, on first ask)."""
+        for name, spec in self._specs.items():
+            if name not in self._daemon:
+                self._daemon[name] = self._new(spec)
+        return list(self._daemon.values())
+
+    def session_servers(self, session_id: str) -> list[McpServer]:
+        """`session_id`'s own servers (made, not started, on first ask)."""
+        own = self._sessions.get(session_id)
+        if own is None:
+            specs = self._session_specs.get(session_id, ())
+            own = {spec.name: self._new(spec) for spec in specs}
+            if specs:
+                self._sessions[session_id] = own
+        return list(own.values())
+
+    def for_session(self, session_id: str, specs: Sequence[ServerSpec]) -> SessionTools:
+        """The tool source of one session (being built) with its own `specs`."""
+        if specs:
+            self._session_specs[session_id] = tuple(specs)
+        return SessionTools(self, session_id, bool(specs))
+
+    async def close_session(self, session_id: str) -> None:
+        """Stop `session_id`'s own servers and forget them (none: nothing happens)."""
+        self._session_specs.pop(session_id, None)
+        own = self._sessions.pop(session_id, None)
+        if own:
+            await _stop_all(list(own.values()))
+
+    async def aclose(self) -> None:
+        """Stop every server (daemon shutdown); bounded."""
+        servers = list(self._daemon.values())
+        for own in self._sessions.values():
+            servers.extend(own.values())
+        self._sessions.clear()
+        await _stop_all(servers)
+
+    async def listing(self, session_id: str | None = None) -> list[McpServerEntry]:
+        """``mcp/list``: the daemon's servers, then those of `session_id` (None: of every
+        session with servers of its own); servers not running are started first and every
+        start is waited for (each bounded by its startup timeout)."""
+        servers: list[tuple[Scope, McpServer]] = [("daemon", s) for s in self.daemon_servers()]
+        sessions = [session_id] if session_id is not None else list(self._session_specs)
+        for session in sessions:
+            servers.extend(("session", s) for s in self.session_servers(session))
+        async with trio.open_nursery() as nursery:
+            for _, server in servers:
+                if server.status in ("stopped", "failed") and not server.closed:
+                    nursery.start_soon(server.ready)
+        entries = [_entry(scope, server) for scope, server in servers]
+        entries.extend(
+            McpServerEntry(name=name, scope="daemon", status="stopped", tools=[], error="disabled")
+            for name in self._disabled
+        )
+        return entries
+
+
+class SessionTools:
+    """One session's MCP tools (see the module doc); the session's `ToolSource`."""
+
+    def __init__(self, hub: McpHub, session_id: str, has_own: bool) -> None:
+        self.hub = hub
+        self.session_id = session_id
+        self._has_own = has_own
+
+    def servers(self) -> list[McpServer]:
+        """The daemon's servers and the session's own."""
+        own = self.hub.session_servers(self.session_id) if self._has_own else []
+        return self.hub.daemon_servers() + own
+
+    async def tools(self) -> Sequence[Tool]:
+        """Every tool of every server this session may use, after starting those never
+        tried and waiting for those starting (each bounded by its startup timeout)."""
+        servers = self.servers()
+        if not servers:
+            return []
+        untried = [s for s in servers if not s.attempted or s.status == "starting"]
+        if untried:
+            async with trio.open_nursery() as nursery:
+                for server in untried:
+                    nursery.start_soon(server.ready)
+        tools: list[Tool] = []
+        for server in servers:
+            tools.extend(McpTool(server, info, self.hub.spill) for info in server.tools)
+        return tools
+
+    async def aclose(self) -> None:
+        """The session closed: its own servers stop (daemon-wide ones keep running)."""
+        if self._has_own:
+            await self.hub.close_session(self.session_id)
+
+
+def _entry(scope: Scope, server: McpServer) -> McpServerEntry:
+    return McpServerEntry(
+        name=server.name,
+        scope=scope,
+        status=server.status,
+        tools=[model_tool_name(server.name, tool.name) for tool in server.tools],
+        error=server.error if server.error is not None else UNSET,
+    )
+
+
+async def _stop_all(servers: list[McpServer]) -> None:
+    async with trio.open_nursery() as nursery:
+        for server in servers:
+            nursery.start_soon(server.stop)

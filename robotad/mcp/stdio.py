@@ -1,0 +1,211 @@
+"""A stdio MCP server as a trio child process, feeding the SDK's `ClientSession`.
+
+The SDK's own ``stdio_client`` neither says when its server died nor gives its pid; this one
+does. `open_stdio` starts the server (its own session and process group, the minimal
+environment of `robotad.mcp.environment`) and yields a `StdioChannel`:
+
+- `read_stream` / `write_stream`: the SDK's message streams (newline-delimited JSON-RPC);
+- the moment the process exits, the read stream ends, so every request in flight fails at once
+  with the SDK's "connection closed", and `failure` says why (``exited with status 1``,
+  ``killed by SIGKILL``);
+- a line on stdout that is not JSON-RPC before the handshake is done ends the connection too
+  (`failure` quotes the start of it); after it, such a line is logged and skipped;
+- every stderr line goes to robotad's log (logger ``robotad.mcp``) with the server's name.
+
+Leaving the context closes the server's stdin, gives it a moment to exit, then stops its whole
+process group (`terminate_process_tree`), shielded and bounded, so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import trio
+from mcp.shared.message import SessionMessage
+
+from robotad.log import fields
+from robotad.mcp.config import ServerSpec
+from robotad.mcp.environment import server_environment
+from robotad.tools.process_group import terminate_process_tree
+
+__all__ = ["StdioChannel", "open_stdio"]
+
+log = logging.getLogger("robotad.mcp")
+
+#: How long a server whose stdin closed may take to exit by itself.
+_EXIT_GRACE: Final = 1.0
+#: The longest stdout line kept (a server answering with more is cut off and fails the call).
+_MAX_LINE: Final = 64 * 1024 * 1024
+_LOGGED_CHARS: Final = 2000
+#: How long a closed stdout waits for the process's exit status before being the reason.
+_EOF_EXIT_WAIT: Final = 0.5
+
+
+class StdioChannel:
+    """One running stdio server; see the module doc."""
+
+    def __init__(self, spec: ServerSpec, process: trio.Process) -> None:
+        self.spec = spec
+        self.process = process
+        self.read_stream: Any
+        self.write_stream: Any
+        #: Why the connection ended from the server's side; None while it is up.
+        self.failure: str | None = None
+        #: Set once the handshake is done: later garbage lines are skipped, not fatal.
+        self.initialized = False
+        #: Set when the connection ended from the server's side (`failure` says why).
+        self.closed = trio.Event()
+        self._stopping = False
+        self._to_session, self.read_stream = anyio.create_memory_object_stream[
+            SessionMessage | Exception
+        ](16)
+        self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](
+            16
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _end(self, failure: str) -> None:
+        """The connection is over: record why (first reason wins) and end the read stream."""
+        if self.failure is None and not self._stopping:
+            self.failure = failure
+            log.info(
+                "mcp server connection ended: %s", failure, extra=fields(mcp_server=self.spec.name)
+            )
+        self._to_session.close()
+        self.closed.set()
+
+    async def pump_stdout(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip() and not await self._deliver(line):
+                    return
+            if len(buffer) > _MAX_LINE:
+                self._end("a stdout line exceeded 64 MiB")
+                return
+        # A dying server's stdout ends as it exits: name the exit (a signal, a status) when
+        # it comes at once, rather than the closed pipe it caused.
+        with trio.move_on_after(_EOF_EXIT_WAIT):
+            status = await self.process.wait()
+            self._end(describe_exit(status))
+        self._end("closed its stdout")
+
+    async def _deliver(self, line: bytes) -> bool:
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            snippet = line[:80].decode("utf-8", "replace")
+            if not self.initialized:
+                self._end(f"wrote something other than JSON-RPC on stdout: {snippet!r}")
+                return False
+            log.warning(
+                "skipped a stdout line that is not JSON-RPC",
+                extra=fields(mcp_server=self.spec.name, line=snippet),
+            )
+            return True
+        try:
+            await self._to_session.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    async def pump_stdin(self) -> None:
+        assert self.process.stdin is not None
+        try:
+            async with self._from_session:
+                async for item in self._from_session:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await self.process.stdin.send_all(data.encode() + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self._end("stopped reading its stdin")
+
+    async def pump_stderr(self) -> None:
+        assert self.process.stderr is not None
+        buffer = b""
+        async for chunk in self.process.stderr:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self._log_stderr(line)
+            if len(buffer) > _LOGGED_CHARS:
+                self._log_stderr(buffer)
+                buffer = b""
+        if buffer:
+            self._log_stderr(buffer)
+
+    def _log_stderr(self, line: bytes) -> None:
+        text = line[:_LOGGED_CHARS].decode("utf-8", "replace").rstrip()
+        if text:
+            log.info("stderr: %s", text, extra=fields(mcp_server=self.spec.name))
+
+    async def watch_exit(self) -> None:
+        status = await self.process.wait()
+        self._end(describe_exit(status))
+
+    async def stop(self) -> None:
+        """Close stdin, wait a moment, then stop the process group; bounded, call shielded."""
+        self._stopping = True
+        self._to_session.close()
+        self._from_session.close()
+        if self.process.stdin is not None:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self.process.stdin.aclose()
+        with trio.move_on_after(_EXIT_GRACE):
+            await self.process.wait()
+        await terminate_process_tree(self.process)
+
+
+def describe_exit(status: int) -> str:
+    """``exited with status N`` or ``killed by SIGNAME``."""
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+@asynccontextmanager
+async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
+    """Start `spec`'s server and yield its channel (see the module doc). Raises `OSError`
+    when it cannot be started (no such command, a bad cwd)."""
+    assert spec.command is not None
+    process = await trio.lowlevel.open_process(
+        [spec.command, *spec.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_environment(spec.env),
+        cwd=spec.cwd,
+        start_new_session=True,
+    )
+    channel = StdioChannel(spec, process)
+    log.info("mcp server started", extra=fields(mcp_server=spec.name, pid=process.pid))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(channel.pump_stdout)
+            nursery.start_soon(channel.pump_stdin)
+            nursery.start_soon(channel.pump_stderr)
+            nursery.start_soon(channel.watch_exit)
+            try:
+                yield channel
+            finally:
+                with trio.CancelScope(shield=True):
+                    await channel.stop()
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await terminate_process_tree(process)

@@ -1,0 +1,52 @@
+"""An MCP server's tool on robotad's tool port, so the session gate treats it like Read or Bash.
+
+`McpTool` is named ``mcp__SERVER__TOOL`` (`robotad.mcp.naming`), shows the model the
+server's input schema, and has the profile of its server's `risk` (default ``execute``: a
+person is asked in ``default`` mode). Permission rules, modes, hooks, the classifier,
+approvals and the spill threshold therefore apply unchanged — the session's gate decides
+before `run` is ever called.
+
+Arguments are passed through as the model gave them (an object); checking them against the
+schema is the server's job, and it answers a bad call with ``isError``. `run` never raises for
+a server problem: an unavailable server, a timeout or a crash is a failed result naming the
+server (`robotad.mcp.results`). Cancellation (an abort) propagates and cancels the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from robotad.agent.provider import ToolSchema
+from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult
+from robotad.mcp.naming import model_tool_name
+from robotad.mcp.results import failed_result, tool_result
+from robotad.mcp.server import McpServer, ServerUnavailable, ToolInfo
+from robotad.storage.spill import SpillStore
+
+__all__ = ["McpTool"]
+
+
+class McpTool:
+    """One tool of one server; satisfies the `Tool` protocol."""
+
+    def __init__(self, server: McpServer, info: ToolInfo, spill: SpillStore | None) -> None:
+        self.server = server
+        self.info = info
+        self.name = model_tool_name(server.name, info.name)
+        self.description = info.description or f"{info.name} (MCP server {server.name})"
+        self.profile = ToolProfile(risk=server.spec.risk)
+        self.schema = ToolSchema(self.name, self.description, info.input_schema)
+        self._spill = spill
+
+    def decode_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(arguments, dict):
+            raise ArgumentError(f"the arguments of {self.name} must be an object")
+        return arguments
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        server = self.server.name
+        try:
+            result = await self.server.call(self.info.name, arguments)
+        except ServerUnavailable as exc:
+            return failed_result(server, self.info.name, exc.reason)
+        return tool_result(server, self.info.name, result, self._spill)

@@ -1,0 +1,299 @@
+"""The SDK-free parts of robotad.mcp: naming, rules, configuration, environment, results,
+backoff, the session's tool table, and that nothing loads the SDK before a server starts."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from protocol.validate import ValidationFailed
+from robotad.agent.tool import Tool, ToolProfile
+from robotad.config import decode_config
+from robotad.mcp.environment import server_environment
+from robotad.mcp.naming import MAX_TOOL_NAME, model_tool_name, rule_covers
+from robotad.mcp.results import tool_result
+from robotad.mcp.server import backoff
+from robotad.session.permissions.enforcer import PermissionEnforcer
+from robotad.session.permissions.patterns import parse_rules
+from robotad.session.tool_table import ToolTable
+from robotad.storage.spill import SpillStore
+from robotad.tools import ReadTool
+from tests.robotad_process import REPO, child_environment
+
+# -- naming and rules ---------------------------------------------------------------------------
+
+
+def test_names_are_sanitised_and_long_ones_capped_with_a_hash() -> None:
+    """mcp__SERVER__TOOL; other characters become _; a name over 64 characters is cut and
+    ends in a hash of the full name, so two long names differing at the end stay apart."""
+    assert model_tool_name("every", "echo") == "mcp__every__echo"
+    assert model_tool_name("my.server", "read file/v2") == "mcp__my_server__read_file_v2"
+    long_a = model_tool_name("s", "x" * 80 + "a")
+    long_b = model_tool_name("s", "x" * 80 + "b")
+    assert len(long_a) == MAX_TOOL_NAME
+    assert long_a != long_b
+    assert long_a.startswith("mcp__s__xxxx")
+    assert model_tool_name("s", "x" * 80 + "a") == long_a
+
+
+def test_server_and_tool_rules_parse_and_cover_their_tools() -> None:
+    """`mcp__NAME` and `mcp__NAME__TOOL` are valid patterns; the first covers every tool of
+    that server and no other server's."""
+    rules = parse_rules(["mcp__every", "mcp__every__echo", "mcp__my-srv"], "$.allow")
+    assert [rule.tool for rule in rules] == ["mcp__every", "mcp__every__echo", "mcp__my-srv"]
+    assert rule_covers("mcp__every", "mcp__every__echo")
+    assert rule_covers("mcp__every__echo", "mcp__every__echo")
+    assert not rule_covers("mcp__every", "mcp__everything__echo")
+    assert not rule_covers("mcp__every__echo", "mcp__every__echo2")
+    assert not rule_covers("Read", "Read2")
+
+
+def test_the_enforcer_applies_server_rules_and_the_server_risk(tmp_path: Path) -> None:
+    """A deny on the server denies each of its tools; an allow on one tool allows that tool;
+    without a rule, the tool's risk decides through the mode table."""
+    profiles = {
+        "mcp__a__x": ToolProfile(risk="execute"),
+        "mcp__a__y": ToolProfile(risk="execute"),
+        "mcp__b__z": ToolProfile(risk="inspect"),
+    }
+    enforcer = PermissionEnforcer(
+        tmp_path, profiles=profiles, rules={"allow": ["mcp__a__x"], "deny": ["mcp__b"]}
+    )
+    assert enforcer.evaluate("mcp__a__x", {}).outcome == "allow"
+    assert enforcer.evaluate("mcp__a__y", {}).outcome == "ask"
+    denied = enforcer.evaluate("mcp__b__z", {})
+    assert denied.outcome == "deny"
+    assert denied.rule == "mcp__b"
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_config_takes_servers_and_refuses_bad_ones_each_located() -> None:
+    config = decode_config(
+        """
+[mcp_servers.every]
+command = "npx"
+args = ["-y", "x"]
+env = { KEY = "v" }
+risk = "inspect"
+[mcp_servers.web]
+url = "http://127.0.0.1:8080/mcp"
+headers = { Authorization = "Bearer t" }
+"""
+    )
+    assert config.mcp_servers["every"].risk == "inspect"
+    assert config.mcp_servers["web"].tool_timeout_ms == 120_000
+    with pytest.raises(ValidationFailed) as refused:
+        decode_config(
+            """
+[mcp_servers."bad name"]
+command = "x"
+[mcp_servers.both]
+command = "x"
+url = "http://127.0.0.1/mcp"
+[mcp_servers.web]
+url = "http://127.0.0.1/mcp"
+args = ["x"]
+[mcp_servers.risky]
+command = "x"
+risk = "dangerous"
+[mcp_servers.typo]
+command = "x"
+comand = "y"
+"""
+        )
+    paths = sorted(issue["path"] for issue in refused.value.issues)
+    assert paths == [
+        'mcp_servers."bad name"',
+        "mcp_servers.both",
+        "mcp_servers.risky.risk",
+        "mcp_servers.typo.comand",
+        "mcp_servers.web.args",
+    ]
+
+
+# -- environment --------------------------------------------------------------------------------
+
+
+def test_the_environment_is_the_allow_list_plus_the_servers_own() -> None:
+    """Only HOME, PATH, LANG, USER, TMPDIR and a few basics pass; keys, tokens and robotad's
+    own settings never do, unless the server's env names them; shell functions never."""
+    parent = {
+        "HOME": "/home/u",
+        "PATH": "/bin",
+        "LANG": "C.UTF-8",
+        "USER": "u",
+        "TMPDIR": "/tmp",
+        "OPENAI_API_KEY": "sk-1",
+        "GITHUB_TOKEN": "t",
+        "ROBOTA_CONFIG": "/c",
+        "TERM": "() { evil; }",
+    }
+    env = server_environment([("GITHUB_TOKEN", "given")], parent)
+    assert env == {
+        "HOME": "/home/u",
+        "PATH": "/bin",
+        "LANG": "C.UTF-8",
+        "USER": "u",
+        "TMPDIR": "/tmp",
+        "GITHUB_TOKEN": "given",
+    }
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+def test_results_join_text_and_store_images_and_resources(tmp_path: Path) -> None:
+    png = base64.b64encode(b"\x89PNG" + b"\0" * 96).decode()
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="first"),
+            types.ImageContent(data=png, mime_type="image/png"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(
+                    uri="file:///r.txt", mime_type="text/plain", text="resource body"
+                )
+            ),
+            types.ResourceLink(uri="https://127.0.0.1/x", name="x", mime_type="text/html"),
+            types.TextContent(text="last"),
+        ]
+    )
+    with SpillStore(tmp_path) as spill:
+        converted = tool_result("srv", "tool", result, spill)
+        lines = converted.content.splitlines()
+        assert converted.ok
+        assert lines[0] == "first"
+        assert lines[1].startswith("[image, image/png, 100 bytes, stored, base64 as tool-result:")
+        image_ref = lines[1].split(" as ")[1].rstrip("]")
+        assert spill.get(image_ref) == png
+        assert lines[2].startswith("[resource, text/plain, 13 bytes, file:///r.txt, stored as ")
+        assert spill.get(lines[2].split(" as ")[1].rstrip("]")) == "resource body"
+        assert lines[3] == "[resource link, text/html, https://127.0.0.1/x, x]"
+        assert lines[4] == "last"
+    assert converted.metadata == {"mcpServer": "srv", "mcpTool": "tool"}
+
+
+def test_is_error_and_structured_content() -> None:
+    failed = tool_result(
+        "srv",
+        "tool",
+        types.CallToolResult(content=[types.TextContent(text="no")], is_error=True),
+        None,
+    )
+    assert not failed.ok
+    assert failed.content == "MCP server srv: tool failed: no"
+    structured = tool_result(
+        "srv", "t", types.CallToolResult(content=[], structured_content={"sum": 3}), None
+    )
+    assert structured.content == '{"sum": 3}'
+    image = types.ImageContent(data="AAAA", mime_type="image/png")
+    unstored = tool_result("srv", "t", types.CallToolResult(content=[image]), None)
+    assert unstored.content == "[image, image/png, 3 bytes, not stored]"
+
+
+def test_backoff_is_immediate_then_doubles_to_a_bound() -> None:
+    assert [backoff(n) for n in (1, 2, 3, 4)] == [0.0, 0.5, 1.0, 2.0]
+    assert backoff(50) == 30.0
+
+
+# -- the session's tool table -------------------------------------------------------------------
+
+
+class _Source:
+    def __init__(self) -> None:
+        self.offered: list[Tool] = []
+        self.closed = False
+
+    async def tools(self) -> Sequence[Tool]:
+        return self.offered
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class _Named:
+    def __init__(self, name: str, risk: Any = "execute") -> None:
+        self.name = name
+        self.description = name
+        self.profile = ToolProfile(risk=risk)
+
+    @property
+    def schema(self) -> Any:
+        raise NotImplementedError
+
+    def decode_arguments(self, arguments: dict[str, Any]) -> Any:
+        return arguments
+
+    async def run(self, arguments: Any, ctx: Any) -> Any:
+        raise NotImplementedError
+
+
+async def test_the_tool_table_replaces_added_tools_on_each_refresh() -> None:
+    """Fixed tools stay; the source's tools replace the previous ones, profiles with them;
+    a source tool never shadows a fixed one."""
+    source = _Source()
+    table = ToolTable([ReadTool()], source)
+    source.offered = [_Named("mcp__a__x", "inspect"), _Named("Read")]
+    await table.refresh()
+    assert list(table.tools) == ["Read", "mcp__a__x"]
+    assert table.profiles["mcp__a__x"].risk == "inspect"
+    assert table.profiles["Read"].argument_key == "file_path"
+    source.offered = [_Named("mcp__a__y")]
+    await table.refresh()
+    assert list(table.tools) == ["Read", "mcp__a__y"]
+    assert "mcp__a__x" not in table.profiles
+    await table.aclose()
+    assert source.closed
+
+
+# -- the SDK stays unloaded ---------------------------------------------------------------------
+
+
+def test_nothing_loads_the_sdk_until_a_server_starts() -> None:
+    """The daemon's modules, a hub with no server and a session's MCP tool source import
+    neither `mcp` nor its types (start-up and memory without MCP stay as they were)."""
+    script = """
+import sys, trio
+import robotad.cli, robotad.daemon.app, robotad.daemon.assembly, robotad.config
+from robotad.mcp.hub import McpHub
+
+async def main():
+    hub = McpHub({})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.run)
+        assert list(await hub.for_session("s", []).tools()) == []
+        assert await hub.listing() == []
+        nursery.cancel_scope.cancel()
+
+trio.run(main)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types", "pydantic"))
+print(loaded)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=child_environment(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_readme_configuration_example_decodes() -> None:
+    """The README's MCP configuration block is a valid config.toml as written."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### MCP tool servers") :]
+    block = section[section.index("```toml\n") + len("```toml\n") :]
+    config = decode_config(block[: block.index("```")])
+    assert sorted(config.mcp_servers) == ["every", "files", "remote"]
+    assert not config.mcp_servers["remote"].enabled
