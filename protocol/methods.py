@@ -26,6 +26,7 @@ from protocol.shapes import (
     Message,
     Pending,
     PermissionMode,
+    SandboxMode,
     SessionInfo,
     TurnCompleted,
     TurnRunning,
@@ -255,6 +256,7 @@ class CreateParams(_Params, frozen=True):
     context_window: PositiveInt | UnsetType = UNSET
     idle_timeout_ms: PositiveInt | UnsetType = UNSET
     script: list[Step] | UnsetType = UNSET
+    sandbox: SandboxMode | UnsetType = UNSET
 
 
 class SessionSummary(_Result, frozen=True):

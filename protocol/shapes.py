@@ -26,6 +26,7 @@ __all__ = [
     "Message",
     "Pending",
     "Role",
+    "SandboxMode",
     "SessionInfo",
     "ToolCall",
     "TurnCompleted",
@@ -45,6 +46,8 @@ UtcDatetime = Annotated[datetime, Meta(tz=True)]
 
 Role = Literal["system", "user", "assistant", "tool"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "auto"]
+#: How a session's model-run commands are confined (PROTOCOL.md §10.4).
+SandboxMode = Literal["off", "read-only", "workspace-write"]
 
 
 def utc_now() -> datetime:
@@ -243,6 +246,7 @@ class SessionInfo(_Wire):
     context: ContextState
     #: PROTOCOL §10.2: the effective idle timeout of a model call (always set by robotad).
     idle_timeout_ms: int | UnsetType = UNSET
+    sandbox: SandboxMode = "off"
 
 
 class TurnCompleted(_Frozen, frozen=True, tag_field="status", tag="completed"):

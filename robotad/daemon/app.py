@@ -30,6 +30,7 @@ from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import DEFAULT_IDLE_UNLOAD_SECONDS, SessionManager
 from robotad.daemon.methods import register_session_methods
 from robotad.daemon.operations import SessionOperations
+from robotad.sandbox import SandboxProbe, probe_sandbox
 from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
 from robotad.server.lifecycle import StartupError
 from robotad.storage.spill import SpillError, SpillStore
@@ -70,10 +71,17 @@ async def session_application(
         spill = SpillStore(runtime_dir())
     except SpillError as exc:
         raise StartupError(f"cannot create the tool-result spill store: {exc}") from None
+    support = await probe_sandbox()
+    log.info("%s", support.describe())
+    sandbox_probe = SandboxProbe(known=support)
     try:
         try:
             assembler = SessionAssembler.from_config(
-                config, state_dir=context.state_dir, spill=spill, trace=context.trace
+                config,
+                state_dir=context.state_dir,
+                spill=spill,
+                trace=context.trace,
+                sandbox_probe=sandbox_probe,
             )
         except InvalidParams as exc:
             located = [

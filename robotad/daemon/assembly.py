@@ -24,7 +24,7 @@ import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -36,7 +36,7 @@ from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
 from protocol.methods import CreateParams
 from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
-from robotad.config import Config
+from robotad.config import Config, config_path
 from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
 from robotad.providers import (
     DEFAULT_MODELS,
@@ -45,6 +45,7 @@ from robotad.providers import (
     resolve_provider_config,
 )
 from robotad.providers.scripted import decode_script
+from robotad.sandbox import UNCONFINED, Confinement, SandboxProbe, policy_for_session
 from robotad.session.hooks.config import HooksConfig, parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.permissions.classifier import Classifier, CommandClassifier
@@ -82,6 +83,10 @@ class SessionAssembler:
     project_rules: ProjectRules
     spill: SpillStore | None = None
     trace: bool = False
+    #: What this machine can sandbox (probed at start; again at a create while it says no).
+    sandbox_probe: SandboxProbe = field(default_factory=SandboxProbe)
+    #: robota's own folders, read-only inside any sandbox (configuration, state).
+    protected_folders: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -91,6 +96,7 @@ class SessionAssembler:
         state_dir: Path,
         spill: SpillStore | None = None,
         trace: bool = False,
+        sandbox_probe: SandboxProbe | None = None,
     ) -> SessionAssembler:
         """The assembler of a daemon with `config` and its state under `state_dir`. Raises
         `InvalidParams` listing every default rule under ``[permissions]`` that is malformed
@@ -117,6 +123,8 @@ class SessionAssembler:
             project_rules=ProjectRules(state_dir),
             spill=spill,
             trace=trace,
+            sandbox_probe=sandbox_probe or SandboxProbe(),
+            protected_folders=(str(config_path().parent), str(state_dir)),
         )
 
     # -- new sessions ------------------------------------------------------------------------
@@ -160,6 +168,12 @@ class SessionAssembler:
         if issues or model is None:
             raise InvalidParams(issues)
         threshold = params.auto_compact_threshold
+        sandbox = self.config.sandbox
+        policy = policy_for_session(
+            sandbox.mode if params.sandbox is UNSET else params.sandbox,
+            network=sandbox.network,
+            writable_roots=sandbox.writable_roots,
+        )
         return SessionSettings(
             provider=name,
             model=model,
@@ -171,6 +185,7 @@ class SessionAssembler:
             context_window=params.context_window,
             idle_timeout_ms=params.idle_timeout_ms,
             script=UNSET if script is None else script,
+            sandbox=policy if policy.confined else UNSET,
         )
 
     # -- sessions of records -----------------------------------------------------------------
@@ -194,10 +209,17 @@ class SessionAssembler:
 
         Raises `InvalidParams` (a new session's bad setting), `TransitionRefused` (``auto``
         without a classifier), `NotAllowed` (a stored session whose cwd is gone, or
-        unreadable project rules) or `ProviderFailed` (a stored session's provider cannot be
-        built now, e.g. its key variable is unset).
+        unreadable project rules, or a new session's sandbox that cannot be set up here) or
+        `ProviderFailed` (a stored session's provider cannot be built now, e.g. its key
+        variable is unset). A stored sandboxed session loads without a usable sandbox; its
+        commands are then refused one by one, never run unconfined.
         """
         settings = record.settings
+        sandbox = settings.sandbox if settings.sandbox is not UNSET else UNCONFINED
+        if sandbox.confined and new_at is not None:
+            support = await self.sandbox_probe.current()
+            if not support.available:
+                raise NotAllowed(f"the {sandbox.mode} sandbox cannot be set up: {support.reason}")
         try:
             project = await trio.to_thread.run_sync(self._project_rules_of, record.cwd)
         except (ProjectRulesUnreadable, OSError) as exc:
@@ -243,7 +265,9 @@ class SessionAssembler:
             return Session(
                 cwd=Path(record.cwd),
                 provider=provider,
-                tools=builtin_tools(),
+                tools=builtin_tools(
+                    Confinement(sandbox, probe=self.sandbox_probe, protected=self.protected_folders)
+                ),
                 session_id=record.id,
                 system_message=record.system_prompt,
                 history=list(record.messages),
@@ -268,6 +292,7 @@ class SessionAssembler:
                     protected_reads=self.config.permissions.protected_reads,
                     additional_dirs=self.config.permissions.additional_dirs,
                 ),
+                sandbox=sandbox,
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):

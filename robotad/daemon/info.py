@@ -44,6 +44,7 @@ def session_info(live: LiveSession) -> SessionInfo:
         pending=live.pending(),
         context=session.get_context_state(),
         idle_timeout_ms=session.idle_timeout_ms,
+        sandbox=session.sandbox.mode,
     )
 
 

@@ -23,6 +23,7 @@ from msgspec import UNSET, Struct
 from protocol.events import SessionEvent
 from protocol.shapes import ApprovalRequest, ContextState, Message
 from robotad.agent.provider import ToolSchema
+from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
 from robotad.session.permissions.enforcer import Denial
 from robotad.storage.record import (
     Permissions,
@@ -78,6 +79,7 @@ class SessionSnapshot(Struct, frozen=True):
     idle_timeout_ms: int | None = None
     #: A scripted provider's unconsumed steps (wire form), so a reload continues the script.
     script: list[dict[str, Any]] | None = None
+    sandbox: SandboxPolicy = UNCONFINED
 
     def to_record(self, *, created_at: str, updated_at: str) -> SessionRecord:
         """A full record from this snapshot; members the session does not own are empty (the
@@ -95,6 +97,7 @@ class SessionSnapshot(Struct, frozen=True):
             context_window=UNSET if self.context_window is None else self.context_window,
             idle_timeout_ms=UNSET if self.idle_timeout_ms is None else self.idle_timeout_ms,
             script=UNSET if self.script is None else self.script,
+            sandbox=self.sandbox if self.sandbox.confined else UNSET,
         )
         return SessionRecord(
             id=self.session_id,

@@ -39,6 +39,7 @@ from protocol.methods import ApprovalResponse
 from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.provider import Provider, ToolChoice, provider_idle_timeout
 from robotad.agent.tool import Tool, ToolResult
+from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
 from robotad.session.composition import SessionCallbacks, compose
 from robotad.session.context_window import (
     parse_auto_compact_threshold,
@@ -104,6 +105,7 @@ class Session(RuntimeSettings):
         source: Literal["startup", "resume"] = "startup",
         discard_settled_journals: bool = False,
         sensitive_paths: SensitivePaths | None = None,
+        sandbox: SandboxPolicy = UNCONFINED,
     ) -> None:
         cwd = Path(cwd)
         if not cwd.is_absolute() or not cwd.is_dir():
@@ -115,6 +117,8 @@ class Session(RuntimeSettings):
         self.system_message = system_message
         self.source = source
         self.trace = trace
+        #: How the tools confine model-run commands; the tools were built with it.
+        self.sandbox = sandbox
         self.permission_handler = permission_handler
         self.model_effort: str | None = None
         self.tool_choice: ToolChoice = "auto"
@@ -387,6 +391,7 @@ class Session(RuntimeSettings):
                 None if self._idle_timeout is None else max(1, round(self._idle_timeout * 1000))
             ),
             script=script if isinstance(script, list) else None,
+            sandbox=self.sandbox,
         )
 
     async def _persist(self) -> None:

@@ -32,6 +32,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from protocol.shapes import Message, PermissionMode, UtcDatetime
 from protocol.validate import Issue, ValidationFailed, convert, issue_from_error, join_path
+from robotad.sandbox.policy import SandboxPolicy
 
 from .ids import SESSION_ID_PATTERN
 
@@ -107,6 +108,8 @@ class SessionSettings(_Record):
     context_window: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
     idle_timeout_ms: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
     script: list[dict[str, Any]] | UnsetType = UNSET
+    #: The session's sandbox; absent in records made before sandboxes (then: unconfined).
+    sandbox: SandboxPolicy | UnsetType = UNSET
 
 
 class ForkedFrom(_Record):
