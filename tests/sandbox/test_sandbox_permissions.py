@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from robotad.sandbox import Confinement, SandboxPolicy
 from robotad.session.permissions import PermissionEnforcer
 from robotad.tools import BashTool
 from robotad.tools.base import ToolProfile
-from robotad.sandbox import Confinement, SandboxPolicy
 
 PLAIN = ToolProfile("execute", "command", "command")
 CONFINED = ToolProfile("execute", "command", "command", confined=True)
