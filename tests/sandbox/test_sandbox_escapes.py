@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from robotad.agent.tool import ToolResult
 from robotad.sandbox import SandboxSupport
 from robotad.tools import BashTool
-from robotad.tools.base import ToolResult
 from tests.sandbox.conftest import Arena, confinement
 from tests.tools.tool_calls import call
 

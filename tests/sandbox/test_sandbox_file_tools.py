@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from robotad.agent.tool import ToolResult
 from robotad.sandbox import Confinement, SandboxPolicy
 from robotad.tools import EditTool, WriteTool
-from robotad.tools.base import ToolResult
 from tests.sandbox.conftest import ORIGINAL, Arena
 from tests.tools.tool_calls import call
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from robotad.agent.tool import ToolProfile
 from robotad.sandbox import Confinement, SandboxPolicy
-from robotad.session.permissions import PermissionEnforcer
+from robotad.session.permissions.enforcer import PermissionEnforcer
 from robotad.tools import BashTool
-from robotad.tools.base import ToolProfile
 
 PLAIN = ToolProfile("execute", "command", "command")
 CONFINED = ToolProfile("execute", "command", "command", confined=True)
