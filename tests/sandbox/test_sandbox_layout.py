@@ -11,7 +11,7 @@ from robotad.sandbox.layout import GIT_SCAN_DEPTH, find_git_entries
 
 def test_read_only_and_off_write_nothing(tmp_path: Path) -> None:
     for mode in ("off", "read-only"):
-        assert writable_dirs(SandboxPolicy(mode=mode), str(tmp_path)) == []  # type: ignore[arg-type]
+        assert writable_dirs(SandboxPolicy(mode=mode), str(tmp_path)) == []
 
 
 def test_the_cwd_and_existing_roots_resolved(tmp_path: Path) -> None:

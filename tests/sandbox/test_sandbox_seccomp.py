@@ -33,7 +33,7 @@ def _run(program: bytes, nr: int, arch: int, arg0: int = 0) -> int:
             hit = acc == k if op == 0x15 else acc >= k
             pc += 1 + (jt if hit else jf)
         elif op == 0x06:
-            return k
+            return int(k)
         else:
             raise AssertionError(f"unexpected opcode {op:#x}")
 
