@@ -39,6 +39,7 @@ INFO_KEYS = {
     "pending",
     "context",
     "idleTimeoutMs",  # v1.1 (PROTOCOL §10.2)
+    "sandbox",
 }
 
 

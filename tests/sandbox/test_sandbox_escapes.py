@@ -170,6 +170,22 @@ async def test_a_dns_lookup_through_a_resolver_never_reaches_it(
             resolver.recvfrom(512)
 
 
+async def test_with_network_the_same_query_arrives(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    """The control of the test above: the loopback resolver does see a query it may get."""
+    bash = BashTool(confinement(sandbox_support, network=True))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as resolver:
+        resolver.bind(("127.0.0.1", 0))
+        command = DNS_QUERY.format(port=resolver.getsockname()[1]).replace(
+            "settimeout(3)", "settimeout(0.2)"
+        )
+        await run(bash, arena, command)
+        resolver.settimeout(5)
+        query, _ = resolver.recvfrom(512)
+    assert b"example" in query
+
+
 async def test_a_unix_socket_to_an_unconfined_program_is_refused(
     bash: BashTool, arena: Arena
 ) -> None:
