@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 import msgspec
 import trio
 from msgspec import UNSET, UnsetType
+from xdg_base_dirs import xdg_config_home
 
 from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
 from protocol.methods import CreateParams
@@ -85,7 +86,7 @@ class SessionAssembler:
     trace: bool = False
     #: What this machine can sandbox (probed at start; again at a create while it says no).
     sandbox_probe: SandboxProbe = field(default_factory=SandboxProbe)
-    #: robota's own folders, read-only inside any sandbox (configuration, state).
+    #: robota's own folders and config file, read-only inside any sandbox.
     protected_folders: tuple[str, ...] = ()
 
     @classmethod
@@ -124,7 +125,13 @@ class SessionAssembler:
             spill=spill,
             trace=trace,
             sandbox_probe=sandbox_probe or SandboxProbe(),
-            protected_folders=(str(config_path().parent), str(state_dir)),
+            # robota's config folder, the config file wherever ROBOTA_CONFIG puts it (not its
+            # folder, which may be the user's home), and the state folder.
+            protected_folders=(
+                str(xdg_config_home() / "robota"),
+                str(config_path()),
+                str(state_dir),
+            ),
         )
 
     # -- new sessions ------------------------------------------------------------------------

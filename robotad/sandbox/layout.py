@@ -10,8 +10,9 @@ still leads into it). Inside them these stay read-only:
   ``.git`` that is a symlink is not followed (what it points to is read-only unless it lies in
   a writable root itself). The scan is repeated for every command, so a repository created by
   an earlier command is protected in the next;
-- robota's configuration and state folders (`protected`), when they lie inside a writable
-  root — or contain one, then the whole of it stays read-only.
+- robota's configuration and state folders and its configuration file (`protected`), when
+  they lie inside a writable root — or a folder of them contains one, then the whole of it
+  stays read-only.
 
 `writable_dirs` is the same list of writable folders that Write and Edit are held to
 (`roots.write_refusal`).

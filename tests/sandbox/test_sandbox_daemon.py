@@ -225,3 +225,27 @@ async def test_without_bwrap_a_sandboxed_create_is_refused_naming_why(
                 plain = await client.call("session/create", {"cwd": str(arena.ws)})
     assert listed["sessions"] == []  # nothing was made by the refusals
     assert plain["sandbox"] == "off"
+
+
+async def test_robotas_config_and_state_stay_read_only_inside_the_workspace(
+    daemon: RunningDaemon,
+) -> None:
+    """A session working in a folder that holds robotad's config file and state folder cannot
+    rewrite either (no allow rule or mode planted for later), yet writes beside them."""
+    home = daemon.home
+    before = home.config_path.read_text()
+    command = (
+        "echo 'default_provider = \"x\"' >> config/config.toml; "
+        "echo planted > state/planted.json; echo ok > beside.txt"
+    )
+    script = [_bash(command), {"text": "done"}]
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {"cwd": str(home.root), "sandbox": "workspace-write", "script": script},
+            )
+            await client.call("session/run", {"sessionId": info["sessionId"], "prompt": "go"})
+    assert home.config_path.read_text() == before
+    assert not (home.state_dir / "planted.json").exists()
+    assert (home.root / "beside.txt").read_text() == "ok\n"
