@@ -13,6 +13,8 @@ seccomp program travels as an already open descriptor number. What the argv asks
 - ``/`` read-only, fresh ``/dev`` and ``/proc``, a private ``/tmp``; then the writable folders
   bound read-write at their own paths, parents before children; then the read-only re-binds
   (``.git``, robota's folders), which lie inside the writable ones and so must come after;
+  last the well-known secrets hidden: their folders as empty ``tmpfs``, their files as
+  ``/dev/null``;
 - the command started in the plan's working directory, under the seccomp filter.
 
 With its own PID namespace the command is process 1's only child: when it exits, bwrap ends and
@@ -36,6 +38,9 @@ class MountPlan(Struct, frozen=True):
     writable: tuple[str, ...] = ()
     read_only: tuple[str, ...] = ()
     network: bool = False
+    #: Secret folders shown empty, and secret files shown as empty files (``/dev/null``).
+    hidden_dirs: tuple[str, ...] = ()
+    hidden_files: tuple[str, ...] = ()
 
 
 def _outer_first(paths: Sequence[str]) -> list[str]:
@@ -70,6 +75,10 @@ def bwrap_argv(
         argv += ["--bind", path, path]
     for path in _outer_first(plan.read_only):
         argv += ["--ro-bind", path, path]
+    for path in _outer_first(plan.hidden_dirs):
+        argv += ["--tmpfs", path]
+    for path in _outer_first(plan.hidden_files):
+        argv += ["--ro-bind", "/dev/null", path]
     argv += ["--chdir", plan.cwd, "--setenv", "TMPDIR", "/tmp"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]

@@ -14,6 +14,10 @@ still leads into it). Inside them these stay read-only:
   they lie inside a writable root — or a folder of them contains one, then the whole of it
   stays read-only.
 
+The well-known secrets of the user's home (`SECRET_FOLDERS`, `SECRET_FILES`: SSH and GPG keys,
+cloud and cluster credentials, ``~/.netrc``) are hidden altogether: a sandboxed command runs
+without asking, so it must not be able to print a key for the model to read.
+
 `writable_dirs` is the same list of writable folders that Write and Edit are held to
 (`roots.write_refusal`).
 """
@@ -21,17 +25,29 @@ still leads into it). Inside them these stay read-only:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from robotad.sandbox.bwrap import MountPlan
 from robotad.sandbox.policy import SandboxPolicy
 
-__all__ = ["GIT_SCAN_DEPTH", "find_git_entries", "is_within", "plan_mounts", "writable_dirs"]
+__all__ = [
+    "GIT_SCAN_DEPTH",
+    "SECRET_FILES",
+    "SECRET_FOLDERS",
+    "find_git_entries",
+    "is_within",
+    "plan_mounts",
+    "writable_dirs",
+]
 
 GIT_SCAN_DEPTH: Final = 3
 """How many folder levels below a writable root are searched for ``.git``: ``root/.git`` down
 to ``root/a/b/c/.git``. A bound, so a command in a huge tree does not pay for a full walk."""
+
+
+SECRET_FOLDERS: Final = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud")
+SECRET_FILES: Final = ("~/.kube/config", "~/.docker/config.json", "~/.netrc")
 
 
 def is_within(path: str, folder: str) -> bool:
@@ -92,4 +108,12 @@ def plan_mounts(policy: SandboxPolicy, cwd: str, protected: Sequence[str] = ()) 
         writable=tuple(writable),
         read_only=tuple(read_only),
         network=policy.network,
+        hidden_dirs=_existing(SECRET_FOLDERS, os.path.isdir),
+        hidden_files=_existing(SECRET_FILES, os.path.isfile),
     )
+
+
+def _existing(spellings: Sequence[str], kind: Callable[[str], bool]) -> tuple[str, ...]:
+    """The canonical paths of `spellings` (``~`` expanded) that exist as `kind`."""
+    found = (os.path.realpath(os.path.expanduser(spelling)) for spelling in spellings)
+    return tuple(path for path in found if kind(path))

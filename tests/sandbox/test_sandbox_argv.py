@@ -75,3 +75,17 @@ def test_odd_paths_stay_single_arguments() -> None:
 def test_without_a_filter_no_seccomp_flag() -> None:
     argv = bwrap_argv("bwrap", MountPlan(cwd="/"), COMMAND, seccomp_fd=None)
     assert "--seccomp" not in argv
+
+
+def test_secrets_are_hidden_after_every_bind() -> None:
+    plan = MountPlan(
+        cwd="/home/u",
+        writable=("/home/u",),
+        hidden_dirs=("/home/u/.ssh",),
+        hidden_files=("/home/u/.netrc",),
+    )
+    argv = bwrap_argv("bwrap", plan, COMMAND, seccomp_fd=3)
+    assert _pairs(argv, "--tmpfs") == ["/tmp", "/home/u/.ssh"]
+    at = argv.index("/home/u/.netrc")
+    assert argv[at - 2 : at + 1] == ["--ro-bind", "/dev/null", "/home/u/.netrc"]
+    assert argv.index("--bind") < argv.index("/home/u/.ssh") < at

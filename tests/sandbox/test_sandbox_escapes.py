@@ -300,3 +300,16 @@ async def test_secrets_stay_out_of_the_sandboxed_environment(
     result = await run(bash, arena, "env")
     assert result.ok
     assert "sk-not-for-the-model" not in result.content
+
+
+async def test_well_known_secrets_are_hidden(bash: BashTool, arena: Arena) -> None:
+    """A sandboxed call runs without asking, so it must not print a key for the model."""
+    (arena.home / ".ssh").mkdir()
+    (arena.home / ".ssh" / "id_ed25519").write_text("SECRET-KEY\n")
+    (arena.home / ".netrc").write_text("machine x password SECRET-NETRC\n")
+    result = await run(bash, arena, "cat ~/.ssh/id_ed25519 ~/.netrc")
+    assert not result.ok
+    assert "SECRET" not in result.content
+    listing = await run(bash, arena, "ls -A ~/.ssh")
+    assert listing.content == "exit status 0"  # an empty folder
+    assert (arena.home / ".ssh" / "id_ed25519").read_text() == "SECRET-KEY\n"

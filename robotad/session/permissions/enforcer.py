@@ -338,15 +338,15 @@ class PermissionEnforcer:
             return Decision("allow", f"allowed by rule {rule.text}", "rule", rule.text)
         risk: Risk = profile.risk if profile is not None else "execute"
         outcome = MODE_TABLE[self._mode][risk]
-        if outcome == "ask" and profile is not None and profile.confined:
-            # The sandbox, not a person, bounds a confined call (PROTOCOL.md §10.4).
-            return Decision("allow", f"{self._mode} mode allows sandboxed {risk} tools", "mode")
         what = f"{risk} tools" if profile is not None else f"unknown tool {tool_name}"
         reason = f"{self._mode} mode {_VERB[outcome]} {what}"
         if outcome != "deny" and sensitive is not None:
             return Decision(
                 "ask", f"{sensitive}; it asks in every mode but bypassPermissions", "mode"
             )
+        if outcome == "ask" and profile is not None and profile.confined:
+            # The sandbox, not a person, bounds a confined call (PROTOCOL.md §10.4).
+            return Decision("allow", f"{self._mode} mode allows sandboxed {risk} tools", "mode")
         if outcome == "allow" and self._mode == "acceptEdits" and call.outside_workspace():
             return Decision(
                 "ask", f"{reason} only inside the workspace; this path is outside it", "mode"
