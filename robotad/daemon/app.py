@@ -30,7 +30,7 @@ from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import DEFAULT_IDLE_UNLOAD_SECONDS, SessionManager
 from robotad.daemon.methods import register_session_methods
 from robotad.daemon.operations import SessionOperations
-from robotad.sandbox import SandboxProbe, probe_sandbox
+from robotad.sandbox import SandboxProbe
 from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
 from robotad.server.lifecycle import StartupError
 from robotad.storage.spill import SpillError, SpillStore
@@ -71,9 +71,7 @@ async def session_application(
         spill = SpillStore(runtime_dir())
     except SpillError as exc:
         raise StartupError(f"cannot create the tool-result spill store: {exc}") from None
-    support = await probe_sandbox()
-    log.info("%s", support.describe())
-    sandbox_probe = SandboxProbe(known=support)
+    sandbox_probe = SandboxProbe()
     try:
         try:
             assembler = SessionAssembler.from_config(
@@ -98,6 +96,8 @@ async def session_application(
                 idle_unload_seconds=idle_unload_seconds,
             )
             await nursery.start(manager.run)
+            # Probed beside serving, not before it: a create needing the answer waits for it.
+            nursery.start_soon(sandbox_probe.current)
             app = SessionApplication(manager)
             register_session_methods(app.router, SessionOperations(manager))
             try:

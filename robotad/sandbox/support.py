@@ -1,17 +1,18 @@
 """Whether this machine can sandbox commands, found out by trying (`probe_sandbox`).
 
-robotad probes once at start and logs the answer; ``session/create`` with a sandbox probes
-again when the last answer was no (the user may have installed bubblewrap since), and refuses
-with the reason while it stays no. The probe looks for ``bwrap`` on robotad's own PATH and a
-seccomp table for the machine, then runs ``/bin/sh -c :`` inside a read-only sandbox built by
-the very argv builder every command uses — so "available" means the full set of flags works
-here (user namespaces allowed, a bwrap new enough for ``--disable-userns``), not merely that a
-binary exists.
+robotad probes at start, beside serving, and logs the answer; ``session/create`` with a
+sandbox waits for that answer, probes again when it was no (the user may have installed
+bubblewrap since), and refuses with the reason while it stays no. The probe looks for
+``bwrap`` on robotad's own PATH and a seccomp table for the machine, then runs
+``/bin/sh -c :`` inside a read-only sandbox built by the very argv builder every command
+uses — so "available" means the full set of flags works here (user namespaces allowed, a
+bwrap new enough for ``--disable-userns``), not merely that a binary exists.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import subprocess
@@ -33,6 +34,8 @@ __all__ = [
 
 PROBE_TIMEOUT_S: Final = 10.0
 _FIRST_FD: Final = 10
+
+log = logging.getLogger("robotad.sandbox")
 
 
 class SandboxSupport(Struct, frozen=True):
@@ -56,8 +59,8 @@ class SandboxSupport(Struct, frozen=True):
 class SandboxProbe:
     """The daemon's standing answer: `current()` probes the first time and again whenever the
     last answer was no, and keeps a yes (a vanished ``bwrap`` is caught when a command starts).
-    `path` is the search path for ``bwrap`` (default: robotad's PATH); `known` seeds the answer
-    (tests, or a daemon that probed already)."""
+    Every fresh answer is logged (``robotad.sandbox``). `path` is the search path for
+    ``bwrap`` (default: robotad's PATH); `known` seeds the answer (tests)."""
 
     def __init__(self, path: str | None = None, *, known: SandboxSupport | None = None) -> None:
         self.path = path
@@ -68,6 +71,7 @@ class SandboxProbe:
         async with self._lock:
             if self.latest is None or not self.latest.available:
                 self.latest = await probe_sandbox(self.path)
+                log.info("%s", self.latest.describe())
             return self.latest
 
 

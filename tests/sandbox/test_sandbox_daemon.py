@@ -195,8 +195,14 @@ def test_robotactl_new_sandbox_and_show(daemon: RunningDaemon, arena: Arena) -> 
     assert ctl("new", "--sandbox", "nonsense").returncode == 2
 
 
-def test_the_daemon_logs_that_sandboxing_is_available(daemon: RunningDaemon) -> None:
-    assert "sandbox available: bubblewrap" in daemon.output()
+async def test_the_daemon_logs_that_sandboxing_is_available(
+    daemon: RunningDaemon, arena: Arena
+) -> None:
+    """Probed beside serving; a sandboxed create waits for (and so follows) the answer."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            await client.call("session/create", {"cwd": str(arena.ws), "sandbox": "read-only"})
+    assert "robotad.sandbox: sandbox available: bubblewrap" in daemon.output()
 
 
 class _HomeWithoutBwrap(DaemonHome):
@@ -213,7 +219,6 @@ async def test_without_bwrap_a_sandboxed_create_is_refused_naming_why(
 ) -> None:
     home = _HomeWithoutBwrap(tmp_path / "no-bwrap")
     with running_daemon(home) as running:
-        assert "sandbox unavailable: bwrap" in running.output()
         with trio.fail_after(IO_TIMEOUT):
             async with connect(running) as client:
                 for mode in ("workspace-write", "read-only"):
@@ -223,6 +228,7 @@ async def test_without_bwrap_a_sandboxed_create_is_refused_naming_why(
                     assert mode in refused.value.data["reason"]  # type: ignore[index]
                 listed = await client.call("session/list", {})
                 plain = await client.call("session/create", {"cwd": str(arena.ws)})
+        assert "sandbox unavailable: bwrap" in running.output()
     assert listed["sessions"] == []  # nothing was made by the refusals
     assert plain["sandbox"] == "off"
 
