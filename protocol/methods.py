@@ -26,6 +26,7 @@ from protocol.shapes import (
     Message,
     Pending,
     PermissionMode,
+    SandboxMode,
     SessionInfo,
     TurnCompleted,
     TurnRunning,
@@ -279,6 +280,7 @@ class CreateParams(_Params, frozen=True):
     max_rounds: MaxRounds | UnsetType = UNSET
     script: list[Step] | UnsetType = UNSET
     mcp_servers: list[McpServer] | UnsetType = UNSET
+    sandbox: SandboxMode | UnsetType = UNSET
 
 
 class SessionSummary(_Result, frozen=True):

@@ -26,6 +26,7 @@ __all__ = [
     "Message",
     "Pending",
     "Role",
+    "SandboxMode",
     "SessionInfo",
     "StopReason",
     "ToolCall",
@@ -46,6 +47,8 @@ UtcDatetime = Annotated[datetime, Meta(tz=True)]
 
 Role = Literal["system", "user", "assistant", "tool"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "auto"]
+#: How a session's model-run commands are confined (PROTOCOL.md §10.4).
+SandboxMode = Literal["off", "read-only", "workspace-write"]
 
 
 def utc_now() -> datetime:
@@ -248,6 +251,8 @@ class SessionInfo(_Wire):
     max_rounds: int | None = None
     #: The project-instruction files added to the system prompt at session start, in order.
     instructions: list[str] | UnsetType = UNSET
+    #: PROTOCOL §10.4: the session's sandbox mode.
+    sandbox: SandboxMode = "off"
 
 
 StopReason = Literal["end", "maxRounds"]

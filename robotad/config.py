@@ -23,6 +23,8 @@ Shape (every table forbids unknown keys)::
                                          #   timeout?}]}]
     [mcp_servers.NAME]                   # command/args/env/cwd or url/headers, risk?,
                                          #   startup_timeout_ms?, tool_timeout_ms?, enabled?
+    [sandbox]                            # mode = "off"|"read-only"|"workspace-write",
+                                         #   network = false, writable_roots = []
 
 Hooks are Claude-Code-shaped. Their event names are checked; a handler's `type` is a plain
 string: ``"command"`` handlers need a `command`, while a type this build has no executor for is
@@ -47,6 +49,7 @@ import msgspec
 from msgspec import Meta, Struct
 from xdg_base_dirs import xdg_config_home, xdg_runtime_dir, xdg_state_home
 
+from protocol.shapes import SandboxMode
 from protocol.validate import Issue, ValidationFailed, convert, join_path
 from robotad.mcp.config import McpServerConfig, config_issues
 
@@ -64,6 +67,7 @@ __all__ = [
     "PermissionsConfig",
     "ProviderConfig",
     "ProviderKind",
+    "SandboxConfig",
     "config_path",
     "decode_config",
     "load_config",
@@ -159,6 +163,15 @@ class InstructionsConfig(_Table, frozen=True):
     files: list[_Name] = msgspec.field(default_factory=lambda: ["AGENTS.md"])
 
 
+class SandboxConfig(_Table, frozen=True):
+    """Defaults of new sessions' sandboxes (PROTOCOL.md §10.4); `writable_roots` absolute
+    or ``~/``-relative."""
+
+    mode: SandboxMode = "off"
+    network: bool = False
+    writable_roots: list[str] = msgspec.field(default_factory=list)
+
+
 class Config(_Table, frozen=True):
     default_provider: _Name = "scripted"
     providers: dict[str, ProviderConfig] = msgspec.field(default_factory=dict)
@@ -168,6 +181,7 @@ class Config(_Table, frozen=True):
     classifier: ClassifierConfig | None = None
     hooks: dict[HookEvent, list[HookMatcher]] = msgspec.field(default_factory=dict)
     mcp_servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
 class ConfigError(Exception):
@@ -315,6 +329,16 @@ def _meaning_issues(raw: dict[str, Any]) -> list[Issue]:
             if isinstance(matchers, list):
                 issues.extend(_hook_issues(join_path("$.hooks", str(event)), matchers))
     issues.extend(config_issues(raw.get("mcp_servers")))
+    sandbox = raw.get("sandbox")
+    roots = sandbox.get("writable_roots") if isinstance(sandbox, dict) else None
+    for index, root in enumerate(roots if isinstance(roots, list) else []):
+        if isinstance(root, str) and not (root.startswith("/") or root.split("/")[0] == "~"):
+            issues.append(
+                {
+                    "path": f"$.sandbox.writable_roots[{index}]",
+                    "message": "expected an absolute path (or one starting with ~/)",
+                }
+            )
     return issues
 
 

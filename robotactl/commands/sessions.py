@@ -27,6 +27,8 @@ __all__ = ["close", "first_prompts", "fork", "list_rows", "ls", "new", "rm", "se
 
 #: Permission modes (PROTOCOL.md §5, ``session/setPermissionMode``).
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "auto")
+#: Sandbox modes (PROTOCOL.md §10.4, ``session/create {sandbox}``).
+SANDBOX_MODES = ("off", "read-only", "workspace-write")
 #: Widest title shown by ``ls``.
 TITLE_WIDTH = 40
 #: Prompts ``ls`` reads from the prompt history to title untitled sessions.
@@ -47,6 +49,12 @@ PROMPT_SCAN = 5000
     type=click.Choice(MODES),
     default=None,
     help="Permission mode (default: default).",
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(SANDBOX_MODES),
+    default=None,
+    help="Confine the session's commands (default: robotad's [sandbox] mode).",
 )
 @click.option("--id", "session_id", metavar="ID", help="Session id (default: generated).")
 @click.option(
@@ -75,6 +83,7 @@ def new(
     provider: str | None,
     model: str | None,
     mode: str | None,
+    sandbox: str | None,
     session_id: str | None,
     script: str | None,
     system: str | None,
@@ -91,6 +100,7 @@ def new(
       robotactl new --provider local --model qwen2.5-coder --mode acceptEdits
       robotactl new --script examples/demo-script.json --allow 'Read(*)'
       robotactl new --provider local --idle-timeout 300
+      robotactl new --sandbox workspace-write
 
     A malformed --allow/--ask/--deny pattern is a usage error (exit 2), each one named.
     With --json, prints the session/create result (SessionInfo).
@@ -101,6 +111,7 @@ def new(
         "provider": provider,
         "model": model,
         "permissionMode": mode,
+        "sandbox": sandbox,
         "systemMessage": system,
     }
     params.update({key: value for key, value in optional.items() if value is not None})

@@ -1,6 +1,6 @@
 """``robotactl show``: a session and its history, laid out for reading.
 
-A header (id, working directory, provider and model, mode, counts, context use, whether it
+A header (id, working directory, provider and model, mode, sandbox, counts, context use, whether it
 runs or waits, and for a fork "forked from X at M"), then one block per message: the role,
 time and message id (what ``fork --at`` takes) on a line, the content indented below. User
 and assistant text is shown whole; tool calls are one line each, ``→ Tool(args…)``; a tool
@@ -135,7 +135,8 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
     ]
     lines = [
         style(f"session {info.session_id}", "bold")
-        + f"  {home_relative(info.cwd)}  {info.provider}/{info.model}  mode {info.permission_mode}",
+        + f"  {home_relative(info.cwd)}  {info.provider}/{info.model}  mode {info.permission_mode}"
+        + f"  sandbox {info.sandbox}",
         style(" · ".join(facts), "dim"),
     ]
     if state:

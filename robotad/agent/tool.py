@@ -38,11 +38,14 @@ ArgumentKind = Literal["path", "command", "url", "text"]
 
 
 class ToolProfile(Struct, frozen=True):
-    """The permission profile: risk class, and the argument a `Tool(pattern)` rule matches."""
+    """The permission profile: risk class, and the argument a `Tool(pattern)` rule matches.
+    `confined`: the tool runs inside the session's sandbox (PROTOCOL.md §10.4), which bounds
+    what it can do where the mode table would otherwise ask a person."""
 
     risk: Risk
     argument_key: str | None = None
     argument_kind: ArgumentKind | None = None
+    confined: bool = False
 
 
 class ToolResult(Struct):
@@ -111,7 +114,7 @@ class TypedTool(Generic[A]):
 
     name: ClassVar[str]
     description: ClassVar[str]
-    profile: ClassVar[ToolProfile]
+    profile: ToolProfile  # a class default; an instance may replace it (a confined Bash)
     Arguments: ClassVar[type[Struct]]
 
     @property

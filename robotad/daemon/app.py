@@ -33,6 +33,7 @@ from robotad.daemon.mcp_methods import register_mcp_methods
 from robotad.daemon.methods import register_session_methods
 from robotad.daemon.operations import SessionOperations
 from robotad.mcp.hub import McpHub
+from robotad.sandbox import SandboxProbe
 from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
 from robotad.server.lifecycle import StartupError
 from robotad.storage.spill import SpillError, SpillStore
@@ -77,10 +78,16 @@ async def session_application(
     except SpillError as exc:
         raise StartupError(f"cannot create the tool-result spill store: {exc}") from None
     mcp = McpHub(config.mcp_servers, spill=spill)
+    sandbox_probe = SandboxProbe()
     try:
         try:
             assembler = SessionAssembler.from_config(
-                config, state_dir=context.state_dir, spill=spill, trace=context.trace, mcp=mcp
+                config,
+                state_dir=context.state_dir,
+                spill=spill,
+                trace=context.trace,
+                mcp=mcp,
+                sandbox_probe=sandbox_probe,
             )
         except InvalidParams as exc:
             located = [
@@ -98,6 +105,8 @@ async def session_application(
                 idle_unload_seconds=idle_unload_seconds,
             )
             await nursery.start(manager.run)
+            # Probed beside serving, not before it: a create needing the answer waits for it.
+            nursery.start_soon(sandbox_probe.current)
             app = SessionApplication(manager, mcp=mcp)
             register_session_methods(app.router, SessionOperations(manager))
             register_mcp_methods(app.router, manager, mcp)

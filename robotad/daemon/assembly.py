@@ -24,7 +24,7 @@ import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -37,7 +37,7 @@ from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
 from protocol.methods import CreateParams
 from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
-from robotad.config import Config
+from robotad.config import Config, config_path
 from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
 from robotad.mcp.config import spec_of_wire, wire_issues
 from robotad.mcp.hub import McpHub, SessionTools
@@ -49,6 +49,7 @@ from robotad.providers import (
     resolve_provider_config,
 )
 from robotad.providers.scripted import decode_script
+from robotad.sandbox import UNCONFINED, Confinement, SandboxProbe, policy_for_session
 from robotad.session.hooks.config import HooksConfig, parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.permissions.classifier import Classifier, CommandClassifier
@@ -87,6 +88,10 @@ class SessionAssembler:
     spill: SpillStore | None = None
     trace: bool = False
     mcp: McpHub | None = None
+    #: What this machine can sandbox (probed at start; again at a create while it says no).
+    sandbox_probe: SandboxProbe = field(default_factory=SandboxProbe)
+    #: robota's own folders and config file, read-only inside any sandbox.
+    protected_folders: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -97,6 +102,7 @@ class SessionAssembler:
         spill: SpillStore | None = None,
         trace: bool = False,
         mcp: McpHub | None = None,
+        sandbox_probe: SandboxProbe | None = None,
     ) -> SessionAssembler:
         """The assembler of a daemon with `config` and its state under `state_dir`. Raises
         `InvalidParams` listing every default rule under ``[permissions]`` that is malformed
@@ -124,6 +130,14 @@ class SessionAssembler:
             spill=spill,
             trace=trace,
             mcp=mcp,
+            sandbox_probe=sandbox_probe or SandboxProbe(),
+            # robota's config folder, the config file wherever ROBOTA_CONFIG puts it (not its
+            # folder, which may be the user's home), and the state folder.
+            protected_folders=(
+                str(xdg_config_home() / "robota"),
+                str(config_path()),
+                str(state_dir),
+            ),
         )
 
     # -- new sessions ------------------------------------------------------------------------
@@ -175,6 +189,12 @@ class SessionAssembler:
         max_rounds = params.max_rounds
         if max_rounds is UNSET and self.config.defaults.max_rounds is not None:
             max_rounds = self.config.defaults.max_rounds
+        sandbox = self.config.sandbox
+        policy = policy_for_session(
+            sandbox.mode if params.sandbox is UNSET else params.sandbox,
+            network=sandbox.network,
+            writable_roots=sandbox.writable_roots,
+        )
         return SessionSettings(
             provider=name,
             model=model,
@@ -188,6 +208,7 @@ class SessionAssembler:
             max_rounds=max_rounds,
             script=UNSET if script is None else script,
             mcp_servers=mcp_servers if mcp_servers else UNSET,
+            sandbox=policy if policy.confined else UNSET,
         )
 
     def system_prompt_for(
@@ -208,6 +229,7 @@ class SessionAssembler:
                 cwd=str(cwd),
                 tools=[tool.name for tool in builtin_tools()],
                 permission_mode=settings.permission_mode,
+                sandbox=None if settings.sandbox is UNSET else settings.sandbox.mode,
             )
             base = render_default(facts)
         user_dir = xdg_config_home() / "robota"
@@ -235,10 +257,17 @@ class SessionAssembler:
 
         Raises `InvalidParams` (a new session's bad setting), `TransitionRefused` (``auto``
         without a classifier), `NotAllowed` (a stored session whose cwd is gone, or
-        unreadable project rules) or `ProviderFailed` (a stored session's provider cannot be
-        built now, e.g. its key variable is unset).
+        unreadable project rules, or a new session's sandbox that cannot be set up here) or
+        `ProviderFailed` (a stored session's provider cannot be built now, e.g. its key
+        variable is unset). A stored sandboxed session loads without a usable sandbox; its
+        commands are then refused one by one, never run unconfined.
         """
         settings = record.settings
+        sandbox = settings.sandbox if settings.sandbox is not UNSET else UNCONFINED
+        if sandbox.confined and new_at is not None:
+            support = await self.sandbox_probe.current()
+            if not support.available:
+                raise NotAllowed(f"the {sandbox.mode} sandbox cannot be set up: {support.reason}")
         try:
             project = await trio.to_thread.run_sync(self._project_rules_of, record.cwd)
         except (ProjectRulesUnreadable, OSError) as exc:
@@ -284,7 +313,9 @@ class SessionAssembler:
             return Session(
                 cwd=Path(record.cwd),
                 provider=provider,
-                tools=builtin_tools(),
+                tools=builtin_tools(
+                    Confinement(sandbox, probe=self.sandbox_probe, protected=self.protected_folders)
+                ),
                 session_id=record.id,
                 system_message=record.system_prompt,
                 history=list(record.messages),
@@ -312,6 +343,7 @@ class SessionAssembler:
                     additional_dirs=self.config.permissions.additional_dirs,
                 ),
                 tool_source=self._mcp_tools(record),
+                sandbox=sandbox,
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):

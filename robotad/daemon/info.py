@@ -46,6 +46,7 @@ def session_info(live: LiveSession) -> SessionInfo:
         idle_timeout_ms=session.idle_timeout_ms,
         max_rounds=session.round_cap,
         instructions=UNSET if session.instructions is None else list(session.instructions),
+        sandbox=session.sandbox.mode,
     )
 
 

@@ -23,6 +23,7 @@ from msgspec import UNSET, Struct
 from protocol.events import SessionEvent
 from protocol.shapes import ApprovalRequest, ContextState, Message
 from robotad.agent.provider import ToolSchema
+from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
 from robotad.session.permissions.enforcer import Denial
 from robotad.storage.record import (
     Permissions,
@@ -80,6 +81,7 @@ class SessionSnapshot(Struct, frozen=True):
     instructions: list[str] | None = None
     #: A scripted provider's unconsumed steps (wire form), so a reload continues the script.
     script: list[dict[str, Any]] | None = None
+    sandbox: SandboxPolicy = UNCONFINED
 
     def to_record(self, *, created_at: str, updated_at: str) -> SessionRecord:
         """A full record from this snapshot; members the session does not own are empty (the
@@ -99,6 +101,7 @@ class SessionSnapshot(Struct, frozen=True):
             max_rounds=UNSET if self.max_rounds is None else self.max_rounds,
             instructions=UNSET if self.instructions is None else list(self.instructions),
             script=UNSET if self.script is None else self.script,
+            sandbox=self.sandbox if self.sandbox.confined else UNSET,
         )
         return SessionRecord(
             id=self.session_id,

@@ -39,6 +39,7 @@ from protocol.methods import ApprovalResponse
 from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.provider import Provider, ToolChoice, provider_idle_timeout
 from robotad.agent.tool import Tool, ToolResult
+from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
 from robotad.session.composition import SessionCallbacks, compose
 from robotad.session.context_window import (
     parse_auto_compact_threshold,
@@ -107,6 +108,7 @@ class Session(RuntimeSettings):
         discard_settled_journals: bool = False,
         sensitive_paths: SensitivePaths | None = None,
         tool_source: ToolSource | None = None,
+        sandbox: SandboxPolicy = UNCONFINED,
     ) -> None:
         cwd = Path(cwd)
         if not cwd.is_absolute() or not cwd.is_dir():
@@ -118,6 +120,8 @@ class Session(RuntimeSettings):
         self.system_message = system_message
         self.source = source
         self.trace = trace
+        #: How the tools confine model-run commands; the tools were built with it.
+        self.sandbox = sandbox
         self.permission_handler = permission_handler
         self.model_effort: str | None = None
         self.tool_choice: ToolChoice = "auto"
@@ -405,6 +409,7 @@ class Session(RuntimeSettings):
             script=script if isinstance(script, list) else None,
             max_rounds=self.round_cap,
             instructions=self.instructions,
+            sandbox=self.sandbox,
         )
 
     async def _persist(self) -> None:

@@ -32,6 +32,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from protocol.shapes import Message, PermissionMode, UtcDatetime
 from protocol.validate import Issue, ValidationFailed, convert, issue_from_error, join_path
+from robotad.sandbox.policy import SandboxPolicy
 
 from .ids import SESSION_ID_PATTERN
 
@@ -112,6 +113,8 @@ class SessionSettings(_Record):
     script: list[dict[str, Any]] | UnsetType = UNSET
     #: Session-scoped MCP servers (``session/create {mcpServers}``), as given on the wire.
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
+    #: The session's sandbox; absent in records made before sandboxes (then: unconfined).
+    sandbox: SandboxPolicy | UnsetType = UNSET
 
 
 class ForkedFrom(_Record):

@@ -18,6 +18,7 @@ from robotad.agent.tool import (
     ToolResult,
     TypedTool,
 )
+from robotad.sandbox.confinement import Confinement
 from robotad.tools.bash import BashTool
 from robotad.tools.edit import EditTool
 from robotad.tools.glob import GlobTool
@@ -48,13 +49,14 @@ __all__ = [
 ]
 
 
-def builtin_tools() -> list[Tool]:
-    """A new instance of every built-in tool, in PROTOCOL.md §4's order."""
+def builtin_tools(confinement: Confinement | None = None) -> list[Tool]:
+    """A new instance of every built-in tool, in PROTOCOL.md §4's order; Bash, Write and Edit
+    held to `confinement` (the session's sandbox; default: none)."""
     return [
         ReadTool(),
-        WriteTool(),
-        EditTool(),
-        BashTool(),
+        WriteTool(confinement),
+        EditTool(confinement),
+        BashTool(confinement),
         GlobTool(),
         GrepTool(),
         WebFetchTool(),

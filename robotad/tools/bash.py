@@ -26,10 +26,12 @@ import signal
 import subprocess
 from typing import Annotated
 
+import msgspec
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.sandbox.confinement import Confinement, SandboxUnavailable
 from robotad.storage.scrub import is_sensitive_key
 from robotad.tools.process_group import KILL_GRACE_S, terminate_process_tree
 from robotad.tools.tether import open_tethered_process
@@ -123,6 +125,11 @@ class BashTool(TypedTool[BashArguments]):
     profile = ToolProfile(risk="execute", argument_key="command", argument_kind="command")
     Arguments = BashArguments
 
+    def __init__(self, confinement: Confinement | None = None) -> None:
+        self.confinement = confinement or Confinement()
+        if self.confinement.confined:
+            self.profile = msgspec.structs.replace(self.profile, confined=True)
+
     async def run(self, arguments: BashArguments, ctx: ToolContext) -> ToolResult:
         timeout_ms = DEFAULT_TIMEOUT_MS if arguments.timeout is UNSET else arguments.timeout
         if not await trio.Path(ctx.cwd).is_dir():
@@ -131,14 +138,20 @@ class BashTool(TypedTool[BashArguments]):
             )
         shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
         try:
-            process = await open_tethered_process(  # dies with robotad, whole group
-                [shell, "-c", arguments.command],
-                cwd=ctx.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=command_environment(),
-            )
+            launch = await self.confinement.launch([shell, "-c", arguments.command], ctx.cwd)
+        except SandboxUnavailable as exc:
+            return ToolResult(ok=False, content=str(exc), metadata={"sandbox": "unavailable"})
+        try:
+            with launch:  # the sandbox's descriptors are the child's once it has started
+                process = await open_tethered_process(  # dies with robotad, whole group
+                    launch.argv,
+                    cwd=ctx.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=command_environment(),
+                    pass_fds=launch.pass_fds,
+                )
         except OSError as exc:
             return ToolResult(ok=False, content=f"could not start {shell}: {exc.strerror or exc}")
 

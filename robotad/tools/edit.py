@@ -19,6 +19,7 @@ import trio
 from msgspec import Meta, Struct
 
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.sandbox.confinement import Confinement
 from robotad.tools.paths import canonical_path
 from robotad.tools.read import MAX_LINE_CHARS, number_line
 from robotad.tools.textfile import (
@@ -70,11 +71,17 @@ class EditTool(TypedTool[EditArguments]):
     profile = ToolProfile(risk="modify", argument_key="file_path", argument_kind="path")
     Arguments = EditArguments
 
+    def __init__(self, confinement: Confinement | None = None) -> None:
+        self.confinement = confinement or Confinement()
+
     async def run(self, arguments: EditArguments, ctx: ToolContext) -> ToolResult:
         try:
             path = canonical_path(arguments.file_path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"file_path: {exc}")
+        refusal = await self.confinement.write_refusal(path, ctx.cwd)
+        if refusal is not None:
+            return ToolResult(ok=False, content=refusal, metadata={"path": path})
         if arguments.old_string == "":
             return _failed("old_string is empty; use Write to create or replace a whole file", path)
         if arguments.old_string == arguments.new_string:

@@ -37,7 +37,8 @@ _tethers: dict[int, int] = {}
 
 async def open_tethered_process(argv: Sequence[str], **options: Any) -> trio.Process:
     """Start `argv` (as `trio.lowlevel.open_process` would, in a new session) tethered to
-    this process; see the module doc. Raises `OSError` when it cannot start."""
+    this process; see the module doc. `pass_fds` may add descriptors (numbered above 3) for
+    the command. Raises `OSError` when it cannot start."""
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
 
     def read_end_as_fd_3() -> None:  # in the child, before exec: plain os calls only
@@ -46,10 +47,11 @@ async def open_tethered_process(argv: Sequence[str], **options: Any) -> trio.Pro
         else:
             os.dup2(read_fd, _TETHER_FD)
 
+    more_fds = tuple(options.pop("pass_fds", ()))  # e.g. a sandbox's seccomp program
     try:
         process = await trio.lowlevel.open_process(
             [TETHER_SHELL, "-c", _SCRIPT, "robota-tether", *argv],
-            pass_fds=(_TETHER_FD,),
+            pass_fds=(_TETHER_FD, *more_fds),
             preexec_fn=read_end_as_fd_3,
             start_new_session=True,
             **options,

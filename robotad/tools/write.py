@@ -16,6 +16,7 @@ import trio
 from msgspec import Meta, Struct
 
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.sandbox.confinement import Confinement
 from robotad.tools.paths import canonical_path
 from robotad.tools.textfile import FileRefused, describe_os_error, write_atomically
 
@@ -52,11 +53,17 @@ class WriteTool(TypedTool[WriteArguments]):
     profile = ToolProfile(risk="modify", argument_key="file_path", argument_kind="path")
     Arguments = WriteArguments
 
+    def __init__(self, confinement: Confinement | None = None) -> None:
+        self.confinement = confinement or Confinement()
+
     async def run(self, arguments: WriteArguments, ctx: ToolContext) -> ToolResult:
         try:
             path = canonical_path(arguments.file_path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"file_path: {exc}")
+        refusal = await self.confinement.write_refusal(path, ctx.cwd)
+        if refusal is not None:
+            return ToolResult(ok=False, content=refusal, metadata={"path": path})
         try:
             data = arguments.content.encode("utf-8")
         except UnicodeEncodeError as exc:

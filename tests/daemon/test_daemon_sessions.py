@@ -40,6 +40,7 @@ INFO_KEYS = {
     "context",
     "idleTimeoutMs",  # v1.1 (PROTOCOL §10.2)
     "maxRounds",  # v1.1 (PROTOCOL §10.2)
+    "sandbox",
 }
 
 

@@ -22,6 +22,9 @@ write (a ``modify`` tool's path) to a persistence path. Only an allow rule that 
 ``Read`` rule does not. ``allow*``: ``acceptEdits`` allows a write only inside the workspace
 (the cwd tree and ``additional_dirs``) and asks outside it. A mode's ``deny`` stays a deny.
 
+A tool whose profile is ``confined`` (Bash in a sandboxed session) is allowed where the table
+says ask: the sandbox bounds it. Rules still come first, and ``plan`` still denies.
+
 ``ask*``: auto mode lets the classifier stand in for the person (`Decision.classifier_eligible`)
 unless a person is required — a critical removal, a protected or sensitive path (G-122); an ask
 rule always goes to a person (G-121). A tool with no registered profile is judged as ``execute``.
@@ -342,6 +345,9 @@ class PermissionEnforcer:
             return Decision(
                 "ask", f"{sensitive}; it asks in every mode but bypassPermissions", "mode"
             )
+        if outcome == "ask" and profile is not None and profile.confined:
+            # The sandbox, not a person, bounds a confined call (PROTOCOL.md §10.4).
+            return Decision("allow", f"{self._mode} mode allows sandboxed {risk} tools", "mode")
         if outcome == "allow" and self._mode == "acceptEdits" and call.outside_workspace():
             return Decision(
                 "ask", f"{reason} only inside the workspace; this path is outside it", "mode"

@@ -1,0 +1,104 @@
+"""One session's sandbox as its tools use it: `Confinement`.
+
+Bash asks it for the `Launch` of each command (`launch`): unconfined, the command's own argv;
+confined, the bubblewrap argv of a freshly planned `MountPlan` plus the seccomp descriptor the
+child must inherit. Write and Edit ask it whether a path may be written (`write_refusal`).
+
+A confined session never runs a command unconfined: when the sandbox cannot be set up (the
+support probe said no, bubblewrap vanished, the seccomp program cannot be made) `launch` raises
+`SandboxUnavailable` with the reason, and Bash reports that as a failed result without running
+anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from robotad.sandbox.bwrap import bwrap_argv
+from robotad.sandbox.layout import plan_mounts
+from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
+from robotad.sandbox.roots import write_refusal
+from robotad.sandbox.seccomp import UnsupportedArchitecture
+from robotad.sandbox.support import SandboxProbe, seccomp_descriptor
+
+__all__ = ["Confinement", "Launch", "SandboxUnavailable"]
+
+
+class SandboxUnavailable(Exception):
+    """A confined command cannot be started confined; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"not run: the sandbox cannot be set up: {reason}")
+        self.reason = reason
+
+
+class Launch:
+    """What to start: `argv`, with `pass_fds` inherited by the child. `close` (or leaving the
+    ``with`` block) releases the descriptors once the child has started."""
+
+    def __init__(self, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
+        self.argv = argv
+        self.pass_fds = pass_fds
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.pass_fds = ()
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Confinement:
+    """The sandbox of one session: its `policy`, the daemon's `probe` of what this machine
+    supports, and robota's own folders (`protected`) to keep read-only. Unconfined by
+    default."""
+
+    def __init__(
+        self,
+        policy: SandboxPolicy = UNCONFINED,
+        *,
+        probe: SandboxProbe | None = None,
+        protected: Sequence[str] = (),
+    ) -> None:
+        self.policy = policy
+        self.probe = probe or SandboxProbe()
+        self.protected = tuple(protected)
+
+    @property
+    def confined(self) -> bool:
+        return self.policy.confined
+
+    async def launch(self, command: Sequence[str], cwd: Path) -> Launch:
+        """The `Launch` of `command` working in `cwd`. Raises `SandboxUnavailable`."""
+        if not self.policy.confined:
+            return Launch(list(command))
+        support = await self.probe.current()
+        bwrap = support.bwrap
+        if bwrap is None:
+            raise SandboxUnavailable(support.reason or "bwrap is not available")
+        if not os.access(bwrap, os.X_OK):
+            raise SandboxUnavailable(f"{bwrap} is no longer executable")
+        plan = await trio.to_thread.run_sync(plan_mounts, self.policy, str(cwd), self.protected)
+        try:
+            fd = seccomp_descriptor()
+        except (OSError, UnsupportedArchitecture) as exc:
+            raise SandboxUnavailable(f"no seccomp filter: {exc}") from None
+        return Launch(bwrap_argv(bwrap, plan, command, seccomp_fd=fd), (fd,))
+
+    async def write_refusal(self, path: str, cwd: Path) -> str | None:
+        """Why a file tool may not write `path` (absolute) in this sandbox, or None."""
+        if not self.policy.confined:
+            return None
+        return await trio.to_thread.run_sync(
+            write_refusal, path, self.policy, str(cwd), self.protected
+        )

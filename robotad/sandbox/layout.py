@@ -1,0 +1,119 @@
+"""Working out a session's `MountPlan` from its policy, cwd and robota's own folders (blocking).
+
+The writable folders are the cwd tree and each configured root that exists, with symlinks
+resolved (bubblewrap binds a folder at its real path; a link elsewhere on the read-only root
+still leads into it). Inside them these stay read-only:
+
+- every ``.git`` (folder, or the file a worktree or submodule has) found by `find_git_entries`
+  down to `GIT_SCAN_DEPTH` folders below each writable root: the repositories the user will
+  run ``git`` in later, whose hooks and config would otherwise be the model's to rewrite. A
+  ``.git`` that is a symlink is not followed (what it points to is read-only unless it lies in
+  a writable root itself). The scan is repeated for every command, so a repository created by
+  an earlier command is protected in the next;
+- robota's configuration and state folders and its configuration file (`protected`), when
+  they lie inside a writable root — or a folder of them contains one, then the whole of it
+  stays read-only.
+
+The well-known secrets of the user's home (`SECRET_FOLDERS`, `SECRET_FILES`: SSH and GPG keys,
+cloud and cluster credentials, ``~/.netrc``) are hidden altogether: a sandboxed command runs
+without asking, so it must not be able to print a key for the model to read.
+
+`writable_dirs` is the same list of writable folders that Write and Edit are held to
+(`roots.write_refusal`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final
+
+from robotad.sandbox.bwrap import MountPlan
+from robotad.sandbox.policy import SandboxPolicy
+
+__all__ = [
+    "GIT_SCAN_DEPTH",
+    "SECRET_FILES",
+    "SECRET_FOLDERS",
+    "find_git_entries",
+    "is_within",
+    "plan_mounts",
+    "writable_dirs",
+]
+
+GIT_SCAN_DEPTH: Final = 3
+"""How many folder levels below a writable root are searched for ``.git``: ``root/.git`` down
+to ``root/a/b/c/.git``. A bound, so a command in a huge tree does not pay for a full walk."""
+
+
+SECRET_FOLDERS: Final = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud")
+SECRET_FILES: Final = ("~/.kube/config", "~/.docker/config.json", "~/.netrc")
+
+
+def is_within(path: str, folder: str) -> bool:
+    """Whether canonical `path` is `folder` or lies below it."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def writable_dirs(policy: SandboxPolicy, cwd: str) -> list[str]:
+    """The canonical folders a command of this policy may write (besides its private /tmp):
+    none in ``read-only`` mode; the cwd and every existing root in ``workspace-write``."""
+    if policy.mode != "workspace-write":
+        return []
+    found: list[str] = []
+    for candidate in (cwd, *policy.writable_roots):
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
+
+
+def find_git_entries(root: str, depth: int = GIT_SCAN_DEPTH) -> Iterator[str]:
+    """Every ``.git`` entry (not a symlink) in `root` and its folders down to `depth` levels
+    below it; the contents of a ``.git`` folder and symlinked folders are not entered."""
+    pending = [(root, 0)]
+    while pending:
+        folder, level = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.name == ".git":
+                    yield entry.path
+                elif level < depth and entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, level + 1))
+            except OSError:
+                continue
+
+
+def plan_mounts(policy: SandboxPolicy, cwd: str, protected: Sequence[str] = ()) -> MountPlan:
+    """The mounts of one command of a confined session working in `cwd` (see the module doc).
+    `protected` are robota's folders (configuration, state) to keep read-only."""
+    writable = writable_dirs(policy, cwd)
+    read_only: list[str] = []
+    for root in writable:
+        read_only.extend(find_git_entries(root))
+    for folder in protected:
+        real = os.path.realpath(folder)
+        if os.path.exists(real) and any(
+            is_within(real, root) or is_within(root, real) for root in writable
+        ):
+            read_only.append(real)
+    return MountPlan(
+        cwd=cwd,
+        writable=tuple(writable),
+        read_only=tuple(read_only),
+        network=policy.network,
+        hidden_dirs=_existing(SECRET_FOLDERS, os.path.isdir),
+        hidden_files=_existing(SECRET_FILES, os.path.isfile),
+    )
+
+
+def _existing(spellings: Sequence[str], kind: Callable[[str], bool]) -> tuple[str, ...]:
+    """The canonical paths of `spellings` (``~`` expanded) that exist as `kind`."""
+    found = (os.path.realpath(os.path.expanduser(spelling)) for spelling in spellings)
+    return tuple(path for path in found if kind(path))

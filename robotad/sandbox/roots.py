@@ -1,0 +1,43 @@
+"""Holding Write and Edit to the sandbox's writable roots (PROTOCOL.md §10.4).
+
+A confined session's file tools may change only what its commands could: a file whose
+canonical target — every symlink resolved, the file's own included, as the write would follow
+it — lies in one of `layout.writable_dirs`, not inside a ``.git`` there (at any depth, as a path
+component) and not inside robota's own folders. Whatever the permission rules and mode say
+(``bypassPermissions`` included), anything else is refused with a reason the model can read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from robotad.sandbox.layout import is_within, writable_dirs
+from robotad.sandbox.policy import SandboxPolicy
+
+__all__ = ["write_refusal"]
+
+
+def write_refusal(
+    path: str, policy: SandboxPolicy, cwd: str, protected: Sequence[str] = ()
+) -> str | None:
+    """Why a confined session may not write `path` (absolute), or None when it may (always
+    None for an unconfined policy). Blocking: it resolves symlinks."""
+    if not policy.confined:
+        return None
+    real = os.path.realpath(path)
+    shown = path if real == path else f"{path} (which resolves to {real})"
+    if policy.mode == "read-only":
+        return f"{shown} is not writable: this session's sandbox is read-only"
+    roots = writable_dirs(policy, cwd)
+    root = next((r for r in roots if is_within(real, r)), None)
+    if root is None:
+        listed = ", ".join(roots) or "none"
+        return f"{shown} is outside the sandbox's writable roots ({listed})"
+    inside = os.path.relpath(real, root).split(os.sep)
+    if ".git" in inside:
+        return f"{shown} is inside a .git folder, which the sandbox keeps read-only"
+    for folder in protected:
+        if is_within(real, os.path.realpath(folder)):
+            return f"{shown} is inside robota's own folder {folder}, which stays read-only"
+    return None

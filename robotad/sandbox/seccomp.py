@@ -1,0 +1,115 @@
+"""The seccomp filter every sandboxed command runs under: no Unix-domain sockets, no io_uring.
+
+bubblewrap confines the file system and the network, but a Unix socket is a door that neither
+closes: ``connect()`` to a socket path is not a write, and behind those paths wait programs that
+run unconfined on the user's behalf — robotad itself (a sandboxed command could ask it for an
+unsandboxed session), the systemd user manager on D-Bus (``systemd-run --user``), an SSH or GPG
+agent, a container engine. The filter makes ``socket(AF_UNIX, …)`` fail with ``EPERM``
+(``socketpair`` stays allowed: it connects a process only to itself), and refuses the
+``io_uring`` calls, whose ``IORING_OP_SOCKET`` would create the same socket without passing
+through the ``socket`` system call. A system call of another architecture (a 32-bit program on
+a 64-bit kernel, the x32 ABI) kills the process rather than slipping past the numbers below.
+
+`filter_program(arch)` is pure: it returns the classic-BPF program as the bytes bubblewrap reads
+from its ``--seccomp FD``. `native_arch()` names the running machine's architecture, or None
+where this module has no table for it (then no sandbox can be offered, see `support`).
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+from typing import Final, Literal
+
+__all__ = ["Arch", "UnsupportedArchitecture", "filter_program", "native_arch"]
+
+Arch = Literal["x86_64", "aarch64", "riscv64"]
+
+# struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6].
+_NR: Final = 0
+_ARCH: Final = 4
+_ARG0_LOW: Final = 16  # the low half of args[0] on the little-endian machines below
+
+# Classic BPF opcodes (linux/filter.h).
+_LD_W_ABS: Final = 0x20
+_JEQ_K: Final = 0x15
+_JGE_K: Final = 0x35
+_RET_K: Final = 0x06
+
+_RET_ALLOW: Final = 0x7FFF0000
+_RET_ERRNO: Final = 0x00050000
+_RET_KILL_PROCESS: Final = 0x80000000
+
+_AF_UNIX: Final = 1
+_IO_URING: Final = (425, 426, 427)  # io_uring_setup, _enter, _register: one number everywhere
+_X32_BIT: Final = 0x40000000
+
+
+class _Table:
+    def __init__(self, audit_arch: int, socket: int, *, x32_bit: bool = False) -> None:
+        self.audit_arch = audit_arch
+        self.socket = socket
+        self.x32_bit = x32_bit
+
+
+_TABLES: Final[dict[Arch, _Table]] = {
+    "x86_64": _Table(0xC000003E, 41, x32_bit=True),
+    "aarch64": _Table(0xC00000B7, 198),
+    "riscv64": _Table(0xC00000F3, 198),
+}
+
+
+class UnsupportedArchitecture(Exception):
+    """No filter is known for this machine."""
+
+
+def native_arch() -> Arch | None:
+    """The running machine's architecture when a filter exists for it, else None."""
+    machine = platform.machine().lower()
+    aliases: dict[str, Arch] = {
+        "x86_64": "x86_64",
+        "amd64": "x86_64",
+        "aarch64": "aarch64",
+        "arm64": "aarch64",
+        "riscv64": "riscv64",
+    }
+    return aliases.get(machine)
+
+
+def filter_program(arch: Arch) -> bytes:
+    """The filter for `arch` as ``struct sock_filter`` records in native byte order.
+
+    Raises `UnsupportedArchitecture` for an architecture without a table."""
+    table = _TABLES.get(arch)
+    if table is None:
+        raise UnsupportedArchitecture(f"no seccomp table for {arch}")
+    # Each entry: (code, jump-if-true label, jump-if-false label, k). Labels are resolved below.
+    deny = _RET_ERRNO | errno.EPERM
+    program: list[tuple[int, str | None, str | None, int]] = [
+        (_LD_W_ABS, None, None, _ARCH),
+        (_JEQ_K, None, "kill", table.audit_arch),
+        (_LD_W_ABS, None, None, _NR),
+    ]
+    if table.x32_bit:
+        program.append((_JGE_K, "kill", None, _X32_BIT))
+    program.append((_JEQ_K, "socket", None, table.socket))
+    program.extend((_JEQ_K, "deny", None, number) for number in _IO_URING)
+    labels = {"allow": len(program)}
+    program.append((_RET_K, None, None, _RET_ALLOW))
+    labels["socket"] = len(program)
+    program.append((_LD_W_ABS, None, None, _ARG0_LOW))
+    program.append((_JEQ_K, "deny", None, _AF_UNIX))
+    program.append((_RET_K, None, None, _RET_ALLOW))  # BPF jumps only forward
+    labels["deny"] = len(program)
+    program.append((_RET_K, None, None, deny))
+    labels["kill"] = len(program)
+    program.append((_RET_K, None, None, _RET_KILL_PROCESS))
+
+    def offset(at: int, label: str | None) -> int:
+        return 0 if label is None else labels[label] - at - 1
+
+    return b"".join(
+        struct.pack("=HBBI", code, offset(at, jt), offset(at, jf), k)
+        for at, (code, jt, jf, k) in enumerate(program)
+    )

@@ -1,0 +1,315 @@
+"""Escape attempts from a sandboxed Bash call (PROTOCOL.md §10.4), each against real bubblewrap.
+
+Every attempt must leave nothing changed outside the workspace and come back as a result the
+model can read: failed (non-zero exit) with the command's own complaint in it. Where the sandbox
+offers a private place instead (``/dev/shm``), the write stays there and the machine's own is
+untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from robotad.agent.tool import ToolResult
+from robotad.sandbox import SandboxSupport
+from robotad.tools import BashTool
+from tests.sandbox.conftest import Arena, confinement
+from tests.tools.tool_calls import call
+
+PY = shlex.quote(sys.executable)
+
+
+async def run(tool: BashTool, arena: Arena, command: str) -> ToolResult:
+    with trio.fail_after(30):
+        return await call(tool, arena.ws, command=command)
+
+
+@pytest.fixture
+def bash(sandbox_support: SandboxSupport) -> BashTool:
+    return BashTool(confinement(sandbox_support))
+
+
+async def test_the_workspace_is_writable_and_the_result_says_so(
+    bash: BashTool, arena: Arena
+) -> None:
+    result = await run(bash, arena, "echo made > made.txt && mkdir -p sub/deeper && pwd")
+    assert result.ok, result.content
+    assert (arena.ws / "made.txt").read_text() == "made\n"
+    assert result.content.splitlines()[0] == str(arena.ws)
+    assert arena.untouched()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param("echo pwned > {target}", id="absolute-path"),
+        pytest.param("echo pwned > ~/planted", id="home"),
+        pytest.param("echo pwned > ../outside/target.txt", id="dot-dot"),
+        pytest.param("echo pwned > /proc/self/root{target}", id="proc-self-root"),
+        pytest.param("ln -s {outside} link && echo pwned > link/target.txt", id="new-symlink"),
+        pytest.param("ln {target} hard && echo pwned >> hard", id="hard-link"),
+        pytest.param("echo pwned > {outside}/new.txt", id="new-file-outside"),
+        pytest.param("rm -f {target}", id="remove-outside"),
+        pytest.param("mv {target} .", id="move-outside-in"),
+        pytest.param("echo '#!/bin/sh' > .git/hooks/pre-commit", id="git-hooks"),
+        pytest.param("echo 'ref: refs/heads/evil' > .git/HEAD", id="git-head"),
+        pytest.param("rm -rf .git", id="git-remove"),
+        pytest.param("mv .git moved-git", id="git-move"),
+        pytest.param("mount -o remount,rw / && echo pwned > {target}", id="remount"),
+        pytest.param("unshare -Ur sh -c 'echo pwned > {target}'", id="nested-userns"),
+    ],
+)
+async def test_writes_outside_the_workspace_fail(
+    bash: BashTool, arena: Arena, command: str
+) -> None:
+    text = command.format(target=shlex.quote(str(arena.target)), outside=arena.outside)
+    result = await run(bash, arena, text)
+    assert not result.ok, result.content
+    assert "exit status" in result.content
+    assert arena.untouched()
+
+
+async def test_a_symlink_already_in_the_workspace_leads_nowhere_writable(
+    bash: BashTool, arena: Arena
+) -> None:
+    (arena.ws / "link").symlink_to(arena.outside)
+    result = await run(bash, arena, "echo pwned > link/target.txt")
+    assert not result.ok
+    assert "Read-only file system" in result.content
+    assert arena.untouched()
+
+
+async def test_dev_shm_is_private_to_the_call(bash: BashTool, arena: Arena) -> None:
+    name = f"robota-escape-{uuid.uuid4().hex}"
+    result = await run(bash, arena, f"echo pwned > /dev/shm/{name} && cat /dev/shm/{name}")
+    assert not os.path.exists(f"/dev/shm/{name}")
+    assert "pwned" in result.content
+    again = await run(bash, arena, f"cat /dev/shm/{name}")
+    assert not again.ok  # gone with the call that wrote it
+    assert arena.untouched()
+
+
+async def test_tmp_is_private_to_the_call(bash: BashTool, arena: Arena, tmp_path: Path) -> None:
+    result = await run(bash, arena, f"echo pwned > {tmp_path}/planted; ls /tmp")
+    assert not (tmp_path / "planted").exists()
+    assert result.ok  # the private /tmp is writable, and empty but for the write
+    assert arena.untouched()
+
+
+def _listener() -> socket.socket:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    return server
+
+
+def _connected(server: socket.socket) -> bool:
+    try:
+        peer, _ = server.accept()
+    except BlockingIOError:
+        return False
+    peer.close()
+    return True
+
+
+CONNECT = (
+    PY + ' -c \'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])),'
+    ' timeout=5); print("connected")\' {port}'
+)
+
+
+async def test_a_tcp_connect_to_the_machines_loopback_fails(bash: BashTool, arena: Arena) -> None:
+    with _listener() as server:
+        port = server.getsockname()[1]
+        result = await run(bash, arena, CONNECT.format(port=port))
+        assert not result.ok
+        assert "connected" not in result.content.splitlines()
+        assert "Connection refused" in result.content  # the sandbox's own, empty loopback
+        assert not _connected(server)
+
+
+async def test_with_network_the_same_connect_succeeds(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    """The control of the test above: the listener does see a connection it is allowed."""
+    bash = BashTool(confinement(sandbox_support, network=True))
+    with _listener() as server:
+        result = await run(bash, arena, CONNECT.format(port=server.getsockname()[1]))
+        assert result.ok, result.content
+        assert _connected(server)
+
+
+DNS_QUERY = (
+    PY + " -c 'import socket,sys\n"
+    'query = bytes.fromhex("abcd01000001000000000000076578616d706c6503636f6d0000010001")\n'
+    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)\n"
+    's.sendto(query, ("127.0.0.1", int(sys.argv[1])))\n'
+    "print(s.recvfrom(512))' {port}"
+)
+
+
+async def test_a_dns_lookup_through_a_resolver_never_reaches_it(
+    bash: BashTool, arena: Arena
+) -> None:
+    """The resolver is the test's own loopback listener: the query must not arrive."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as resolver:
+        resolver.bind(("127.0.0.1", 0))
+        resolver.setblocking(False)
+        result = await run(bash, arena, DNS_QUERY.format(port=resolver.getsockname()[1]))
+        assert not result.ok
+        with pytest.raises(BlockingIOError):
+            resolver.recvfrom(512)
+
+
+async def test_with_network_the_same_query_arrives(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    """The control of the test above: the loopback resolver does see a query it may get."""
+    bash = BashTool(confinement(sandbox_support, network=True))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as resolver:
+        resolver.bind(("127.0.0.1", 0))
+        command = DNS_QUERY.format(port=resolver.getsockname()[1]).replace(
+            "settimeout(3)", "settimeout(0.2)"
+        )
+        await run(bash, arena, command)
+        resolver.settimeout(5)
+        query, _ = resolver.recvfrom(512)
+    assert b"example" in query
+
+
+async def test_a_unix_socket_to_an_unconfined_program_is_refused(
+    bash: BashTool, arena: Arena
+) -> None:
+    """Behind a socket path waits a program that runs unconfined (robotad itself, a user
+    bus); the seccomp layer refuses the socket before any connect."""
+    path = arena.outside / "daemon.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen(1)
+        server.setblocking(False)
+        script = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r})"
+        result = await run(bash, arena, f"{PY} -c {shlex.quote(script)}")
+        assert not result.ok
+        assert "Operation not permitted" in result.content
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    path.unlink()
+    assert arena.untouched()
+
+
+async def test_tiocsti_cannot_type_into_a_terminal(bash: BashTool, arena: Arena) -> None:
+    master, slave = os.openpty()
+    try:
+        tty = os.ttyname(slave)
+        script = (
+            "import fcntl, os, sys, termios\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "fcntl.ioctl(fd, termios.TIOCSTI, b'X')\n"
+            "print('typed')"
+        )
+        result = await run(bash, arena, f"{PY} -c {shlex.quote(script)} {tty}")
+        assert not result.ok
+        assert "typed" not in result.content.splitlines()
+        os.set_blocking(master, False)
+        with pytest.raises(BlockingIOError):
+            os.read(master, 16)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def _processes_naming(token: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in cmdline:
+            found.append(int(name))
+    return found
+
+
+async def test_a_detached_background_child_does_not_outlive_the_call(
+    bash: BashTool, arena: Arena
+) -> None:
+    """``setsid`` and a double fork escape an unconfined call's process-tree cleanup; in the
+    sandbox the child dies with the call's PID namespace."""
+    token = f"robota-escape-{uuid.uuid4().hex}"
+    command = (
+        f"( setsid sh -c 'sleep 1000; echo {token} > {arena.target}' </dev/null >/dev/null 2>&1 & )"
+        "; echo started"
+    )
+    result = await run(bash, arena, command)
+    assert result.ok, result.content
+    assert _processes_naming(token) == []
+    assert arena.untouched()
+
+
+async def test_read_only_mode_cannot_write_the_workspace(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    bash = BashTool(confinement(sandbox_support, "read-only"))
+    result = await run(bash, arena, "echo made > made.txt")
+    assert not result.ok
+    assert "Read-only file system" in result.content
+    assert not (arena.ws / "made.txt").exists()
+    listed = await run(bash, arena, "ls -a && echo scratch > /tmp/x && cat /tmp/x")
+    assert listed.ok, listed.content  # reading, and the private /tmp, still work
+    assert arena.untouched()
+
+
+async def test_a_writable_root_is_writable_and_its_git_is_not(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    extra = arena.base / "extra"
+    (extra / "repo" / ".git").mkdir(parents=True)
+    bash = BashTool(confinement(sandbox_support, roots=(str(extra),)))
+    result = await run(bash, arena, f"echo ok > {extra}/file && echo x > {extra}/repo/.git/config")
+    assert (extra / "file").read_text() == "ok\n"
+    assert not result.ok
+    assert not (extra / "repo" / ".git" / "config").exists()
+
+
+async def test_robotas_own_folder_in_the_workspace_stays_read_only(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    config = arena.ws / ".config" / "robota"
+    config.mkdir(parents=True)
+    bash = BashTool(confinement(sandbox_support, protected=(str(config),)))
+    result = await run(bash, arena, "echo 'default_provider = \"x\"' > .config/robota/config.toml")
+    assert not result.ok
+    assert not (config / "config.toml").exists()
+
+
+async def test_secrets_stay_out_of_the_sandboxed_environment(
+    bash: BashTool, arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-the-model")
+    result = await run(bash, arena, "env")
+    assert result.ok
+    assert "sk-not-for-the-model" not in result.content
+
+
+async def test_well_known_secrets_are_hidden(bash: BashTool, arena: Arena) -> None:
+    """A sandboxed call runs without asking, so it must not print a key for the model."""
+    (arena.home / ".ssh").mkdir()
+    (arena.home / ".ssh" / "id_ed25519").write_text("SECRET-KEY\n")
+    (arena.home / ".netrc").write_text("machine x password SECRET-NETRC\n")
+    result = await run(bash, arena, "cat ~/.ssh/id_ed25519 ~/.netrc")
+    assert not result.ok
+    assert "SECRET" not in result.content
+    listing = await run(bash, arena, "ls -A ~/.ssh")
+    assert listing.content == "exit status 0"  # an empty folder
+    assert (arena.home / ".ssh" / "id_ed25519").read_text() == "SECRET-KEY\n"

@@ -1,0 +1,71 @@
+"""The seccomp program, run on a small classic-BPF interpreter (no kernel involved)."""
+
+from __future__ import annotations
+
+import errno
+import struct
+
+import pytest
+
+from robotad.sandbox.seccomp import Arch, UnsupportedArchitecture, filter_program, native_arch
+
+ALLOW = 0x7FFF0000
+EPERM = 0x00050000 | errno.EPERM
+KILL = 0x80000000
+ARCHES: dict[Arch, tuple[int, int]] = {  # audit arch, socket number
+    "x86_64": (0xC000003E, 41),
+    "aarch64": (0xC00000B7, 198),
+    "riscv64": (0xC00000F3, 198),
+}
+
+
+def _run(program: bytes, nr: int, arch: int, arg0: int = 0) -> int:
+    """Evaluate the filter on one system call (only the opcodes it may use)."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    code = [struct.unpack_from("=HBBI", program, at) for at in range(0, len(program), 8)]
+    pc, acc = 0, 0
+    while True:
+        op, jt, jf, k = code[pc]
+        if op == 0x20:  # ld [k]
+            acc = struct.unpack_from("=I", data, k)[0]
+            pc += 1
+        elif op in (0x15, 0x35):  # jeq / jge
+            hit = acc == k if op == 0x15 else acc >= k
+            pc += 1 + (jt if hit else jf)
+        elif op == 0x06:
+            return int(k)
+        else:
+            raise AssertionError(f"unexpected opcode {op:#x}")
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_unix_sockets_and_io_uring_are_refused_the_rest_allowed(arch: Arch) -> None:
+    program = filter_program(arch)
+    audit, socket_nr = ARCHES[arch]
+    assert _run(program, socket_nr, audit, arg0=1) == EPERM  # AF_UNIX
+    assert _run(program, socket_nr, audit, arg0=2) == ALLOW  # AF_INET
+    assert _run(program, socket_nr, audit, arg0=10) == ALLOW  # AF_INET6
+    assert _run(program, socket_nr, audit, arg0=(1 << 32) | 2) == ALLOW  # int: low half only
+    for io_uring in (425, 426, 427):
+        assert _run(program, io_uring, audit) == EPERM
+    assert _run(program, 0, audit) == ALLOW
+    assert _run(program, 59, audit) == ALLOW
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_a_foreign_architecture_is_killed(arch: Arch) -> None:
+    program = filter_program(arch)
+    assert _run(program, 41, 0x40000003, arg0=1) == KILL  # i386 on a 64-bit kernel
+
+
+def test_the_x32_abi_is_killed_on_x86_64() -> None:
+    assert _run(filter_program("x86_64"), 0x40000000 | 41, 0xC000003E, arg0=1) == KILL
+
+
+def test_an_unknown_architecture_is_refused() -> None:
+    with pytest.raises(UnsupportedArchitecture):
+        filter_program("mips")  # type: ignore[arg-type]
+
+
+def test_this_machine_has_a_table() -> None:
+    assert native_arch() in ARCHES
