@@ -29,6 +29,7 @@ from protocol.shapes import SessionInfo
 from robotactl import __version__
 from robotactl.acp.attachment import Attachment
 from robotactl.acp.defaults import SessionDefaults
+from robotactl.acp.mcp_servers import mcp_servers
 from robotactl.acp.modes import mode_state
 from robotactl.acp.prompt import PromptDriver
 from robotactl.acp.prompt_text import prompt_text
@@ -128,7 +129,7 @@ class AcpAgent:
     async def initialize(self, params: InitializeParams, ctx: CallContext) -> InitializeResult:
         capabilities = AgentCapabilities(
             PromptCapabilities(image=False, audio=False, embedded_context=True),
-            McpCapabilities(http=False, sse=False),
+            McpCapabilities(http=True, sse=False),
             SessionCapabilities(list={}, resume={}, close={}),
             load_session=True,
         )
@@ -139,8 +140,12 @@ class AcpAgent:
         return {}  # robotad needs no login: its socket is the user's own
 
     async def new_session(self, params: NewSessionParams, ctx: CallContext) -> NewSessionResult:
-        _note_mcp_servers(params.mcp_servers)
-        create = {"cwd": params.cwd, **self.defaults.create_params()}
+        servers, left_out = mcp_servers(params.mcp_servers or ())
+        for reason in left_out:
+            logger.warning("MCP server from the editor is not used: %s", reason)
+        create: dict[str, Any] = {"cwd": params.cwd, **self.defaults.create_params()}
+        if servers:
+            create["mcpServers"] = servers
         info = await self.robotad.request("session/create", create, result_type=SessionInfo)
         attachment = await self._attach(info)
         await self._start(attachment)
@@ -282,10 +287,11 @@ def _cursor_offset(cursor: str | None) -> int:
 
 
 def _note_mcp_servers(servers: Sequence[McpServerEntry] | None) -> None:
-    """Log the editor's MCP servers, which robotad cannot take per session yet."""
+    """Log the editor's MCP servers on a load or resume: a session keeps the servers it was
+    created with (robotad stores them with it), so servers named now are not added."""
     for server in servers or ():
-        logger.warning(
-            "MCP server %r from the editor is not used: robotad does not take session-scoped "
-            "MCP servers yet (configure it under [mcp_servers] in robotad's config.toml)",
+        logger.info(
+            "MCP server %r from the editor is not added: a session keeps the servers it was "
+            "created with",
             server.name,
         )

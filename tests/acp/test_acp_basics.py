@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from protocol.client import open_connection
 from tests.acp.conftest import Launch
 from tests.acp.proof import assert_editor_received_everything
+from tests.robotad_process import RobotadProcess
 
 
 async def test_initialize_new_and_a_prompt_streamed_in_chunks(
-    launch: Launch, workspace: Path, tmp_path: Path
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
 ) -> None:
+    """An editor's MCP server becomes the session's own robotad server (PROTOCOL §10.6): this
+    one names a command that does not exist, so robotad lists it failed, and the turn still
+    completes (a server's failure is never a failed turn, §10.5)."""
     script = [{"text": "Hello from robota, in pieces", "chunks": 4}]
     async with launch(script=script) as editor:
         result = await editor.initialize()
@@ -36,5 +41,9 @@ async def test_initialize_new_and_a_prompt_streamed_in_chunks(
         assert "".join(chunks) == "Hello from robota, in pieces"
         assert any(u["sessionUpdate"] == "usage_update" for u in updates)
         await assert_editor_received_everything(editor)
-    log = "".join(path.read_text() for path in tmp_path.glob("editor-*.log"))
-    assert "MCP server 'notes' from the editor is not used" in log  # said on stderr, not stdout
+    async with open_connection(acp_daemon.socket_path) as robotad:
+        listed = await robotad.request("mcp/list", {"sessionId": session_id})
+    servers = {server["name"]: server for server in listed["servers"]}
+    assert servers["notes"]["scope"] == "session"
+    assert servers["notes"]["status"] == "failed"
+    assert servers["notes"]["error"].startswith("cannot start")

@@ -1,0 +1,47 @@
+"""An editor's MCP servers as robotad's session-scoped servers (PROTOCOL §10.5, §10.6).
+
+ACP gives a stdio server as ``{name, command, args, env:[{name, value}]}`` and an HTTP one as
+``{type: "http", name, url, headers:[{name, value}]}``; robotad's `McpServer` takes `env` and
+`headers` as objects and no `type`. A server name robotad would refuse (it takes
+``[A-Za-z0-9_-]+``) has every other character replaced by ``_``, so one odd name never keeps
+the editor from starting a session. SSE servers are not supported by robotad: they are left
+out, and `mcp_servers` says which.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from robotactl.acp.schema import McpServerEntry
+
+__all__ = ["mcp_servers"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def mcp_servers(entries: Sequence[McpServerEntry]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``session/create`` `mcpServers` for `entries`, and the names of those left out
+    (with why), in the editor's order."""
+    servers: list[dict[str, Any]] = []
+    left_out: list[str] = []
+    for entry in entries:
+        name = _UNSAFE.sub("_", entry.name) or "server"
+        if entry.type == "sse":
+            left_out.append(f"{entry.name} (SSE servers are not supported; use streamable HTTP)")
+        elif entry.url is not None:
+            server: dict[str, Any] = {"name": name, "url": entry.url}
+            if entry.headers:
+                server["headers"] = {item.name: item.value for item in entry.headers}
+            servers.append(server)
+        elif entry.command is not None:
+            server = {"name": name, "command": entry.command}
+            if entry.args:
+                server["args"] = list(entry.args)
+            if entry.env:
+                server["env"] = {item.name: item.value for item in entry.env}
+            servers.append(server)
+        else:
+            left_out.append(f"{entry.name} (neither a command nor a url)")
+    return servers, left_out

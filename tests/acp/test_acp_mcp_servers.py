@@ -1,0 +1,61 @@
+"""An editor's MCP servers, translated into robotad's session-scoped servers (PROTOCOL §10.5,
+§10.6): arrays of name/value pairs become objects, HTTP servers lose their ACP `type`, unsafe
+names are made safe, and what robotad cannot run is left out with a reason."""
+
+from __future__ import annotations
+
+import msgspec
+
+from protocol.methods import McpServer
+from robotactl.acp.mcp_servers import mcp_servers
+from robotactl.acp.schema import McpServerEntry, NameValue
+
+
+def test_stdio_and_http_servers_become_robotads_shapes() -> None:
+    entries = [
+        McpServerEntry(
+            "notes",
+            command="notes-mcp",
+            args=["--stdio"],
+            env=[NameValue("NOTES_DIR", "/tmp"), NameValue("LANG", "C")],
+        ),
+        McpServerEntry(
+            "web",
+            type="http",
+            url="http://127.0.0.1:8080/mcp",
+            headers=[NameValue("Authorization", "Bearer x")],
+        ),
+        McpServerEntry("bare", command="bare-mcp"),
+    ]
+    servers, left_out = mcp_servers(entries)
+    assert left_out == []
+    assert servers == [
+        {
+            "name": "notes",
+            "command": "notes-mcp",
+            "args": ["--stdio"],
+            "env": {"NOTES_DIR": "/tmp", "LANG": "C"},
+        },
+        {
+            "name": "web",
+            "url": "http://127.0.0.1:8080/mcp",
+            "headers": {"Authorization": "Bearer x"},
+        },
+        {"name": "bare", "command": "bare-mcp"},
+    ]
+    for server in servers:  # each decodes as robotad's strict params shape
+        msgspec.convert(server, McpServer)
+
+
+def test_unsafe_names_are_made_safe_and_unrunnable_servers_are_left_out() -> None:
+    servers, left_out = mcp_servers(
+        [
+            McpServerEntry("My Notes!", command="notes-mcp"),
+            McpServerEntry("old", type="sse", url="http://127.0.0.1:9/sse"),
+            McpServerEntry("empty"),
+        ]
+    )
+    assert [server["name"] for server in servers] == ["My_Notes_"]
+    assert len(left_out) == 2
+    assert "SSE" in left_out[0]
+    assert "neither a command nor a url" in left_out[1]
