@@ -82,7 +82,7 @@ def test_slash_parsing() -> None:
 def test_status_line_shows_everything_when_wide() -> None:
     state = ChatState(info=info())
     line = status_line(state, 200)
-    assert line == f"{SID} · scripted-model · default · 41% of 32.8k"
+    assert line == f"{SID} · scripted-model · default · 41% of 32.8k · sandbox off"
 
 
 def test_status_line_keeps_session_mode_and_turn_when_narrow() -> None:
