@@ -20,9 +20,12 @@ Contract (PROTOCOL.md §1–§2):
   to `on_notification`.
 - Batches are answered with one array holding the replies of their requests (and invalid
   elements), or nothing when there are none.
-- Writes: every frame goes out whole under one `trio.StrictFIFOLock`; the ``send_all`` of a
-  frame is shielded, so a cancelled writer never tears one. A stuck remote is cut off by
-  `aclose`, which closes the stream under the shielded write.
+- Writes: every frame goes out whole under one `trio.StrictFIFOLock`, in the order the lock
+  is taken. A free lock is taken without a checkpoint and, on a socket stream, the frame goes
+  out in one non-blocking write when the socket takes it all; whatever it does not take goes
+  through a shielded ``send_all``, so a cancelled writer never tears a frame. The reader's
+  own replies pass no scheduler pass of their own; any other writer passes one checkpoint.
+  A stuck remote is cut off by `aclose`, which closes the stream under the shielded write.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
   stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
