@@ -162,6 +162,8 @@ class Output:
 
     def error_json(self, document: Any) -> None:
         """An error as one line of JSON on stderr (``--json``: scripts parse stderr too)."""
+        import click
+
         click.echo(format_json(document, indent=None), err=True, color=False)
 
     def rpc_error(self, code: int, message: str, data: Any = None) -> None:
