@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 #: Not `typing.TYPE_CHECKING`: ``robotactl status``'s quick path must not import `typing`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
     from typing import IO, Any
 
 __all__ = ["Output", "color_enabled", "format_json", "format_rpc_error", "rpc_error_document"]
