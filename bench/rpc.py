@@ -1,6 +1,21 @@
-"""RPC figures: the daemon's JSON-RPC path against a raw trio echo server on the same socket type.
+"""RPC figures: the daemon's JSON-RPC path against a raw trio server on the same socket type.
 
-Run: ``.venv/bin/python bench/rpc.py [--requests N] [--profile]``. Prints figures; asserts nothing.
+Run: ``.venv/bin/python bench/rpc.py [--requests N] [--rounds N] [--profile]``. Prints figures;
+asserts nothing.
+
+The floor (issue targets, measured first): a plain blocking Unix-socket client — no trio, no
+JSON parsing — against robotad and against a trio server that answers each line with a canned
+``daemon/status`` reply (the least any trio server can do per request). Runs alternate between
+the two servers, round after round, and each figure is the median of the rounds' ratios, so
+load from elsewhere on a shared machine falls on both alike:
+
+- ``daemon/status`` round trip p50 on one connection, one request at a time (target ≤ 1.5×
+  the floor);
+- aggregate req/s with 20 connections from 4 processes, one request outstanding per
+  connection (target ≥ 0.6× the floor).
+
+Then the older figures, measured with an in-process trio client (whose own cost is added to
+both sides, so its ratios look closer to 1 than the server's cost is):
 
 - round-trip latency p50/p99 of ``daemon/status`` on one connection, robotad vs echo, as ratios
   (issue target: within 1.5× of echo);
@@ -32,6 +47,61 @@ import trio
 
 REPO = Path(__file__).resolve().parents[1]
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status"}\n'
+
+#: A trio server answering every request line with one canned daemon/status reply.
+CANNED_SERVER = r"""
+import os, sys, trio
+REPLY = (b'{"jsonrpc":"2.0","id":1,"result":{"version":"0.1.0","protocolVersion":1,'
+         b'"pid":1,"startedAt":"2026-01-01T00:00:00Z","socketPath":"/run/robotad.sock",'
+         b'"stateDir":"/state","sessions":{"loaded":0,"running":0,"waiting":0}}}\n')
+async def answer(stream):
+    try:
+        while data := await stream.receive_some(65536):
+            await stream.send_all(REPLY * data.count(b"\n"))
+    except trio.BrokenResourceError:
+        pass
+async def main(path, ready_fd):
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    await sock.bind(path)
+    sock.listen(128)
+    os.write(ready_fd, b"\n")
+    os.close(ready_fd)
+    await trio.serve_listeners(answer, [trio.SocketListener(sock)])
+trio.run(main, sys.argv[1], int(sys.argv[2]))
+"""
+
+#: One process of the aggregate figure: `connections` sockets, one request outstanding on
+#: each, driven with `selectors` from `start` (a time.time()) for `seconds`; prints replies.
+LOAD_WORKER = r"""
+import selectors, socket, sys, time
+path, connections = sys.argv[1], int(sys.argv[2])
+start, seconds = float(sys.argv[3]), float(sys.argv[4])
+REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status"}\n'
+selector = selectors.DefaultSelector()
+buffers = {}
+for _ in range(connections):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    sock.sendall(REQUEST)
+    sock.recv(65536)
+    selector.register(sock, selectors.EVENT_READ)
+    buffers[sock] = b""
+time.sleep(max(0.0, start - time.time()))
+for sock in buffers:
+    sock.sendall(REQUEST)
+done = 0
+stop = time.time() + seconds
+while time.time() < stop:
+    for key, _ in selector.select(1.0):
+        sock = key.fileobj
+        data = buffers[sock] + sock.recv(65536)
+        replies = data.count(b"\n")
+        buffers[sock] = data[data.rindex(b"\n") + 1 :] if replies else data
+        for _ in range(replies):
+            done += 1
+            sock.sendall(REQUEST)
+print(done)
+"""
 
 ECHO_SERVER = r"""
 import os, sys, trio
@@ -77,7 +147,103 @@ def server_process(command: Callable[[int], list[str]]) -> Iterator[subprocess.P
         process.wait(10)
 
 
-# -- measuring ------------------------------------------------------------------------------
+# -- measuring: the blocking client against the floor -------------------------------------
+
+
+def blocking_p50(path: str, count: int) -> float:
+    """p50 in µs of `count` sequential daemon/status round trips by a plain blocking client
+    on one connection (after 200 unmeasured ones)."""
+    import socket
+
+    samples: list[int] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        for index in range(count + 200):
+            started = time.perf_counter_ns()
+            sock.sendall(REQUEST)
+            reply = sock.recv(65536)
+            while not reply.endswith(b"\n"):
+                reply += sock.recv(65536)
+            if index >= 200:
+                samples.append(time.perf_counter_ns() - started)
+    return statistics.median(samples) / 1000
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time `pid` has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def aggregate_rate(
+    path: str, pid: int, processes: int, connections: int, seconds: float
+) -> tuple[float, float]:
+    """Replies per second to `connections` connections spread over `processes` processes,
+    one request outstanding on each, over `seconds`; and the server's (`pid`) CPU time per
+    reply in µs, a figure other load on the machine barely moves."""
+    start = time.time() + 0.5
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOAD_WORKER, path, str(share), str(start), str(seconds)],
+            stdout=subprocess.PIPE,
+        )
+        for share in split(connections, processes)
+    ]
+    time.sleep(max(0.0, start - time.time()))
+    cpu_before = cpu_seconds(pid)
+    total = 0
+    for worker in workers:
+        out, _ = worker.communicate(timeout=seconds + 60)
+        total += int(out)
+    cpu = cpu_seconds(pid) - cpu_before
+    return total / seconds, cpu / max(total, 1) * 1e6
+
+
+def split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if index < total % parts else 0) for index in range(parts)]
+
+
+def floor_figures(
+    robotad: tuple[str, int], floor: tuple[str, int], count: int, rounds: int
+) -> None:
+    """The issue's figures: robotad against the canned-reply floor, alternating, per round.
+    Each server is given as (socket path, pid)."""
+    latencies: list[tuple[float, float]] = []
+    rates: list[tuple[float, float]] = []
+    cpu: list[tuple[float, float]] = []
+    for round_number in range(rounds):
+        pair = [robotad, floor] if round_number % 2 == 0 else [floor, robotad]
+        p50 = {server: blocking_p50(server[0], count) for server in pair}
+        latencies.append((p50[robotad], p50[floor]))
+        rate = {server: aggregate_rate(*server, 4, 20, 2.0) for server in pair}
+        rates.append((rate[robotad][0], rate[floor][0]))
+        cpu.append((rate[robotad][1], rate[floor][1]))
+
+    def summary(pairs: list[tuple[float, float]]) -> tuple[float, float, float, float, float]:
+        ratios = sorted(ours / floor for ours, floor in pairs)
+        ours = statistics.median(p[0] for p in pairs)
+        floor = statistics.median(p[1] for p in pairs)
+        return ours, floor, statistics.median(ratios), ratios[0], ratios[-1]
+
+    print(f"blocking client vs the canned-reply trio floor ({rounds} alternating rounds):")
+    ours, floor, ratio, low, high = summary(latencies)
+    print(
+        f"  daemon/status p50, one connection: robotad {ours:6.1f} µs   floor {floor:6.1f} µs"
+        f"   ratio {ratio:4.2f} × ({low:.2f}–{high:.2f})   (target ≤ 1.5 ×)"
+    )
+    ours, floor, ratio, low, high = summary(rates)
+    print(
+        f"  aggregate, 20 connections from 4 processes: robotad {ours:8,.0f} req/s   floor "
+        f"{floor:8,.0f} req/s   ratio {ratio:4.2f} × ({low:.2f}–{high:.2f})   (target ≥ 0.6 ×)"
+    )
+    ours, floor, ratio, low, high = summary(cpu)
+    print(
+        f"  server CPU per request under that load: robotad {ours:5.1f} µs   floor "
+        f"{floor:5.1f} µs   ratio {ratio:4.2f} × ({low:.2f}–{high:.2f})"
+    )
+
+
+# -- measuring: the in-process trio client ---------------------------------------------------
 
 
 async def round_trips(path: str, count: int, latencies: list[int] | None = None) -> None:
@@ -131,6 +297,8 @@ def wall_times(command: list[str], runs: int, stdin: bytes | None = None) -> lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20_000, help="round trips per figure")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating floor rounds")
+    parser.add_argument("--floor-only", action="store_true", help="only the floor figures")
     parser.add_argument("--profile", action="store_true", help="profile an in-process daemon")
     args = parser.parse_args()
     count = args.requests
@@ -139,6 +307,7 @@ def main() -> None:
     try:
         robotad_sock = str(base / "run" / "robotad.sock")
         echo_sock = str(base / "echo.sock")
+        floor_sock = str(base / "floor.sock")
 
         def robotad_cmd(fd: int) -> list[str]:
             options = ["--socket", robotad_sock, "--ready-fd", str(fd), "--log-level", "warning"]
@@ -147,8 +316,17 @@ def main() -> None:
         def echo_cmd(fd: int) -> list[str]:
             return [sys.executable, "-c", ECHO_SERVER, echo_sock, str(fd)]
 
+        def floor_cmd(fd: int) -> list[str]:
+            return [sys.executable, "-c", CANNED_SERVER, floor_sock, str(fd)]
+
+        with server_process(robotad_cmd) as ours, server_process(floor_cmd) as floor:
+            floor_figures(
+                (robotad_sock, ours.pid), (floor_sock, floor.pid), min(count, 5_000), args.rounds
+            )
+        if args.floor_only:
+            return
         with server_process(robotad_cmd), server_process(echo_cmd):
-            print(f"daemon/status round trips on one connection ({count} requests):")
+            print(f"trio client: daemon/status round trips on one connection ({count} requests):")
             ours = trio.run(latency, robotad_sock, count)
             echo = trio.run(latency, echo_sock, count)
             print(f"  robotad  p50 {ours[0]:7.1f} µs   p99 {ours[1]:7.1f} µs")

@@ -20,9 +20,12 @@ Contract (PROTOCOL.md §1–§2):
   to `on_notification`.
 - Batches are answered with one array holding the replies of their requests (and invalid
   elements), or nothing when there are none.
-- Writes: every frame goes out whole under one `trio.StrictFIFOLock`; the ``send_all`` of a
-  frame is shielded, so a cancelled writer never tears one. A stuck remote is cut off by
-  `aclose`, which closes the stream under the shielded write.
+- Writes: every frame goes out whole under one `trio.StrictFIFOLock`, in the order the lock
+  is taken. A free lock is taken without a checkpoint and, on a socket stream, the frame goes
+  out in one non-blocking write when the socket takes it all; whatever it does not take goes
+  through a shielded ``send_all``, so a cancelled writer never tears a frame. The reader's
+  own replies pass no scheduler pass of their own; any other writer passes one checkpoint.
+  A stuck remote is cut off by `aclose`, which closes the stream under the shielded write.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
   stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, overload
@@ -259,6 +263,7 @@ class JsonRpcPeer:
         self._receiving = True  # replies to our requests can still arrive
         self._sending = True  # frames can still be written
         self._finished = trio.Event()
+        self._reader_task: trio.lowlevel.Task | None = None
 
     @property
     def framing(self) -> Framing:
@@ -345,19 +350,50 @@ class JsonRpcPeer:
         await self._send(jsonrpc.encode_notification(method, params))
 
     async def _send(self, body: bytes) -> None:
-        """Write one frame whole; the only way anything reaches the stream."""
+        """Write one frame whole; the only way anything reaches the stream.
+
+        The fast path (decision 1 of docs/architecture.md): when the write lock is free it is
+        taken without a checkpoint, and the frame goes out with one non-blocking write when
+        the socket takes it all. Only what the socket did not take is written with the
+        shielded ``send_all``, still under the lock, so frames stay whole and in order. A
+        caller other than this peer's reader then passes one checkpoint, as every trio
+        operation does; the reader needs none (its next receive is one).
+        """
         if not self._sending:
             raise ConnectionLost("connection closed")
-        async with self._write_lock:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._write_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._send_queued(body)
+            return
+        try:
             if not self._sending:
                 raise ConnectionLost("connection closed")
             frame = encode_frame(body, self.framing)
-            try:
-                with trio.CancelScope(shield=True):
-                    await self.stream.send_all(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                self._broken()
-                raise ConnectionLost("connection closed by the remote") from exc
+            written = _write_nonblocking(self.stream, frame)
+            if written < len(frame):
+                await self._send_shielded(frame[written:] if written else frame)
+        finally:
+            self._write_lock.release()
+        if trio.lowlevel.current_task() is not self._reader_task:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def _send_queued(self, body: bytes) -> None:
+        """`_send` behind a writer holding the lock: wait in FIFO order, then write."""
+        async with self._write_lock:
+            if not self._sending:
+                raise ConnectionLost("connection closed")
+            await self._send_shielded(encode_frame(body, self.framing))
+
+    async def _send_shielded(self, data: bytes) -> None:
+        """``send_all`` of `data` (the caller holds the lock), never torn by cancellation."""
+        try:
+            with trio.CancelScope(shield=True):
+                await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._broken()
+            raise ConnectionLost("connection closed by the remote") from exc
 
     def _cancel_remote(self, request_id: int) -> None:
         if self._sending and self._nursery is not None:
@@ -384,6 +420,7 @@ class JsonRpcPeer:
     # -- incoming ---------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        self._reader_task = trio.lowlevel.current_task()
         try:
             while True:
                 try:
@@ -539,6 +576,21 @@ def _decode_params(route: Route, params: msgspec.Raw | None) -> Any:
         raise InvalidParams(exc.issues) from None
     # The walker accepted what msgspec refused; msgspec is the authority on validity.
     raise InvalidParams([{"path": "$", "message": "params do not match the method's schema"}])
+
+
+def _write_nonblocking(stream: trio.abc.Stream, frame: bytes) -> int:
+    """Bytes of `frame` one non-blocking write to `stream`'s socket took: 0 when the socket
+    is full, when the write failed (``send_all`` then meets the failure and reports it), or
+    when `stream` is no socket stream."""
+    if type(stream) is not trio.SocketStream:
+        return 0
+    fd = stream.socket.fileno()
+    if fd < 0:
+        return 0
+    try:
+        return os.write(fd, frame)
+    except OSError:
+        return 0
 
 
 def _sole_rpc_error(exc: BaseException) -> RpcError | None:

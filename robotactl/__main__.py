@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from robotactl.cli import main
+from robotactl.entry import main
 
 if __name__ == "__main__":
     main()

@@ -6,17 +6,21 @@ safe; diagnostics always go to stderr. In human mode values are laid out for rea
 be coloured, but only when that stream is a terminal, ``NO_COLOR`` is unset or empty
 (https://no-color.org) and ``TERM`` is not ``dumb``.
 
-Nothing here talks to the daemon or imports trio or msgspec; `json` loads on first use.
+Nothing here talks to the daemon or imports trio or msgspec; `json` and click load on first
+use (``robotactl status``'s quick path lays out its table without click).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from collections.abc import Mapping
 
-import click
+#: Not `typing.TYPE_CHECKING`: ``robotactl status``'s quick path must not import `typing`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import IO, Any
 
 __all__ = ["Output", "color_enabled", "format_json", "format_rpc_error", "rpc_error_document"]
 
@@ -93,10 +97,14 @@ class Output:
 
     def json(self, value: Any) -> None:
         """Write `value` as one JSON document on stdout (indented, newline-terminated)."""
+        import click
+
         click.echo(format_json(value), color=False)
 
     def line(self, text: str = "") -> None:
         """One line of human output on stdout."""
+        import click
+
         click.echo(text, color=self._colors(err=False))
 
     def table(self, rows: Sequence[tuple[str, str]]) -> None:
@@ -109,6 +117,8 @@ class Output:
 
     def write(self, text: str) -> None:
         """Part of a line on stdout, flushed at once (streamed model text)."""
+        import click
+
         click.echo(text, nl=False, color=self._colors(err=False))
         sys.stdout.flush()
 
@@ -133,24 +143,34 @@ class Output:
     def side(self, text: str, *styles: str) -> None:
         """A line of activity on stderr (tool calls, decisions), dimmed unless `styles` say
         otherwise, so it stands apart from the answer on stdout."""
+        import click
+
         shown = self.style(text, *(styles or ("dim",)), err=True)
         click.echo(shown, err=True, color=self._colors(err=True))
 
     def notice(self, text: str) -> None:
         """An informational line on stderr (never on stdout, so JSON mode stays parseable)."""
+        import click
+
         click.echo(text, err=True, color=self._colors(err=True))
 
     def error(self, text: str) -> None:
         """An error line on stderr: ``robotactl: text``, the prefix red on a terminal."""
+        import click
+
         prefix = self.style("robotactl:", "red", "bold", err=True)
         click.echo(f"{prefix} {text}", err=True, color=self._colors(err=True))
 
     def error_json(self, document: Any) -> None:
         """An error as one line of JSON on stderr (``--json``: scripts parse stderr too)."""
+        import click
+
         click.echo(format_json(document, indent=None), err=True, color=False)
 
     def rpc_error(self, code: int, message: str, data: Any = None) -> None:
         """A JSON-RPC error on stderr, as `format_rpc_error` lays it out."""
+        import click
+
         text = format_rpc_error(code, message, data)
         first, newline, rest = text.partition("\n")
         click.echo(

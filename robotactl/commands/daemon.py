@@ -7,7 +7,6 @@ says so on stderr and exits 0, so it is safe in cleanup scripts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from robotactl.cli import (
     DaemonNotRunningFailed,
     call_daemon,
 )
+from robotactl.status_view import format_uptime, status_rows
 
 if TYPE_CHECKING:
     import socket
@@ -50,60 +50,6 @@ def status(options: ClientOptions) -> None:
         options.output.json(result)
     else:
         options.output.table(status_rows(result, now=datetime.now(UTC)))
-
-
-def status_rows(result: Mapping[str, Any], *, now: datetime) -> list[tuple[str, str]]:
-    """The human ``status`` table for a ``daemon/status`` result; absent members show ``?``."""
-
-    def get(name: str) -> str:
-        value = result.get(name)
-        return "?" if value is None else str(value)
-
-    version = get("version")
-    if result.get("protocolVersion") is not None:
-        version += f" (protocol {result['protocolVersion']})"
-    started = result.get("startedAt")
-    uptime = "?"
-    if isinstance(started, str):
-        try:
-            since = datetime.fromisoformat(started)
-        except ValueError:
-            uptime = f"? (started {started})"
-        else:
-            if since.tzinfo is None:
-                since = since.replace(tzinfo=UTC)
-            seconds = (now - since).total_seconds()
-            uptime = f"{format_uptime(seconds)} (since {started})"
-    sessions = result.get("sessions")
-    if isinstance(sessions, Mapping):
-        counts = ", ".join(
-            f"{sessions.get(kind, '?')} {kind}" for kind in ("loaded", "running", "waiting")
-        )
-    else:
-        counts = "?"
-    return [
-        ("version", version),
-        ("pid", get("pid")),
-        ("uptime", uptime),
-        ("socket", get("socketPath")),
-        ("state dir", get("stateDir")),
-        ("sessions", counts),
-    ]
-
-
-def format_uptime(seconds: float) -> str:
-    """``42s``, ``5m 07s``, ``2h 03m``, ``3d 04h``: the two largest units, floored."""
-    total = max(0, int(seconds))
-    days, rest = divmod(total, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
 
 
 @click.command(short_help="Stop robotad (never starts one).")

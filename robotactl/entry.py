@@ -1,0 +1,162 @@
+"""The ``robotactl`` console script: a quick path for a plain ``status``, else the click CLI.
+
+``robotactl status`` is what scripts and prompts run most often, and its cost is almost all
+imports: click, msgspec (which loads `typing`, `inspect`, `decimal`) and `pathlib` cost several
+times the interpreter's own start-up. This module answers the one form that needs none of
+them — ``robotactl [--socket PATH] [--json] [--no-autostart] status`` with a daemon serving —
+with `_socket`, stdlib `json` and `robotactl.status_view`, and prints exactly what the click
+command prints.
+
+Contract: the quick path only ever succeeds the way the full command would, or steps aside.
+Any other argument list, a socket nobody answers on, a reply that is not a plain
+``{"jsonrpc": "2.0", "id": 1, "result": {...}}`` line (an error, a notification first, bytes
+that are not JSON), a value carrying an escape character, or any `OSError` hands the whole
+command to `robotactl.cli.main`, which repeats the request (``daemon/status`` has no effect)
+and owns every failure: autostart, messages, exit statuses. Nothing is printed before the
+reply has been fully checked, so a handover never duplicates output.
+"""
+
+from __future__ import annotations
+
+import sys
+
+#: Not `typing.TYPE_CHECKING`: importing `typing` is what this module exists to avoid.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["main", "quick_status", "status_request_options"]
+
+#: The request, as the blocking client writes it (NDJSON, id 1, empty params).
+_REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status","params":{}}\n'
+#: Seconds the quick path waits for connect and reply (``STATUS_TIMEOUT`` of the full command).
+_TIMEOUT = 30.0
+#: The reply of daemon/status is a few hundred bytes; more than this is not a plain reply.
+_MAX_REPLY = 1 << 20
+
+
+def main() -> None:
+    """The ``robotactl`` console script."""
+    if not quick_status(sys.argv[1:]):
+        from robotactl.cli import main as full_main
+
+        full_main()
+
+
+def status_request_options(argv: Sequence[str]) -> tuple[str | None, bool] | None:
+    """``(socket, json_mode)`` when `argv` is a plain ``status`` the quick path may answer,
+    else None. Accepts the global options ``--socket PATH``, ``--socket=PATH``, ``--json``
+    and ``--no-autostart`` (each at most once) before ``status``, and nothing after it."""
+    if not argv or argv[-1] != "status":
+        return None
+    socket: str | None = None
+    json_mode = False
+    seen: set[str] = set()
+    index = 0
+    options = argv[:-1]
+    while index < len(options):
+        option = options[index]
+        name, equals, value = option.partition("=")
+        if name in seen:
+            return None
+        seen.add(name)
+        if name == "--socket":
+            if not equals:
+                index += 1
+                if index >= len(options):
+                    return None
+                value = options[index]
+            if not value:
+                return None
+            socket = value
+        elif option in ("--json", "--no-autostart"):
+            json_mode = json_mode or option == "--json"
+        else:
+            return None
+        index += 1
+    return socket, json_mode
+
+
+def quick_status(argv: Sequence[str]) -> bool:
+    """Answer a plain ``status`` without click or msgspec; True when it was answered (and
+    printed), False when the full CLI must run the command instead."""
+    parsed = status_request_options(argv)
+    if parsed is None:
+        return False
+    socket, json_mode = parsed
+    try:
+        result = _ask_status(socket)
+    except OSError:
+        return False
+    if result is None:
+        return False
+    text: str | None
+    if json_mode:
+        from robotactl.render import format_json
+
+        text = format_json(result) + "\n"
+    else:
+        text = _status_table(result)
+    if text is None:
+        return False
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return True
+
+
+def _ask_status(socket: str | None) -> dict[str, object] | None:
+    """The ``daemon/status`` result from the daemon at the resolved socket, or None when the
+    reply is anything but one plain success line."""
+    import _socket
+    import json
+
+    from protocol.socket_path import resolve_socket_name
+
+    path = resolve_socket_name(socket)
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        connection.settimeout(_TIMEOUT)
+        connection.connect(path)
+        connection.sendall(_REQUEST)
+        received = b""
+        while b"\n" not in received:
+            chunk = connection.recv(65536)
+            if not chunk or len(received) + len(chunk) > _MAX_REPLY:
+                return None
+            received += chunk
+    finally:
+        connection.close()
+    line, _, rest = received.partition(b"\n")
+    if rest.strip():
+        return None  # something followed the reply: let the full client judge it
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        return None
+    if (
+        not isinstance(reply, dict)
+        or set(reply) != {"jsonrpc", "id", "result"}
+        or reply["jsonrpc"] != "2.0"
+        or type(reply["id"]) is not int
+        or reply["id"] != 1
+        or not isinstance(reply["result"], dict)
+    ):
+        return None
+    result: dict[str, object] = reply["result"]
+    return result
+
+
+def _status_table(result: dict[str, object]) -> str | None:
+    """The human table `robotactl.render.Output.table` prints for `result`, or None when a
+    value holds an escape character (click would strip it off a non-terminal)."""
+    from datetime import UTC, datetime
+
+    from robotactl.render import Output
+    from robotactl.status_view import status_rows
+
+    rows = status_rows(result, now=datetime.now(UTC))
+    if any("\x1b" in key or "\x1b" in value for key, value in rows):
+        return None
+    output = Output()
+    width = max(len(key) for key, _ in rows)
+    return "".join(f"{output.style(key.ljust(width), 'dim')}  {value}\n" for key, value in rows)

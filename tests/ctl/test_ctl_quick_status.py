@@ -1,0 +1,235 @@
+"""``robotactl status``'s quick path (`robotactl.entry`): what it imports, what it prints, and
+when it steps aside for the click CLI.
+
+The module set is read with ``python -X importtime`` (every module the process imported, in
+order), minus what the interpreter and ``runpy`` import on their own in the same environment,
+so an editable install's import hook or a site customisation does not count against it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from robotactl.entry import quick_status, status_request_options
+
+from .conftest import PROCESS_TIMEOUT, REPO, RunningDaemon, child_environment
+from .ctl_helpers import sock
+
+#: Every module a one-shot ``robotactl status`` may import beyond the interpreter's own: the
+#: quick path, `_socket`, stdlib `json` (with the `re` it compiles its scanner with) and
+#: `datetime`. No click, msgspec, typing, pathlib, socket, trio or daemon code.
+ALLOWED_MODULES = frozenset(
+    {
+        "robotactl",
+        "robotactl.entry",
+        "robotactl.render",
+        "robotactl.status_view",
+        "protocol",
+        "protocol.socket_path",
+        "_socket",
+        "json",
+        "json.decoder",
+        "json.scanner",
+        "json.encoder",
+        "_json",
+        "datetime",
+        "_datetime",
+        "math",
+        "collections.abc",
+        # what `re` brings when the interpreter has not loaded it yet (a non-editable install)
+        "re",
+        "re._constants",
+        "re._parser",
+        "re._casefix",
+        "re._compiler",
+        "_sre",
+        "copyreg",
+        "enum",
+        "functools",
+        "_functools",
+        "collections",
+        "_collections",
+        "keyword",
+        "operator",
+        "_operator",
+        "reprlib",
+        "itertools",
+        "types",
+    }
+)
+#: Modules the quick path exists to avoid; any of them loaded means it was bypassed.
+FORBIDDEN_TOP_LEVEL = ("click", "msgspec", "typing", "pathlib", "socket", "trio", "robotad")
+
+
+def imported_modules(*args: str) -> set[str]:
+    """The modules ``python -X importtime ARGS`` imported, from its report on stderr."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        capture_output=True,
+        text=True,
+        env=child_environment(),
+        cwd=REPO,
+        timeout=PROCESS_TIMEOUT,
+        check=True,
+    )
+    modules = set()
+    for line in completed.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":
+                modules.add(name)
+    return modules
+
+
+def test_one_shot_status_imports_only_what_it_uses(robotad: RunningDaemon) -> None:
+    baseline = imported_modules("-c", "import runpy")
+    loaded = imported_modules("-m", "robotactl", *sock(robotad), "status")
+    extra = loaded - baseline
+    assert "robotactl.entry" in extra
+    assert extra <= ALLOWED_MODULES, sorted(extra - ALLOWED_MODULES)
+    top_levels = {name.split(".")[0] for name in extra}
+    assert not top_levels & set(FORBIDDEN_TOP_LEVEL)
+
+
+def test_quick_path_prints_what_the_click_command_prints(robotad: RunningDaemon) -> None:
+    def run(entry: str, *args: str) -> str:
+        completed = subprocess.run(
+            [sys.executable, "-c", f"from {entry} import main; main()", *sock(robotad), *args],
+            capture_output=True,
+            text=True,
+            env=child_environment(),
+            cwd=REPO,
+            timeout=PROCESS_TIMEOUT,
+            check=True,
+        )
+        return completed.stdout
+
+    def without_uptime(text: str) -> list[str]:
+        # the uptime value may tick between the two runs; its row's key and place must match
+        return [line.split()[0] if line.startswith("uptime") else line for line in text.split("\n")]
+
+    quick = run("robotactl.entry", "status")
+    full = run("robotactl.cli", "status")
+    assert without_uptime(quick) == without_uptime(full)
+    assert "pid" in quick
+    assert run("robotactl.entry", "--json", "status") == run("robotactl.cli", "--json", "status")
+
+
+# -- stepping aside ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["status"], (None, False)),
+        (["--socket", "/s", "status"], ("/s", False)),
+        (["--socket=/s", "--json", "--no-autostart", "status"], ("/s", True)),
+        (["--no-autostart", "--json", "status"], (None, True)),
+    ],
+)
+def test_plain_status_forms_take_the_quick_path(
+    argv: list[str], parsed: tuple[str | None, bool]
+) -> None:
+    assert status_request_options(argv) == parsed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["ls"],
+        ["status", "--help"],
+        ["--help", "status"],
+        ["status", "extra"],
+        ["--json", "--json", "status"],
+        ["--socket", "status"],
+        ["--socket=", "status"],
+        ["--socket", "/a", "--socket", "/b", "status"],
+        ["--version", "status"],
+    ],
+)
+def test_other_argument_lists_go_to_click(argv: list[str]) -> None:
+    assert status_request_options(argv) is None
+
+
+@contextmanager
+def one_reply_server(tmp_path: Path, reply: bytes) -> Iterator[Path]:
+    """A socket whose one connection gets `reply` once a request line has arrived."""
+    path = tmp_path / "fake.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    listener.settimeout(PROCESS_TIMEOUT)
+
+    def answer() -> None:
+        with contextlib.suppress(OSError), listener.accept()[0] as connection:
+            connection.settimeout(PROCESS_TIMEOUT)
+            received = b""
+            while b"\n" not in received:
+                received += connection.recv(4096)
+            connection.sendall(reply)
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    try:
+        yield path
+    finally:
+        thread.join(PROCESS_TIMEOUT)
+        listener.close()
+
+
+def quick(argv: list[str]) -> tuple[bool, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        answered = quick_status(argv)
+    return answered, out.getvalue()
+
+
+GOOD_RESULT = {"version": "9", "pid": 7, "socketPath": "/s", "stateDir": "/d", "sessions": {}}
+
+
+def test_a_plain_success_is_printed(tmp_path: Path) -> None:
+    reply = json.dumps({"jsonrpc": "2.0", "id": 1, "result": GOOD_RESULT}).encode() + b"\n"
+    with one_reply_server(tmp_path, reply) as path:
+        answered, printed = quick(["--socket", str(path), "--json", "status"])
+    assert answered
+    assert json.loads(printed) == GOOD_RESULT
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "internal error"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "too large"}},
+        {"jsonrpc": "2.0", "method": "session/event", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "result": GOOD_RESULT},
+        {"jsonrpc": "2.0", "id": True, "result": GOOD_RESULT},
+        {"jsonrpc": "1.0", "id": 1, "result": GOOD_RESULT},
+        {"jsonrpc": "2.0", "id": 1, "result": [1]},
+        {"jsonrpc": "2.0", "id": 1, "result": {**GOOD_RESULT, "stateDir": "/d\x1b[2J"}},
+        [{"jsonrpc": "2.0", "id": 1, "result": GOOD_RESULT}],
+    ],
+)
+def test_anything_but_a_plain_success_goes_to_click(tmp_path: Path, reply: object) -> None:
+    with one_reply_server(tmp_path, json.dumps(reply).encode() + b"\n") as path:
+        assert quick(["--socket", str(path), "status"]) == (False, "")
+
+
+def test_bytes_that_are_not_json_go_to_click(tmp_path: Path) -> None:
+    with one_reply_server(tmp_path, b"not json\n") as path:
+        assert quick(["--socket", str(path), "status"]) == (False, "")
+
+
+def test_nobody_listening_goes_to_click(tmp_path: Path) -> None:
+    assert quick(["--socket", str(tmp_path / "none.sock"), "status"]) == (False, "")

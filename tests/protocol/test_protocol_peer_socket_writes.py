@@ -1,0 +1,159 @@
+"""The peer's write fast path over a real socket (docs/architecture.md decision 1).
+
+When the write lock is free, a frame the socket takes whole goes out in one non-blocking
+write, with no ``send_all``; the rest of a frame the socket did not take goes through the
+shielded ``send_all`` under the lock. The guarantees stay: frames whole and in order, a
+cancelled writer never tears one, a writer other than the reader still passes a checkpoint.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+
+from protocol.peer import CallContext, JsonRpcPeer, Router
+from tests.protocol.wire_harness import HANG_GUARD_SECONDS, RawEnd, call
+
+#: Bytes of the large frames: far more than a Unix socket buffers, so writes must wait.
+BIG = 1024 * 1024
+
+
+class Empty(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
+def router() -> Router:
+    routes = Router()
+
+    @routes.method("ping", Empty, inline=True)
+    async def ping(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pong": True}
+
+    @routes.method("big", Empty, inline=True)
+    async def big(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pad": "b" * BIG}
+
+    return routes
+
+
+class SendAllCounter:
+    """Counts `trio.SocketStream.send_all` calls on the server's stream."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        self.stream: trio.SocketStream | None = None
+        original = trio.SocketStream.send_all
+
+        async def counting(stream: trio.SocketStream, data: Any) -> None:
+            if stream is self.stream:
+                self.calls += 1
+            await original(stream, data)
+
+        monkeypatch.setattr(trio.SocketStream, "send_all", counting)
+
+
+@pytest.fixture
+def counter(monkeypatch: pytest.MonkeyPatch) -> SendAllCounter:
+    return SendAllCounter(monkeypatch)
+
+
+@asynccontextmanager
+async def socket_peer(counter: SendAllCounter) -> AsyncIterator[tuple[JsonRpcPeer, RawEnd]]:
+    """A peer serving `router()` on one end of a Unix socket pair; the raw other end."""
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    server_stream = trio.SocketStream(ours)
+    counter.stream = server_stream
+    peer = JsonRpcPeer(server_stream, router())
+    with trio.fail_after(HANG_GUARD_SECONDS):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(peer.run)
+            client = RawEnd(trio.SocketStream(theirs))
+            yield peer, client
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_small_reply_goes_out_in_one_write_without_send_all(
+    counter: SendAllCounter,
+) -> None:
+    async with socket_peer(counter) as (_, client):
+        for request_id in range(3):
+            await client.send(call(request_id, "ping"))
+            assert await client.receive() == {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "result": {"pong": True},
+            }
+    assert counter.calls == 0
+
+
+async def test_what_the_socket_does_not_take_is_finished_whole_and_in_order(
+    counter: SendAllCounter,
+) -> None:
+    async with socket_peer(counter) as (_, client):
+        await client.send(call(1, "big"))
+        await client.send(call(2, "ping"))
+        first = await client.receive()
+        second = await client.receive()
+    assert first["id"] == 1
+    assert first["result"]["pad"] == "b" * BIG
+    assert second == {"jsonrpc": "2.0", "id": 2, "result": {"pong": True}}
+    assert counter.calls == 1  # the rest of the big reply; the small one took the fast path
+
+
+async def test_concurrent_writers_never_interleave_over_a_socket(
+    counter: SendAllCounter,
+) -> None:
+    async with socket_peer(counter) as (peer, client):
+
+        async def shout(index: int) -> None:
+            await peer.notify("note", {"index": index, "pad": str(index) * (BIG // 8)})
+
+        async with trio.open_nursery() as nursery:
+            for index in range(6):
+                nursery.start_soon(shout, index)
+            seen = [await client.receive() for _ in range(6)]
+    assert sorted(m["params"]["index"] for m in seen) == list(range(6))
+    assert all(m["params"]["pad"] == str(m["params"]["index"]) * (BIG // 8) for m in seen)
+    assert counter.calls >= 1
+
+
+async def test_a_cancelled_writer_never_tears_its_frame_over_a_socket(
+    counter: SendAllCounter,
+) -> None:
+    async with socket_peer(counter) as (peer, client):
+        scope = trio.CancelScope()
+        finished = trio.Event()
+
+        async def writer() -> None:
+            with scope:
+                await peer.notify("big", {"pad": "y" * BIG})
+            finished.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer)
+            await trio.testing.wait_all_tasks_blocked()  # stuck: nobody reads the other end
+            scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not finished.is_set()  # the shielded rest of the frame still waits
+            nursery.start_soon(peer.notify, "after", {})
+            first = await client.receive()
+            assert first["params"] == {"pad": "y" * BIG}
+            assert (await client.receive())["method"] == "after"
+
+
+async def test_a_writer_other_than_the_reader_passes_a_checkpoint(
+    counter: SendAllCounter,
+) -> None:
+    async with socket_peer(counter) as (peer, client):
+        with trio.testing.assert_checkpoints():
+            await peer.notify("note", {})
+        assert (await client.receive())["method"] == "note"
+    assert counter.calls == 0
