@@ -17,6 +17,8 @@ SECTION = re.compile(r"\bPROTOCOL(?:\.md)?,? ?§ ?(\d+(?:\.\d+)?)")
 #: Documents are cited by upper-case name (PROTOCOL.md) or by their path under docs/
 DOCUMENT = re.compile(r"(?<![\"'])\b([A-Z][A-Z0-9_]*\.md|docs/[a-z0-9_-]+\.md)\b")
 CITING = (".py", ".md", ".el", ".toml", ".sh")
+#: File names that are conventions a user's project follows, not documents of this repository.
+CONVENTIONS = frozenset({"AGENTS.md"})
 
 
 @cache
@@ -72,7 +74,7 @@ def test_every_cited_document_exists() -> None:
         d: places[:3]
         for d, places in citations(DOCUMENT).items()
         if (d.startswith("docs/") and not (ROOT / d).is_file())
-        or (not d.startswith("docs/") and d not in names)
+        or (not d.startswith("docs/") and d not in names | CONVENTIONS)
     }
     assert missing == {}
 
