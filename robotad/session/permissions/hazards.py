@@ -28,6 +28,7 @@ __all__ = [
     "ProtectedPaths",
     "command_words",
     "is_critical_removal",
+    "path_words",
     "split_compound",
 ]
 
@@ -217,14 +218,23 @@ class ProtectedPaths:
     def touched_by(self, command: str, cwd: str) -> bool:
         """Whether any word of `command`, read as a path under `cwd`, is protected; a command
         whose quoting cannot be read counts as touching one."""
-        words = command_words(command)
+        words = path_words(command)
         if words is None:
             return True
-        for word in words:
-            if word.startswith("-") and "=" in word:
-                word = word.split("=", 1)[1]
-            if not word or word.startswith("-") or set(word) <= set(";&|<>()"):
-                continue
-            if self.covers(_resolve(word, cwd, self.home)):
-                return True
-        return False
+        return any(self.covers(_resolve(word, cwd, self.home)) for word in words)
+
+
+def path_words(command: str) -> list[str] | None:
+    """The words of shell `command` that could name a path (an option's ``=value`` counts;
+    options and operators do not), or None when its quoting cannot be read."""
+    words = command_words(command)
+    if words is None:
+        return None
+    found = []
+    for word in words:
+        if word.startswith("-") and "=" in word:
+            word = word.split("=", 1)[1]
+        if not word or word.startswith("-") or set(word) <= set(";&|<>()"):
+            continue
+        found.append(word)
+    return found

@@ -28,7 +28,7 @@ from typing import Final
 
 from protocol.errors import InvalidParams, Issue
 from robotad.agent.tool import ToolProfile
-from robotad.session.permissions.hazards import SHELL_RC_FILES, command_words
+from robotad.session.permissions.hazards import SHELL_RC_FILES, path_words
 from robotad.session.permissions.patterns import (
     Matcher,
     compile_rule,
@@ -158,18 +158,13 @@ class SensitivePaths:
         """Whether any word of the shell `command`, read as a path under the cwd, is a
         protected read or a persistence path (so auto mode hands it to a person); a command
         whose quoting cannot be read counts as touching one."""
-        words = command_words(command)
+        words = path_words(command)
         if words is None:
             return True
-        for word in words:
-            if word.startswith("-") and "=" in word:
-                word = word.split("=", 1)[1]
-            if not word or word.startswith("-") or set(word) <= set(";&|<>()"):
-                continue
-            path = self._root(word)
-            if self.protected_read(path) is not None or self.persistence(path) is not None:
-                return True
-        return False
+        return any(
+            self.protected_read(path) is not None or self.persistence(path) is not None
+            for path in map(self._root, words)
+        )
 
     def in_workspace(self, path: str) -> bool:
         """Whether `path` is a workspace root or under one."""
