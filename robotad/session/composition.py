@@ -126,6 +126,7 @@ def compose(
         reporter=reporter,
         provider=callbacks.provider,
         save=callbacks.save,
+        persist=callbacks.persist,
         template=summary_template,
         idle_timeout=idle_timeout,
     )

@@ -107,3 +107,31 @@ async def test_the_session_logs_every_text_delta(workspace: Path) -> None:
     assert len(deltas) == 3
     assert "".join(d["text"] for d in deltas) == "one two three"
     assert {d["requestId"] for d in deltas} == {request["requestId"]}
+
+
+async def test_a_refused_save_fails_a_manual_compaction_and_the_next_save_holds_it(
+    workspace: Path,
+) -> None:
+    """PROTOCOL §10.1: a manual compaction is acknowledged only once saved; on a refused
+    write it answers StorageFailed, keeps the compacted history in memory, and the next save
+    (once space returns) writes it."""
+    store = MemoryStore()
+    session = new_session(
+        workspace,
+        scripted([{"text": "first"}, {"summary": "they said one"}, {"text": "second"}]),
+        store=store,
+        session_id="s-compact",
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("one")
+    saved_before = len(store.saved)
+    store.fail = True
+    with trio.fail_after(LIMIT), pytest.raises(StorageFailed) as refused:
+        await session.compact()
+    assert refused.value.data["path"] == "sessions/s-compact.json"
+    assert len(store.saved) == saved_before  # nothing claimed saved
+    assert any("they said one" in (m.content or "") for m in session.get_history())
+    store.fail = False
+    with trio.fail_after(LIMIT):
+        assert await session.run("two") == "second"
+    assert any("they said one" in (m.content or "") for m in store.last.messages)

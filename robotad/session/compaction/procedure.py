@@ -41,6 +41,7 @@ from robotad.session.hooks.lifecycle import HookLifecycle
 from robotad.session.ports import CompactOutcome
 from robotad.session.reporting import SessionReporter
 from robotad.session.turn.work import TurnContext
+from robotad.storage.failure import storage_failed
 
 __all__ = ["CompactionProcedure"]
 
@@ -61,6 +62,7 @@ class CompactionProcedure:
         reporter: SessionReporter,
         provider: Callable[[], Provider],
         save: Callable[[], Awaitable[object]],
+        persist: Callable[[], Awaitable[None]] | None = None,
         template: str | None = None,
         idle_timeout: float | None = None,
     ) -> None:
@@ -70,6 +72,7 @@ class CompactionProcedure:
         self._reporter = reporter
         self._provider = provider
         self._save = save
+        self._persist = persist
         self.template = template or DEFAULT_SUMMARY_TEMPLATE
         self.idle_timeout = idle_timeout
 
@@ -101,8 +104,24 @@ class CompactionProcedure:
         after = conversation.state()
         self._reporter.compaction(turn.turn_id, trigger, "completed")
         await self._lifecycle.post_compact(turn, trigger, result.summarized)
-        await self._save()
+        await self._save_compacted(trigger)
         return CompactOutcome(True, before, after)
+
+    async def _save_compacted(self, trigger: Trigger) -> None:
+        """Save the compacted history. A manual compaction is acknowledged only once saved: a
+        refused write answers `StorageFailed` (PROTOCOL §10.1) while the compacted history
+        stays in memory for the next save. An automatic one is saved with its turn."""
+        if trigger != "manual" or self._persist is None:
+            await self._save()
+            return
+        try:
+            with trio.CancelScope(shield=True):
+                await self._persist()
+        except Exception as exc:
+            refused = storage_failed(exc, self._session_id)
+            if refused is None:
+                raise
+            raise refused from exc
 
     async def _summarise(
         self, turn: TurnContext, trigger: Trigger, instructions: str | None
