@@ -24,7 +24,9 @@ from robotad.tools import BashTool
 from tests.sandbox.conftest import Arena, confinement
 from tests.tools.tool_calls import call
 
-PY = shlex.quote(sys.executable)
+#: The interpreter itself, not the venv's link to it: a checkout (and its venv) may live under
+#: /tmp, which the sandbox replaces with a private one. The scripts use the standard library.
+PY = shlex.quote(os.path.realpath(sys.executable))
 
 
 async def run(tool: BashTool, arena: Arena, command: str) -> ToolResult:
