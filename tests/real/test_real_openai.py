@@ -128,8 +128,11 @@ async def test_a_tool_turn_completes_within_max_rounds_with_every_call_answered(
     events = client.session_events(session_id)
     started = [e["callId"] for e in events if e["type"] == "tool_started"]
     ended = [e["callId"] for e in events if e["type"] == "tool_finished"]
-    assert started
+    # The small model may name a tool that does not exist (answered as failed, never started):
+    # every call that did start finished, and is one of the history's calls.
+    called = {c["id"] for m in messages for c in m.get("toolCalls") or ()}
     assert sorted(started) == sorted(ended)
+    assert set(started) <= called
     assert log["complete"] is True, log["problems"]
 
 
@@ -183,6 +186,10 @@ async def test_abort_mid_stream_leaves_a_consistent_history(
             finally:
                 openai_server.resume()
             messages = await messages_of(client, session_id)
+            # turn_finished is published just before the turn lets go of the session: wait for
+            # that (bounded by the test's deadline) rather than race it.
+            while (await client.call("session/get", {"sessionId": session_id}))["running"]:
+                await trio.sleep(0.05)
             after = await client.call(
                 "session/run",
                 {"sessionId": session_id, "prompt": "Say hi.", "toolChoice": "none"},
