@@ -55,6 +55,7 @@ from protocol.shapes import ApprovalRequest, TurnCompleted, TurnWaiting, new_id
 from robotad.daemon.live import RecordWriter, iso_now
 from robotad.providers.scripted import ScriptedProvider, decode_script
 from robotad.session.session import Session
+from robotad.session.settings import SessionServices
 from robotad.storage.journal import FileExecutionJournal
 from robotad.storage.log_files import FileLogSink
 from robotad.storage.session_log import SessionLogger
@@ -153,9 +154,11 @@ async def one_block(
         provider=ScriptedProvider(decode_script(steps)),
         tools=builtin_tools(),
         session_id=session_id,
-        store=RecordWriter(FileSessionStore(root), created_at=now, updated_at=now),
-        logger=SessionLogger(session_id, FileLogSink.for_session(root / "logs", session_id)),
-        permission_handler=approve_at_once if kind == "plain" else None,
+        services=SessionServices(
+            store=RecordWriter(FileSessionStore(root), created_at=now, updated_at=now),
+            logger=SessionLogger(session_id, FileLogSink.for_session(root / "logs", session_id)),
+            permission_handler=approve_at_once if kind == "plain" else None,
+        ),
     )
     times: list[float] = []
     async with FileExecutionJournal(root, session_id) as journal:

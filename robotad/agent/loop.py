@@ -79,6 +79,7 @@ __all__ = [
     "ParkedTurn",
     "TurnAbortedError",
     "TurnCallbacks",
+    "TurnOptions",
     "TurnOutcome",
     "open_calls",
     "run_turn",
@@ -154,6 +155,24 @@ class TurnCallbacks:
     on_reply: Callable[[ModelReply], Awaitable[None]] | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class TurnOptions:
+    """How one turn asks the model. `system_context` is an extra system message placed
+    after the leading ones for this turn only; `idle_timeout` is in seconds (None: no idle
+    limit); `round_cap` bounds the turn's model rounds, earlier ones of a continued turn
+    included (None: no limit)."""
+
+    tool_choice: ToolChoice = "auto"
+    system_context: str | None = None
+    effort: str | None = None
+    idle_timeout: float | None = None
+    round_cap: int | None = None
+
+
+#: Every option at its default.
+DEFAULT_TURN_OPTIONS = TurnOptions()
+
+
 def rounds_since_prompt(history: Sequence[Message]) -> int:
     """The assistant replies after the last user message: the rounds its turn has made."""
     count = 0
@@ -184,19 +203,14 @@ async def run_turn(
     commit: Commit,
     gate: ToolGate,
     ctx: ToolContext,
-    tool_choice: ToolChoice = "auto",
-    system_context: str | None = None,
-    effort: str | None = None,
-    idle_timeout: float | None = None,
-    round_cap: int | None = None,
+    options: TurnOptions = DEFAULT_TURN_OPTIONS,
     callbacks: TurnCallbacks | None = None,
     bus: EventBus | None = None,
     abort: AbortSignal | None = None,
 ) -> TurnOutcome:
     """Run one turn (or the continuation of a parked one) to its end; see the module doc.
 
-    `history` is read, never mutated; `commit` gets each new message in history order.
-    `idle_timeout` is in seconds (None: no idle limit)."""
+    `history` is read, never mutated; `commit` gets each new message in history order."""
     turn = _Turn(
         provider=provider,
         tools=tools,
@@ -204,11 +218,7 @@ async def run_turn(
         commit=commit,
         gate=gate,
         ctx=ctx,
-        tool_choice=tool_choice,
-        system_context=system_context,
-        effort=effort,
-        idle_timeout=idle_timeout,
-        round_cap=round_cap,
+        options=options,
         callbacks=callbacks or TurnCallbacks(),
         bus=bus,
         abort=abort,
@@ -228,11 +238,7 @@ class _Turn:
         commit: Commit,
         gate: ToolGate,
         ctx: ToolContext,
-        tool_choice: ToolChoice,
-        system_context: str | None,
-        effort: str | None,
-        idle_timeout: float | None,
-        round_cap: int | None,
+        options: TurnOptions,
         callbacks: TurnCallbacks,
         bus: EventBus | None,
         abort: AbortSignal | None,
@@ -244,11 +250,9 @@ class _Turn:
         self._commit_to_session = commit
         self._gate = gate
         self._ctx = ctx
-        self._tool_choice = tool_choice
-        self._context = Message.system(system_context) if system_context else None
-        self._effort = effort
-        self._idle_timeout = idle_timeout
-        self._round_cap = round_cap
+        self._options = options
+        context = options.system_context
+        self._context = Message.system(context) if context else None
         self._callbacks = callbacks
         self._bus = bus
         self._abort = abort
@@ -314,7 +318,7 @@ class _Turn:
 
     def _round_limit_reached(self) -> bool:
         """Whether the turn has made as many provider calls as its limit allows."""
-        cap = self._round_cap
+        cap = self._options.round_cap
         return cap is not None and self._earlier_rounds + self._rounds >= cap
 
     # -- provider call ----------------------------------------------------------------------
@@ -327,14 +331,20 @@ class _Turn:
                 leading += 1
             messages.insert(leading, self._context)
         first = self._rounds == 1
-        choice = self._tool_choice if first or self._tool_choice == "none" else "auto"
-        return ModelRequest(messages, self._schemas, tool_choice=choice, effort=self._effort)
+        choice = (
+            self._options.tool_choice if first or self._options.tool_choice == "none" else "auto"
+        )
+        return ModelRequest(
+            messages, self._schemas, tool_choice=choice, effort=self._options.effort
+        )
 
     async def _call_provider(self, request: ModelRequest) -> ModelReply:
         self._partial = []
         try:
             with trio.CancelScope() as idle:
-                tap = _StreamTap(self._partial, idle, self._idle_timeout, self._callbacks.on_text)
+                tap = _StreamTap(
+                    self._partial, idle, self._options.idle_timeout, self._callbacks.on_text
+                )
                 reply = await self._provider.complete(request, tap)
         except ProviderError as exc:
             await self._unless_aborted()
@@ -356,7 +366,7 @@ class _Turn:
             # the Cancelled to that outer scope instead, so an abort always wins.
             self._partial = None
             self._observe_round("failed")
-            reason = idle_timeout_reason(self._provider, self._idle_timeout)
+            reason = idle_timeout_reason(self._provider, self._options.idle_timeout)
             raise ModelCallFailed(reason, self._provider.name)
         self._partial = None
         self._observe_round("ok")

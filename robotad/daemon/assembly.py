@@ -26,7 +26,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 import trio
@@ -49,7 +49,9 @@ from robotad.providers import (
     resolve_provider_config,
 )
 from robotad.providers.scripted import decode_script
-from robotad.sandbox import UNCONFINED, Confinement, SandboxProbe, policy_for_session
+from robotad.sandbox import UNCONFINED, Confinement, SandboxPolicy, SandboxProbe, policy_for_session
+from robotad.session.context_window import AUTO_COMPACT_THRESHOLD
+from robotad.session.errors import InvalidSetting
 from robotad.session.hooks.config import HooksConfig, parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.permissions.classifier import Classifier, CommandClassifier
@@ -57,20 +59,20 @@ from robotad.session.permissions.patterns import parse_rules
 from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import EventSink, SessionStorePort
 from robotad.session.session import Session
+from robotad.session.settings import SessionOptions, SessionServices
 from robotad.storage.log_files import FileLogSink
 from robotad.storage.record import Permissions, SessionRecord, SessionSettings
 from robotad.storage.session_log import SessionLogger
 from robotad.storage.spill import SpillStore
 from robotad.tools import builtin_tools
 
-__all__ = ["DEFAULT_AUTO_COMPACT_THRESHOLD", "SessionAssembler"]
+__all__ = ["SessionAssembler"]
 
 log = logging.getLogger("robotad.daemon")
 
-#: Fraction of the context window at which a turn compacts first (the Session's default).
-DEFAULT_AUTO_COMPACT_THRESHOLD: Final = 0.835
 _RULE_KINDS: Final = ("allow", "ask", "deny")
 
+T = TypeVar("T")
 RuleKind = Literal["allow", "ask", "deny"]
 #: Persists one project rule for a cwd; raises when it cannot.
 PersistProjectRule = Callable[[str, str, str], Awaitable[None]]
@@ -112,11 +114,11 @@ class SessionAssembler:
         for kind in _RULE_KINDS:
             try:
                 parse_rules(list(getattr(config.permissions, kind)), f"$.permissions.{kind}")
-            except InvalidParams as exc:
+            except InvalidSetting as exc:
                 issues.extend(exc.issues)
         try:
             hooks = parse_hooks_config(msgspec.to_builtins(config.hooks))
-        except InvalidParams as exc:
+        except InvalidSetting as exc:
             issues.extend(exc.issues)
         if issues:
             raise InvalidParams(issues)
@@ -157,7 +159,7 @@ class SessionAssembler:
             where = f"$.permissions.{kind}"
             try:
                 parse_rules(texts, where)
-            except InvalidParams as exc:
+            except InvalidSetting as exc:
                 issues.extend(exc.issues)
         provider_name = params.provider if params.provider is not UNSET else None
         name = provider_name or self.config.default_provider
@@ -200,9 +202,7 @@ class SessionAssembler:
             model=model,
             permission_mode=params.permission_mode,
             permissions=Permissions(**rules),
-            auto_compact_threshold=(
-                DEFAULT_AUTO_COMPACT_THRESHOLD if threshold is UNSET else threshold
-            ),
+            auto_compact_threshold=(AUTO_COMPACT_THRESHOLD if threshold is UNSET else threshold),
             context_window=params.context_window,
             idle_timeout_ms=params.idle_timeout_ms,
             max_rounds=max_rounds,
@@ -268,42 +268,8 @@ class SessionAssembler:
             support = await self.sandbox_probe.current()
             if not support.available:
                 raise NotAllowed(f"the {sandbox.mode} sandbox cannot be set up: {support.reason}")
-        try:
-            project = await trio.to_thread.run_sync(self._project_rules_of, record.cwd)
-        except (ProjectRulesUnreadable, OSError) as exc:
-            raise NotAllowed(f"cannot load session {record.id}: {exc}") from None
-        if project is None:
-            if new_at is None:
-                raise NotAllowed(
-                    f"cannot load session {record.id}: its working directory is not an "
-                    "existing directory"
-                )
-            at = "$.cwd" if new_at == "$" else f"{new_at}.cwd"
-            raise InvalidParams([{"path": at, "message": "not an existing directory"}])
-        script = settings.script if settings.script is not UNSET else None
-        window = settings.context_window if settings.context_window is not UNSET else None
-        where = new_at or "$"
-        make_provider = functools.partial(
-            self._provider,
-            settings.provider,
-            model=settings.model,
-            script=script,
-            context_window=window,
-        )
-        try:
-            if self._runs_a_key_command(settings.provider):
-                provider = await trio.to_thread.run_sync(make_provider)
-            else:
-                provider = make_provider()
-        except ProviderUnavailable as exc:
-            if new_at is not None:
-                at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
-                raise InvalidParams([{"path": at, "message": str(exc)}]) from None
-            raise ProviderFailed(record.id, None, settings.provider, str(exc)) from None
-        except InvalidParams as exc:
-            raise _relocated(exc, where) from None
-        rules = _merged(msgspec.to_builtins(settings.permissions), project)
-        idle = settings.idle_timeout_ms
+        project = await self._project_rules_for(record, new_at)
+        provider = await self._provider_for(record, new_at)
         cwd = record.cwd
 
         async def persist(rule: str, kind: str) -> None:
@@ -316,43 +282,102 @@ class SessionAssembler:
                 tools=builtin_tools(
                     Confinement(sandbox, probe=self.sandbox_probe, protected=self.protected_folders)
                 ),
+                options=self._options_of(record, project, sandbox),
+                services=SessionServices(
+                    store=store,
+                    logger=SessionLogger(
+                        record.id, FileLogSink.for_session(self.logs_dir, record.id)
+                    ),
+                    event_sink=event_sink,
+                    persist_project_rule=persist,
+                    spill=self.spill,
+                    hooks=self._hook_runner(record),
+                    classifier=self._classifier(),
+                    sensitive_paths=SensitivePaths(
+                        record.cwd,
+                        protected_reads=self.config.permissions.protected_reads,
+                        additional_dirs=self.config.permissions.additional_dirs,
+                    ),
+                    tool_source=self._mcp_tools(record),
+                    discard_settled_journals=True,  # the daemon hosts the journal (G-099)
+                ),
                 session_id=record.id,
-                system_message=record.system_prompt,
                 history=list(record.messages),
                 turn_count=record.turn_count,
-                permissions=rules,
-                permission_mode=settings.permission_mode,
-                hooks=self._hook_runner(record),
-                classifier=self._classifier(),
-                auto_compact_threshold=settings.auto_compact_threshold,
-                context_window=window,
-                idle_timeout=None if idle is UNSET else idle / 1000,
-                round_cap=None if settings.max_rounds is UNSET else settings.max_rounds,
-                instructions=None if settings.instructions is UNSET else settings.instructions,
-                store=store,
-                logger=SessionLogger(record.id, FileLogSink.for_session(self.logs_dir, record.id)),
-                event_sink=event_sink,
-                persist_project_rule=persist,
-                spill=self.spill,
-                trace=self.trace,
                 source=source,
-                discard_settled_journals=True,  # the daemon hosts the journal (G-099)
-                sensitive_paths=SensitivePaths(
-                    record.cwd,
-                    protected_reads=self.config.permissions.protected_reads,
-                    additional_dirs=self.config.permissions.additional_dirs,
-                ),
-                tool_source=self._mcp_tools(record),
-                sandbox=sandbox,
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):
                 await provider.aclose()
-            if isinstance(exc, InvalidParams):
-                raise _relocated(exc, where) from None
+            if isinstance(exc, InvalidSetting):
+                raise _relocated(exc, new_at or "$") from None
             raise
 
     # -- parts -------------------------------------------------------------------------------
+
+    async def _project_rules_for(
+        self, record: SessionRecord, new_at: str | None
+    ) -> dict[str, list[str]]:
+        """The project rules of the record's cwd (G-115), refused when they cannot be read or
+        the cwd is no existing directory (see `build` for how each is reported)."""
+        try:
+            project = await trio.to_thread.run_sync(self._project_rules_of, record.cwd)
+        except (ProjectRulesUnreadable, OSError) as exc:
+            raise NotAllowed(f"cannot load session {record.id}: {exc}") from None
+        if project is not None:
+            return project
+        if new_at is None:
+            raise NotAllowed(
+                f"cannot load session {record.id}: its working directory is not an "
+                "existing directory"
+            )
+        at = "$.cwd" if new_at == "$" else f"{new_at}.cwd"
+        raise InvalidParams([{"path": at, "message": "not an existing directory"}])
+
+    async def _provider_for(self, record: SessionRecord, new_at: str | None) -> Provider:
+        """The record's provider, built (in a thread when it runs a key command); refusals
+        located as `build` says."""
+        settings = record.settings
+        make_provider = functools.partial(
+            self._provider,
+            settings.provider,
+            model=settings.model,
+            script=settings.script if settings.script is not UNSET else None,
+            context_window=_given(settings.context_window),
+        )
+        try:
+            if self._runs_a_key_command(settings.provider):
+                return await trio.to_thread.run_sync(make_provider)
+            return make_provider()
+        except ProviderUnavailable as exc:
+            if new_at is not None:
+                at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
+                raise InvalidParams([{"path": at, "message": str(exc)}]) from None
+            raise ProviderFailed(record.id, None, settings.provider, str(exc)) from None
+        except InvalidParams as exc:
+            raise _relocated(exc, new_at or "$") from None
+
+    def _options_of(
+        self,
+        record: SessionRecord,
+        project: Mapping[str, Sequence[str]],
+        sandbox: SandboxPolicy,
+    ) -> SessionOptions:
+        """The user's choices of `record`, its project's rules merged in after its own."""
+        settings = record.settings
+        idle = settings.idle_timeout_ms
+        return SessionOptions(
+            system_message=record.system_prompt,
+            permissions=_merged(msgspec.to_builtins(settings.permissions), project),
+            permission_mode=settings.permission_mode,
+            auto_compact_threshold=settings.auto_compact_threshold,
+            context_window=_given(settings.context_window),
+            idle_timeout=None if idle is UNSET else idle / 1000,
+            round_cap=_given(settings.max_rounds),
+            instructions=_given(settings.instructions),
+            trace=self.trace,
+            sandbox=sandbox,
+        )
 
     def _provider(
         self,
@@ -403,7 +428,8 @@ class SessionAssembler:
         return CommandClassifier(self.classifier_command)
 
 
-def _given(value: str | UnsetType) -> str | None:
+def _given(value: T | UnsetType) -> T | None:
+    """An optional record setting as Python's None when absent."""
     return None if isinstance(value, UnsetType) else value
 
 
@@ -419,12 +445,12 @@ def _merged(
     return merged
 
 
-def _relocated(exc: InvalidParams, where: str) -> InvalidParams:
-    """The same issues located inside the record at `where` (``$`` = as they are, for a
-    create, whose params already name each setting): ``$.permissions.allow[0]`` becomes
-    ``<where>.settings.permissions.allow[0]``."""
+def _relocated(exc: InvalidParams | InvalidSetting, where: str) -> InvalidParams:
+    """The wire's refusal of the settings `exc` names, located inside the record at `where`
+    (``$`` = as they are, for a create, whose params name each setting as the session does):
+    ``$.permissions.allow[0]`` becomes ``<where>.settings.permissions.allow[0]``."""
     if where == "$":
-        return exc
+        return InvalidParams(exc.issues)
     root = where + ".settings"
     return InvalidParams(
         [{"path": root + issue["path"][1:], "message": issue["message"]} for issue in exc.issues]

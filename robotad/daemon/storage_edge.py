@@ -1,10 +1,15 @@
-"""The daemon's edge for storage failures: a refused durable write answers -32016.
+"""The daemon's edge for the domain's errors: each maps to its wire error once, here.
 
-Stores raise `robotad.storage.failure.StorageError` (an `OSError` naming the file relative to
-the state folder and the cause); left alone it would reach the peer as an unnamed -32603.
-`StorageEdge` wraps a `Router` so every handler registered through it answers such a failure,
-found anywhere in the exception's chain, as `StorageFailed` with the session id of the call
-when it names one (PROTOCOL.md §10.1). Other exceptions pass unchanged.
+- Stores raise `robotad.storage.failure.StorageError` (an `OSError` naming the file relative to
+  the state folder and the cause); left alone it would reach the peer as an unnamed -32603.
+  Found anywhere in the exception's chain, it answers `StorageFailed` (-32016) with the session
+  id of the call when it names one (PROTOCOL.md §10.1).
+- The session raises `robotad.session.errors.InvalidSetting` for a malformed setting it is
+  told (a permission mode, a rule); it answers `InvalidParams` (-32602) with the same located
+  issues, the session naming its settings as the methods' params do.
+
+`StorageEdge` wraps a `Router` so every handler registered through it maps both. Other
+exceptions pass unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from protocol.errors import InvalidParams
 from protocol.peer import CallContext, Router
+from robotad.session.errors import InvalidSetting
 from robotad.storage.failure import storage_failed
 
 __all__ = ["StorageEdge"]
@@ -42,6 +49,8 @@ class StorageEdge:
             async def mapped(params: P, ctx: CallContext) -> R:
                 try:
                     return await handler(params, ctx)
+                except InvalidSetting as exc:
+                    raise InvalidParams(exc.issues) from None
                 except Exception as exc:
                     session_id = _session_id(params)
                     refused = storage_failed(exc, session_id)

@@ -1,59 +1,45 @@
 """How a Session's collaborators are built and wired together (one place, one direction).
 
-`compose` builds every collaborator of one session from its construction inputs and a few
-callbacks into the Session (the current provider and effort, saving, counting a completed turn),
-and returns them as `SessionParts`. Each collaborator gets only what it uses; nothing here
+`compose` builds every collaborator of one session from its construction inputs — the user's
+`SessionOptions`, the host's `SessionServices` — and the `SessionCallbacks` into the Session
+itself (the current provider and effort, saving, counting a completed turn), and returns them
+as `SessionParts`. Each collaborator gets only what it uses; nothing here
 holds state of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.shapes import Message
 from robotad.agent.observations import EventBus
-from robotad.agent.provider import Provider
-from robotad.agent.tool import Tool, ToolProfile
+from robotad.agent.provider import Provider, provider_idle_timeout
+from robotad.agent.tool import Tool
 from robotad.session.compaction.procedure import CompactionProcedure
 from robotad.session.context_window import DEFAULT_CONTEXT_WINDOW, ContextTracker
 from robotad.session.conversation import Conversation
 from robotad.session.hooks.lifecycle import HookLifecycle
 from robotad.session.hooks.runner import HookRunner
-from robotad.session.permissions.classifier import AutoModeGate, Classifier
-from robotad.session.permissions.enforcer import PermissionEnforcer, PersistRule
-from robotad.session.permissions.sensitive_paths import SensitivePaths
-from robotad.session.ports import EventSink
+from robotad.session.permissions.classifier import AutoModeGate
+from robotad.session.permissions.enforcer import PermissionEnforcer
+from robotad.session.ports import SessionCallbacks
 from robotad.session.recovery.recoverable import RecoverableExecutions
 from robotad.session.reporting import SessionReporter
-from robotad.session.tool_table import ToolSource, ToolTable
+from robotad.session.settings import SessionOptions, SessionServices
+from robotad.session.tool_table import ToolTable
 from robotad.session.turn.claim import TurnClaim
 from robotad.session.turn.runner import TurnRunner, TurnServices
 from robotad.session.turn.tool_admission import GateServices
-from robotad.storage.session_log import SessionLogger
-from robotad.storage.spill import SpillStore
 
 __all__ = ["SessionCallbacks", "SessionParts", "compose"]
-
-
-@dataclass(frozen=True)
-class SessionCallbacks:
-    """What the collaborators read from, or tell, the Session itself."""
-
-    provider: Callable[[], Provider]
-    effort: Callable[[], str | None]
-    save: Callable[[], Awaitable[bool]]
-    persist: Callable[[], Awaitable[None]]
-    completed: Callable[[], None]
 
 
 @dataclass(frozen=True)
 class SessionParts:
     """Every collaborator of one session."""
 
-    tools: dict[str, Tool]
-    profiles: dict[str, ToolProfile]
     tool_table: ToolTable
     bus: EventBus
     enforcer: PermissionEnforcer
@@ -73,64 +59,36 @@ def compose(
     session_id: str,
     cwd: Path,
     provider: Provider,
-    callbacks: SessionCallbacks,
     tools: Sequence[Tool],
     history: Sequence[Message],
-    system_message: str | None,
-    permissions: Mapping[str, Sequence[str]] | None,
-    permission_mode: str,
-    hooks: HookRunner | None,
-    classifier: Classifier | None,
-    context_window: int | None,
-    idle_timeout: float | None,
-    logger: SessionLogger | None,
-    event_sink: EventSink | None,
-    persist_project_rule: PersistRule | None,
-    spill: SpillStore | None,
-    summary_template: str | None,
-    discard_settled_journals: bool = False,
-    sensitive_paths: SensitivePaths | None = None,
-    tool_source: ToolSource | None = None,
+    options: SessionOptions,
+    services: SessionServices,
+    callbacks: SessionCallbacks,
 ) -> SessionParts:
-    """Build one session's collaborators. Raises `InvalidParams` for malformed permission
+    """Build one session's collaborators. Raises `InvalidSetting` for malformed permission
     rules or mode and `TransitionRefused` for auto mode without a classifier."""
-    table = ToolTable(tools, tool_source)
-    tool_map, profiles = table.tools, table.profiles
-    enforcer = PermissionEnforcer(
-        cwd,
-        profiles=profiles,
-        rules=permissions,
-        mode=permission_mode,
-        session_id=session_id,
-        classifier_configured=classifier is not None,
-        persist_project_rule=persist_project_rule,
-        sensitive=sensitive_paths,
-    )
-    auto_gate = AutoModeGate(classifier) if classifier is not None else None
-    reporter = SessionReporter(session_id, logger, event_sink)
+    table = ToolTable(tools, services.tool_source)
+    enforcer = _enforcer(session_id, cwd, table, options, services)
+    auto_gate = AutoModeGate(services.classifier) if services.classifier is not None else None
+    reporter = SessionReporter(session_id, services.logger, services.event_sink)
     lifecycle = HookLifecycle(
-        bound_hooks(hooks, cwd, session_id),
+        bound_hooks(services.hooks, cwd, session_id),
         reporter,
         model=lambda: callbacks.provider().model,
         effort=callbacks.effort,
     )
-    messages = list(history)
-    if not messages and system_message:
-        messages.append(Message.system(system_message))
-    window = context_window or provider.context_window or DEFAULT_CONTEXT_WINDOW
-    conversation = Conversation(messages, reporter, ContextTracker(window))
+    conversation = _conversation(history, options, provider, reporter)
+    idle_timeout = effective_idle_timeout(options, provider)
     compaction = CompactionProcedure(
-        session_id=session_id,
-        conversation=conversation,
-        lifecycle=lifecycle,
-        reporter=reporter,
-        provider=callbacks.provider,
-        save=callbacks.save,
-        persist=callbacks.persist,
-        template=summary_template,
+        session_id,
+        conversation,
+        lifecycle,
+        reporter,
+        callbacks,
+        template=options.summary_template,
         idle_timeout=idle_timeout,
     )
-    gate = GateServices(session_id, cwd, enforcer, auto_gate, lifecycle, reporter, spill)
+    gate = GateServices(session_id, cwd, enforcer, auto_gate, lifecycle, reporter, services.spill)
     bus = EventBus()
     runner = TurnRunner(
         TurnServices(
@@ -141,30 +99,23 @@ def compose(
             lifecycle=lifecycle,
             gate=gate,
             compaction=compaction,
-            tools=tool_map,
-            refresh_tools=table.refresh if tool_source is not None else None,
+            tools=table.tools,
+            refresh_tools=table.refresh if services.tool_source is not None else None,
             bus=bus,
-            provider=callbacks.provider,
-            effort=callbacks.effort,
-            save=callbacks.save,
-            persist=callbacks.persist,
-            completed=callbacks.completed,
+            callbacks=callbacks,
             idle_timeout=idle_timeout,
         )
     )
     executions = RecoverableExecutions(
-        session_id=session_id,
-        cwd=str(cwd),
-        conversation=conversation,
-        reporter=reporter,
-        runner=runner,
-        provider=callbacks.provider,
-        persist=callbacks.persist,
-        discard_settled=discard_settled_journals,
+        session_id,
+        str(cwd),
+        conversation,
+        reporter,
+        runner,
+        callbacks,
+        discard_settled=services.discard_settled_journals,
     )
     return SessionParts(
-        tools=tool_map,
-        profiles=profiles,
         tool_table=table,
         bus=bus,
         enforcer=enforcer,
@@ -178,6 +129,48 @@ def compose(
         runner=runner,
         executions=executions,
     )
+
+
+def _enforcer(
+    session_id: str,
+    cwd: Path,
+    table: ToolTable,
+    options: SessionOptions,
+    services: SessionServices,
+) -> PermissionEnforcer:
+    """The session's permission enforcer over its tools' profiles (validates the rules)."""
+    return PermissionEnforcer(
+        cwd,
+        profiles=table.profiles,
+        rules=options.permissions,
+        mode=options.permission_mode,
+        session_id=session_id,
+        classifier_configured=services.classifier is not None,
+        persist_project_rule=services.persist_project_rule,
+        sensitive=services.sensitive_paths,
+    )
+
+
+def effective_idle_timeout(options: SessionOptions, provider: Provider) -> float:
+    """Seconds a model call may stay silent: the session's own, else its provider's
+    (PROTOCOL §10.2; every session has one)."""
+    if options.idle_timeout is not None:
+        return options.idle_timeout
+    return provider_idle_timeout(provider)
+
+
+def _conversation(
+    history: Sequence[Message],
+    options: SessionOptions,
+    provider: Provider,
+    reporter: SessionReporter,
+) -> Conversation:
+    """The history (a new one starts with the system message, if any) and its tracker."""
+    messages = list(history)
+    if not messages and options.system_message:
+        messages.append(Message.system(options.system_message))
+    window = options.context_window or provider.context_window or DEFAULT_CONTEXT_WINDOW
+    return Conversation(messages, reporter, ContextTracker(window))
 
 
 def bound_hooks(hooks: HookRunner | None, cwd: Path, session_id: str) -> HookRunner | None:

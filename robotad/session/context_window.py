@@ -20,8 +20,8 @@ from typing import Final
 
 import msgspec
 
-from protocol.errors import InvalidParams
 from protocol.shapes import ContextState, Message, Usage
+from robotad.session.errors import InvalidSetting
 
 __all__ = [
     "AUTO_COMPACT_THRESHOLD",
@@ -46,7 +46,7 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
 def parse_auto_compact_threshold(
     value: object, path: str = "$.autoCompactThreshold"
 ) -> float | bool:
-    """A threshold fraction in (0, 1], or False (disabled); anything else is `InvalidParams`
+    """A threshold fraction in (0, 1], or False (disabled); anything else is `InvalidSetting`
     at `path` (G-052). True is refused: only false has a meaning."""
     if value is False:
         return False
@@ -55,7 +55,7 @@ def parse_auto_compact_threshold(
         or not isinstance(value, int | float)
         or not (math.isfinite(value) and 0 < value <= 1)
     ):
-        raise InvalidParams(
+        raise InvalidSetting(
             [{"path": path, "message": "must be a number greater than 0 and at most 1, or false"}]
         )
     return float(value)

@@ -16,13 +16,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from msgspec import UNSET, Struct
 
 from protocol.events import SessionEvent
 from protocol.shapes import ApprovalRequest, ContextState, Message
-from robotad.agent.provider import ToolSchema
+from robotad.agent.provider import Provider, ToolSchema
 from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
 from robotad.session.permissions.enforcer import Denial
 from robotad.storage.record import (
@@ -39,9 +40,24 @@ __all__ = [
     "EventSink",
     "NullStore",
     "PermissionHandler",
+    "SessionCallbacks",
     "SessionSnapshot",
     "SessionStorePort",
 ]
+
+
+@dataclass(frozen=True)
+class SessionCallbacks:
+    """What a session's collaborators read from, or tell, the Session itself: the current
+    provider and effort (both can change between turns), saving (`save` logs a failure and
+    answers whether it saved; `persist` raises it) and counting a completed turn."""
+
+    provider: Callable[[], Provider]
+    effort: Callable[[], str | None]
+    save: Callable[[], Awaitable[bool]]
+    persist: Callable[[], Awaitable[None]]
+    completed: Callable[[], None]
+
 
 #: Receives one event dict; synchronous, never blocks (the manager stamps seq and fans out).
 EventSink = Callable[[SessionEvent], None]

@@ -81,7 +81,7 @@ class RuntimeSettings:
 
     def set_permission_mode(self, mode: str) -> str:
         """Enter `mode`; `TransitionRefused` when the guard refuses or auto mode has no
-        classifier (G-105, G-107), `InvalidParams` for an unknown mode. Leaving auto mode
+        classifier (G-105, G-107), `InvalidSetting` for an unknown mode. Leaving auto mode
         forgets the classifier's denial streak."""
         previous = self._enforcer.mode
         new = self._enforcer.set_mode(mode)
@@ -97,7 +97,7 @@ class RuntimeSettings:
         return self._enforcer.rules()
 
     def add_rule(self, rule: str, kind: str) -> dict[str, list[str]]:
-        """Add a session-scoped rule; `InvalidParams` when malformed."""
+        """Add a session-scoped rule; `InvalidSetting` when malformed."""
         return self._enforcer.add_rule(rule, kind)
 
     async def add_project_rule(self, rule: str, kind: str) -> dict[str, list[str]]:

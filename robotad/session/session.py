@@ -27,47 +27,46 @@ to its room.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import trio
 
-from protocol.errors import ExecutionPending, InvalidParams, NotAllowed
+from protocol.errors import ExecutionPending, NotAllowed
 from protocol.methods import ApprovalResponse
 from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
-from robotad.agent.provider import Provider, ToolChoice, provider_idle_timeout
+from robotad.agent.provider import Provider, ToolChoice
 from robotad.agent.tool import Tool, ToolResult
-from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
-from robotad.session.composition import SessionCallbacks, compose
+from robotad.sandbox.policy import SandboxPolicy
+from robotad.session.composition import compose, effective_idle_timeout
 from robotad.session.context_window import (
     parse_auto_compact_threshold,
 )
 from robotad.session.direct import invoke_directly
-from robotad.session.hooks.runner import HookRunner
+from robotad.session.errors import InvalidSetting
 from robotad.session.hooks.trace import TraceContext
-from robotad.session.permissions.classifier import Classifier
-from robotad.session.permissions.enforcer import PersistRule
-from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import (
     CompactOutcome,
-    EventSink,
     NullStore,
-    PermissionHandler,
+    SessionCallbacks,
     SessionSnapshot,
     SessionStorePort,
 )
 from robotad.session.runtime_settings import RuntimeSettings
-from robotad.session.tool_table import ToolSource
+from robotad.session.settings import (
+    DEFAULT_OPTIONS,
+    NO_SERVICES,
+    SessionOptions,
+    SessionServices,
+)
 from robotad.session.turn.claim import ClaimKind, ClaimToken
 from robotad.session.turn.tool_admission import GatePolicy, LiveApprover, RefusingApprover
 from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
-from robotad.storage.ids import validate_session_id
+from robotad.storage.ids import session_id_problem
 from robotad.storage.journal import ExecutionJournal
-from robotad.storage.session_log import SessionLogger
-from robotad.storage.spill import SpillStore
 
 __all__ = ["Session"]
 
@@ -83,97 +82,62 @@ class Session(RuntimeSettings):
         cwd: Path,
         provider: Provider,
         tools: Sequence[Tool] = (),
+        options: SessionOptions = DEFAULT_OPTIONS,
+        services: SessionServices = NO_SERVICES,
         session_id: str | None = None,
-        system_message: str | None = None,
         history: Sequence[Message] = (),
         turn_count: int = 0,
-        permissions: Mapping[str, Sequence[str]] | None = None,
-        permission_mode: str = "default",
-        hooks: HookRunner | None = None,
-        classifier: Classifier | None = None,
-        auto_compact_threshold: float | Literal[False] = 0.835,
-        context_window: int | None = None,
-        idle_timeout: float | None = None,
-        round_cap: int | None = None,
-        instructions: Sequence[str] | None = None,
-        store: SessionStorePort | None = None,
-        logger: SessionLogger | None = None,
-        event_sink: EventSink | None = None,
-        permission_handler: PermissionHandler | None = None,
-        persist_project_rule: PersistRule | None = None,
-        spill: SpillStore | None = None,
-        trace: bool = False,
-        summary_template: str | None = None,
         source: Literal["startup", "resume"] = "startup",
-        discard_settled_journals: bool = False,
-        sensitive_paths: SensitivePaths | None = None,
-        tool_source: ToolSource | None = None,
-        sandbox: SandboxPolicy = UNCONFINED,
     ) -> None:
+        """Build a session (not started). `options` are the user's choices, `services` what
+        the host provides (`robotad.session.settings`); `session_id`, `history`,
+        `turn_count` and `source` say where it starts from: a new session, or a stored one
+        being loaded ("resume")."""
         cwd = Path(cwd)
         if not cwd.is_absolute() or not cwd.is_dir():
             message = "must be the absolute path of an existing directory"
-            raise InvalidParams([{"path": "$.cwd", "message": message}])
-        self.session_id = validate_session_id(session_id) if session_id else new_id("s-")
+            raise InvalidSetting([{"path": "$.cwd", "message": message}])
+        if session_id and (problem := session_id_problem(session_id)):
+            raise InvalidSetting([{"path": "$.sessionId", "message": problem}])
+        self.session_id = session_id or new_id("s-")
         self.cwd = cwd
+        self.options = options
         self.turn_count = turn_count
-        self.system_message = system_message
         self.source = source
-        self.trace = trace
-        #: How the tools confine model-run commands; the tools were built with it.
-        self.sandbox = sandbox
-        self.permission_handler = permission_handler
+        self.permission_handler = services.permission_handler
         self.model_effort: str | None = None
         self.tool_choice: ToolChoice = "auto"
         self.active_preset: str | None = None
         self.parallel_subagents = False
-        self._threshold = parse_auto_compact_threshold(auto_compact_threshold)
-        self._context_window = context_window
-        self._idle_timeout = idle_timeout
-        #: PROTOCOL §10.2: the session's own, else its provider's (every session has one).
-        self._effective_idle_timeout = (
-            idle_timeout if idle_timeout is not None else provider_idle_timeout(provider)
-        )
+        self._threshold = parse_auto_compact_threshold(options.auto_compact_threshold)
+        self._context_window = options.context_window
+        self._effective_idle_timeout = effective_idle_timeout(options, provider)
         #: The default round limit of this session's turns (None: no limit).
-        self.round_cap = round_cap
-        #: The project-instruction files its system prompt was built with (None: not recorded).
-        self.instructions = list(instructions) if instructions is not None else None
+        self.round_cap = options.round_cap
         self._provider = provider
-        self._store: SessionStorePort = store if store is not None else NullStore()
+        self._store: SessionStorePort = services.store or NullStore()
+        callbacks = SessionCallbacks(
+            provider=lambda: self._provider,
+            effort=lambda: self.model_effort,
+            save=self._save,
+            persist=self._persist,
+            completed=self._turn_completed,
+        )
         parts = compose(
             session_id=self.session_id,
             cwd=cwd,
             provider=provider,
-            callbacks=SessionCallbacks(
-                provider=lambda: self._provider,
-                effort=lambda: self.model_effort,
-                save=self._save,
-                persist=self._persist,
-                completed=self._turn_completed,
-            ),
             tools=tools,
             history=history,
-            system_message=system_message,
-            permissions=permissions,
-            permission_mode=permission_mode,
-            hooks=hooks,
-            classifier=classifier,
-            context_window=context_window,
-            idle_timeout=self._effective_idle_timeout,
-            logger=logger,
-            event_sink=event_sink,
-            persist_project_rule=persist_project_rule,
-            spill=spill,
-            summary_template=summary_template,
-            discard_settled_journals=discard_settled_journals,
-            sensitive_paths=sensitive_paths,
-            tool_source=tool_source,
+            options=options,
+            services=services,
+            callbacks=callbacks,
         )
         #: Content-free observations of the running turn (G-042); subscribe to it.
         self.bus = parts.bus
-        self._tools = parts.tools
         self._tool_table = parts.tool_table
-        self._profiles = parts.profiles
+        self._tools = parts.tool_table.tools
+        self._profiles = parts.tool_table.profiles
         self._enforcer = parts.enforcer
         self._auto_gate = parts.auto_gate
         self._claim = parts.claim
@@ -187,6 +151,22 @@ class Session(RuntimeSettings):
         self._started = False
         self._closing = False
         self._shutdown_done: trio.Event | None = None
+
+    @property
+    def system_message(self) -> str | None:
+        return self.options.system_message
+
+    @property
+    def sandbox(self) -> SandboxPolicy:
+        """How the tools confine model-run commands; the tools were built with it."""
+        return self.options.sandbox
+
+    @property
+    def instructions(self) -> list[str] | None:
+        """The project-instruction files its system prompt was built with (None: not
+        recorded)."""
+        files = self.options.instructions
+        return list(files) if files is not None else None
 
     # -- identity and state ---------------------------------------------------------------
 
@@ -388,6 +368,7 @@ class Session(RuntimeSettings):
 
     def snapshot(self) -> SessionSnapshot:
         """The session-owned record members as they are now."""
+        idle_timeout = self.options.idle_timeout
         remaining = getattr(self._provider, "remaining_steps", None)
         script = remaining() if callable(remaining) else None
         return SessionSnapshot(
@@ -403,9 +384,7 @@ class Session(RuntimeSettings):
             auto_compact_threshold=self.auto_compact_threshold,
             turn_count=self.turn_count,
             context_window=self._context_window,
-            idle_timeout_ms=(
-                None if self._idle_timeout is None else max(1, round(self._idle_timeout * 1000))
-            ),
+            idle_timeout_ms=(None if idle_timeout is None else max(1, round(idle_timeout * 1000))),
             script=script if isinstance(script, list) else None,
             max_rounds=self.round_cap,
             instructions=self.instructions,
@@ -450,7 +429,7 @@ class Session(RuntimeSettings):
         """A new turn's context; its round limit is `max_rounds`, else the session's."""
         return TurnContext(
             token,
-            trace=TraceContext.new_root() if self.trace else None,
+            trace=TraceContext.new_root() if self.options.trace else None,
             round_cap=max_rounds if max_rounds is not None else self.round_cap,
         )
 

@@ -12,7 +12,12 @@ from typing import Any
 
 from protocol.errors import InvalidParams
 
-__all__ = ["SESSION_ID_PATTERN", "is_safe_session_id", "validate_session_id"]
+__all__ = [
+    "SESSION_ID_PATTERN",
+    "is_safe_session_id",
+    "session_id_problem",
+    "validate_session_id",
+]
 
 #: A letter or digit, then at most 127 letters, digits, dots, underscores or hyphens.
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -29,13 +34,20 @@ def is_safe_session_id(value: Any) -> bool:
 
 
 def validate_session_id(value: Any, *, path: str = "$.sessionId") -> str:
-    """Return `value` when it is a safe session id, else raise `InvalidParams` at `path`.
-
-    The message says what a safe id looks like and never repeats the value (it may be long or
-    hold control characters).
-    """
-    if is_safe_session_id(value):
+    """Return `value` when it is a safe session id, else raise `InvalidParams` at `path`
+    with `session_id_problem`'s message."""
+    problem = session_id_problem(value)
+    if problem is None:
         return str(value)
+    raise InvalidParams([{"path": path, "message": problem}])
+
+
+def session_id_problem(value: Any) -> str | None:
+    """What is wrong with `value` as a session id; None when it is a safe one. The message
+    says what a safe id looks like and never repeats the value (it may be long or hold
+    control characters)."""
+    if is_safe_session_id(value):
+        return None
     if not isinstance(value, str):
         message = "expected a session id string"
     elif value == "":
@@ -47,4 +59,4 @@ def validate_session_id(value: Any, *, path: str = "$.sessionId") -> str:
             "session id must be one safe path segment: a letter or digit, then letters, "
             "digits, '.', '_' or '-'"
         )
-    raise InvalidParams([{"path": path, "message": message}])
+    return message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import shlex
@@ -22,6 +23,7 @@ from robotad.session.hooks.config import parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
+from robotad.session.settings import SessionOptions, SessionServices
 from robotad.storage.failure import StorageError
 from robotad.storage.journal import JournalRecord
 from robotad.storage.log_files import FileLogSink, FileLogSource
@@ -238,6 +240,10 @@ def every_event(command: str, events: Iterable[str]) -> dict[str, Any]:
     return {event: [{"hooks": [{"type": "command", "command": command}]}] for event in events}
 
 
+_OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(SessionOptions))
+_SERVICE_NAMES = frozenset(field.name for field in dataclasses.fields(SessionServices))
+
+
 def new_session(
     cwd: Path,
     provider: Provider | None = None,
@@ -245,7 +251,18 @@ def new_session(
     tools: Iterable[Any] = (),
     **kwargs: Any,
 ) -> Session:
-    return Session(cwd=cwd, provider=provider or scripted(), tools=list(tools), **kwargs)
+    """A Session; each keyword is one of `SessionOptions`' or `SessionServices`' fields, or
+    where the session starts from (`session_id`, `history`, `turn_count`, `source`)."""
+    options = {name: kwargs.pop(name) for name in list(kwargs) if name in _OPTION_NAMES}
+    services = {name: kwargs.pop(name) for name in list(kwargs) if name in _SERVICE_NAMES}
+    return Session(
+        cwd=cwd,
+        provider=provider or scripted(),
+        tools=list(tools),
+        options=SessionOptions(**options),
+        services=SessionServices(**services),
+        **kwargs,
+    )
 
 
 # -- scripted tool calls and approvals ------------------------------------------------------

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import CompactionAborted, CompactionFailed, InvalidParams
+from protocol.errors import CompactionAborted, CompactionFailed
 from robotad.agent.provider import ModelReply, ModelRequest, ProviderError, StreamObserver
+from robotad.session.errors import InvalidSetting
 from robotad.session.session import Session
 from tests.session.session_harness import (
     LIMIT,
@@ -114,14 +115,14 @@ async def test_threshold_rules(workspace: Path) -> None:
     """G-052, G-053, G-054, G-188: thresholds are validated; false disables automatic
     compaction (explicit still works); a change during a run applies from the next run."""
     for bad in (0, -0.5, 1.5, True, "0.5", None):
-        with pytest.raises(InvalidParams):
+        with pytest.raises(InvalidSetting):
             new_session(workspace, auto_compact_threshold=bad)
     session, provider = crowded(workspace, [], auto_compact_threshold=False)
     await session.run("first")
     await session.run("second")
     assert not provider.compaction_requests
     assert (await session.compact()).compacted
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InvalidSetting):
         session.auto_compact_threshold = 2
 
     changing, provider = crowded(workspace, [], auto_compact_threshold=False)

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import InvalidParams
 from protocol.shapes import ContextState, Message, ToolCall, Usage
 from robotad.session.context_window import (
     AUTO_COMPACT_THRESHOLD,
@@ -19,6 +18,7 @@ from robotad.session.context_window import (
     parse_auto_compact_threshold,
     should_auto_compact,
 )
+from robotad.session.errors import InvalidSetting
 
 
 def history_of(*texts: str) -> list[Message]:
@@ -109,8 +109,8 @@ def test_threshold_accepts_fractions_and_false(value: float | bool) -> None:
 
 @pytest.mark.parametrize("value", [0, -0.1, 1.01, 2, True, "0.5", None, float("nan")])
 def test_threshold_refuses_everything_else(value: object) -> None:
-    """G-052: 0, negatives, values above 1 and other types are refused with -32602."""
-    with pytest.raises(InvalidParams) as caught:
+    """G-052: 0, negatives, values above 1 and other types are refused, located (the daemon answers -32602)."""
+    with pytest.raises(InvalidSetting) as caught:
         parse_auto_compact_threshold(value, "$.autoCompactThreshold")
     assert caught.value.issues[0]["path"] == "$.autoCompactThreshold"
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import InvalidParams
+from robotad.session.errors import InvalidSetting
 from robotad.session.hooks.config import parse_hooks_config
 from robotad.session.hooks.runner import HookFailure, HookRunner, model_call_input
 
@@ -359,7 +359,7 @@ def test_config_errors_are_located() -> None:
         "Nope": [],
         "Stop": "x",
     }
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidSetting) as caught:
         parse_hooks_config(raw)
     assert [issue["path"] for issue in caught.value.issues] == [
         "$.hooks.PreToolUse[0].matcher",

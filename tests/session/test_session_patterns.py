@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import InvalidParams
 from robotad.agent.tool import ToolProfile
+from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.patterns import (
     compile_rule,
     escape_pattern_text,
@@ -63,7 +63,7 @@ MALFORMED = [
 def test_malformed_patterns_are_refused(pattern: str, message: str) -> None:
     """G-109: unbalanced parentheses, empty or non-identifier names, empty arguments,
     Bash(:*), WebFetch(domain:) and invalid hosts are each refused as malformed."""
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidSetting) as caught:
         parse_rules([pattern], profiles=PROFILES)
     (issue,) = caught.value.issues
     assert issue["path"] == "$.permissions.allow[0]"
@@ -73,7 +73,7 @@ def test_malformed_patterns_are_refused(pattern: str, message: str) -> None:
 def test_every_malformed_pattern_is_listed_with_its_own_path() -> None:
     """G-108: one refusal lists every malformed pattern at its own index."""
     rules = ["Read(*)", "Read(", "Bash(git:*)", "(x)", "Bad Name", "WebFetch(domain:)"]
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidSetting) as caught:
         parse_rules(rules, "$.permissions.deny", PROFILES)
     paths = [issue["path"] for issue in caught.value.issues]
     assert paths == [f"$.permissions.deny[{i}]" for i in (1, 3, 4, 5)]
@@ -82,14 +82,14 @@ def test_every_malformed_pattern_is_listed_with_its_own_path() -> None:
 def test_argument_pattern_for_a_tool_without_argument_key_is_malformed() -> None:
     """G-109: an argument-scoped pattern for a known tool with no argument key is malformed,
     while the bare tool name is fine."""
-    with pytest.raises(InvalidParams, match="no argument"):
+    with pytest.raises(InvalidSetting, match="no argument"):
         parse_rules(["TodoWrite(x)"], profiles=PROFILES)
     assert parse_rules(["TodoWrite"], profiles=PROFILES)[0].form == "tool"
 
 
 def test_domain_pattern_on_a_non_url_tool_is_malformed() -> None:
     """G-109: a domain: pattern is an unparseable URL pattern on a tool without a URL argument."""
-    with pytest.raises(InvalidParams, match="URL arguments"):
+    with pytest.raises(InvalidSetting, match="URL arguments"):
         parse_rules(["Read(domain:example.com)"], profiles=PROFILES)
 
 
@@ -194,10 +194,10 @@ def test_symlinked_directory_spelling_also_matches() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40))
 def test_parser_raises_nothing_but_invalid_params(text: str) -> None:
-    """G-108: whatever the string holds, parsing yields a rule or InvalidParams."""
+    """G-108: whatever the string holds, parsing yields a rule or InvalidSetting."""
     try:
         rule = parse_rule(text)
-    except InvalidParams as exc:
+    except InvalidSetting as exc:
         issues = exc.issues
     else:
         issues = []

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import InvalidParams, NotAllowed, TransitionRefused
+from protocol.errors import NotAllowed, TransitionRefused
 from robotad.agent.tool import Risk, ToolProfile
+from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.consent import consent_pattern
 from robotad.session.permissions.enforcer import MODE_TABLE, PermissionEnforcer, PermissionMode
 
@@ -133,7 +134,7 @@ def test_unknown_tool_is_judged_as_execute(tmp_path: Path) -> None:
 def test_malformed_rules_refused_at_construction_all_at_once(tmp_path: Path) -> None:
     """G-108: construction refuses every malformed pattern of every list, each located."""
     rules = {"allow": ["Read(*)", "Read("], "ask": ["Note(x)"], "deny": ["Bad Name"]}
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidSetting) as caught:
         enforcer(tmp_path, rules=rules, mode="nonsense")
     paths = [issue["path"] for issue in caught.value.issues]
     assert paths == [
@@ -147,7 +148,7 @@ def test_malformed_rules_refused_at_construction_all_at_once(tmp_path: Path) -> 
 def test_rule_lists_of_the_wrong_shape_are_located(tmp_path: Path) -> None:
     """G-108: a rule list that is not a list, or holds a non-string, is a located issue."""
     rules: dict[str, Any] = {"allow": "Read", "deny": ["Read(x)", 3]}
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidSetting) as caught:
         enforcer(tmp_path, rules=rules)
     assert [issue["path"] for issue in caught.value.issues] == [
         "$.permissions.allow",
@@ -243,7 +244,7 @@ def test_auto_mode_without_classifier_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TransitionRefused):
         gate.set_mode("auto")
     assert gate.mode == "plan"
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InvalidSetting):
         gate.set_mode("yolo")
 
 
@@ -343,7 +344,7 @@ def test_add_rule_validates_and_lists(tmp_path: Path) -> None:
         "deny": [],
     }
     assert gate.add_rule("Bash(npm:*)", "allow")["allow"] == ["Bash(npm:*)"]
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InvalidSetting) as caught:
         gate.add_rule("Read(", "maybe")
     assert [issue["path"] for issue in caught.value.issues] == ["$.rule", "$.kind"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import InvalidParams
 from robotad.agent.tool import ToolProfile
 from robotad.config import decode_config
+from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.enforcer import PermissionEnforcer, PermissionMode
 from robotad.session.permissions.sensitive_paths import SensitivePaths, check_path_patterns
 from robotad.tools import builtin_tools
@@ -208,7 +208,7 @@ def test_malformed_protected_reads_are_located(tmp_path: Path) -> None:
     config = decode_config('[permissions]\nprotected_reads = []\nadditional_dirs = ["~/x"]\n')
     assert config.permissions.protected_reads == []
     assert config.permissions.additional_dirs == ["~/x"]
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InvalidSetting):
         SensitivePaths(str(tmp_path), protected_reads=["x)"])
 
 

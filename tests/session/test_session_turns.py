@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import InvalidParams, ProviderFailed, SessionBusy, TurnAborted
+from protocol.errors import ProviderFailed, SessionBusy, TurnAborted
 from protocol.events import (
     ContextUpdated,
     SessionEvent,
@@ -20,6 +20,7 @@ from protocol.events import (
 )
 from protocol.shapes import Message, ToolCall
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.session.errors import InvalidSetting
 from robotad.storage.log_files import FileLogSource
 from robotad.storage.log_replay import replay_log, validate_log
 from robotad.storage.record import Valid, decode_record, encode_record
@@ -323,9 +324,9 @@ async def test_runtime_options(workspace: Path) -> None:
     assert generated.cwd == workspace
     assert new_session(workspace).session_id != generated.session_id
     assert new_session(workspace, session_id="mine-1").session_id == "mine-1"
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InvalidSetting):
         new_session(Path("relative/dir"))
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InvalidSetting):
         new_session(workspace, session_id="../escape")
     assert generated.get_model_effort() == "auto"
     mode, rules = generated.permission_mode, generated.rules()

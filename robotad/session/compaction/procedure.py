@@ -22,13 +22,12 @@ The trigger given is the one value every hook input, event, log entry and error 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import trio
 
 from protocol.errors import CompactionAborted, CompactionFailed
-from robotad.agent.provider import Provider, idle_timeout_reason
+from robotad.agent.provider import idle_timeout_reason
 from robotad.session.compaction.summary import (
     DEFAULT_SUMMARY_TEMPLATE,
     CompactionError,
@@ -38,7 +37,7 @@ from robotad.session.compaction.summary import (
 )
 from robotad.session.conversation import Conversation
 from robotad.session.hooks.lifecycle import HookLifecycle
-from robotad.session.ports import CompactOutcome
+from robotad.session.ports import CompactOutcome, SessionCallbacks
 from robotad.session.reporting import SessionReporter
 from robotad.session.turn.work import TurnContext
 from robotad.storage.failure import storage_failed
@@ -55,14 +54,12 @@ class CompactionProcedure:
 
     def __init__(
         self,
-        *,
         session_id: str,
         conversation: Conversation,
         lifecycle: HookLifecycle,
         reporter: SessionReporter,
-        provider: Callable[[], Provider],
-        save: Callable[[], Awaitable[object]],
-        persist: Callable[[], Awaitable[None]] | None = None,
+        session: SessionCallbacks,
+        *,
         template: str | None = None,
         idle_timeout: float | None = None,
     ) -> None:
@@ -70,9 +67,7 @@ class CompactionProcedure:
         self._conversation = conversation
         self._lifecycle = lifecycle
         self._reporter = reporter
-        self._provider = provider
-        self._save = save
-        self._persist = persist
+        self._session = session
         self.template = template or DEFAULT_SUMMARY_TEMPLATE
         self.idle_timeout = idle_timeout
 
@@ -111,12 +106,12 @@ class CompactionProcedure:
         """Save the compacted history. A manual compaction is acknowledged only once saved: a
         refused write answers `StorageFailed` (PROTOCOL §10.1) while the compacted history
         stays in memory for the next save. An automatic one is saved with its turn."""
-        if trigger != "manual" or self._persist is None:
-            await self._save()
+        if trigger != "manual":
+            await self._session.save()
             return
         try:
             with trio.CancelScope(shield=True):
-                await self._persist()
+                await self._session.persist()
         except Exception as exc:
             refused = storage_failed(exc, self._session_id)
             if refused is None:
@@ -126,7 +121,7 @@ class CompactionProcedure:
     async def _summarise(
         self, turn: TurnContext, trigger: Trigger, instructions: str | None
     ) -> CompactionResult | CompactionNoOp:
-        compactor = Compactor(self._provider(), self.template)
+        compactor = Compactor(self._session.provider(), self.template)
         try:
             with trio.CancelScope() as idle:
                 return await compactor.compact(

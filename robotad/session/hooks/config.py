@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-from protocol.errors import InvalidParams, Issue
+from protocol.errors import Issue
+from robotad.session.errors import InvalidSetting
 
 __all__ = [
     "HOOK_EVENTS",
@@ -85,7 +86,7 @@ HooksConfig = Mapping[str, Sequence[HookGroup]]
 
 
 def parse_hooks_config(raw: object, path: str = "$.hooks") -> dict[str, list[HookGroup]]:
-    """Validate and compile a hooks configuration; `InvalidParams` lists every problem with
+    """Validate and compile a hooks configuration; `InvalidSetting` lists every problem with
     its path (unknown event, bad matcher regex, missing command, bad timeout, unknown key of a
     command hook). A hook of an unknown type is kept as it is, to be refused when it fires."""
     if raw is None:
@@ -93,7 +94,7 @@ def parse_hooks_config(raw: object, path: str = "$.hooks") -> dict[str, list[Hoo
     issues: list[Issue] = []
     config: dict[str, list[HookGroup]] = {}
     if not isinstance(raw, dict):
-        raise InvalidParams([{"path": path, "message": "must be an object of events"}])
+        raise InvalidSetting([{"path": path, "message": "must be an object of events"}])
     for event, groups in raw.items():
         where = f"{path}.{event}"
         if event not in HOOK_EVENTS:
@@ -108,7 +109,7 @@ def parse_hooks_config(raw: object, path: str = "$.hooks") -> dict[str, list[Hoo
             if parsed is not None:
                 config[event].append(parsed)
     if issues:
-        raise InvalidParams(issues)
+        raise InvalidSetting(issues)
     return config
 
 

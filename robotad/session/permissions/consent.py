@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from protocol.errors import InvalidParams
 from robotad.agent.tool import ToolProfile
+from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.hazards import split_compound
 from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
 
@@ -62,7 +62,7 @@ def consent_pattern(
     for text in (candidate, exact):
         try:
             parse_rule(text, profile)
-        except InvalidParams:
+        except InvalidSetting:
             continue
         return text
     return None

@@ -56,10 +56,11 @@ from typing import Any, Final, Literal, get_args
 
 from msgspec import Struct
 
-from protocol.errors import InvalidParams, Issue, NotAllowed, TransitionRefused
+from protocol.errors import Issue, NotAllowed, TransitionRefused
 from protocol.shapes import PermissionMode, utc_now
 from robotad.agent.tool import ArgumentError, Risk, ToolProfile
 from robotad.mcp.naming import rule_covers
+from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.consent import consent_pattern
 from robotad.session.permissions.hazards import (
     ProtectedPaths,
@@ -140,17 +141,17 @@ class Denial(Struct, frozen=True):
 
 
 def parse_permission_mode(value: object, path: str = "$.mode") -> PermissionMode:
-    """`value` as a permission mode, or `InvalidParams` at `path`."""
+    """`value` as a permission mode, or `InvalidSetting` at `path`."""
     for mode in MODES:
         if value == mode:
             return mode
-    raise InvalidParams([{"path": path, "message": f"unknown permission mode {value!r}"}])
+    raise InvalidSetting([{"path": path, "message": f"unknown permission mode {value!r}"}])
 
 
 class PermissionEnforcer:
     """Decides tool calls for one session. `profiles` is read live, so a tool registered later
     is judged by its profile from then on. Construction refuses every malformed rule at
-    ``$.permissions.<kind>[i]`` in one `InvalidParams` (G-108) and auto mode without a
+    ``$.permissions.<kind>[i]`` in one `InvalidSetting` (G-108) and auto mode without a
     classifier with `TransitionRefused` (G-107)."""
 
     def __init__(
@@ -196,7 +197,7 @@ class PermissionEnforcer:
                 continue
             try:
                 self._rules[kind] = parse_rules(texts, f"$.permissions.{kind}", profiles)
-            except InvalidParams as exc:
+            except InvalidSetting as exc:
                 issues.extend(exc.issues)
         unknown = sorted(set(rules or {}) - set(RULE_KINDS))
         issues.extend(
@@ -204,10 +205,10 @@ class PermissionEnforcer:
         )
         try:
             self._mode = parse_permission_mode(mode, "$.permissionMode")
-        except InvalidParams as exc:
+        except InvalidSetting as exc:
             issues.extend(exc.issues)
         if issues:
-            raise InvalidParams(issues)
+            raise InvalidSetting(issues)
         if self._mode == "auto" and not classifier_configured:
             raise TransitionRefused(session_id, "auto", "no classifier is configured")
 
@@ -222,7 +223,7 @@ class PermissionEnforcer:
         self._guard = guard
 
     def set_mode(self, mode: str) -> PermissionMode:
-        """Enter `mode`, or raise: `InvalidParams` for an unknown mode, `TransitionRefused` when
+        """Enter `mode`, or raise: `InvalidSetting` for an unknown mode, `TransitionRefused` when
         the guard refuses or auto mode has no classifier. A refusal leaves the mode intact."""
         new = parse_permission_mode(mode)
         if new == "auto" and not self.classifier_configured:
@@ -241,7 +242,7 @@ class PermissionEnforcer:
         return {kind: [rule.text for rule in self._rules[kind]] for kind in RULE_KINDS}
 
     def add_rule(self, text: str, kind: str) -> dict[str, list[str]]:
-        """Add a session-scoped rule (a duplicate is a no-op); `InvalidParams` at ``$.rule`` or
+        """Add a session-scoped rule (a duplicate is a no-op); `InvalidSetting` at ``$.rule`` or
         ``$.kind`` when malformed."""
         rule, rule_kind = self._checked(text, kind)
         self._add(rule, rule_kind)
@@ -278,13 +279,13 @@ class PermissionEnforcer:
         rule: Rule | None = None
         try:
             rule = parse_rules([text], "$.rule", self._profiles)[0]
-        except InvalidParams as exc:
+        except InvalidSetting as exc:
             issues.extend({**issue, "path": "$.rule"} for issue in exc.issues)
         rule_kind = next((k for k in RULE_KINDS if k == kind), None)
         if rule_kind is None:
             issues.append({"path": "$.kind", "message": f"unknown rule kind {kind!r}"})
         if issues or rule is None or rule_kind is None:
-            raise InvalidParams(issues)
+            raise InvalidSetting(issues)
         return rule, rule_kind
 
     async def _persist(self, text: str, kind: RuleKind) -> None:

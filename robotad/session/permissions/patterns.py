@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from protocol.errors import InvalidParams, Issue
+from protocol.errors import Issue
 from robotad.agent.tool import ToolProfile
+from robotad.session.errors import InvalidSetting
 
 __all__ = [
     "ANY_TOOL",
@@ -134,7 +135,7 @@ def _valid_host(host: str) -> bool:
 
 
 def parse_rule(text: str, profile: ToolProfile | None = None) -> Rule:
-    """Parse one pattern; raise `InvalidParams` (path ``$``) when it is malformed.
+    """Parse one pattern; raise `InvalidSetting` (path ``$``) when it is malformed.
 
     `profile` is the named tool's profile when one is registered: an argument-scoped pattern
     for a tool without an argument key, or a ``domain:`` pattern for a non-URL argument, is
@@ -142,7 +143,7 @@ def parse_rule(text: str, profile: ToolProfile | None = None) -> Rule:
     try:
         return _parse(text, profile)
     except _Malformed as exc:
-        raise InvalidParams([{"path": "$", "message": str(exc)}]) from None
+        raise InvalidSetting([{"path": "$", "message": str(exc)}]) from None
 
 
 def parse_rules(
@@ -150,7 +151,7 @@ def parse_rules(
     path_prefix: str = "$.permissions.allow",
     profiles: Mapping[str, ToolProfile] | None = None,
 ) -> list[Rule]:
-    """Parse every pattern of one list, or raise `InvalidParams` listing EVERY malformed one at
+    """Parse every pattern of one list, or raise `InvalidSetting` listing EVERY malformed one at
     ``{path_prefix}[i]`` (G-108). Nothing else is ever raised, whatever the strings hold."""
     parsed: list[Rule] = []
     issues: list[Issue] = []
@@ -162,7 +163,7 @@ def parse_rules(
         except _Malformed as exc:
             issues.append({"path": f"{path_prefix}[{index}]", "message": str(exc)})
     if issues:
-        raise InvalidParams(issues)
+        raise InvalidSetting(issues)
     return parsed
 
 

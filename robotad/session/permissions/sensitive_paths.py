@@ -26,8 +26,9 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from protocol.errors import InvalidParams, Issue
+from protocol.errors import Issue
 from robotad.agent.tool import ToolProfile
+from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.hazards import SHELL_RC_FILES, path_words
 from robotad.session.permissions.patterns import (
     Matcher,
@@ -89,7 +90,7 @@ def check_path_patterns(patterns: Sequence[str], where: str) -> list[Issue]:
     for index, text in enumerate(patterns):
         try:
             _parse(text)
-        except InvalidParams as exc:
+        except InvalidSetting as exc:
             issues.extend(
                 {"path": f"{where}[{index}]", "message": i["message"]} for i in exc.issues
             )
@@ -98,9 +99,11 @@ def check_path_patterns(patterns: Sequence[str], where: str) -> list[Issue]:
 
 def _parse(text: str) -> str:
     """`text` as the argument of a path rule (``**/x`` anchored at the root); raises
-    `InvalidParams` when malformed."""
+    `InvalidSetting` when malformed."""
     if not isinstance(text, str) or not text.strip():
-        raise InvalidParams([{"path": "$", "message": "a path pattern must be a non-empty string"}])
+        raise InvalidSetting(
+            [{"path": "$", "message": "a path pattern must be a non-empty string"}]
+        )
     anchored = "/" + text if text.startswith("**/") else text
     parse_rule(f"Read({anchored})", _PATH_PROFILE)
     return anchored

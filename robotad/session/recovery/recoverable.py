@@ -56,8 +56,9 @@ from protocol.errors import (
 from protocol.methods import ApprovalResponse
 from protocol.shapes import Message, Pending, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.loop import CompletedTurn, ParkedTurn, open_calls
-from robotad.agent.provider import Provider, ToolChoice
+from robotad.agent.provider import ToolChoice
 from robotad.session.conversation import Conversation
+from robotad.session.ports import SessionCallbacks
 from robotad.session.recovery.execution_state import (
     Execution,
     JournalBarrier,
@@ -116,14 +117,13 @@ class RecoverableExecutions:
 
     def __init__(
         self,
-        *,
         session_id: str,
         cwd: str,
         conversation: Conversation,
         reporter: SessionReporter,
         runner: TurnRunner,
-        provider: Callable[[], Provider],
-        persist: Callable[[], Awaitable[None]],
+        session: SessionCallbacks,
+        *,
         discard_settled: bool = False,
     ) -> None:
         self._session_id = session_id
@@ -132,8 +132,8 @@ class RecoverableExecutions:
         self._conversation = conversation
         self._reporter = reporter
         self._runner = runner
-        self._provider = provider
-        self._persist = persist
+        self._provider = session.provider
+        self._persist = session.persist
         #: The execution that blocks new input, if any.
         self.pending: Execution | None = None
         self._settled: collections.OrderedDict[str, Execution] = collections.OrderedDict()

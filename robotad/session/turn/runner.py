@@ -46,6 +46,7 @@ from robotad.agent.loop import (
     ParkedTurn,
     TurnAbortedError,
     TurnCallbacks,
+    TurnOptions,
     TurnOutcome,
     run_turn,
 )
@@ -56,6 +57,7 @@ from robotad.session.compaction.procedure import CompactionProcedure
 from robotad.session.context_window import should_auto_compact
 from robotad.session.conversation import Conversation
 from robotad.session.hooks.lifecycle import HookLifecycle
+from robotad.session.ports import SessionCallbacks
 from robotad.session.reporting import SessionReporter, logged_request
 from robotad.session.turn.tool_admission import GatePolicy, GateServices, SessionToolGate
 from robotad.session.turn.work import TurnContext
@@ -82,14 +84,10 @@ class TurnServices:
     compaction: CompactionProcedure
     tools: dict[str, Tool]
     bus: EventBus
-    provider: Callable[[], Provider]
-    effort: Callable[[], str | None]
-    save: Callable[[], Awaitable[bool]]
-    completed: Callable[[], None]
+    #: The Session's current provider and effort, its saving (a completed turn is
+    #: acknowledged only once persisted) and its turn count.
+    callbacks: SessionCallbacks
     idle_timeout: float | None = None
-    #: Save and raise on failure (a completed turn is acknowledged only once saved); absent,
-    #: `save` is used and a failure only logged.
-    persist: Callable[[], Awaitable[None]] | None = None
     #: Brings `tools` up to date before each turn's loop (added tools, e.g. MCP servers').
     refresh_tools: Callable[[], Awaitable[None]] | None = None
 
@@ -98,7 +96,7 @@ class TurnRunner:
     """Runs the turns of one session; see the module doc."""
 
     def __init__(self, services: TurnServices) -> None:
-        self.s = services
+        self.session = services
 
     async def execute(
         self,
@@ -113,25 +111,28 @@ class TurnRunner:
     ) -> CompletedTurn | ParkedTurn:
         """Run a new turn for `prompt` (`user`: its message, when the caller needs its id
         first); raises the error its requester gets."""
-        s = self.s
         assert turn.turn_id is not None
-        s.reporter.turn_started(turn.turn_id, prompt)
+        self.session.reporter.turn_started(turn.turn_id, prompt)
         try:
-            if threshold is not False and should_auto_compact(s.conversation.state(), threshold):
-                await s.compaction.run(turn, trigger="auto")
+            if threshold is not False and should_auto_compact(
+                self.session.conversation.state(), threshold
+            ):
+                await self.session.compaction.run(turn, trigger="auto")
         except CompactionAborted as exc:
             await self.aborted(turn, exc)
         except CompactionFailed as exc:
             await self.failed(turn, exc, str(exc), save=False)
         except Exception as exc:
-            await self.failed(turn, _internal(exc, s.session_id), f"compaction failed: {exc!r}")
+            await self.failed(
+                turn, _internal(exc, self.session.session_id), f"compaction failed: {exc!r}"
+            )
         with turn.abort.scope():
-            await s.lifecycle.prompt_submit(turn, prompt)
+            await self.session.lifecycle.prompt_submit(turn, prompt)
         if turn.abort.aborted:
-            await self.aborted(turn, TurnAborted(s.session_id, turn.turn_id))
+            await self.aborted(turn, TurnAborted(self.session.session_id, turn.turn_id))
         user = user if user is not None else Message.user(prompt)
-        await s.conversation.commit(user)
-        s.reporter.log("user_message", log_events.UserMessageEntry(message=user))
+        await self.session.conversation.commit(user)
+        self.session.reporter.log("user_message", log_events.UserMessageEntry(message=user))
         return await self.continue_turn(
             turn, policy=policy, tool_choice=tool_choice, system_context=system_context
         )
@@ -162,38 +163,45 @@ class TurnRunner:
         tool_choice: ToolChoice,
         system_context: str | None,
     ) -> TurnOutcome:
-        s = self.s
-        provider = s.provider()
-        gate = SessionToolGate(s.gate, turn, policy)
+        provider = self.session.callbacks.provider()
+        gate = SessionToolGate(self.session.gate, turn, policy)
         callbacks = TurnCallbacks(
-            on_text=lambda delta: s.reporter.text_delta(turn.turn_id, delta, turn.open_request),
+            on_text=lambda delta: self.session.reporter.text_delta(
+                turn.turn_id, delta, turn.open_request
+            ),
             on_request=lambda request: self._on_request(turn, provider, request, system_context),
             on_reply=lambda reply: self._on_reply(turn, provider, reply),
         )
         outcome: TurnOutcome | None = None
         error: Exception | None = None
-        if s.refresh_tools is not None:
+        if self.session.refresh_tools is not None:
             # Under the abort scope: starting a tool server is part of the turn. An abort
             # here reaches the loop below, which ends the turn as aborted at once.
             with turn.abort.scope():
-                await s.refresh_tools()
+                await self.session.refresh_tools()
         async with trio.open_nursery() as background:
             turn.background = background
             try:
                 outcome = await run_turn(
                     provider=provider,
-                    tools=s.tools,
-                    history=s.conversation.messages,
-                    commit=s.conversation.commit,
+                    tools=self.session.tools,
+                    history=self.session.conversation.messages,
+                    commit=self.session.conversation.commit,
                     gate=gate,
-                    ctx=ToolContext(cwd=s.cwd, session_id=s.session_id, policy=s.gate.enforcer),
-                    tool_choice=tool_choice,
-                    system_context=system_context,
-                    effort=s.effort(),
-                    idle_timeout=s.idle_timeout,
-                    round_cap=turn.round_cap,
+                    ctx=ToolContext(
+                        cwd=self.session.cwd,
+                        session_id=self.session.session_id,
+                        policy=self.session.gate.enforcer,
+                    ),
+                    options=TurnOptions(
+                        tool_choice=tool_choice,
+                        system_context=system_context,
+                        effort=self.session.callbacks.effort(),
+                        idle_timeout=self.session.idle_timeout,
+                        round_cap=turn.round_cap,
+                    ),
                     callbacks=callbacks,
-                    bus=s.bus,
+                    bus=self.session.bus,
                     abort=turn.abort,
                 )
             except Exception as exc:
@@ -207,16 +215,19 @@ class TurnRunner:
     async def _raise_failure(
         self, turn: TurnContext, provider: Provider, error: Exception
     ) -> NoReturn:
-        s = self.s
         if isinstance(error, TurnAbortedError):
             self._close_request(turn, "aborted")
-            await self.aborted(turn, TurnAborted(s.session_id, turn.turn_id), cause=error)
+            await self.aborted(
+                turn, TurnAborted(self.session.session_id, turn.turn_id), cause=error
+            )
         if isinstance(error, ModelCallFailed):
             self._close_request(turn, error.reason)
-            wire = ProviderFailed(s.session_id, turn.turn_id, provider.name, error.reason)
+            wire = ProviderFailed(
+                self.session.session_id, turn.turn_id, provider.name, error.reason
+            )
             await self.failed(turn, wire, error.reason, cause=error)
         self._close_request(turn, "the turn failed")
-        rpc = error if isinstance(error, RpcError) else _internal(error, s.session_id)
+        rpc = error if isinstance(error, RpcError) else _internal(error, self.session.session_id)
         await self.failed(turn, rpc, f"{type(error).__name__}: {error}", cause=error)
 
     async def _on_request(
@@ -226,25 +237,23 @@ class TurnRunner:
         request: ModelRequest,
         system_context: str | None,
     ) -> None:
-        s = self.s
         turn.rounds += 1
-        state = s.conversation.tracker.state(request.messages)
-        s.reporter.context_updated(turn.turn_id, "estimated", state)
+        state = self.session.conversation.tracker.state(request.messages)
+        self.session.reporter.context_updated(turn.turn_id, "estimated", state)
         turn.open_request = new_id("req-")
-        s.reporter.log(
+        self.session.reporter.log(
             "provider_request",
             log_events.ProviderRequestEntry(
                 request_id=turn.open_request,
                 provider=provider.name,
                 model=provider.model,
-                request=logged_request(request, s.conversation.messages, system_context),
+                request=logged_request(request, self.session.conversation.messages, system_context),
             ),
         )
-        s.lifecycle.pre_model_call(turn, request, provider.name)
+        self.session.lifecycle.pre_model_call(turn, request, provider.name)
 
     async def _on_reply(self, turn: TurnContext, provider: Provider, reply: ModelReply) -> None:
-        s = self.s
-        s.conversation.tracker.update_from_reply(reply.usage)
+        self.session.conversation.tracker.update_from_reply(reply.usage)
         if turn.open_request is not None:
             normalized = log_events.NormalizedResponseEntry(
                 text=reply.text,
@@ -252,7 +261,7 @@ class TurnRunner:
                 usage=reply.usage,
                 stop_reason=reply.stop_reason,
             )
-            s.reporter.log(
+            self.session.reporter.log(
                 "provider_response",
                 log_events.ProviderResponseEntry(
                     request_id=turn.open_request,
@@ -262,13 +271,15 @@ class TurnRunner:
                 ),
             )
             turn.open_request = None
-        s.reporter.context_updated(turn.turn_id, "exact", s.conversation.state())
-        s.lifecycle.post_model_call(turn, reply, provider.name)
+        self.session.reporter.context_updated(
+            turn.turn_id, "exact", self.session.conversation.state()
+        )
+        self.session.lifecycle.post_model_call(turn, reply, provider.name)
 
     def _close_request(self, turn: TurnContext, error: str) -> None:
         """Answer, in the log, a provider request that got no response."""
         if turn.open_request is not None:
-            self.s.reporter.log(
+            self.session.reporter.log(
                 "provider_response",
                 log_events.ProviderResponseEntry(request_id=turn.open_request, error=error),
             )
@@ -277,16 +288,15 @@ class TurnRunner:
     # -- ends of a turn ---------------------------------------------------------------------
 
     async def completed(self, turn: TurnContext, outcome: CompletedTurn) -> None:
-        s = self.s
         assert turn.turn_id is not None
-        s.completed()
-        await s.lifecycle.stop(turn)
-        s.reporter.log(
+        self.session.callbacks.completed()
+        await self.session.lifecycle.stop(turn)
+        self.session.reporter.log(
             "turn_completed",
             log_events.TurnCompletedEntry(turn_id=turn.turn_id, status="completed"),
         )
         await self._save_completed(turn)
-        s.reporter.turn_finished(
+        self.session.reporter.turn_finished(
             turn.turn_id,
             "completed",
             response=outcome.response,
@@ -298,17 +308,13 @@ class TurnRunner:
         """Save a completed turn before it is acknowledged. A refused write fails the turn
         with `StorageFailed` (PROTOCOL.md §10.1): the previous record stands, the history
         stays in memory, and the session's next save writes all of it."""
-        s = self.s
         assert turn.turn_id is not None
-        if s.persist is None:
-            await s.save()
-            return
         try:
             with trio.CancelScope(shield=True):
-                await s.persist()
+                await self.session.callbacks.persist()
         except Exception as exc:
-            error = _internal(exc, s.session_id)
-            s.reporter.turn_finished(
+            error = _internal(exc, self.session.session_id)
+            self.session.reporter.turn_finished(
                 turn.turn_id, "failed", error=error, hook_failures=turn.hook_failures
             )
             raise error from exc
@@ -323,16 +329,15 @@ class TurnRunner:
         cause: BaseException | None = None,
     ) -> NoReturn:
         """Log the failure with its detail, fire StopFailure, save, report; raise `error`."""
-        s = self.s
         assert turn.turn_id is not None
-        s.reporter.log(
+        self.session.reporter.log(
             "turn_failed", log_events.TurnFailedEntry(turn_id=turn.turn_id, error=detail)
         )
-        await s.lifecycle.stop_failure(turn, error.message)
+        await self.session.lifecycle.stop_failure(turn, error.message)
         if save:
             with trio.CancelScope(shield=True):
-                await s.save()
-        s.reporter.turn_finished(
+                await self.session.callbacks.save()
+        self.session.reporter.turn_finished(
             turn.turn_id, "failed", error=error, hook_failures=turn.hook_failures
         )
         raise error from cause
@@ -341,12 +346,11 @@ class TurnRunner:
         self, turn: TurnContext, error: RpcError, *, cause: BaseException | None = None
     ) -> NoReturn:
         """Log the abort, save what was committed, report; raise `error`. No Stop hook."""
-        s = self.s
         assert turn.turn_id is not None
-        s.reporter.log("turn_aborted", log_events.TurnAbortedEntry(turn_id=turn.turn_id))
+        self.session.reporter.log("turn_aborted", log_events.TurnAbortedEntry(turn_id=turn.turn_id))
         with trio.CancelScope(shield=True):
-            await s.save()
-        s.reporter.turn_finished(
+            await self.session.callbacks.save()
+        self.session.reporter.turn_finished(
             turn.turn_id, "aborted", error=error, hook_failures=turn.hook_failures
         )
         raise error from cause
