@@ -109,7 +109,8 @@ def test_threshold_accepts_fractions_and_false(value: float | bool) -> None:
 
 @pytest.mark.parametrize("value", [0, -0.1, 1.01, 2, True, "0.5", None, float("nan")])
 def test_threshold_refuses_everything_else(value: object) -> None:
-    """G-052: 0, negatives, values above 1 and other types are refused, located (the daemon answers -32602)."""
+    """G-052: 0, negatives, values above 1 and other types are refused, located (the daemon
+    answers -32602)."""
     with pytest.raises(InvalidSetting) as caught:
         parse_auto_compact_threshold(value, "$.autoCompactThreshold")
     assert caught.value.issues[0]["path"] == "$.autoCompactThreshold"
