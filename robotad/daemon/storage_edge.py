@@ -5,8 +5,10 @@
   Found anywhere in the exception's chain, it answers `StorageFailed` (-32016) with the session
   id of the call when it names one (PROTOCOL.md §10.1).
 - The session raises `robotad.session.errors.InvalidSetting` for a malformed setting it is
-  told (a permission mode, a rule); it answers `InvalidParams` (-32602) with the same located
-  issues, the session naming its settings as the methods' params do.
+  told (a permission mode, a rule), and storage `robotad.storage.refusal.InputRejected` for an
+  input it will not take (an unsafe id, an artifact that does not decode); each answers
+  `InvalidParams` (-32602) with the same located issues, both naming their inputs as the
+  methods' params do.
 
 `StorageEdge` wraps a `Router` so every handler registered through it maps both. Other
 exceptions pass unchanged.
@@ -23,6 +25,7 @@ from protocol.errors import InvalidParams
 from protocol.peer import CallContext, Router
 from robotad.session.errors import InvalidSetting
 from robotad.storage.failure import storage_failed
+from robotad.storage.refusal import InputRejected
 
 __all__ = ["StorageEdge"]
 
@@ -49,7 +52,7 @@ class StorageEdge:
             async def mapped(params: P, ctx: CallContext) -> R:
                 try:
                     return await handler(params, ctx)
-                except InvalidSetting as exc:
+                except (InvalidSetting, InputRejected) as exc:
                     raise InvalidParams(exc.issues) from None
                 except Exception as exc:
                     session_id = _session_id(params)

@@ -12,7 +12,7 @@ redaction policy (G-026). Two operations:
   import does, with a located reason.
 
 `import_artifact` reads the version first (an unimplemented one is refused with that single
-issue, G-031), then runs the store's own record decoder (G-214), refusing with `InvalidParams`
+issue, G-031), then runs the store's own record decoder (G-214), refusing with `InputRejected`
 that lists every failing path under ``$.artifact`` (G-030). It writes nothing (G-032).
 """
 
@@ -24,11 +24,12 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct
 
-from protocol.errors import InvalidParams, Issue
+from protocol.errors import Issue
 from protocol.shapes import utc_now
 from protocol.validate import ValidationFailed, convert, join_path
 
 from .record import SCHEMA_VERSION, SessionRecord, check_record, is_instant
+from .refusal import InputRejected
 from .scrub import scrub_sensitive_keys
 
 __all__ = [
@@ -81,14 +82,14 @@ def export_artifact(record: SessionRecord, redact: Redact | None = None) -> dict
 
 
 def import_artifact(artifact: Any, *, root: str = _ROOT) -> SessionRecord:
-    """The record inside `artifact` (JSON builtins), decoded totally, or `InvalidParams`.
+    """The record inside `artifact` (JSON builtins), decoded totally, or `InputRejected`.
 
     Issues are located under `root` (``$.artifact`` — the ``session/import`` parameter).
     """
     if isinstance(artifact, dict):
         version = artifact.get("schemaVersion")
         if type(version) is int and version != SCHEMA_VERSION:
-            raise InvalidParams(
+            raise InputRejected(
                 [
                     {
                         "path": join_path(root, "schemaVersion"),
@@ -117,4 +118,4 @@ def import_artifact(artifact: Any, *, root: str = _ROOT) -> SessionRecord:
             issues += checked
         elif not issues:
             return checked
-    raise InvalidParams(issues)
+    raise InputRejected(issues)

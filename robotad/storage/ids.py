@@ -2,7 +2,7 @@
 
 A session id names a file (``sessions/<id>.json``), a log (``logs/<id>.jsonl``) and folders, so
 an id that could climb out of its folder, hide as a dot-file, or contain a separator is refused
-with -32602 (`InvalidParams`) by the first code that would turn it into a path.
+with -32602 (`InputRejected`) by the first code that would turn it into a path.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from protocol.errors import InvalidParams
+from .refusal import InputRejected
 
 __all__ = [
     "SESSION_ID_PATTERN",
@@ -34,12 +34,12 @@ def is_safe_session_id(value: Any) -> bool:
 
 
 def validate_session_id(value: Any, *, path: str = "$.sessionId") -> str:
-    """Return `value` when it is a safe session id, else raise `InvalidParams` at `path`
+    """Return `value` when it is a safe session id, else raise `InputRejected` at `path`
     with `session_id_problem`'s message."""
     problem = session_id_problem(value)
     if problem is None:
         return str(value)
-    raise InvalidParams([{"path": path, "message": problem}])
+    raise InputRejected([{"path": path, "message": problem}])
 
 
 def session_id_problem(value: Any) -> str | None:

@@ -1,7 +1,7 @@
 """The durable execution journal: a JSONL file per recoverable execution (architecture decision 2).
 
 Layout: ``<state>/journal/<sessionId>/<executionId>.jsonl``; folders 0700 and files 0600
-whatever the umask. Both ids are checked as safe path segments (`InvalidParams`) before any
+whatever the umask. Both ids are checked as safe path segments (`InputRejected`) before any
 path is built, and every file is opened through the held folder descriptor with
 ``O_NOFOLLOW``, so a planted symlink is refused, never followed.
 
@@ -65,7 +65,6 @@ from typing import Any, Protocol, TypedDict
 
 import trio
 
-from protocol.errors import InvalidParams
 from protocol.validate import ValidationFailed, decode_json
 
 from . import fsio
@@ -84,6 +83,7 @@ from .journal_records import (
     encode_journal_record,
     record_fingerprint,
 )
+from .refusal import InputRejected
 
 __all__ = [
     "MAX_ISSUES",
@@ -177,14 +177,14 @@ class JournalCorrupt(JournalError):
 
 
 def validate_execution_id(value: Any, *, path: str = "$.executionId") -> str:
-    """`value` when it is one safe path segment (the session-id rule), else `InvalidParams`."""
+    """`value` when it is one safe path segment (the session-id rule), else `InputRejected`."""
     if is_safe_session_id(value):
         return str(value)
     message = (
         "execution id must be one safe path segment: a letter or digit, then at most 127 "
         "letters, digits, '.', '_' or '-'"
     )
-    raise InvalidParams([{"path": path, "message": message}])
+    raise InputRejected([{"path": path, "message": message}])
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -580,12 +580,12 @@ class FileExecutionJournal:
         with ``durable=False`` (module doc). One worker-thread trip, reading the execution's
         file first only when this object has not read or written it since `open()`.
 
-        Raises `InvalidParams` (unsafe execution id), `JournalConflict`, `JournalCorrupt`,
+        Raises `InputRejected` (unsafe execution id), `JournalConflict`, `JournalCorrupt`,
         `JournalWriteError` or `JournalClosed`.
         """
         execution_id = validate_execution_id(record.execution_id)
         if not record.id:
-            raise InvalidParams([{"path": "$.id", "message": "record id is empty"}])
+            raise InputRejected([{"path": "$.id", "message": "record id is empty"}])
         line = encode_journal_record(record)
         fingerprint = record_fingerprint(record)
         async with self._lock:
@@ -642,7 +642,7 @@ class FileExecutionJournal:
     async def read(self, execution_id: str) -> list[JournalRecord]:
         """The execution's records in append order; ``[]`` when it has no file.
 
-        Raises `InvalidParams`, `JournalCorrupt`, `JournalReadError` or `JournalClosed`.
+        Raises `InputRejected`, `JournalCorrupt`, `JournalReadError` or `JournalClosed`.
         """
         validate_execution_id(execution_id)
         async with self._lock:

@@ -27,7 +27,7 @@ __all__ = ["FileLogSink", "FileLogSource", "log_paths"]
 
 
 def log_paths(logs_dir: Path, session_id: str) -> tuple[Path, Path]:
-    """(``<logs>/<id>.jsonl``, ``<logs>/<id>.payloads``); `InvalidParams` for an unsafe id."""
+    """(``<logs>/<id>.jsonl``, ``<logs>/<id>.payloads``); `InputRejected` for an unsafe id."""
     safe = validate_session_id(session_id)
     return logs_dir / f"{safe}.jsonl", logs_dir / f"{safe}.payloads"
 

@@ -180,7 +180,7 @@ class FileSessionStore:
     def load(self, session_id: str) -> LoadOutcome:
         """Decode the stored record of `session_id`; never modifies the file.
 
-        Raises `InvalidParams` for an unsafe id and `OSError` when the file cannot be read
+        Raises `InputRejected` for an unsafe id and `OSError` when the file cannot be read
         (permissions, I/O) — a failure to read is neither missing nor corrupt.
         """
         path = self.path_for(session_id)

@@ -15,7 +15,6 @@ import msgspec
 import pytest
 import trio
 
-from protocol.errors import InvalidParams
 from robotad.storage.journal import (
     FileExecutionJournal,
     FinishedRecord,
@@ -28,6 +27,7 @@ from robotad.storage.journal import (
     RequestRecord,
     encode_journal_record,
 )
+from robotad.storage.refusal import InputRejected
 
 from .journal_samples import SESSION, bulky, every_kind, request, response, started
 
@@ -160,7 +160,7 @@ async def test_folders_are_0700_and_files_0600_whatever_the_umask(state: Path, m
 @pytest.mark.parametrize("bad", ["", "../x", ".hidden", "a/b", "x" * 200, "..", "a\x00b"])
 async def test_unsafe_session_ids_are_refused_before_any_path(state: Path, bad: str) -> None:
     """G-156 (journal part): refused with -32602 at construction; nothing is created."""
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         FileExecutionJournal(state, bad)
     assert caught.value.issues[0]["path"] == "$.sessionId"
     assert not state.exists()
@@ -172,15 +172,15 @@ async def test_unsafe_execution_ids_are_refused_with_nothing_created(
 ) -> None:
     """Execution ids name files too: the session-id rule applies, checked before any path."""
     before = tree(state)
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         await journal.append(started(bad))
     assert caught.value.issues == [
         {"path": "$.executionId", "message": caught.value.issues[0]["message"]}
     ]
     for operation in (journal.read, journal.discard):
-        with pytest.raises(InvalidParams):
+        with pytest.raises(InputRejected):
             await operation(bad)
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         journal.path_for(bad)
     assert tree(state) == before
     assert not (state.parent / "evil.jsonl").exists()
@@ -491,7 +491,7 @@ async def test_cancelling_an_append_in_flight_never_tears_its_line(
 
 
 async def test_an_empty_record_id_is_refused(journal: FileExecutionJournal) -> None:
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         await journal.append(msgspec.structs.replace(request("x-1", "r-1"), id=""))
     assert await journal.executions() == []
 

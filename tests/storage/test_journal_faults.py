@@ -9,7 +9,6 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from protocol.errors import InvalidParams
 from robotad.storage.journal import (
     ExecutionJournal,
     FileExecutionJournal,
@@ -19,6 +18,7 @@ from robotad.storage.journal import (
     JournalWriteError,
     ReplyRecord,
 )
+from robotad.storage.refusal import InputRejected
 from tests.journal_fakes import FaultyJournal, MemoryJournal, of_kind, once
 
 from .journal_samples import SESSION, every_kind, request, response, started
@@ -60,9 +60,9 @@ async def test_port_idempotence_and_conflict(port: ExecutionJournal) -> None:
 
 
 async def test_port_refuses_unsafe_execution_ids(port: ExecutionJournal) -> None:
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         await port.append(started("../x"))
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         await port.read("a/b")
     assert await port.executions() == []
 

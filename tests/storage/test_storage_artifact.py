@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from protocol.errors import InvalidParams
 from robotad.storage.artifact import export_artifact, import_artifact, redact_sensitive
 from robotad.storage.record import SCHEMA_VERSION, Corrupt, encode_record
+from robotad.storage.refusal import InputRejected
 from robotad.storage.scrub import REDACTED
 from robotad.storage.store import FileSessionStore
 
@@ -82,9 +82,8 @@ def test_a_redact_that_deletes_a_required_member_fails_at_import() -> None:
         return body
 
     artifact = export_artifact(make_record(), redact=careless)
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         import_artifact(artifact)
-    assert caught.value.code == -32602
     assert caught.value.issues == [
         {"path": "$.artifact.record.cwd", "message": "missing required member"},
         {"path": "$.artifact.record.messages[0].content", "message": "missing required member"},
@@ -99,7 +98,7 @@ def test_import_lists_every_failing_path() -> None:
     artifact["link"] = "https://share"
     artifact["record"]["turnCount"] = -1
     artifact["record"]["messages"][1]["role"] = "admin"
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         import_artifact(artifact)
     assert {issue["path"] for issue in caught.value.issues} == {
         "$.artifact.kind",
@@ -110,7 +109,7 @@ def test_import_lists_every_failing_path() -> None:
     }
     bad: Any
     for bad in (None, [], "artifact"):
-        with pytest.raises(InvalidParams) as caught:
+        with pytest.raises(InputRejected) as caught:
             import_artifact(bad)
         assert caught.value.issues[0]["path"] == "$.artifact"
 
@@ -121,7 +120,7 @@ def test_import_reads_the_version_first() -> None:
     artifact["schemaVersion"] = SCHEMA_VERSION + 1
     artifact["record"] = {"nonsense": True}
     artifact["kind"] = 3
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         import_artifact(artifact)
     assert [issue["path"] for issue in caught.value.issues] == ["$.artifact.schemaVersion"]
     assert "unsupported schema version" in caught.value.issues[0]["message"]
@@ -131,7 +130,7 @@ def test_a_refused_import_writes_nothing(tmp_path: Path) -> None:
     """G-032: the importer is a pure decoder; nothing exists afterwards."""
     artifact = export_artifact(make_record())
     del artifact["record"]["settings"]
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         import_artifact(artifact)
     assert list(tmp_path.iterdir()) == []
 
@@ -152,7 +151,7 @@ def test_store_and_import_report_the_same_defect_at_the_same_record_path(tmp_pat
         "exportedAt": "2024-01-01T00:00:00Z",
         "record": body,
     }
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         import_artifact(artifact)
     from_store = [(i["path"].removeprefix("$.record"), i["message"]) for i in stored.issues]
     from_import = [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import InvalidParams
 from robotad.storage import fsio
 from robotad.storage.ids import is_safe_session_id, validate_session_id
+from robotad.storage.refusal import InputRejected
 
 
 def test_atomic_write_is_temp_fsync_rename_fsync_dir(
@@ -130,10 +130,10 @@ def test_safe_ids(good: str) -> None:
     "bad",
     ["", ".", "..", "...", ".a", "-a", "_a", "a/b", "a\\b", "a b", "a\nb", "é", "0" * 129, None, 5],
 )
-def test_unsafe_ids_are_invalid_params(bad: object) -> None:
+def test_unsafe_ids_are_refused(bad: object) -> None:
     """G-156: -32602 with a located issue that does not echo the id."""
     assert not is_safe_session_id(bad)
-    with pytest.raises(InvalidParams) as caught:
+    with pytest.raises(InputRejected) as caught:
         validate_session_id(bad)
     (issue,) = caught.value.issues
     assert issue["path"] == "$.sessionId"

@@ -12,10 +12,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from protocol.errors import InvalidParams
 from protocol.shapes import Message, ToolCall
 from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
 from robotad.storage.log_replay import ReplayError, replay_history, replay_log, validate_log
+from robotad.storage.refusal import InputRejected
 from robotad.storage.session_log import LogDecodeError, SessionLogger, decode_log
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -286,9 +286,9 @@ def test_log_files_and_folders_are_owner_only(logs: Path) -> None:
 @pytest.mark.parametrize("bad", ["..", "a/b", "", "x" * 200, "../../etc"])
 def test_unsafe_session_ids_are_refused_before_any_path(logs: Path, bad: str) -> None:
     """G-156: -32602, nothing created."""
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         FileLogSink.for_session(logs, bad)
-    with pytest.raises(InvalidParams):
+    with pytest.raises(InputRejected):
         FileLogSource.for_session(logs, bad)
     assert not logs.exists()
 

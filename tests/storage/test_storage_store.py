@@ -10,13 +10,7 @@ import msgspec
 import pytest
 from msgspec import UNSET
 
-from protocol.errors import (
-    InvalidParams,
-    RecordCorrupt,
-    RecordUnsupported,
-    SessionExists,
-    SessionNotFound,
-)
+from protocol.errors import RecordCorrupt, RecordUnsupported, SessionExists, SessionNotFound
 from robotad.storage import fsio
 from robotad.storage.record import (
     Corrupt,
@@ -26,6 +20,7 @@ from robotad.storage.record import (
     Valid,
     encode_record,
 )
+from robotad.storage.refusal import InputRejected
 from robotad.storage.store import FileSessionStore, Missing
 
 from .storage_factories import envelope_bytes, make_record, record_builtins
@@ -247,7 +242,7 @@ def test_unsafe_ids_are_refused_before_any_path_is_built(tmp_path: Path, bad: st
         lambda: store.create(_with_id(bad)),
         lambda: store.delete(bad),
     ):
-        with pytest.raises(InvalidParams) as caught:
+        with pytest.raises(InputRejected) as caught:
             attempt()
         assert caught.value.issues[0]["path"] == "$.sessionId"
     assert not (tmp_path / "state").exists()

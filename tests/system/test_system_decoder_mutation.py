@@ -6,7 +6,7 @@ must name.
 
 - `decode_record` returns `Valid`, `Corrupt` (issues ``{path, message}``, never empty, one of
   them at the damaged path or below it) or `Unsupported` (G-013, G-014, G-020);
-- `import_artifact` returns a record or raises `InvalidParams` whose issues sit under
+- `import_artifact` returns a record or raises `InputRejected` whose issues sit under
   ``$.artifact`` and name the damaged path (G-030, G-214);
 - `decode_log` returns every entry or raises `LogDecodeError` naming each bad line;
   `validate_log` never raises and never reports a log complete that `decode_log` refuses
@@ -25,7 +25,6 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import InvalidParams
 from protocol.shapes import Message, ToolCall, Usage
 from robotad.storage.artifact import export_artifact, import_artifact
 from robotad.storage.journal import (
@@ -35,6 +34,7 @@ from robotad.storage.journal import (
 )
 from robotad.storage.log_replay import replay_log, validate_log
 from robotad.storage.record import Corrupt, Unsupported, Valid, decode_record, encode_record
+from robotad.storage.refusal import InputRejected
 from robotad.storage.session_log import LogDecodeError, SessionLogger, decode_log
 from robotad.storage.sidecars import SidecarError
 from tests.storage.journal_samples import every_kind
@@ -107,7 +107,7 @@ def test_artifact_import_refuses_damage_at_its_path(data: st.DataObject) -> None
     artifact = export_artifact(data.draw(records()))
     damage = data.draw(json_mutation(artifact))
     rooted = "$.artifact" + damage.path[1:]
-    refusal = refusal_of(InvalidParams, lambda: import_artifact(damage.value))
+    refusal = refusal_of(InputRejected, lambda: import_artifact(damage.value))
     if refusal is not None:
         assert_issues(refusal.issues)
         assert all(i["path"].startswith("$.artifact") for i in refusal.issues), refusal.issues
@@ -124,7 +124,7 @@ def test_artifact_import_under_byte_damage(data: st.DataObject) -> None:
         value = json.loads(data.draw(byte_mutations(text)))
     except ValueError:
         return  # not JSON: refused by the wire layer before import (-32700)
-    refusal = refusal_of(InvalidParams, lambda: import_artifact(value))
+    refusal = refusal_of(InputRejected, lambda: import_artifact(value))
     if refusal is not None:
         assert_issues(refusal.issues)
 

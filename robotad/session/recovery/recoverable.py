@@ -48,7 +48,6 @@ from protocol.errors import (
     CompactionAborted,
     EffectUncertain,
     InternalError,
-    InvalidParams,
     RpcError,
     StaleResponse,
     TurnAborted,
@@ -81,6 +80,7 @@ from robotad.storage.journal import (
     ResponseRecord,
     StartedRecord,
 )
+from robotad.storage.refusal import InputRejected
 
 __all__ = ["RecoverableExecutions", "uncertain_result_text"]
 
@@ -442,7 +442,7 @@ class RecoverableExecutions:
     async def _read(self, execution_id: str, journal: ExecutionJournal) -> list[JournalRecord]:
         try:
             return await journal.read(execution_id)
-        except InvalidParams:
+        except InputRejected:
             return []  # not an id any execution could have
         except JournalError as exc:
             raise _persistence(exc, self._session_id) from exc
