@@ -16,6 +16,9 @@ spill store, the project rules and the trace flag — and builds:
 
 A scripted provider's steps live in the record's ``settings.script``; the Session reports the
 unconsumed ones in its snapshot, so a reload continues the script where it stopped.
+
+Its size is one concept: every path from configuration, params and records to a Session, with
+each refusal located where its setting came from, kept in one place so no two disagree.
 """
 
 from __future__ import annotations
