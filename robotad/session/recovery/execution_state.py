@@ -66,7 +66,7 @@ class Execution:
         cls, execution_id: str, journal: ExecutionJournal, records: Sequence[JournalRecord]
     ) -> Execution | None:
         """The execution the records describe; None without a ``started`` record."""
-        started = next((r for r in records if isinstance(r, StartedRecord)), None)
+        started = next((record for record in records if isinstance(record, StartedRecord)), None)
         if started is None:
             return None
         execution = cls(execution_id, started.turn_id, journal, started)
@@ -92,7 +92,9 @@ class Execution:
         return f"{self.execution_id}:{kind}:{key}"
 
     def request_of(self, call_id: str) -> RequestRecord | None:
-        return next((r for r in self.requests.values() if r.call_id == call_id), None)
+        return next(
+            (request for request in self.requests.values() if request.call_id == call_id), None
+        )
 
     def answer_of(self, call_id: str) -> ResponseRecord | None:
         request = self.request_of(call_id)
@@ -120,13 +122,13 @@ class Execution:
     def approval_requests(self, history: Sequence[Message]) -> list[ApprovalRequest]:
         return [
             ApprovalRequest(
-                request_id=r.request_id,
+                request_id=request.request_id,
                 execution_id=self.execution_id,
-                tool=r.tool,
-                arguments=dict(r.arguments),
-                reason=r.reason,
+                tool=request.tool,
+                arguments=dict(request.arguments),
+                reason=request.reason,
             )
-            for r in self.waits(history)
+            for request in self.waits(history)
         ]
 
     def approved_calls(self) -> set[str]:
@@ -151,7 +153,7 @@ class Execution:
         """The responses not recorded yet. An identical redelivery of a recorded one is
         skipped (G-084); `StaleAnswer` for an unknown request, an answer contradicting a
         recorded one, or a response id reused with other content (G-085, G-086)."""
-        by_response_id = {r.response_id: r for r in self.responses.values()}
+        by_response_id = {recorded.response_id: recorded for recorded in self.responses.values()}
         fresh: dict[str, ApprovalResponse] = {}
         for answer in responses:
             if answer.request_id not in self.requests:
@@ -168,7 +170,10 @@ class Execution:
             earlier = fresh.get(answer.request_id)
             if earlier is not None and earlier != answer:
                 raise StaleAnswer(answer.request_id, "two different answers")
-            if any(f.response_id == answer.response_id and f != answer for f in fresh.values()):
+            if any(
+                other.response_id == answer.response_id and other != answer
+                for other in fresh.values()
+            ):
                 raise StaleAnswer(answer.request_id, "response id reused")
             fresh[answer.request_id] = answer
         return list(fresh.values())
@@ -176,8 +181,8 @@ class Execution:
     def completed_result(self, records: Sequence[JournalRecord]) -> TurnCompleted | None:
         """The result the journal shows for a completed execution: its last reply (one that
         still asked for tools can only have ended the turn at its round limit)."""
-        finished = next((r for r in records if isinstance(r, FinishedRecord)), None)
-        replies = [r.message for r in records if isinstance(r, ReplyRecord)]
+        finished = next((record for record in records if isinstance(record, FinishedRecord)), None)
+        replies = [record.message for record in records if isinstance(record, ReplyRecord)]
         if finished is None or finished.status != "completed" or not replies:
             return None
         last = replies[-1]
@@ -217,72 +222,74 @@ class JournalBarrier:
     """Journals what an execution is about to change, before it changes (see module doc)."""
 
     def __init__(self, execution: Execution) -> None:
-        self._x = execution
+        self._execution = execution
 
     async def before_append(self, message: Message) -> None:
-        x = self._x
+        execution = self._execution
         if message.role == "assistant":
             record: JournalRecord = ReplyRecord(
-                id=x.record_id("reply", message.id), execution_id=x.execution_id, message=message
+                id=execution.record_id("reply", message.id),
+                execution_id=execution.execution_id,
+                message=message,
             )
-            await x.journal.append(record)
-            x.replies.add(message.id)
+            await execution.journal.append(record)
+            execution.replies.add(message.id)
         elif message.role == "tool" and isinstance(message.tool_call_id, str):
             call_id = message.tool_call_id
             record = EffectFinishedRecord(
-                id=x.record_id("effect_finished", call_id),
-                execution_id=x.execution_id,
+                id=execution.record_id("effect_finished", call_id),
+                execution_id=execution.execution_id,
                 call_id=call_id,
                 message=message,
             )
-            await x.journal.append(record)
-            x.effects_finished[call_id] = message
+            await execution.journal.append(record)
+            execution.effects_finished[call_id] = message
 
     async def before_compaction(self, summary: Message, trigger: Literal["manual", "auto"]) -> None:
-        x = self._x
-        await x.journal.append(
+        execution = self._execution
+        await execution.journal.append(
             CompactionRecord(
-                id=x.record_id("compaction", summary.id),
-                execution_id=x.execution_id,
+                id=execution.record_id("compaction", summary.id),
+                execution_id=execution.execution_id,
                 message=summary,
                 trigger=trigger,
             )
         )
 
     async def before_effect(self, call: ToolCall) -> None:
-        x = self._x
-        await x.journal.append(
+        execution = self._execution
+        await execution.journal.append(
             EffectStartedRecord(
-                id=x.record_id("effect_started", call.id),
-                execution_id=x.execution_id,
+                id=execution.record_id("effect_started", call.id),
+                execution_id=execution.execution_id,
                 call_id=call.id,
             )
         )
-        x.effects_started.add(call.id)
+        execution.effects_started.add(call.id)
 
 
 class ParkingApprover:
     """The approver of a recoverable run: approved calls run, the rest park (module doc)."""
 
     def __init__(self, execution: Execution) -> None:
-        self._x = execution
+        self._execution = execution
         self._approved = execution.approved_calls()
 
     async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
-        x = self._x
+        execution = self._execution
         if call.id in self._approved:
             return Admit(dict(arguments))
-        request = x.request_of(call.id)
+        request = execution.request_of(call.id)
         if request is None:
             request = RequestRecord(
-                id=x.record_id("request", call.id),
-                execution_id=x.execution_id,
+                id=execution.record_id("request", call.id),
+                execution_id=execution.execution_id,
                 request_id=new_id("req-"),
                 call_id=call.id,
                 tool=call.name,
                 arguments=dict(arguments),
                 reason=reason,
             )
-            await x.journal.append(request)
-            x.requests[request.request_id] = request
+            await execution.journal.append(request)
+            execution.requests[request.request_id] = request
         return Park(reason)

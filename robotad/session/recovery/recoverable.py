@@ -139,18 +139,20 @@ class RecoverableExecutions:
         self._settled: collections.OrderedDict[str, Execution] = collections.OrderedDict()
 
     def pending_view(self) -> Pending | None:
-        x = self.pending
-        if x is None:
+        execution = self.pending
+        if execution is None:
             return None
         history = self._conversation.messages
-        uncertain = [call.id for call in x.uncertain(history)]
+        uncertain = [call.id for call in execution.uncertain(history)]
         if not uncertain:
-            return Pending(x.execution_id, x.approval_requests(history))
-        return Pending(x.execution_id, x.approval_requests(history), uncertain=uncertain)
+            return Pending(execution.execution_id, execution.approval_requests(history))
+        return Pending(
+            execution.execution_id, execution.approval_requests(history), uncertain=uncertain
+        )
 
     def turn_id_of(self, execution_id: str) -> str | None:
-        x = self._known(execution_id)
-        return x.turn_id if x is not None else None
+        execution = self._known(execution_id)
+        return execution.turn_id if execution is not None else None
 
     # -- run ----------------------------------------------------------------------------------
 
@@ -167,10 +169,10 @@ class RecoverableExecutions:
         assert turn.turn_id is not None
         provider = self._provider()
         user = Message.user(prompt)
-        x = Execution(new_id("x-"), turn.turn_id, journal, round_cap=turn.round_cap)
-        x.started = StartedRecord(
-            id=x.record_id("started", "0"),
-            execution_id=x.execution_id,
+        execution = Execution(new_id("x-"), turn.turn_id, journal, round_cap=turn.round_cap)
+        execution.started = StartedRecord(
+            id=execution.record_id("started", "0"),
+            execution_id=execution.execution_id,
             turn_id=turn.turn_id,
             session_id=self._session_id,
             cwd=self._cwd,
@@ -181,7 +183,7 @@ class RecoverableExecutions:
         # Staged, not synced on its own: the first record that matters after a crash (a
         # reply, request, effect or compaction) is appended durably to the same file, which
         # makes this line durable too; until then a lost ``started`` loses nothing.
-        await self._append(x, x.started, durable=False)
+        await self._append(execution, execution.started, durable=False)
 
         def body(policy: GatePolicy) -> Awaitable[CompletedTurn | ParkedTurn]:
             return self._runner.execute(
@@ -194,7 +196,7 @@ class RecoverableExecutions:
                 user=user,
             )
 
-        return await self._drive(x, turn, body)
+        return await self._drive(execution, turn, body)
 
     # -- resume -------------------------------------------------------------------------------
 
@@ -209,62 +211,67 @@ class RecoverableExecutions:
         if known is not None and known.state == "abandoned":
             raise self._stale(execution_id, reason="the execution was abandoned")
         records = await self._read(execution_id, journal)
-        x = known or Execution.from_records(execution_id, journal, records)
-        if x is None:
+        execution = known or Execution.from_records(execution_id, journal, records)
+        if execution is None:
             raise self._stale(execution_id, reason="no such execution waits in this session")
         started = next((r for r in records if isinstance(r, StartedRecord)), None)
         if started is None or not self._ours(started):
             raise self._stale(execution_id, reason="the execution belongs to another session")
-        if x.state == "finished" and x.result is None:
-            x.result = x.completed_result(records)  # settled before a restart
+        if execution.state == "finished" and execution.result is None:
+            execution.result = execution.completed_result(records)  # settled before a restart
         try:
-            fresh = x.fresh_answers(responses)
+            fresh = execution.fresh_answers(responses)
         except StaleAnswer as exc:
             raise self._stale(execution_id, exc.request_id, exc.reason) from None
-        if x.state != "pending":
-            if x.state == "finished" and not fresh and responses and x.result is not None:
-                return x.result
+        if execution.state != "pending":
+            if (
+                execution.state == "finished"
+                and not fresh
+                and responses
+                and execution.result is not None
+            ):
+                return execution.result
             raise self._stale(execution_id, reason="the execution does not wait any more")
         history = self._conversation.messages
         # An effect that started and never finished is checked first: a redelivered answer
         # must meet EffectUncertain too, not a wait with nothing left to answer.
-        uncertain = x.uncertain(history)
+        uncertain = execution.uncertain(history)
         if uncertain:
             raise EffectUncertain(self._session_id, execution_id, [c.id for c in uncertain])
         if not fresh and responses:
-            return x.result or self._waiting(x)
-        x.journal = journal  # the host's journal as it is now (it may have been reopened)
+            return execution.result or self._waiting(execution)
+        execution.journal = journal  # the host's journal as it is now (it may have been reopened)
         for answer in fresh:
             record = ResponseRecord(
-                id=x.record_id("response", answer.request_id),
+                id=execution.record_id("response", answer.request_id),
                 execution_id=execution_id,
                 request_id=answer.request_id,
                 response_id=answer.response_id,
                 approved=answer.approved,
             )
-            await self._append(x, record)
-            x.responses[answer.request_id] = record
+            await self._append(execution, record)
+            execution.responses[answer.request_id] = record
             self._reporter.approval_resolved(
-                x.turn_id, execution_id, answer.request_id, answer.approved
+                execution.turn_id, execution_id, answer.request_id, answer.approved
             )
-        if x.waits(history):
-            x.result = self._waiting(x)
-            return x.result
+        if execution.waits(history):
+            execution.result = self._waiting(execution)
+            return execution.result
         turn.prompted = False
-        if x.round_cap is not None:
-            turn.round_cap = x.round_cap
+        if execution.round_cap is not None:
+            turn.round_cap = execution.round_cap
         return await self._drive(
-            x, turn, lambda policy: self._runner.continue_turn(turn, policy=policy)
+            execution, turn, lambda policy: self._runner.continue_turn(turn, policy=policy)
         )
 
     # -- abandon, recover ---------------------------------------------------------------------
 
     async def abandon(self, execution_id: str) -> None:
-        x = self.pending
-        if x is None or x.execution_id != execution_id:
+        execution = self.pending
+        if execution is None or execution.execution_id != execution_id:
             raise self._stale(execution_id, reason="no such execution waits in this session")
         closed = []
-        uncertain = {call.id for call in x.uncertain(self._conversation.messages)}
+        uncertain = {call.id for call in execution.uncertain(self._conversation.messages)}
         for call in open_calls(self._conversation.messages):
             if call.id in uncertain:
                 text = uncertain_result_text(call.name)
@@ -277,9 +284,9 @@ class RecoverableExecutions:
             "execution_abandoned",
             log_events.ExecutionAbandonedEntry(execution_id=execution_id, call_ids=closed),
         )
-        x.state = "abandoned"
+        execution.state = "abandoned"
         self.pending = None
-        self._settle(x)
+        self._settle(execution)
         await self._persist()
 
     async def recover(self, journal: ExecutionJournal) -> None:
@@ -297,17 +304,21 @@ class RecoverableExecutions:
             anchor = next(m for m in reversed(history) if m.role == "assistant").id
             for execution_id in reversed(executions):  # newest first: it is almost always
                 records = await journal.read(execution_id)
-                x = Execution.from_records(execution_id, journal, records)
-                if x is None or x.started is None or anchor not in x.replies:
+                execution = Execution.from_records(execution_id, journal, records)
+                if (
+                    execution is None
+                    or execution.started is None
+                    or anchor not in execution.replies
+                ):
                     continue
-                if not self._ours(x.started):
+                if not self._ours(execution.started):
                     continue
                 if self._put_back(records, anchor):
                     await self._persist()
-                if open_calls(self._conversation.messages) and x.state != "finished":
-                    x.state = "pending"
-                    x.result = self._waiting(x)
-                    self.pending = x
+                if open_calls(self._conversation.messages) and execution.state != "finished":
+                    execution.state = "pending"
+                    execution.result = self._waiting(execution)
+                    self.pending = execution
                 break
         pending = self.pending.execution_id if self.pending is not None else None
         await self._retention.prune(journal, executions, pending)
@@ -322,14 +333,16 @@ class RecoverableExecutions:
     # -- the shared drive ---------------------------------------------------------------------
 
     async def _drive(
-        self, x: Execution, turn: TurnContext, body: Body
+        self, execution: Execution, turn: TurnContext, body: Body
     ) -> TurnCompleted | TurnWaiting:
         """Run `body` with the execution's barrier and approver, then settle the execution."""
-        barrier = JournalBarrier(x)
+        barrier = JournalBarrier(execution)
         policy = GatePolicy(
-            ParkingApprover(x), denied=x.denied_calls(), before_effect=barrier.before_effect
+            ParkingApprover(execution),
+            denied=execution.denied_calls(),
+            before_effect=barrier.before_effect,
         )
-        x.state = "running"
+        execution.state = "running"
         self.pending = None
         self._conversation.barrier = barrier
         try:
@@ -338,21 +351,21 @@ class RecoverableExecutions:
             self._conversation.barrier = None
             aborted = isinstance(exc, TurnAborted | CompactionAborted | trio.Cancelled)
             with trio.CancelScope(shield=True):
-                await self._after_failure(x, "aborted" if aborted else "failed")
+                await self._after_failure(execution, "aborted" if aborted else "failed")
             raise
         self._conversation.barrier = None
         if isinstance(outcome, ParkedTurn):
-            return await self._park(x, turn)
-        x.result = TurnCompleted(
-            turn_id=x.turn_id, response=outcome.response, stop_reason=outcome.stop_reason
+            return await self._park(execution, turn)
+        execution.result = TurnCompleted(
+            turn_id=execution.turn_id, response=outcome.response, stop_reason=outcome.stop_reason
         )
         with trio.CancelScope(shield=True):  # saved already: finishing must not be cut short
-            await self._finish(x, "completed")
-        return x.result
+            await self._finish(execution, "completed")
+        return execution.result
 
-    async def _park(self, x: Execution, turn: TurnContext) -> TurnWaiting:
-        x.state = "pending"
-        self.pending = x
+    async def _park(self, execution: Execution, turn: TurnContext) -> TurnWaiting:
+        execution.state = "pending"
+        self.pending = execution
         try:
             await self._persist()  # the open round must be on disk before "waiting" (G-075)
         except Exception as exc:
@@ -361,61 +374,70 @@ class RecoverableExecutions:
                 f"the waiting execution could not be saved ({type(exc).__name__})"
             )
             self._reporter.turn_finished(
-                x.turn_id, "failed", error=error, hook_failures=turn.hook_failures
+                execution.turn_id, "failed", error=error, hook_failures=turn.hook_failures
             )
             raise error from exc
-        waiting = self._waiting(x)
-        x.result = waiting
-        self._reporter.approval_requested(x.turn_id, x.execution_id, waiting.requests)
-        self._reporter.log(
-            "turn_completed", log_events.TurnCompletedEntry(turn_id=x.turn_id, status="waiting")
+        waiting = self._waiting(execution)
+        execution.result = waiting
+        self._reporter.approval_requested(
+            execution.turn_id, execution.execution_id, waiting.requests
         )
-        self._reporter.turn_finished(x.turn_id, "waiting", hook_failures=turn.hook_failures)
+        self._reporter.log(
+            "turn_completed",
+            log_events.TurnCompletedEntry(turn_id=execution.turn_id, status="waiting"),
+        )
+        self._reporter.turn_finished(execution.turn_id, "waiting", hook_failures=turn.hook_failures)
         return waiting
 
-    async def _after_failure(self, x: Execution, status: Literal["failed", "aborted"]) -> None:
+    async def _after_failure(
+        self, execution: Execution, status: Literal["failed", "aborted"]
+    ) -> None:
         """A failure or abort with the round open keeps the execution pending; otherwise the
         execution is over like an ordinary turn."""
         if open_calls(self._conversation.messages):
-            x.state = "pending"
-            x.result = self._waiting(x)
-            self.pending = x
+            execution.state = "pending"
+            execution.result = self._waiting(execution)
+            self.pending = execution
             return
-        await self._finish(x, status)
+        await self._finish(execution, status)
 
     async def _finish(
-        self, x: Execution, status: Literal["completed", "failed", "aborted"]
+        self, execution: Execution, status: Literal["completed", "failed", "aborted"]
     ) -> None:
-        x.state = "finished"
-        self._settle(x)
-        if self._retention.enabled and not x.requests and self._conversation.saved:
+        execution.state = "finished"
+        self._settle(execution)
+        if self._retention.enabled and not execution.requests and self._conversation.saved:
             # Nobody can redeliver an answer to it and the saved record holds its outcome.
-            await self._retention.retire(x.journal, x.execution_id)
+            await self._retention.retire(execution.journal, execution.execution_id)
             return
         # The mark is read only to answer a redelivered resume after a restart (G-084), so it
         # must be durable only for an execution that had requests to answer.
         record = FinishedRecord(
-            id=x.record_id("finished", "0"), execution_id=x.execution_id, status=status
+            id=execution.record_id("finished", "0"),
+            execution_id=execution.execution_id,
+            status=status,
         )
         try:
-            await x.journal.append(record, durable=bool(x.requests))
+            await execution.journal.append(record, durable=bool(execution.requests))
         except Exception:  # history holds the outcome; a missing mark only costs a lookup
-            logger.warning("journaling the end of execution %s failed", x.execution_id)
-        await self._retention.keep(x.journal, x.execution_id)
+            logger.warning("journaling the end of execution %s failed", execution.execution_id)
+        await self._retention.keep(execution.journal, execution.execution_id)
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _waiting(self, x: Execution) -> TurnWaiting:
-        requests = x.approval_requests(self._conversation.messages)
-        return TurnWaiting(turn_id=x.turn_id, execution_id=x.execution_id, requests=requests)
+    def _waiting(self, execution: Execution) -> TurnWaiting:
+        requests = execution.approval_requests(self._conversation.messages)
+        return TurnWaiting(
+            turn_id=execution.turn_id, execution_id=execution.execution_id, requests=requests
+        )
 
     def _known(self, execution_id: str) -> Execution | None:
         if self.pending is not None and self.pending.execution_id == execution_id:
             return self.pending
         return self._settled.get(execution_id)
 
-    def _settle(self, x: Execution) -> None:
-        self._settled[x.execution_id] = x
+    def _settle(self, execution: Execution) -> None:
+        self._settled[execution.execution_id] = execution
         while len(self._settled) > SETTLED_KEPT:
             self._settled.popitem(last=False)
 
@@ -433,9 +455,11 @@ class RecoverableExecutions:
     ) -> StaleResponse:
         return StaleResponse(self._session_id, execution_id, request_id, reason)
 
-    async def _append(self, x: Execution, record: JournalRecord, *, durable: bool = True) -> None:
+    async def _append(
+        self, execution: Execution, record: JournalRecord, *, durable: bool = True
+    ) -> None:
         try:
-            await x.journal.append(record, durable=durable)
+            await execution.journal.append(record, durable=durable)
         except JournalError as exc:
             raise _persistence(exc, self._session_id) from exc
 
