@@ -10,7 +10,8 @@ event stream). The modules, one concept each:
 - `state`: what the chat knows (session, turn, approvals, streamed text) — plain values;
 - `follower`: the session's event stream applied to the state and the screen;
 - `controller`: what the person's input does: prompts, approvals, slash commands' requests;
-- `slash`: slash-command parsing and help; `actions`: carrying them out;
+- `slash`: slash-command parsing and help; `actions`: carrying them out (through `ChatPort`,
+  what they need of the controller);
 - `approval`: the exact-call allow rule an "always" answer adds;
 - `screen`: the protocol the trio side draws through;
 - `prompt`: the prompt_toolkit session (keys, the live area) implementing it;

@@ -15,7 +15,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.methods import (
     CompactResult,
@@ -30,22 +30,60 @@ from robotactl.chat.slash import SlashCommand, help_text
 from robotactl.formatting import format_context, format_when, shorten
 
 if TYPE_CHECKING:
-    from robotactl.chat.controller import ChatController
+    from protocol.peer import JsonRpcPeer
+    from protocol.shapes import Message, SessionInfo
+    from robotactl.chat.render import Renderer
+    from robotactl.chat.screen import Screen
+    from robotactl.chat.state import ChatState
 
-__all__ = ["SlashActions"]
+__all__ = ["ChatPort", "SlashActions"]
 
 #: Messages ``/history`` shows without N.
 DEFAULT_HISTORY = 10
 
 
-class SlashActions:
-    """The slash commands, run against `controller`'s session and screen."""
+class ChatPort(Protocol):
+    """What the slash commands need of the chat (the chat's `ChatController` is it): its
+    state, screen and renderer, its connection, and five of its moves. This module never
+    imports the controller, which imports it."""
 
-    def __init__(self, controller: ChatController) -> None:
-        self.controller = controller
-        self.state = controller.state
-        self.screen = controller.screen
-        self.renderer = controller.renderer
+    @property
+    def state(self) -> ChatState: ...
+
+    @property
+    def screen(self) -> Screen: ...
+
+    @property
+    def renderer(self) -> Renderer: ...
+
+    @property
+    def peer(self) -> JsonRpcPeer:
+        """The connection to robotad."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> SessionInfo:
+        """Send `method` with `params`; its result is a `SessionInfo`."""
+
+    async def attach(self, info: SessionInfo, *, show_tail: bool = True) -> None:
+        """Switch the chat to `info`'s session (showing its last turn when `show_tail`)."""
+
+    async def abort(self) -> None:
+        """Abort the session's running turn."""
+
+    def leave(self) -> None:
+        """End the chat."""
+
+    def render_message(self, message: Message) -> list[str]:
+        """A history message as the chat shows it."""
+
+
+class SlashActions:
+    """The slash commands, run against `chat`'s session and screen."""
+
+    def __init__(self, chat: ChatPort) -> None:
+        self.chat = chat
+        self.state = chat.state
+        self.screen = chat.screen
+        self.renderer = chat.renderer
 
     def say(self, text: str) -> None:
         self.screen.print(self.renderer.line(text))
@@ -65,15 +103,15 @@ class SlashActions:
         self.say(help_text())
 
     async def do_quit(self, _: str) -> None:
-        self.controller.leave()
+        self.chat.leave()
 
     async def do_new(self, _: str, **extra: Any) -> None:
         info = self.state.info
         params: dict[str, Any] = {"cwd": info.cwd if info else os.getcwd(), **extra}
         if info is not None:
             params.setdefault("provider", info.provider)
-        created = await self.controller.request("session/create", params)
-        await self.controller.attach(created, show_tail=False)
+        created = await self.chat.request("session/create", params)
+        await self.chat.attach(created, show_tail=False)
 
     async def do_model(self, name: str) -> None:
         info = self.state.info
@@ -85,12 +123,12 @@ class SlashActions:
 
     async def do_fork(self, message_id: str) -> None:
         params = self._session(**({"atMessageId": message_id} if message_id else {}))
-        forked = await self.controller.request("session/fork", params)
+        forked = await self.chat.request("session/fork", params)
         self.note(f"forked {self.state.session_id} → {forked.session_id}")
-        await self.controller.attach(forked, show_tail=False)
+        await self.chat.attach(forked, show_tail=False)
 
     async def do_sessions(self, choice: str) -> None:
-        listing = await self.controller.peer.request("session/list", {}, result_type=SessionList)
+        listing = await self.chat.peer.request("session/list", {}, result_type=SessionList)
         ids = [entry.session_id for entry in listing.sessions]
         if choice:
             await self.switch_to(choice, ids)
@@ -112,15 +150,13 @@ class SlashActions:
         if session_id == self.state.session_id:
             self.note(f"already in {session_id}")
             return
-        info = await self.controller.request("session/open", {"sessionId": session_id})
-        await self.controller.attach(info)
+        info = await self.chat.request("session/open", {"sessionId": session_id})
+        await self.chat.attach(info)
 
     async def do_compact(self, instructions: str) -> None:
         params = self._session(**({"instructions": instructions} if instructions else {}))
         self.note("compacting…")
-        result = await self.controller.peer.request(
-            "session/compact", params, result_type=CompactResult
-        )
+        result = await self.chat.peer.request("session/compact", params, result_type=CompactResult)
         if not result.compacted:
             self.note("nothing to compact")
             return
@@ -128,14 +164,14 @@ class SlashActions:
         self.say(f"compacted: {_context(result.before)} → {_context(result.after)}")
 
     async def do_context(self, _: str) -> None:
-        context = await self.controller.peer.request(
+        context = await self.chat.peer.request(
             "session/context", self._session(), result_type=ContextState
         )
         self.state.set_context(context)
         self.say(_context(context))
 
     async def do_mode(self, mode: str) -> None:
-        result = await self.controller.peer.request(
+        result = await self.chat.peer.request(
             "session/setPermissionMode",
             self._session(mode=mode),
             result_type=SetPermissionModeResult,
@@ -151,7 +187,7 @@ class SlashActions:
         await self._add_rule(rule, "deny")
 
     async def _add_rule(self, rule: str, kind: str) -> None:
-        rules = await self.controller.peer.request(
+        rules = await self.chat.peer.request(
             "session/addRule",
             self._session(rule=rule, kind=kind, scope="session"),
             result_type=PermissionRules,
@@ -160,7 +196,7 @@ class SlashActions:
 
     async def do_abort(self, _: str) -> None:
         self.state.abort_asked = self.state.running
-        await self.controller.abort()
+        await self.chat.abort()
 
     async def do_last(self, _: str) -> None:
         call = self.state.last_call
@@ -174,7 +210,7 @@ class SlashActions:
             self.screen.print(self.renderer.error("/history takes a number of messages"))
             return
         want = int(count) if count else DEFAULT_HISTORY
-        peer = self.controller.peer
+        peer = self.chat.peer
         total = (
             await peer.request("session/history", self._session(limit=0), result_type=HistoryResult)
         ).total
@@ -183,11 +219,11 @@ class SlashActions:
         )
         for message in page.messages:
             self.note(f"[{message.id}] {message.role}")
-            for text in self.controller.render_message(message):
+            for text in self.chat.render_message(message):
                 self.screen.print(text)
 
     async def do_export(self, file: str) -> None:
-        result = await self.controller.peer.request(
+        result = await self.chat.peer.request(
             "session/export", self._session(), result_type=ExportResult
         )
         import msgspec

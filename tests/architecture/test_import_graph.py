@@ -1,14 +1,16 @@
 """The tree's arrows point one way: no import cycle between modules or packages, and neither
 `protocol` nor `robotactl` imports the daemon (docs/architecture.md).
 
-Imports are read from the source with `ast` (every import statement, at module level or inside a
-function, `TYPE_CHECKING` blocks excepted: those are for the type checker only).
+Imports are read from the source with `ast`: every import statement, at module level, inside a
+function or in an ``if TYPE_CHECKING:`` block. A type-only import is an arrow too: a module that
+needs another's types to be understood depends on it, so a circle closed by one is still a circle
+(give the importer a `typing.Protocol` of what it needs instead).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -28,15 +30,8 @@ def all_modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def imported_names(path: Path, name: str, modules: Collection[str]) -> Iterator[str]:
-    """Every module an import statement of `path` loads (TYPE_CHECKING blocks skipped).
+    """Every module an import statement of `path` loads (TYPE_CHECKING blocks included).
 
     ``from P import a`` loads the module ``P.a`` when there is one, else ``P`` itself.
     """
@@ -45,9 +40,6 @@ def imported_names(path: Path, name: str, modules: Collection[str]) -> Iterator[
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            stack.extend(node.orelse)
-            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -61,8 +53,9 @@ def imported_names(path: Path, name: str, modules: Collection[str]) -> Iterator[
         stack.extend(ast.iter_child_nodes(node))
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = all_modules()
+def import_graph(modules: Mapping[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module → the modules it imports, over `modules` (default: the whole tree)."""
+    modules = all_modules() if modules is None else modules
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = {t for t in imported_names(path, name, modules) if t in modules and t != name}
@@ -146,3 +139,23 @@ def test_no_package_hides_imports_behind_getattr() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_a_type_only_import_closes_a_cycle(tmp_path: Path) -> None:
+    """The chat's old circle: the controller imported the slash actions where it used them, and
+    the actions imported the controller under ``TYPE_CHECKING`` — a cycle all the same."""
+    package = tmp_path / "chat"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "controller.py").write_text(
+        "class ChatController:\n"
+        "    def submit(self) -> None:\n"
+        "        from chat.actions import SlashActions\n"
+    )
+    (package / "actions.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from chat.controller import ChatController\n"
+    )
+    modules = {f"chat.{name}": package / f"{name}.py" for name in ("actions", "controller")}
+    assert find_cycle(import_graph(modules)) == ["chat.actions", "chat.controller", "chat.actions"]
