@@ -60,11 +60,19 @@ __all__ = ["register_session_methods"]
 
 def register_session_methods(router: Router, ops: SessionOperations) -> None:
     """Add every session method of PROTOCOL §5 to `router`, served by `ops`; a refused
-    durable write answers `StorageFailed` (`StorageEdge`)."""
-    manager = ops.manager
+    durable write answers `StorageFailed` (`StorageEdge`). Registered group by group, in
+    this order: a session's lifecycle, its turns, its history and permissions, then its
+    events, export, import and logs."""
     edge = StorageEdge(router)
+    _register_lifecycle(edge, ops)
+    _register_turns(edge, ops)
+    _register_history_and_permissions(edge, ops)
+    _register_events_and_records(edge, ops)
 
-    # -- sessions ----------------------------------------------------------------------------
+
+def _register_lifecycle(edge: StorageEdge, ops: SessionOperations) -> None:
+    """``session/create``, ``open``, ``get``, ``list``, ``close``, ``fork``, ``delete``."""
+    manager = ops.manager
 
     @edge.method("session/create", CreateParams)
     async def create(params: CreateParams, ctx: CallContext) -> SessionInfo:
@@ -96,7 +104,9 @@ def register_session_methods(router: Router, ops: SessionOperations) -> None:
         await manager.delete(params.session_id)
         return DeleteResult()
 
-    # -- turns -------------------------------------------------------------------------------
+
+def _register_turns(edge: StorageEdge, ops: SessionOperations) -> None:
+    """``session/run``, ``abort``, ``pending``, ``resume``, ``abandon``, ``compact``."""
 
     @edge.method("session/run", RunParams)
     async def run(params: RunParams, ctx: CallContext) -> RunOutcome:
@@ -123,6 +133,10 @@ def register_session_methods(router: Router, ops: SessionOperations) -> None:
     async def compact(params: CompactParams, ctx: CallContext) -> CompactResult:
         return await ops.compact(params, _caller(ctx))
 
+
+def _register_history_and_permissions(edge: StorageEdge, ops: SessionOperations) -> None:
+    """``session/history``, ``context``, ``setPermissionMode``, ``addRule``."""
+
     @edge.method("session/history", HistoryParams, inline=True)
     async def history(params: HistoryParams, ctx: CallContext) -> HistoryResult:
         return await ops.history(params)
@@ -142,7 +156,10 @@ def register_session_methods(router: Router, ops: SessionOperations) -> None:
     async def add_rule(params: AddRuleParams, ctx: CallContext) -> PermissionRules:
         return await ops.add_rule(params)
 
-    # -- events, export, logs, history -------------------------------------------------------
+
+def _register_events_and_records(edge: StorageEdge, ops: SessionOperations) -> None:
+    """``session/subscribe``, ``unsubscribe``, ``export``, ``import``, ``log`` and
+    ``history/search``."""
 
     @edge.method("session/subscribe", SubscribeParams, inline=True)
     async def subscribe(params: SubscribeParams, ctx: CallContext) -> SubscribeResult:
