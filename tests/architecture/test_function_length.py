@@ -1,9 +1,8 @@
 """No function of `protocol`, `robotad` or `robotactl` is longer than `LIMIT` lines.
 
 A function is measured from its ``def`` line to its last line (decorators not counted; a
-nested function counts inside its parent and on its own). The few still over are listed in
-`STILL_LONG`, by file and qualified name; the list only shrinks: an entry whose function is
-gone or back under the limit fails too, so it is struck as soon as its function is split.
+nested function counts inside its parent and on its own). There is no allow-list: a function
+that grows past the limit is split into named steps with the change that grows it.
 """
 
 from __future__ import annotations
@@ -17,16 +16,6 @@ PACKAGES = ("protocol", "robotad", "robotactl")
 
 #: The longest a function may be, in lines.
 LIMIT = 80
-
-#: Functions still over `LIMIT` (file relative to the repository, qualified name), being
-#: shrunk: remove an entry with the change that brings its function under the limit.
-STILL_LONG: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("robotad/session/composition.py", "compose"),
-        ("robotad/session/session.py", "Session.__init__"),
-        ("robotad/daemon/assembly.py", "SessionAssembler.build"),
-    }
-)
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -63,17 +52,9 @@ def test_no_function_is_longer_than_the_limit() -> None:
     too_long = sorted(
         f"{file}: {name} has {lines} lines"
         for (file, name), lines in function_lengths().items()
-        if lines > LIMIT and (file, name) not in STILL_LONG
+        if lines > LIMIT
     )
     assert too_long == [], f"split these into functions of at most {LIMIT} lines"
-
-
-def test_the_allow_list_names_only_functions_still_too_long() -> None:
-    lengths = function_lengths()
-    stale = sorted(
-        f"{file}: {name}" for file, name in STILL_LONG if lengths.get((file, name), 0) <= LIMIT
-    )
-    assert stale == [], "gone or under the limit now: remove them from STILL_LONG"
 
 
 def test_a_long_function_is_measured_and_named(tmp_path: Path) -> None:
