@@ -53,24 +53,25 @@ from protocol.methods import Artifact as ArtifactShape
 from protocol.peer import CallContext, Router
 from protocol.shapes import ContextState, SessionInfo
 from robotad.daemon.operations import RunOutcome, SessionOperations
-from robotad.daemon.storage_edge import StorageEdge
+from robotad.daemon.edge import DomainEdge
 
 __all__ = ["register_session_methods"]
 
 
 def register_session_methods(router: Router, ops: SessionOperations) -> None:
-    """Add every session method of PROTOCOL §5 to `router`, served by `ops`; a refused
-    durable write answers `StorageFailed` (`StorageEdge`). Registered group by group, in
+    """Add every session method of PROTOCOL §5 to `router`, served by `ops`; the
+    domain's errors answer their wire errors (`DomainEdge`: a refused durable write
+    StorageFailed, a malformed setting or input InvalidParams). Registered group by group, in
     this order: a session's lifecycle, its turns, its history and permissions, then its
     events, export, import and logs."""
-    edge = StorageEdge(router)
+    edge = DomainEdge(router)
     _register_lifecycle(edge, ops)
     _register_turns(edge, ops)
     _register_history_and_permissions(edge, ops)
     _register_events_and_records(edge, ops)
 
 
-def _register_lifecycle(edge: StorageEdge, ops: SessionOperations) -> None:
+def _register_lifecycle(edge: DomainEdge, ops: SessionOperations) -> None:
     """``session/create``, ``open``, ``get``, ``list``, ``close``, ``fork``, ``delete``."""
     manager = ops.manager
 
@@ -105,7 +106,7 @@ def _register_lifecycle(edge: StorageEdge, ops: SessionOperations) -> None:
         return DeleteResult()
 
 
-def _register_turns(edge: StorageEdge, ops: SessionOperations) -> None:
+def _register_turns(edge: DomainEdge, ops: SessionOperations) -> None:
     """``session/run``, ``abort``, ``pending``, ``resume``, ``abandon``, ``compact``."""
 
     @edge.method("session/run", RunParams)
@@ -134,7 +135,7 @@ def _register_turns(edge: StorageEdge, ops: SessionOperations) -> None:
         return await ops.compact(params, _caller(ctx))
 
 
-def _register_history_and_permissions(edge: StorageEdge, ops: SessionOperations) -> None:
+def _register_history_and_permissions(edge: DomainEdge, ops: SessionOperations) -> None:
     """``session/history``, ``context``, ``setPermissionMode``, ``addRule``."""
 
     @edge.method("session/history", HistoryParams, inline=True)
@@ -157,7 +158,7 @@ def _register_history_and_permissions(edge: StorageEdge, ops: SessionOperations)
         return await ops.add_rule(params)
 
 
-def _register_events_and_records(edge: StorageEdge, ops: SessionOperations) -> None:
+def _register_events_and_records(edge: DomainEdge, ops: SessionOperations) -> None:
     """``session/subscribe``, ``unsubscribe``, ``export``, ``import``, ``log`` and
     ``history/search``."""
 

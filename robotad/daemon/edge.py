@@ -10,7 +10,7 @@
   `InvalidParams` (-32602) with the same located issues, both naming their inputs as the
   methods' params do.
 
-`StorageEdge` wraps a `Router` so every handler registered through it maps both. Other
+`DomainEdge` wraps a `Router` so every handler registered through it maps both. Other
 exceptions pass unchanged.
 """
 
@@ -27,7 +27,7 @@ from robotad.session.errors import InvalidSetting
 from robotad.storage.failure import storage_failed
 from robotad.storage.refusal import InputRejected
 
-__all__ = ["StorageEdge"]
+__all__ = ["DomainEdge"]
 
 log = logging.getLogger("robotad.daemon")
 
@@ -36,8 +36,8 @@ R = TypeVar("R")
 Handler = Callable[[P, CallContext], Awaitable[R]]
 
 
-class StorageEdge:
-    """`router`'s `method` decorator, with storage failures mapped (module doc)."""
+class DomainEdge:
+    """`router`'s `method` decorator, with the domain's errors mapped (module doc)."""
 
     def __init__(self, router: Router) -> None:
         self._router = router
