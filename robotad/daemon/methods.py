@@ -52,8 +52,8 @@ from protocol.methods import (
 from protocol.methods import Artifact as ArtifactShape
 from protocol.peer import CallContext, Router
 from protocol.shapes import ContextState, SessionInfo
-from robotad.daemon.operations import RunOutcome, SessionOperations
 from robotad.daemon.edge import DomainEdge
+from robotad.daemon.operations import RunOutcome, SessionOperations
 
 __all__ = ["register_session_methods"]
 
