@@ -199,6 +199,8 @@ class EventHub:
         self._ran = False
         self._closed = False
         self._close_requested = trio.Event()
+        self._holding: frozenset[str] = frozenset()  # what `hold` holds back, and the held
+        self._held: list[Mapping[str, Any]] = []
 
     # -- state -----------------------------------------------------------------------------
 
@@ -230,7 +232,7 @@ class EventHub:
         `event_fields` holds ``type`` and the type's members, and ``turnId`` inside a turn
         (absent means null); the hub owns ``sessionId`` and ``seq`` and overrides any given.
         Raises ValueError for a missing ``type`` or the subscriber-only ``overflow`` type, and
-        `trio.ClosedResourceError` once the hub is closed.
+        `trio.ClosedResourceError` once the hub is closed. A held event (`hold`) returns 0.
         """
         if self._closed:
             raise trio.ClosedResourceError(f"the event stream of {self.session_id} is closed")
@@ -239,7 +241,20 @@ class EventHub:
             raise ValueError(f"an event needs a non-empty string 'type', got {kind!r}")
         if kind == "overflow":
             raise ValueError("'overflow' is a notice to one subscriber, not a session event")
+        if kind in self._holding:
+            self._held.append(event_fields)
+            return 0
         return self._publish(event_fields, force=False)
+
+    def hold(self, kinds: frozenset[str]) -> None:
+        """Hold back events of `kinds` until `release` publishes them (the daemon holds
+        ``turn_finished`` until the session is free: a run started on reading it is accepted)."""
+        self._holding = kinds
+
+    def release(self) -> None:
+        held, self._held, self._holding = self._held, [], frozenset()
+        for event_fields in (event for event in held if not self._closed):
+            self._publish(event_fields, force=False)
 
     def _publish(self, event_fields: Mapping[str, Any], *, force: bool) -> int:
         seq = self._next_seq

@@ -88,6 +88,10 @@ W = TypeVar("W", TurnCompleted | TurnWaiting, CompactResult)
 
 log = logging.getLogger("robotad.daemon")
 
+#: Held back while a turn's (or resume's) work holds the session, published once it is free:
+#: a client may start the next run the moment it reads one (PROTOCOL §6).
+AFTER_WORK = frozenset({"turn_finished"})
+
 RunOutcome = TurnCompleted | TurnWaiting | TurnRunning
 
 
@@ -164,6 +168,7 @@ class SessionOperations:
         session = live.session
         choice = _tool_choice(params.tool_choice)
         context = params.system_context if params.system_context is not UNSET else None
+        live.hub.hold(AFTER_WORK)
         try:
             # No checkpoint between here and the Session's synchronous claim, so an abort that
             # arrives once the run was accepted finds the turn running. The prompt-history
@@ -180,6 +185,7 @@ class SessionOperations:
             )
         finally:
             live.end(turn_id)
+            live.hub.release()
 
     def _remember_prompt(self, live: LiveSession, prompt: str) -> None:
         """Append to the prompt history (G-164); never authoritative, so a failure is only
@@ -272,10 +278,12 @@ class SessionOperations:
         self.manager.admit(live, kind, work_id)
 
         async def body() -> WorkOutcome:
+            live.hub.hold(AFTER_WORK)
             try:
                 return await work()
             finally:
                 live.end(work_id)
+                live.hub.release()
 
         turn = live.turns.start(work_id, body)
         if track is not None and not turn.done:

@@ -525,3 +525,24 @@ async def test_events_reach_a_client_peer_and_a_closed_connection_is_dropped(
         await trio.testing.wait_all_tasks_blocked()
         assert hub.subscribers == frozenset()
         nursery.cancel_scope.cancel()
+
+
+async def test_held_events_are_published_on_release_after_the_others(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The daemon's turn_finished rule: an event of a held type waits for `release`, then is
+    stamped after everything published meanwhile; other types pass at once."""
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send)
+    hub.hold(frozenset({"session_closed"}))
+    assert hub.publish({"type": "session_closed"}) == 0
+    hub.publish(delta("a"))
+    assert hub.latest_seq == 1
+    hub.release()
+    hub.publish({"type": "session_closed"})
+    events = await recorder.wait_for(3)
+    assert [(e["seq"], e["type"]) for e in events] == [
+        (1, "text_delta"),
+        (2, "session_closed"),
+        (3, "session_closed"),
+    ]
