@@ -72,6 +72,8 @@ async def close_cut_off(session: Session, logs_dir: Path) -> bool:
         where = fields(session_id=session.session_id)
         log.warning("cannot close a cut-off session log: %s", exc, extra=where)
         return False
+    finally:
+        logger.close()
     return True
 
 

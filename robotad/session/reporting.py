@@ -58,16 +58,32 @@ class SessionReporter:
         self.session_id = session_id
         self._log = logger_
         self._sink = sink
-        self.closed = False
+        self._closed = False
         #: Entries the session log refused since the last `turn_finished`, and the last why.
         self._dropped = 0
         self._log_failure: StorageError | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session has shut down: nothing more is emitted or logged (G-131)."""
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        """Closing also releases the session log's open file (no descriptor outlives the
+        session); a close that fails is reported and ignored."""
+        self._closed = value
+        if value and self._log is not None:
+            try:
+                self._log.close()
+            except Exception:
+                logger.warning("closing the session log of %s failed", self.session_id)
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def log(self, event: LogEventName, payload: msgspec.Struct) -> None:
         """Write one session-log entry; a failing log is reported and ignored."""
-        if self.closed or self._log is None:
+        if self._closed or self._log is None:
             return
         try:
             self._log.log(event, payload)
@@ -85,7 +101,7 @@ class SessionReporter:
 
     def emit(self, event: wire.SessionEvent) -> None:
         """Hand one event to the sink; a failing sink is reported and ignored."""
-        if self.closed or self._sink is None:
+        if self._closed or self._sink is None:
             return
         try:
             self._sink(event)

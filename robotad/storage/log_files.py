@@ -1,11 +1,12 @@
 """File-system adapters of the session-log ports: ``logs/<id>.jsonl`` + ``logs/<id>.payloads/``.
 
 `FileLogSink` appends whole lines with ``O_APPEND`` into an owner-only file (folders 0700,
-files 0600 whatever the umask, G-155) and creates sidecars exclusively (G-154), refusing a name
-that is not the SHA-256 of the content. `FileLogSource` reads the log with ``O_NOFOLLOW`` and
-sidecars relative to a payload-folder descriptor opened without following links, so a symlink
-planted at the log, the folder or a sidecar is refused (G-157); it checks a sidecar's size
-against the reference before reading a byte (G-158/G-160).
+files 0600 whatever the umask, G-155), through a descriptor it keeps open between lines (a
+bounded number of them process-wide: `open_logs`), and creates sidecars exclusively (G-154),
+refusing a name that is not the SHA-256 of the content. `FileLogSource` reads the log with
+``O_NOFOLLOW`` and sidecars relative to a payload-folder descriptor opened without following
+links, so a symlink planted at the log, the folder or a sidecar is refused (G-157); it checks
+a sidecar's size against the reference before reading a byte (G-158/G-160).
 
 Construct them from a validated session id with `log_paths` (G-156).
 """
@@ -16,6 +17,7 @@ import errno
 import os
 import stat
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from . import fsio
@@ -23,7 +25,7 @@ from .failure import refusing_writes
 from .ids import validate_session_id
 from .sidecars import SidecarError, digest
 
-__all__ = ["FileLogSink", "FileLogSource", "log_paths"]
+__all__ = ["OPEN_LOGS_KEPT", "FileLogSink", "FileLogSource", "log_paths", "open_logs"]
 
 
 def log_paths(logs_dir: Path, session_id: str) -> tuple[Path, Path]:
@@ -36,31 +38,135 @@ def _payload_dir_of(log_path: Path) -> Path:
     return log_path.with_name(log_path.name.removesuffix(".jsonl") + ".payloads")
 
 
+#: Log descriptors kept open at once in the process; past it the least recently used closes.
+OPEN_LOGS_KEPT = 64
+
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class _OpenLogs:
+    """The sinks holding a descriptor, least recently written first, at most `limit` of them.
+
+    A sink that opens its file joins (`opened`, which closes the least recently used sink's
+    descriptor past the limit, skipping one busy writing), a sink that writes moves to the end
+    (`used`), one that closes leaves (`closed`). Idle sessions therefore hold no descriptor
+    for long, however many are loaded.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._sinks: OrderedDict[int, FileLogSink] = OrderedDict()
+
+    def opened(self, sink: FileLogSink) -> None:
+        with self._lock:
+            self._sinks[id(sink)] = sink
+            for key, victim in list(self._sinks.items()):
+                if len(self._sinks) <= self.limit:
+                    break
+                if victim is not sink and victim._release_if_idle():
+                    del self._sinks[key]
+
+    def used(self, sink: FileLogSink) -> None:
+        with self._lock:
+            if id(sink) in self._sinks:
+                self._sinks.move_to_end(id(sink))
+
+    def closed(self, sink: FileLogSink) -> None:
+        with self._lock:
+            if self._sinks.get(id(sink)) is sink:
+                del self._sinks[id(sink)]
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._sinks)
+
+
+open_logs = _OpenLogs(OPEN_LOGS_KEPT)
+
+
 class FileLogSink:
-    """Appends to one log file; `durable` fsyncs each line (off by default: call `sync`)."""
+    """Appends to one log file; `durable` fsyncs each line (off by default: call `sync`).
+
+    The file stays open between lines (`close` releases it; so does `open_logs` when too many
+    sinks hold one). Before each line the path is checked (one ``lstat``): a log rotated,
+    removed or replaced since it was opened is reopened by name, so a line always lands in
+    the file the path names now, as if it had been opened afresh. A line appended by another
+    writer (log recovery) is noticed by the file's size: the torn-line check reads the last
+    byte only when the file does not end where this sink's last line did.
+    """
 
     def __init__(self, path: Path, *, durable: bool = False) -> None:
         self._path = Path(path)
+        self._name = os.fspath(self._path)
+        self._root = self._path.parent.parent  # what a refusal's path is relative to
         self._payloads = _payload_dir_of(self._path)
         self._durable = durable
         self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._identity = (0, 0)
+        #: The file's size just after this sink's last line (-1: unknown).
+        self._end = -1
 
     @classmethod
     def for_session(cls, logs_dir: Path, session_id: str, *, durable: bool = False) -> FileLogSink:
         return cls(log_paths(logs_dir, session_id)[0], durable=durable)
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the sink holds a descriptor of its file now."""
+        return self._fd is not None
+
     def append(self, line: bytes) -> None:
         if b"\n" in line:
             raise ValueError("a log line must not contain a newline")
-        with self._lock, refusing_writes(self._path, self._path.parent.parent):
-            fsio.ensure_private_dir(self._path.parent)
-            fsio.append_line(self._path, line, durable=self._durable)
+        with self._lock, refusing_writes(self._path, self._root):
+            try:
+                fd, size = self._descriptor()
+                data = line + b"\n"
+                if size > 0 and size != self._end and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data  # a torn line stays one bad line (`fsio.append_line`)
+                fsio.write_all(fd, data)
+                if self._durable:
+                    os.fsync(fd)
+            except BaseException:
+                self._close_locked()
+                raise
+            self._end = size + len(data)
+        open_logs.used(self)
+
+    def _descriptor(self) -> tuple[int, int]:
+        """The open descriptor of the file the path names now, and that file's size."""
+        if self._fd is not None:
+            try:
+                info = os.lstat(self._name)
+            except FileNotFoundError:
+                info = None
+            if info is not None and (info.st_ino, info.st_dev) == self._identity:
+                _own_mode(self._fd, info)
+                return self._fd, info.st_size
+            self._close_locked()  # rotated, removed or replaced: open what is there now
+        fsio.ensure_private_dir(self._path.parent)
+        fd = os.open(self._name, _APPEND_FLAGS, fsio.FILE_MODE)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise fsio.UnsafePath(
+                    errno.EINVAL, "an append-only file's path is not a regular file"
+                )
+            _own_mode(fd, info)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self._identity, self._end = fd, (info.st_ino, info.st_dev), -1
+        open_logs.opened(self)
+        return fd, info.st_size
 
     def put_payload(self, content: bytes, sha256: str) -> str:
         if digest(content) != sha256:
             raise ValueError("a sidecar's name must be the SHA-256 of its content")
         path = self._payloads / sha256
-        with refusing_writes(path, self._path.parent.parent):
+        with refusing_writes(path, self._root):
             fsio.ensure_private_dir(self._path.parent)
             fsio.ensure_private_dir(self._payloads)
             fsio.create_exclusive(path, content)
@@ -75,6 +181,35 @@ class FileLogSink:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def close(self) -> None:
+        """Release the file's descriptor (a later `append` opens it again). Idempotent."""
+        with self._lock:
+            self._close_locked()
+
+    def _release_if_idle(self) -> bool:
+        """Close the descriptor unless a line is being written now; True when closed."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            fd, self._fd, self._end = self._fd, None, -1
+            if fd is not None:
+                os.close(fd)
+            return True
+        finally:
+            self._lock.release()
+
+    def _close_locked(self) -> None:
+        fd, self._fd, self._end = self._fd, None, -1
+        if fd is not None:
+            os.close(fd)
+            open_logs.closed(self)
+
+
+def _own_mode(fd: int, info: os.stat_result) -> None:
+    """Keep an owner-only file owner-only (0600) whatever changed its mode (G-155)."""
+    if stat.S_IMODE(info.st_mode) != fsio.FILE_MODE and info.st_uid == os.geteuid():
+        os.fchmod(fd, fsio.FILE_MODE)
 
 
 class FileLogSource:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "is_sensitive_key", "scrub_sensitive_keys"]
+__all__ = ["REDACTED", "is_sensitive_key", "redact_in_place", "scrub_sensitive_keys"]
 
 #: What a sensitive key's value becomes.
 REDACTED = "[REDACTED]"
@@ -125,3 +125,23 @@ def scrub_sensitive_keys(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [scrub_sensitive_keys(item) for item in value]
     return value
+
+
+def redact_in_place(tree: Any) -> None:
+    """Replace, in `tree` itself, the value of every sensitive key at any depth by
+    ``"[REDACTED]"`` — what `scrub_sensitive_keys` returns, without copying anything.
+
+    For a tree the caller owns and that holds only plain ``dict`` and ``list`` containers, as
+    `msgspec.to_builtins` makes them (the session log's payloads); other values are leaves.
+    """
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            for key, item in node.items():
+                if isinstance(key, str) and is_sensitive_key(key):
+                    node[key] = REDACTED  # a value replaced, the dict's size unchanged
+                elif type(item) is dict or type(item) is list:
+                    stack.append(item)
+        else:
+            stack.extend(item for item in node if type(item) is dict or type(item) is list)

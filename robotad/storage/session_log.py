@@ -32,7 +32,7 @@ from protocol.shapes import UtcDatetime, utc_now
 from protocol.validate import ValidationFailed, convert
 
 from .log_events import LOG_SCHEMA_VERSION, PAYLOADS, LogEventName
-from .scrub import scrub_sensitive_keys
+from .scrub import redact_in_place
 from .sidecars import (
     DEFAULT_BYTE_BUDGET,
     DEFAULT_DEPTH_LIMIT,
@@ -139,8 +139,8 @@ class SessionLogger:
         if not isinstance(payload, dict):
             raise ValueError("a session-log payload must be an object")
         convert(payload, shape)
-        safe = scrub_sensitive_keys(payload)
-        spilled = externalize(safe, self._sink.put_payload, limit=self._spill_limit)
+        redact_in_place(payload)  # a fresh tree of plain dicts and lists: ours to change
+        spilled = externalize(payload, self._sink.put_payload, limit=self._spill_limit)
         line = self._encoder.encode(
             {
                 "schemaVersion": LOG_SCHEMA_VERSION,
@@ -151,6 +151,13 @@ class SessionLogger:
             }
         )
         self._sink.append(line)
+
+    def close(self) -> None:
+        """Release what the sink holds open, when it has a ``close`` (`FileLogSink` keeps its
+        file open between lines); a later `log` may open it again."""
+        close = getattr(self._sink, "close", None)
+        if close is not None:
+            close()
 
 
 # -- reading --------------------------------------------------------------------------------

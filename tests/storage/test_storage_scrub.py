@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 
 from protocol import shapes
 from robotad.storage import log_events, record
-from robotad.storage.scrub import REDACTED, is_sensitive_key, scrub_sensitive_keys
+from robotad.storage.scrub import (
+    REDACTED,
+    is_sensitive_key,
+    redact_in_place,
+    scrub_sensitive_keys,
+)
 
 SENSITIVE = [
     "api_key",
@@ -128,6 +133,26 @@ def test_no_sensitive_value_survives_at_any_depth(value: object) -> None:
                 check(item)
 
     check(scrub_sensitive_keys(value))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.recursive(
+        st.text(max_size=5) | st.integers() | st.none(),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from(SENSITIVE + NOT_SENSITIVE), inner, max_size=4)
+        ),
+        max_leaves=15,
+    )
+)
+def test_redacting_in_place_is_scrubbing_without_the_copy(value: object) -> None:
+    """The session log's in-place redaction of its own fresh payload redacts exactly what
+    the copying scrubber does, at any depth."""
+    expected = scrub_sensitive_keys(value)
+    tree = msgspec.to_builtins({"payload": value})
+    redact_in_place(tree)
+    assert tree == {"payload": expected}
 
 
 def test_no_declared_member_has_a_sensitive_name() -> None:
