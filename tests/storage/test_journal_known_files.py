@@ -1,0 +1,93 @@
+"""The journal knows which execution files its folder holds (listed when locked, kept up to
+date by its one writer): a new execution's file is made with a single open and nothing is read
+for it, and a file made behind the writer's back is still read before anything is appended, so
+idempotency by record id holds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from robotad.storage import journal as journal_module
+from robotad.storage.journal import FileExecutionJournal, JournalConflict, encode_journal_record
+
+from .journal_samples import every_kind, started
+
+
+def counting_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names the journal opens (relative to its folder), in order."""
+    names: list[str] = []
+    real = os.open
+
+    def spy(path: str, *args: object, **kwargs: object) -> int:
+        names.append(os.fspath(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(journal_module.os, "open", spy)
+    return names
+
+
+async def test_a_new_executions_first_appends_open_its_file_once_each(
+    journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opens = counting_opens(monkeypatch)
+    first, reply, *_ = every_kind("x-1")
+    await journal.append(first, durable=False)
+    await journal.append(reply)
+    assert opens.count("x-1.jsonl") == 2
+    assert await journal.read("x-1") == [first, reply]
+
+
+async def test_a_file_made_behind_the_writers_back_is_read_before_appending(
+    journal: FileExecutionJournal,
+) -> None:
+    record = started("x-1")
+    path: Path = journal.path_for("x-1")
+    path.write_bytes(encode_journal_record(record))
+    other = msgspec.structs.replace(record, turn_id="t-other")
+    with pytest.raises(JournalConflict):
+        await journal.append(other)
+    await journal.append(record)  # the same record: already stored, nothing written
+    assert path.read_bytes() == encode_journal_record(record)
+
+
+async def test_a_file_removed_behind_the_writers_back_is_made_again(
+    journal: FileExecutionJournal,
+) -> None:
+    first, reply, request, *_ = every_kind("x-1")
+    await journal.append(first)
+    journal.path_for("x-1").unlink()
+    await journal.append(reply)
+    await journal.append(request)
+    assert await journal.read("x-1") == [reply, request]
+
+
+async def test_a_staged_append_to_an_indexed_file_takes_no_thread_trip(
+    journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One small unsynced write runs inline; creating a file, an fsync or a removal goes to a
+    worker thread (each can take hundreds of microseconds)."""
+    trips: list[str] = []
+    real = trio.to_thread.run_sync
+
+    async def spy(function: Any, *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(function, "__name__", repr(function)))
+        return await real(function, *args, **kwargs)
+
+    monkeypatch.setattr(journal_module.trio.to_thread, "run_sync", spy)
+    first, reply, request, *_ = every_kind("x-1")
+    await journal.append(first, durable=False)
+    assert len(trips) == 1  # the file is made
+    await journal.append(reply)
+    assert len(trips) == 2  # synced
+    await journal.append(request, durable=False)
+    assert len(trips) == 2
+    await journal.discard("x-1", durable=False)
+    assert len(trips) == 3
+    assert not journal.path_for("x-1").exists()
+    assert await journal.read("x-1") == []
