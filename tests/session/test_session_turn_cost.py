@@ -20,6 +20,7 @@ import pytest
 import trio
 from msgspec import Struct
 
+from protocol.errors import ProviderFailed
 from protocol.methods import ApprovalResponse
 from protocol.shapes import Message, TurnCompleted, TurnWaiting
 from robotad.agent.provider import ModelRequest, ToolSchema
@@ -30,7 +31,14 @@ from robotad.storage.log_files import FileLogSource
 from robotad.storage.log_replay import replay_history, validate_log
 from robotad.tools import builtin_tools
 from tests.journal_fakes import FaultyJournal, MemoryJournal
-from tests.session.session_harness import LIMIT, FileLog, MemoryStore, new_session, scripted
+from tests.session.session_harness import (
+    LIMIT,
+    FileLog,
+    MemoryStore,
+    Recorder,
+    new_session,
+    scripted,
+)
 
 
 @pytest.fixture
@@ -254,3 +262,27 @@ async def test_a_tool_schema_is_built_once_per_session(workspace: Path) -> None:
     assert [s.name for s in store.last.tool_schemas] == ["Count", "Late"]
     assert [s.name for s in provider.turn_requests[-1].tools] == ["Count", "Late"]
     assert (counting.built, late.built) == (1, 1)
+
+
+async def test_a_request_is_logged_while_it_is_on_its_way(workspace: Path) -> None:
+    """The ``provider_request`` line — a turn's biggest, the tools' schemas in it — is not in
+    the provider's way: when the call begins it is not written yet, and it is written before
+    any of the request's deltas, its response, or the failure that ends it."""
+    provider = Recorder(scripted([{"text": "one two three", "chunks": 3}, {"error": "boom"}]))
+    log = FileLog(workspace.parent, "s-soon")
+    seen: list[list[str]] = []
+    provider.on_call = lambda request: seen.append(log.events() if log.path.exists() else [])
+    session = new_session(workspace, provider, logger=log.logger, session_id="s-soon")
+    with trio.fail_after(LIMIT):
+        await session.run("first")
+        with pytest.raises(ProviderFailed):
+            await session.run("second")
+    assert [events.count("provider_request") for events in seen] == [0, 1]
+    events = log.events()
+    requests = [i for i, event in enumerate(events) if event == "provider_request"]
+    responses = [i for i, event in enumerate(events) if event == "provider_response"]
+    deltas = [i for i, event in enumerate(events) if event == "text_delta"]
+    assert len(requests) == len(responses) == 2
+    assert requests[0] < min(deltas)
+    assert max(deltas) < responses[0] < requests[1] < responses[1]
+    assert validate_log(FileLogSource(log.path)).complete

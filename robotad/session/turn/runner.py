@@ -166,9 +166,7 @@ class TurnRunner:
         provider = self.session.callbacks.provider()
         gate = SessionToolGate(self.session.gate, turn, policy)
         callbacks = TurnCallbacks(
-            on_text=lambda delta: self.session.reporter.text_delta(
-                turn.turn_id, delta, turn.open_request
-            ),
+            on_text=lambda delta: self._on_text(turn, delta),
             on_request=lambda request: self._on_request(turn, provider, request, system_context),
             on_reply=lambda reply: self._on_reply(turn, provider, reply),
         )
@@ -240,19 +238,45 @@ class TurnRunner:
         turn.rounds += 1
         state = self.session.conversation.tracker.state(request.messages)
         self.session.reporter.context_updated(turn.turn_id, "estimated", state)
-        turn.open_request = new_id("req-")
-        self.session.reporter.log(
-            "provider_request",
-            log_events.ProviderRequestEntry(
-                request_id=turn.open_request,
+        turn.open_request = request_id = new_id("req-")
+        history = self.session.conversation.messages  # unchanged until the reply is committed
+
+        def log_request() -> None:
+            entry = log_events.ProviderRequestEntry(
+                request_id=request_id,
                 provider=provider.name,
                 model=provider.model,
-                request=logged_request(request, self.session.conversation.messages, system_context),
-            ),
-        )
+                request=logged_request(request, history, system_context),
+            )
+            self.session.reporter.log("provider_request", entry)
+
+        # The line (the request with its tools' schemas: the turn's biggest) is written while
+        # the request is on its way — the background task runs at the provider call's first
+        # checkpoint — and in any case before anything else of this request is logged.
+        turn.unlogged_request = log_request
+        if turn.background is not None:
+            turn.background.start_soon(self._log_request_soon, turn, log_request)
+        else:
+            self._log_request(turn)
         self.session.lifecycle.pre_model_call(turn, request, provider.name)
 
+    async def _log_request_soon(self, turn: TurnContext, log_request: Callable[[], None]) -> None:
+        if turn.unlogged_request is log_request:
+            self._log_request(turn)
+
+    @staticmethod
+    def _log_request(turn: TurnContext) -> None:
+        """Write the open request's ``provider_request`` line unless it is written."""
+        log_request, turn.unlogged_request = turn.unlogged_request, None
+        if log_request is not None:
+            log_request()
+
+    def _on_text(self, turn: TurnContext, delta: str) -> None:
+        self._log_request(turn)
+        self.session.reporter.text_delta(turn.turn_id, delta, turn.open_request)
+
     async def _on_reply(self, turn: TurnContext, provider: Provider, reply: ModelReply) -> None:
+        self._log_request(turn)
         self.session.conversation.tracker.update_from_reply(reply.usage)
         if turn.open_request is not None:
             normalized = log_events.NormalizedResponseEntry(
@@ -278,6 +302,7 @@ class TurnRunner:
 
     def _close_request(self, turn: TurnContext, error: str) -> None:
         """Answer, in the log, a provider request that got no response."""
+        self._log_request(turn)
         if turn.open_request is not None:
             self.session.reporter.log(
                 "provider_response",

@@ -4,11 +4,12 @@ Everything a turn's collaborators need to know about "the turn in flight" lives 
 place: its id (None outside a turn), the abort signal of its claim, its trace root (when the
 session traces), the advisory hook failures collected for ``turn_finished.hookFailures``, the
 nursery its fire-and-forget hooks run in, and the provider request still awaiting its response
-(so the log never leaves a request without an answer).
+(so the log never leaves a request without an answer) or still to be logged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -34,6 +35,8 @@ class TurnContext:
     background: trio.Nursery | None = None
     #: The provider request id logged but not yet answered in the log.
     open_request: str | None = None
+    #: Writes the open request's ``provider_request`` line, while it is not written yet.
+    unlogged_request: Callable[[], None] | None = None
     rounds: int = 0
     #: The turn's round limit (PROTOCOL §10.2): provider calls it may make; None = no limit.
     round_cap: int | None = None
