@@ -11,7 +11,9 @@ nothing.
   elsewhere falls on both alike), on the same file system: the durable steps a turn takes and
   nothing else — a new journal file written and fsynced, its folder fsynced; the session record
   written to a temporary file, fsynced, renamed over the old one, its folder fsynced (4 fsyncs).
-  The turn's median over the floor's median is the figure (target ≤ 1.5×);
+  The turn's median over the floor's median is the figure (target ≤ 1.5×). Beside it, the
+  daemon's CPU time per turn (user + system, from ``/proc/<pid>/stat`` around the timed turns):
+  other load stretches wall times and fsyncs alike, while CPU per turn barely moves with it;
 - added latency per ``text_delta``: one step streamed in `--chunks` pieces at zero delay to a
   subscribed client: the time from the first delta received to the last, over the number of
   deltas, and the growth of the whole turn's time per extra chunk against a one-chunk turn of
@@ -74,18 +76,29 @@ async def _seconds(connection: SoakConnection, method: str, params: dict[str, An
     return time.perf_counter() - started
 
 
-async def per_turn(connection: SoakConnection, home: DaemonHome, turns: int) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def per_turn(
+    connection: SoakConnection, home: DaemonHome, turns: int, daemon_pid: int
+) -> None:
     cwd = str(home.workspace("turns"))
     floor_dir = home.state_dir / "fsync-floor"
     floor_dir.mkdir(mode=0o700)
     times: list[float] = []
     floors: list[float] = []
+    cpu = 0.0
     for index in range(turns):
         if index % TURNS_PER_SESSION == 0:
             session_id = f"turns-{index // TURNS_PER_SESSION}"
             await connection.call("session/create", {"cwd": cwd, "sessionId": session_id})
         params = {"sessionId": session_id, "prompt": f"prompt {index}"}
+        before = cpu_seconds(daemon_pid)
         times.append(await _seconds(connection, "session/run", params))
+        cpu += cpu_seconds(daemon_pid) - before
         floors.append(fsync_floor(floor_dir, index))
     status = [await _seconds(connection, "daemon/status", {}) for _ in range(200)]
     median = statistics.median(times) * 1e3
@@ -96,7 +109,8 @@ async def per_turn(connection: SoakConnection, home: DaemonHome, turns: int) -> 
         f"turn overhead: median {median:.2f} ms, p90 "
         f"{statistics.quantiles(times, n=10)[-1] * 1e3:.2f} ms over {turns} turns; fsync floor "
         f"(4 fsyncs) {floor:.2f} ms: {ratio:.2f} × the floor (target ≤ {TURN_TARGET_RATIO} ×: "
-        f"{verdict}); daemon/status round trip {statistics.median(status) * 1e3:.3f} ms"
+        f"{verdict}); daemon/status round trip {statistics.median(status) * 1e3:.3f} ms; "
+        f"daemon CPU {cpu / turns * 1e3:.2f} ms per turn"
     )
 
 
@@ -146,7 +160,7 @@ async def main(arguments: argparse.Namespace) -> None:
         daemon = DaemonProcess(home).start()
         try:
             async with open_soak_connection(daemon.socket_path) as connection:
-                await per_turn(connection, home, arguments.turns)
+                await per_turn(connection, home, arguments.turns, daemon.pid)
                 await per_delta(connection, home, arguments.chunks)
         finally:
             daemon.stop()
