@@ -29,7 +29,6 @@ blocking client (`protocol.blocking_client`) fail the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -69,8 +68,7 @@ def is_request_id(value: object) -> bool:
     return type(value) is int or type(value) is str
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(Struct, frozen=True):
     """A call that expects a reply. `params` is None when absent or null (meaning ``{}``)."""
 
     id: RequestId
@@ -78,16 +76,14 @@ class Request:
     params: Raw | None
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(Struct, frozen=True):
     """A call that is never answered, not even with an error."""
 
     method: str
     params: Raw | None
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(Struct, frozen=True):
     """A reply to one of our requests.
 
     Exactly one of `result` (possibly the JSON text ``null``), `error` and `problem` is set:
@@ -101,8 +97,7 @@ class Response:
     problem: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Invalid:
+class Invalid(Struct, frozen=True):
     """An input that gets `error` as its reply, under `id` (None: the id could not be read)."""
 
     id: RequestId | None
@@ -112,8 +107,7 @@ class Invalid:
 Message = Request | Notification | Response | Invalid
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(Struct, frozen=True):
     """The messages of one frame body. When `batch` is true, the replies to its requests (and
     to its invalid elements) go back together as one array, or not at all if there are none."""
 

@@ -48,6 +48,7 @@ from typing import Any, Final, TypeVar, overload
 
 import msgspec
 import trio
+from msgspec import Struct
 
 from protocol import jsonrpc, validate
 from protocol.errors import (
@@ -162,8 +163,7 @@ class Router:
         return sorted(self._routes)
 
 
-@dataclass(frozen=True, slots=True)
-class CallContext:
+class CallContext(Struct, frozen=True):
     """What a handler knows about its call: the peer (to send notifications), the method, the
     request id (None for a notification), and the connection-scoped `state` dict."""
 
@@ -352,30 +352,31 @@ class JsonRpcPeer:
     async def _send(self, body: bytes) -> None:
         """Write one frame whole; the only way anything reaches the stream.
 
-        The fast path (decision 1 of docs/architecture.md): when the write lock is free it is
-        taken without a checkpoint, and the frame goes out with one non-blocking write when
-        the socket takes it all. Only what the socket did not take is written with the
-        shielded ``send_all``, still under the lock, so frames stay whole and in order. A
-        caller other than this peer's reader then passes one checkpoint, as every trio
-        operation does; the reader needs none (its next receive is one).
+        The fast path (decision 1 of docs/architecture.md): when no writer holds the lock,
+        the frame goes out with one non-blocking write, with no checkpoint and without taking
+        the lock (nothing can come between the check and the write). Only when the socket
+        does not take it all is the lock taken (still free: nothing was awaited since the
+        check) and the rest written with the shielded ``send_all``, so frames stay whole and
+        in order. A caller other than this peer's reader then passes one checkpoint, as every
+        trio operation does; the reader needs none (its next receive is one).
         """
         if not self._sending:
             raise ConnectionLost("connection closed")
         await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._write_lock.acquire_nowait()
-        except trio.WouldBlock:
+        lock = self._write_lock
+        if lock.locked():
             await self._send_queued(body)
             return
-        try:
-            if not self._sending:
-                raise ConnectionLost("connection closed")
-            frame = encode_frame(body, self.framing)
-            written = _write_nonblocking(self.stream, frame)
-            if written < len(frame):
+        if not self._sending:
+            raise ConnectionLost("connection closed")
+        frame = encode_frame(body, self.framing)
+        written = _write_nonblocking(self.stream, frame)
+        if written < len(frame):
+            lock.acquire_nowait()
+            try:
                 await self._send_shielded(frame[written:] if written else frame)
-        finally:
-            self._write_lock.release()
+            finally:
+                lock.release()
         if trio.lowlevel.current_task() is not self._reader_task:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
@@ -424,7 +425,7 @@ class JsonRpcPeer:
         try:
             while True:
                 try:
-                    data = await self.stream.receive_some(self._receive_size)
+                    data = await self._receive()
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self._broken()
                     return
@@ -443,6 +444,36 @@ class JsonRpcPeer:
                     await self._handle_frame(body)
         except ConnectionLost:
             return
+
+    async def _receive(self) -> bytes | bytearray:
+        """The next bytes from the stream (``b""`` at its end).
+
+        On a socket stream the usual exchange — the remote waits for a reply before it writes
+        again — takes one wait for readability and one ``read`` of the socket, without trio's
+        per-call wrapper; bytes that were there without waiting pass one checkpoint first, so
+        a remote that writes without pause cannot keep this connection's other tasks, or
+        other connections, from running. Other streams use their ``receive_some``.
+        """
+        stream = self.stream
+        if type(stream) is not trio.SocketStream:
+            return await stream.receive_some(self._receive_size)
+        socket = stream.socket
+        waited = False
+        while True:
+            fd = socket.fileno()
+            if fd < 0:
+                raise trio.ClosedResourceError("the socket was closed")
+            try:
+                data = os.read(fd, self._receive_size)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(socket)
+                waited = True
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
+            if not waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()  # the bytes are read: no loss
+            return data
 
     async def _handle_frame(self, body: bytes) -> None:
         frame = jsonrpc.parse_frame(body)

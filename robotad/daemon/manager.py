@@ -308,10 +308,11 @@ class SessionManager:
 
     def counts(self) -> tuple[int, int, int]:
         """(loaded, running, waiting) — for ``daemon/status``; never blocks."""
-        lives = list(self._live.values())
-        running = sum(1 for live in lives if live.busy)
-        waiting = sum(1 for live in lives if live.pending() is not None)
-        return len(lives), running, waiting + self.parked.count_unloaded(self._live)
+        running = waiting = 0
+        for live in self._live.values():
+            running += live.busy
+            waiting += live.pending() is not None
+        return len(self._live), running, waiting + self.parked.count_unloaded(self._live)
 
     def admit(self, live: LiveSession, kind: WorkKind, work_id: str) -> Work:
         """The one answer to "may this work start on `live` now", and its record when it may.

@@ -74,6 +74,8 @@ class ParkedSessions:
 
     def count_unloaded(self, loaded: Container[str]) -> int:
         """How many waiting sessions are not among `loaded`."""
+        if not self._ids:
+            return 0
         return sum(1 for session_id in self._ids if session_id not in loaded)
 
 

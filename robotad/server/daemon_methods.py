@@ -124,15 +124,19 @@ def register_daemon_methods(
     async def initialize(params: InitializeParams, ctx: CallContext) -> InitializeResult:
         return initialize_result
 
+    # What never changes while the daemon runs, formatted once (status is polled).
+    started_at = format_timestamp(info.started_at)
+    state_dir = os.fspath(info.state_dir)
+
     @router.method("daemon/status", Empty, inline=True)
     async def status(params: Empty, ctx: CallContext) -> DaemonStatus:
         return DaemonStatus(
             version=info.version,
             protocol_version=PROTOCOL_VERSION,
             pid=info.pid,
-            started_at=format_timestamp(info.started_at),
+            started_at=started_at,
             socket_path=info.socket_path,
-            state_dir=os.fspath(info.state_dir),
+            state_dir=state_dir,
             sessions=app.session_counts(),
         )
 
