@@ -9,13 +9,11 @@ The end of the stream and a closed socket end the connection as before.
 from __future__ import annotations
 
 import socket
-from typing import Any
 
-import msgspec
 import trio
 
-from protocol.peer import CallContext, JsonRpcPeer, Router
-from tests.protocol.wire_harness import HANG_GUARD_SECONDS
+from protocol.peer import JsonRpcPeer
+from tests.protocol.wire_harness import HANG_GUARD_SECONDS, ping_router
 
 #: Requests a flooding client has written before the server reads any: they fit in the
 #: socket's buffer, and so do their replies.
@@ -23,20 +21,6 @@ FLOOD = 500
 #: Bytes the flooded peer reads at a time: a handful of requests.
 SMALL_READS = 256
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
-
-
-class Empty(msgspec.Struct, forbid_unknown_fields=True):
-    pass
-
-
-def router() -> Router:
-    routes = Router()
-
-    @routes.method("ping", Empty, inline=True)
-    async def ping(params: Empty, ctx: CallContext) -> dict[str, Any]:
-        return {}
-
-    return routes
 
 
 def pair() -> tuple[trio.SocketStream, socket.socket]:
@@ -67,7 +51,7 @@ async def test_a_flooding_client_does_not_keep_other_tasks_from_running() -> Non
     seen: list[bytes] = []
     with trio.fail_after(HANG_GUARD_SECONDS):
         async with trio.open_nursery() as nursery:
-            peer = JsonRpcPeer(stream, router(), receive_size=SMALL_READS)
+            peer = JsonRpcPeer(stream, ping_router(), receive_size=SMALL_READS)
             nursery.start_soon(peer.run)
             answered = 0
             while answered == 0:
@@ -87,13 +71,13 @@ async def test_each_request_of_a_waiting_client_is_answered() -> None:
     seen: list[bytes] = []
     with trio.fail_after(HANG_GUARD_SECONDS):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(JsonRpcPeer(stream, router()).run)
+            nursery.start_soon(JsonRpcPeer(stream, ping_router()).run)
             for count in range(1, 51):
                 client.sendall(PING)
                 while replies_waiting(client, seen) < count:
                     await trio.sleep(0.001)
             nursery.cancel_scope.cancel()
-    assert b"".join(seen).count(b'"result":{}') == 50
+    assert b"".join(seen).count(b'"result":{"pong":true}') == 50
 
 
 async def test_the_end_of_the_stream_ends_the_connection() -> None:
@@ -102,7 +86,7 @@ async def test_the_end_of_the_stream_ends_the_connection() -> None:
     client.sendall(PING)
     client.shutdown(socket.SHUT_WR)
     with trio.fail_after(HANG_GUARD_SECONDS):
-        await JsonRpcPeer(stream, router()).run()
+        await JsonRpcPeer(stream, ping_router()).run()
     assert replies_waiting(client, []) == 1
 
 
@@ -111,7 +95,7 @@ async def test_a_socket_closed_under_the_reader_ends_the_connection() -> None:
     stream, client = pair()
     with trio.fail_after(HANG_GUARD_SECONDS):
         async with trio.open_nursery() as nursery:
-            peer = JsonRpcPeer(stream, router())
+            peer = JsonRpcPeer(stream, ping_router())
             nursery.start_soon(peer.run)
             await trio.sleep(0.01)
             await stream.aclose()

@@ -13,28 +13,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import msgspec
 import pytest
 import trio
 import trio.testing
 
 from protocol.peer import CallContext, JsonRpcPeer, Router
-from tests.protocol.wire_harness import HANG_GUARD_SECONDS, RawEnd, call
+from tests.protocol.wire_harness import HANG_GUARD_SECONDS, Empty, RawEnd, call, ping_router
 
 #: Bytes of the large frames: far more than a Unix socket buffers, so writes must wait.
 BIG = 1024 * 1024
 
 
-class Empty(msgspec.Struct, forbid_unknown_fields=True):
-    pass
-
-
 def router() -> Router:
-    routes = Router()
-
-    @routes.method("ping", Empty, inline=True)
-    async def ping(params: Empty, ctx: CallContext) -> dict[str, Any]:
-        return {"pong": True}
+    routes = ping_router()
 
     @routes.method("big", Empty, inline=True)
     async def big(params: Empty, ctx: CallContext) -> dict[str, Any]:

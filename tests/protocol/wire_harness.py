@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, Framing, encode_frame
-from protocol.peer import JsonRpcPeer, Router
+from protocol.peer import CallContext, JsonRpcPeer, Router
 
 #: Guard against a hang in a broken implementation; never a timing assertion.
 HANG_GUARD_SECONDS = 10
@@ -142,3 +142,18 @@ class TrickleStream(trio.abc.HalfCloseableStream):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class Empty(msgspec.Struct, forbid_unknown_fields=True):
+    """Params of a method that takes none."""
+
+
+def ping_router() -> Router:
+    """A router with one inline method, ``ping``, answering ``{"pong": true}``."""
+    routes = Router()
+
+    @routes.method("ping", Empty, inline=True)
+    async def ping(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pong": True}
+
+    return routes
