@@ -48,16 +48,19 @@ import trio
 REPO = Path(__file__).resolve().parents[1]
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status"}\n'
 
-#: A trio server answering every request line with one canned daemon/status reply.
-CANNED_SERVER = r"""
+#: A trio server on a Unix socket whose `answer(data)` gives the bytes to send back for each
+#: chunk received (`{answer}` below is filled in with one).
+SERVER_TEMPLATE = r"""
 import os, sys, trio
-REPLY = (b'{"jsonrpc":"2.0","id":1,"result":{"version":"0.1.0","protocolVersion":1,'
+REPLY = (b'{{"jsonrpc":"2.0","id":1,"result":{{"version":"0.1.0","protocolVersion":1,'
          b'"pid":1,"startedAt":"2026-01-01T00:00:00Z","socketPath":"/run/robotad.sock",'
-         b'"stateDir":"/state","sessions":{"loaded":0,"running":0,"waiting":0}}}\n')
-async def answer(stream):
+         b'"stateDir":"/state","sessions":{{"loaded":0,"running":0,"waiting":0}}}}}}\n')
+def answer(data):
+    return {answer}
+async def serve(stream):
     try:
         while data := await stream.receive_some(65536):
-            await stream.send_all(REPLY * data.count(b"\n"))
+            await stream.send_all(answer(data))
     except trio.BrokenResourceError:
         pass
 async def main(path, ready_fd):
@@ -66,9 +69,13 @@ async def main(path, ready_fd):
     sock.listen(128)
     os.write(ready_fd, b"\n")
     os.close(ready_fd)
-    await trio.serve_listeners(answer, [trio.SocketListener(sock)])
+    await trio.serve_listeners(serve, [trio.SocketListener(sock)])
 trio.run(main, sys.argv[1], int(sys.argv[2]))
 """
+#: Answers every request line with one canned daemon/status reply: the floor.
+CANNED_SERVER = SERVER_TEMPLATE.format(answer='REPLY * data.count(b"\\n")')
+#: Echoes what it receives.
+ECHO_SERVER = SERVER_TEMPLATE.format(answer="data")
 
 #: One process of the aggregate figure: `connections` sockets, one request outstanding on
 #: each, driven with `selectors` from `start` (a time.time()) for `seconds`; prints replies.
@@ -101,24 +108,6 @@ while time.time() < stop:
             done += 1
             sock.sendall(REQUEST)
 print(done)
-"""
-
-ECHO_SERVER = r"""
-import os, sys, trio
-async def echo(stream):
-    try:
-        while data := await stream.receive_some(65536):
-            await stream.send_all(data)
-    except trio.BrokenResourceError:
-        pass
-async def main(path, ready_fd):
-    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-    await sock.bind(path)
-    sock.listen(128)
-    os.write(ready_fd, b"\n")
-    os.close(ready_fd)
-    await trio.serve_listeners(echo, [trio.SocketListener(sock)])
-trio.run(main, sys.argv[1], int(sys.argv[2]))
 """
 
 

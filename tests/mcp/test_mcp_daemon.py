@@ -32,6 +32,7 @@ from tests.daemon_helpers import (
     stop_robotad,
 )
 from tests.mcp.conftest import MCP_TIMEOUT, FakeServers, NpmServers
+from tests.mcp.processes import processes_with
 from tests.mcp.test_mcp_absent import sdk_loaded
 from tests.robotad_process import start_robotad
 
@@ -295,18 +296,10 @@ async def test_a_call_that_gets_no_answer_times_out(daemon: RunningDaemon, tmp_p
 
 def _server_pid(daemon: RunningDaemon, marker: str) -> int:
     """The pid of the daemon's child whose environment holds `marker`."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        parent = int(stat[stat.rfind(")") + 2 :].split()[1])
-        if parent == daemon.pid and marker.encode() in environ.split(b"\0"):
-            return int(entry)
-    raise AssertionError(f"no server process with {marker}")
+    found = processes_with(marker, parent=daemon.pid)
+    if not found:
+        raise AssertionError(f"no server process with {marker}")
+    return found[0]
 
 
 async def test_a_killed_server_is_restarted_on_the_next_call(
@@ -368,28 +361,12 @@ async def test_servers_get_only_the_allow_listed_environment(
     assert SECRET not in message["content"]
 
 
-def _processes_with(marker: str) -> list[int]:
-    """Live processes (any parent) whose environment holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if stat[stat.rfind(")") + 2] != "Z" and marker.encode() in environ.split(b"\0"):
-            found.append(int(entry))
-    return found
-
-
 async def test_shutdown_stops_every_server(daemon: RunningDaemon, tmp_path: Path) -> None:
     """The last test of the module: daemon/shutdown leaves no server process behind."""
     await run_calls(daemon, tmp_path, call("mcp__every__echo", message="last"))
-    assert _processes_with("GIVEN_TO_SERVER=yes")
+    assert processes_with("GIVEN_TO_SERVER=yes")
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
             await client.call("daemon/shutdown", {"graceSeconds": 5})
     assert daemon.wait_exit() == 0
-    assert _processes_with("GIVEN_TO_SERVER=yes") == []
+    assert processes_with("GIVEN_TO_SERVER=yes") == []

@@ -16,26 +16,10 @@ import trio
 from protocol.errors import InvalidParams
 from tests.daemon_helpers import PROCESS_TIMEOUT, RunningDaemon, connect, module_daemon
 from tests.mcp.conftest import MCP_TIMEOUT, FakeServers, NpmServers
+from tests.mcp.processes import processes_with
 from tests.mcp.test_mcp_daemon import call, tool_messages
 
 daemon = module_daemon()
-
-
-def _children_with(daemon: RunningDaemon, marker: str) -> list[int]:
-    """Pids of the daemon's children whose environment holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        state, parent = stat[stat.rfind(")") + 2 :].split()[:2]
-        if state != "Z" and int(parent) == daemon.pid and marker.encode() in environ.split(b"\0"):
-            found.append(int(entry))
-    return found
 
 
 async def test_a_session_brings_its_own_server(
@@ -75,7 +59,7 @@ async def test_a_session_brings_its_own_server(
             )
             await client.call("session/run", {"sessionId": other["sessionId"], "prompt": "go"})
             foreign = await tool_messages(client, other["sessionId"])
-            assert _children_with(daemon, "MARK=mine-server")
+            assert processes_with("MARK=mine-server", parent=daemon.pid)
             await client.call("session/close", {"sessionId": owner})
     assert listed["servers"] == [
         {
@@ -90,7 +74,7 @@ async def test_a_session_brings_its_own_server(
     assert own[0]["content"] == "Echo: own"
     assert foreign[0]["metadata"]["ok"] is False
     assert "unknown tool 'mcp__mine__echo'" in foreign[0]["content"]
-    assert _children_with(daemon, "MARK=mine-server") == []
+    assert processes_with("MARK=mine-server", parent=daemon.pid) == []
 
 
 async def test_a_sessions_servers_come_back_when_it_is_opened_again(
