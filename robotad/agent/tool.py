@@ -13,6 +13,7 @@ escaping `run` is turned into a failed result by the loop. Cancellation must sto
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -132,11 +133,19 @@ class TypedTool(Generic[A]):
 
 
 def _json_schema(struct: type[Struct]) -> dict[str, Any]:
-    """Inline JSON Schema of an argument Struct (no $defs indirection for flat structs)."""
+    """Inline JSON Schema of an argument Struct (no $defs indirection for flat structs): a
+    fresh dict each call, decoded from the schema generated once per Struct (every session
+    lists its tools, and generating is the costly part)."""
+    schema: dict[str, Any] = msgspec.json.decode(_encoded_schema(struct))
+    return schema
+
+
+@functools.cache
+def _encoded_schema(struct: type[Struct]) -> bytes:
     schema = msgspec.json.schema(struct)
     defs = schema.pop("$defs", {})
     ref = schema.get("$ref", "")
     if ref.startswith("#/$defs/"):
         schema = dict(defs[ref.removeprefix("#/$defs/")])
     schema.pop("title", None)
-    return schema
+    return msgspec.json.encode(schema)

@@ -46,9 +46,10 @@ journal folder (held elsewhere → `JournalLocked`) and `aclose()` releases it; 
 the open folder descriptor, so it dies with a crashed process. Within the process a `trio.Lock`
 serialises every operation. File work runs in a worker thread that is not abandoned on cancel:
 an append that started finishes (durably, or with an error) before a cancellation arrives, so
-cancelling never tears a line. Only a staged append to a file already indexed runs inline: one
-small write, synced nothing, not worth a thread's round trip (creating or removing a file is
-not: right after an fsync, ext4 takes hundreds of microseconds for either). The writer knows
+cancelling never tears a line. A staged append that reads nothing runs inline: one small write
+(and, for a new execution, one exclusive create), synced nothing, cheaper than a thread's round
+trip. A non-durable discard is not waited for at all: right after an fsync, ext4 takes hundreds
+of microseconds to unlink, so a worker thread does it while the turn goes on. The writer knows
 which execution files its folder holds (listed when it locks the folder, kept up to date since),
 so a new execution's file is created with a single exclusive open and nothing is read for it.
 
@@ -88,6 +89,7 @@ from .journal_records import (
     record_fingerprint,
 )
 from .refusal import InputRejected
+from .removals import RemovalQueue
 
 __all__ = [
     "MAX_ISSUES",
@@ -429,15 +431,24 @@ class _Folder:
             self.unsynced.discard(name)
 
     def remove(self, name: str, durable: bool = True) -> None:
+        self.forget(name)
+        if self.unlink(name) and durable:
+            _sync(self.fd)
+
+    def forget(self, name: str) -> None:
+        """Stop tracking `name` (it is being removed)."""
         self.staged.discard(name)
         self.unsynced.discard(name)
         self.known.discard(name)
+
+    def unlink(self, name: str) -> bool:
+        """Remove `name`'s entry; False when there was none. Touches no tracking state, so a
+        worker thread may run it while the trio thread appends to other files."""
         try:
             os.unlink(name, dir_fd=self.fd)
         except FileNotFoundError:
-            return
-        if durable:
-            _sync(self.fd)
+            return False
+        return True
 
 
 class _Appeared(Exception):
@@ -503,6 +514,7 @@ class FileExecutionJournal:
         self._folder: _Folder | None = None
         self._broken = False
         self._index: dict[str, dict[str, bytes]] = {}
+        self._removals: RemovalQueue | None = None
 
     def path_for(self, execution_id: str) -> Path:
         """Where an execution's records live (the id is validated first)."""
@@ -531,15 +543,23 @@ class FileExecutionJournal:
                 ) from exc
             self._broken = False
             self._index.clear()
+            self._removals = RemovalQueue(self._folder.unlink)
 
     async def aclose(self) -> None:
         """Release the writer lock after any operation in flight. Idempotent; never raises."""
         with trio.CancelScope(shield=True):
             async with self._lock:
-                folder, self._folder = self._folder, None
+                if self._removals is not None:  # they unlink through the folder's descriptor
+                    await self._removals.settled()
+                folder, self._folder, self._removals = self._folder, None, None
                 self._index.clear()
                 if folder is not None:
                     folder.release()
+
+    async def settled(self) -> None:
+        """Return once the non-durable discards asked for so far have unlinked their files."""
+        if self._removals is not None:
+            await self._removals.settled()
 
     async def __aenter__(self) -> FileExecutionJournal:
         await self.open()
@@ -616,11 +636,11 @@ class FileExecutionJournal:
             folder = self._writable_folder()
             index = self._index.get(execution_id)
             work = (folder, execution_id, index, record.id, fingerprint, line, durable)
-            existing = index is not None and f"{execution_id}{_SUFFIX}" in folder.known
+            reads = index is None and f"{execution_id}{_SUFFIX}" in folder.known
             try:
-                if durable or not existing:
+                if durable or reads:
                     index = await trio.to_thread.run_sync(self._append_blocking, *work)
-                else:  # staged onto a file already indexed: one small write, done inline
+                else:  # staged, nothing to read: one small write (and a create), done inline
                     index = self._append_blocking(*work)
             except OSError as exc:
                 self._index.pop(execution_id, None)
@@ -694,13 +714,19 @@ class FileExecutionJournal:
             return [name[: -len(_SUFFIX)] for name in names]
 
     async def discard(self, execution_id: str, *, durable: bool = True) -> None:
-        """Remove an execution's file, durably (folder fsynced) unless `durable` is False —
-        for a file whose coming back after a crash would do no harm; a missing file is a
-        no-op."""
+        """Remove an execution's file, durably (folder fsynced); a missing file is a no-op.
+
+        With ``durable=False`` — for a file whose coming back after a crash would do no harm —
+        the file is forgotten at once and unlinked by a worker thread nobody waits for
+        (`RemovalQueue`); `aclose` waits for such removals before letting the folder go."""
         validate_execution_id(execution_id)
         async with self._lock:
             folder = self._writable_folder()
             self._index.pop(execution_id, None)
+            if not durable and self._removals is not None:
+                folder.forget(f"{execution_id}{_SUFFIX}")
+                self._removals.remove_soon(f"{execution_id}{_SUFFIX}")
+                return
             try:
                 await trio.to_thread.run_sync(folder.remove, f"{execution_id}{_SUFFIX}", durable)
             except OSError as exc:

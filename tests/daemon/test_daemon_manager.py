@@ -158,6 +158,9 @@ async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
         assert isinstance(
             await ops.run(RunParams(session_id=sid, prompt="hi"), None), TurnCompleted
         )
+        live = manager.loaded(sid)
+        assert live is not None
+        await live.journal.settled()  # retiring a journal is not waited for by the turn
         assert list(journal_dir.iterdir()) == []
         waiting = await ops.run(RunParams(session_id=sid, prompt="write"), None)
         assert isinstance(waiting, TurnWaiting)
@@ -172,4 +175,5 @@ async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
         assert isinstance(
             await ops.run(RunParams(session_id=sid, prompt="read"), None), TurnCompleted
         )
+        await live.journal.settled()
     assert [p.name for p in journal_dir.iterdir()] == [f"{waiting.execution_id}.jsonl"]

@@ -6,12 +6,14 @@ idempotency by record id holds."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 import trio
+import trio.testing
 
 from robotad.storage import journal as journal_module
 from robotad.storage.journal import FileExecutionJournal, JournalConflict, encode_journal_record
@@ -67,11 +69,12 @@ async def test_a_file_removed_behind_the_writers_back_is_made_again(
     assert await journal.read("x-1") == [reply, request]
 
 
-async def test_a_staged_append_to_an_indexed_file_takes_no_thread_trip(
+async def test_only_durable_work_waits_for_a_worker_thread(
     journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One small unsynced write runs inline; creating a file, an fsync or a removal goes to a
-    worker thread (each can take hundreds of microseconds)."""
+    """A staged append that reads nothing runs inline, the file's creation included; an fsync
+    goes to a worker thread the caller waits for; a non-durable discard is not waited for at
+    all (a worker thread unlinks while the caller goes on, and closing waits for it)."""
     trips: list[str] = []
     real = trio.to_thread.run_sync
 
@@ -82,12 +85,44 @@ async def test_a_staged_append_to_an_indexed_file_takes_no_thread_trip(
     monkeypatch.setattr(journal_module.trio.to_thread, "run_sync", spy)
     first, reply, request, *_ = every_kind("x-1")
     await journal.append(first, durable=False)
-    assert len(trips) == 1  # the file is made
+    assert trips == []  # the file is made inline
+    assert journal.path_for("x-1").exists()
     await journal.append(reply)
-    assert len(trips) == 2  # synced
+    assert len(trips) == 1  # synced
     await journal.append(request, durable=False)
-    assert len(trips) == 2
+    assert len(trips) == 1
     await journal.discard("x-1", durable=False)
-    assert len(trips) == 3
+    assert len(trips) == 1
+    await journal.aclose()
     assert not journal.path_for("x-1").exists()
-    assert await journal.read("x-1") == []
+
+
+async def test_closing_waits_for_a_removal_still_running(
+    journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The removal unlinks through the folder's descriptor: `aclose` must not release that
+    descriptor (which the process may then reuse) while a removal still runs."""
+    gate = threading.Event()
+    real = journal_module._Folder.unlink
+
+    def slow_unlink(folder: Any, name: str) -> bool:
+        gate.wait(10)
+        return real(folder, name)
+
+    monkeypatch.setattr(journal_module._Folder, "unlink", slow_unlink)
+    await journal.append(started("x-1"))
+    await journal.discard("x-1", durable=False)
+    closed = trio.Event()
+
+    async def close() -> None:
+        await journal.aclose()
+        closed.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not closed.is_set()
+            assert journal.is_open
+            gate.set()
+    assert not journal.path_for("x-1").exists()
