@@ -32,6 +32,7 @@ from robotad.daemon.events import EventHub
 from robotad.daemon.turns import TurnRegistry
 from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
+from robotad.storage.handoff import run_blocking
 from robotad.storage.journal import FileExecutionJournal
 from robotad.storage.store import FileSessionStore
 
@@ -117,7 +118,7 @@ class RecordWriter:
         if self.mcp_servers is not UNSET:
             settings = msgspec.structs.replace(record.settings, mcp_servers=self.mcp_servers)
             record = msgspec.structs.replace(record, settings=settings)
-        written = await trio.to_thread.run_sync(self._store.save, record)
+        written = await run_blocking(self._store.save, record)
         self.updated_at = written.updated_at
         self._saved = digest
 

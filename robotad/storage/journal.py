@@ -74,6 +74,7 @@ from protocol.validate import ValidationFailed, decode_json
 
 from . import fsio
 from .failure import StorageError, relative_path, storage_reason
+from .handoff import run_blocking
 from .ids import is_safe_session_id, validate_session_id
 from .journal_records import (
     CompactionRecord,
@@ -639,7 +640,7 @@ class FileExecutionJournal:
             reads = index is None and f"{execution_id}{_SUFFIX}" in folder.known
             try:
                 if durable or reads:
-                    index = await trio.to_thread.run_sync(self._append_blocking, *work)
+                    index = await run_blocking(self._append_blocking, *work)
                 else:  # staged, nothing to read: one small write (and a create), done inline
                     index = self._append_blocking(*work)
             except OSError as exc:

@@ -317,6 +317,7 @@ async def test_a_discard_that_need_not_be_durable_syncs_nothing(
     await journal.append(started("x-1"))
     fsyncs.clear()
     await journal.discard("x-1", durable=False)
+    await journal.settled()  # the unlink is not waited for by `discard`
     assert fsyncs == []
     assert not journal.path_for("x-1").exists()
     assert await journal.executions() == []
@@ -458,9 +459,10 @@ async def test_cancelling_an_append_in_flight_never_tears_its_line(
     reached = trio.Event()
     release = threading.Event()
     real = os.fsync
+    token = trio.lowlevel.current_trio_token()
 
     def slow_fsync(fd: int) -> None:
-        trio.from_thread.run_sync(reached.set)
+        trio.from_thread.run_sync(reached.set, trio_token=token)
         release.wait(30)
         real(fd)
 

@@ -76,13 +76,16 @@ async def test_only_durable_work_waits_for_a_worker_thread(
     goes to a worker thread the caller waits for; a non-durable discard is not waited for at
     all (a worker thread unlinks while the caller goes on, and closing waits for it)."""
     trips: list[str] = []
-    real = trio.to_thread.run_sync
 
-    async def spy(function: Any, *args: Any, **kwargs: Any) -> Any:
-        trips.append(getattr(function, "__name__", repr(function)))
-        return await real(function, *args, **kwargs)
+    def spying(real: Any) -> Any:
+        async def spy(function: Any, *args: Any, **kwargs: Any) -> Any:
+            trips.append(getattr(function, "__name__", repr(function)))
+            return await real(function, *args, **kwargs)
 
-    monkeypatch.setattr(journal_module.trio.to_thread, "run_sync", spy)
+        return spy
+
+    monkeypatch.setattr(journal_module.trio.to_thread, "run_sync", spying(trio.to_thread.run_sync))
+    monkeypatch.setattr(journal_module, "run_blocking", spying(journal_module.run_blocking))
     first, reply, request, *_ = every_kind("x-1")
     await journal.append(first, durable=False)
     assert trips == []  # the file is made inline
@@ -110,6 +113,8 @@ async def test_closing_waits_for_a_removal_still_running(
         return real(folder, name)
 
     monkeypatch.setattr(journal_module._Folder, "unlink", slow_unlink)
+    await journal.aclose()
+    await journal.open()  # its removals now go through the slow unlink
     await journal.append(started("x-1"))
     await journal.discard("x-1", durable=False)
     closed = trio.Event()
