@@ -16,19 +16,36 @@ default variable for a vendor's own endpoint; an unset default variable with a c
 `base_url` gives no key (local servers usually need none). Errors name variables, never values.
 Every provider carries its `idle_timeout` (seconds, ``idle_timeout_ms``); SDK providers also
 their `connect_timeout` (``connect_timeout_ms``).
+
+`build_provider` gives a provider its own SDK client. The daemon splits it in two instead:
+`plan_provider` (configuration and key → a `ProviderPlan`) and `provider_of(plan, lease)`
+over a client leased from its `robotad.providers.clients.ClientPool`, shared by every
+session of the same configuration.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from robotad.agent.provider import Provider
 from robotad.config import BUILTIN_PROVIDER_KINDS, Config, ProviderConfig
+from robotad.providers.clients import ClientLease
 from robotad.providers.keys import KeyUnavailable, resolve_api_key
 from robotad.providers.scripted import ScriptedProvider, Step
 
-__all__ = ["DEFAULT_MODELS", "ProviderUnavailable", "build_provider", "resolve_provider_config"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "ProviderPlan",
+    "ProviderUnavailable",
+    "build_provider",
+    "new_sdk_client",
+    "plan_provider",
+    "provider_of",
+    "resolve_provider_config",
+]
 
 #: Built-in kind → (default model, default key variable).
 DEFAULT_MODELS: dict[str, tuple[str, str | None]] = {
@@ -52,6 +69,28 @@ def resolve_provider_config(name: str, config: Config) -> ProviderConfig:
     raise ProviderUnavailable(f"unknown provider {name!r} (known: {', '.join(known)})")
 
 
+@dataclass(frozen=True)
+class ProviderPlan:
+    """Everything a provider is built from, its key resolved (`plan_provider`). The key is
+    left out of the repr."""
+
+    name: str
+    kind: str
+    model: str
+    context_window: int | None
+    idle_timeout: float
+    connect_timeout: float
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    max_tokens: int | None = None
+    script: Sequence[Step] | None = None
+
+    @property
+    def uses_sdk_client(self) -> bool:
+        """Whether the provider talks through a vendor SDK client (every kind but scripted)."""
+        return self.kind != "scripted"
+
+
 def build_provider(
     name: str,
     config: Config,
@@ -61,18 +100,35 @@ def build_provider(
     context_window: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Provider:
-    """Build the provider `name` (see the module doc). `model` and `context_window` override
-    the configuration; `script` is for the scripted kind only. The caller closes the provider
-    with ``await provider.aclose()``. Blocking while an ``api_key_command`` runs."""
+    """Build the provider `name` (see the module doc) over an SDK client of its own. `model`
+    and `context_window` override the configuration; `script` is for the scripted kind only.
+    The caller closes the provider with ``await provider.aclose()``. Blocking while an
+    ``api_key_command`` runs."""
+    plan = plan_provider(
+        name, config, model=model, script=script, context_window=context_window, environ=environ
+    )
+    return provider_of(plan)
+
+
+def plan_provider(
+    name: str,
+    config: Config,
+    *,
+    model: str | None = None,
+    script: Sequence[Step] | None = None,
+    context_window: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProviderPlan:
+    """What `build_provider` would build, nothing built yet. Blocking while an
+    ``api_key_command`` runs. Raises `ProviderUnavailable`."""
     spec = resolve_provider_config(name, config)
     default_model, default_key_env = DEFAULT_MODELS[spec.kind]
     chosen_model = model or spec.model or default_model
     window = context_window if context_window is not None else spec.context_window
     idle = spec.idle_timeout_ms / 1000
+    connect = spec.connect_timeout_ms / 1000
     if spec.kind == "scripted":
-        return ScriptedProvider(
-            script or (), name=name, model=chosen_model, context_window=window, idle_timeout=idle
-        )
+        return ProviderPlan(name, "scripted", chosen_model, window, idle, connect, script=script)
     if script is not None:
         raise ProviderUnavailable(f"a script is only for scripted providers, not {name!r}")
     try:
@@ -85,38 +141,63 @@ def build_provider(
         )
     except KeyUnavailable as exc:
         raise ProviderUnavailable(str(exc)) from None
-    connect = spec.connect_timeout_ms / 1000
-    if spec.kind == "openai":
-        from robotad.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(
-            name=name,
-            model=chosen_model,
-            base_url=spec.base_url,
-            api_key=api_key,
-            context_window=window,
-            connect_timeout=connect,
-            idle_timeout=idle,
-        )
-    from robotad.providers.anthropic import AnthropicProvider
-
-    if spec.max_tokens is not None:
-        return AnthropicProvider(
-            name=name,
-            model=chosen_model,
-            base_url=spec.base_url,
-            api_key=api_key,
-            context_window=window,
-            max_tokens=spec.max_tokens,
-            connect_timeout=connect,
-            idle_timeout=idle,
-        )
-    return AnthropicProvider(
-        name=name,
-        model=chosen_model,
+    return ProviderPlan(
+        name,
+        spec.kind,
+        chosen_model,
+        window,
+        idle,
+        connect,
         base_url=spec.base_url,
         api_key=api_key,
-        context_window=window,
-        connect_timeout=connect,
-        idle_timeout=idle,
+        max_tokens=spec.max_tokens,
     )
+
+
+def provider_of(plan: ProviderPlan, lease: ClientLease[Any] | None = None) -> Provider:
+    """The provider of `plan`: over the pooled client `lease` holds (leased for this plan's
+    kind, base URL, key and connect timeout), else over an SDK client of its own."""
+    if plan.kind == "scripted":
+        return ScriptedProvider(
+            plan.script or (),
+            name=plan.name,
+            model=plan.model,
+            context_window=plan.context_window,
+            idle_timeout=plan.idle_timeout,
+        )
+    common: dict[str, Any] = {
+        "name": plan.name,
+        "model": plan.model,
+        "base_url": plan.base_url,
+        "api_key": plan.api_key,
+        "context_window": plan.context_window,
+        "connect_timeout": plan.connect_timeout,
+        "idle_timeout": plan.idle_timeout,
+        "lease": lease,
+    }
+    if plan.kind == "openai":
+        from robotad.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(**common)
+    from robotad.providers.anthropic import AnthropicProvider
+
+    if plan.max_tokens is not None:
+        common["max_tokens"] = plan.max_tokens
+    return AnthropicProvider(**common)
+
+
+def new_sdk_client(
+    kind: str, base_url: str | None, api_key: str | None, connect_timeout: float
+) -> Any:
+    """Blocking (it loads the CA bundle): a new SDK client of `kind` (``openai`` or
+    ``anthropic``), as that kind's provider would build for itself — the `ClientPool`
+    builder of the daemon."""
+    if kind == "openai":
+        from robotad.providers.openai import new_openai_client
+
+        return new_openai_client(base_url, api_key, connect_timeout)
+    if kind == "anthropic":
+        from robotad.providers.anthropic import new_anthropic_client
+
+        return new_anthropic_client(base_url, api_key, connect_timeout)
+    raise ValueError(f"no SDK client for provider kind {kind!r}")

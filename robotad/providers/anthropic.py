@@ -36,6 +36,7 @@ from anthropic.types import (
 
 from protocol.shapes import ToolCall, Usage, new_id
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.providers.clients import ClientLease
 from robotad.providers.convert import (
     anthropic_messages,
     anthropic_tool_choice,
@@ -57,7 +58,12 @@ from robotad.providers.sdk_provider import (
     sdk_timeout,
 )
 
-__all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "AnthropicProvider", "MessageStreamAssembler"]
+__all__ = [
+    "DEFAULT_ANTHROPIC_BASE_URL",
+    "AnthropicProvider",
+    "MessageStreamAssembler",
+    "new_anthropic_client",
+]
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
@@ -176,6 +182,24 @@ class MessageStreamAssembler:
         return Usage(prompt, int(self.usage.get("output_tokens") or 0))
 
 
+def new_anthropic_client(
+    base_url: str | None,
+    api_key: str | None,
+    connect_timeout: float,
+    http_client: httpx2.AsyncClient | None = None,
+) -> anthropic.AsyncAnthropic:
+    """Blocking (SSL context, CA bundle): the SDK client every Anthropic provider uses — the
+    key and base URL explicit, no SDK retries, only connecting bounded, no telemetry."""
+    return anthropic.AsyncAnthropic(
+        api_key=api_key or NO_KEY,
+        base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
+        max_retries=0,
+        timeout=sdk_timeout(connect_timeout),
+        http_client=http_client,
+        open_telemetry=False,
+    )
+
+
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """`Provider` over the Messages API. See the module docstring for keys and trio, and
     `SdkProvider` for the shared contract (retries, failures, closing).
@@ -201,6 +225,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         http_client: httpx2.AsyncClient | None = None,
         retry_policy: RetryPolicy | None = None,
+        lease: ClientLease[anthropic.AsyncAnthropic] | None = None,
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -217,13 +242,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             retry_policy=retry_policy,
         )
         self.max_tokens = max_tokens
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or NO_KEY,
-            base_url=base_url,
-            max_retries=0,
-            timeout=sdk_timeout(connect_timeout),
-            http_client=http_client,
-            open_telemetry=False,
+        self._adopt(
+            lease, lambda: new_anthropic_client(base_url, api_key, connect_timeout, http_client)
         )
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:

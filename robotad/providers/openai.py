@@ -30,6 +30,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from protocol.shapes import UNSET, ToolCall, Usage, new_id
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.providers.clients import ClientLease
 from robotad.providers.convert import openai_messages, openai_tool_choice, openai_tools, tool_call
 from robotad.providers.failures import (
     ProviderFailure,
@@ -46,7 +47,7 @@ from robotad.providers.sdk_provider import (
     sdk_timeout,
 )
 
-__all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider"]
+__all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider", "new_openai_client"]
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -167,13 +168,31 @@ def _compact_json(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def new_openai_client(
+    base_url: str | None,
+    api_key: str | None,
+    connect_timeout: float,
+    http_client: httpx2.AsyncClient | None = None,
+) -> openai.AsyncOpenAI:
+    """Blocking (SSL context, CA bundle): the SDK client every OpenAI provider uses — the
+    key and base URL explicit, no SDK retries, only connecting bounded (`sdk_timeout`)."""
+    return openai.AsyncOpenAI(
+        api_key=api_key or NO_KEY,
+        base_url=base_url or DEFAULT_OPENAI_BASE_URL,
+        max_retries=0,
+        timeout=sdk_timeout(connect_timeout),
+        http_client=http_client,
+    )
+
+
 class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """`Provider` over Chat Completions. See the module docstring for keys and trio, and
     `SdkProvider` for the shared contract (retries, failures, closing).
 
     `base_url` defaults to OpenAI's endpoint. `connect_timeout` bounds opening a connection;
     `idle_timeout` is carried for the agent loop's idle deadline, the only wait for data.
-    `http_client` becomes the provider's.
+    `http_client` becomes the provider's. With a `lease` the provider uses the pooled client
+    it holds (built for the same base URL, key and connect timeout) and only releases it.
     """
 
     kind = "openai"
@@ -192,6 +211,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         http_client: httpx2.AsyncClient | None = None,
         retry_policy: RetryPolicy | None = None,
+        lease: ClientLease[openai.AsyncOpenAI] | None = None,
     ) -> None:
         base_url = base_url or DEFAULT_OPENAI_BASE_URL
         super().__init__(
@@ -205,12 +225,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             idle_timeout=idle_timeout,
             retry_policy=retry_policy,
         )
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY,
-            base_url=base_url,
-            max_retries=0,
-            timeout=sdk_timeout(connect_timeout),
-            http_client=http_client,
+        self._adopt(
+            lease, lambda: new_openai_client(base_url, api_key, connect_timeout, http_client)
         )
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:

@@ -19,14 +19,17 @@ stream into a reply (`_stream_reply`), and naming which of its SDK's exceptions 
   ``from None``: an SDK error's text and its chained causes may quote a header value, and a
   traceback of that chain must never reach a log. Anything else (our own `ProviderFailure`,
   trio's cancellation) propagates untouched;
-- `aclose` closes the SDK client explicitly, because the SDKs' garbage-collection cleanup is
-  asyncio-only and does nothing under trio.
+- the client is either the provider's own (built at construction, perhaps over the caller's
+  ``http_client``) or a pooled one it holds a `ClientLease` on (`robotad.providers.clients`,
+  the daemon's: one client per configuration, shared by sessions). `aclose` closes an own
+  client explicitly, because the SDKs' garbage-collection cleanup is asyncio-only and does
+  nothing under trio; a pooled client is only released, the others keep using it.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import httpx2
@@ -39,6 +42,7 @@ from robotad.agent.provider import (
     ProviderError,
     StreamObserver,
 )
+from robotad.providers.clients import ClientLease
 from robotad.providers.failures import (
     ProviderFailure,
     check_api_key,
@@ -78,8 +82,8 @@ def sdk_timeout(connect_timeout: float) -> httpx2.Timeout:
 
 
 class SdkProvider(abc.ABC, Generic[ClientT]):
-    """A `Provider` over a vendor SDK client (`ClientT`), which the subclass builds into
-    ``self._client`` after calling ``super().__init__``.
+    """A `Provider` over a vendor SDK client (`ClientT`), which the subclass sets up with
+    `_adopt` after calling ``super().__init__``.
 
     `context_window` None means the known window of `model`, if any (`context_window_for`).
     `retry_policy`, when given, replaces the policy `max_retries` would make. `endpoint` is
@@ -119,6 +123,12 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
         self._secrets = (api_key,) if api_key else ()
         self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
         self._closed = False
+        self._lease: ClientLease[ClientT] | None = None
+
+    def _adopt(self, lease: ClientLease[ClientT] | None, build: Callable[[], ClientT]) -> None:
+        """Use the pooled client `lease` holds, else an own client made by `build`."""
+        self._lease = lease
+        self._client = lease.client if lease is not None else build()
 
     @abc.abstractmethod
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -180,10 +190,13 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
             raise failure from None
 
     async def aclose(self) -> None:
-        """Close the SDK client and its connections; idempotent, completes even when the
-        caller is being cancelled."""
+        """Close an own SDK client and its connections, or release a pooled one; idempotent,
+        completes even when the caller is being cancelled."""
         if self._closed:
             return
         self._closed = True
         with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-            await self._client.close()
+            if self._lease is not None:
+                await self._lease.release()
+            else:
+                await self._client.close()
