@@ -9,7 +9,8 @@ the server adds the daemon methods.
 
 Shutdown: the server calls `on_shutdown(grace)` while connections are still served, so a
 client waiting on a turn hears how it ended; the manager finishes or aborts the running work
-and closes every session, then every MCP server is stopped. Leaving the factory closes
+and closes every session, then every MCP server is stopped and the pooled SDK clients the
+sessions shared (`robotad.providers.clients`) are closed. Leaving the factory closes
 whatever is still open (after a forced shutdown), removes the spill store and cancels the
 nursery.
 """
@@ -33,6 +34,8 @@ from robotad.daemon.mcp_methods import register_mcp_methods
 from robotad.daemon.methods import register_session_methods
 from robotad.daemon.operations import SessionOperations
 from robotad.mcp.hub import McpHub
+from robotad.providers import new_sdk_client
+from robotad.providers.clients import ClientPool
 from robotad.sandbox import SandboxProbe
 from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
 from robotad.server.lifecycle import StartupError
@@ -53,6 +56,7 @@ class SessionApplication:
     manager: SessionManager
     router: Router = field(default_factory=Router)
     mcp: McpHub | None = None
+    clients: ClientPool | None = None
 
     def session_counts(self) -> SessionCounts:
         loaded, running, waiting = self.manager.counts()
@@ -62,6 +66,8 @@ class SessionApplication:
         await self.manager.shutdown(grace)
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.clients is not None:
+            await self.clients.aclose()
 
 
 @asynccontextmanager
@@ -79,6 +85,7 @@ async def session_application(
         raise StartupError(f"cannot create the tool-result spill store: {exc}") from None
     mcp = McpHub(config.mcp_servers, spill=spill)
     sandbox_probe = SandboxProbe()
+    clients = ClientPool(new_sdk_client)
     try:
         try:
             assembler = SessionAssembler.from_config(
@@ -88,6 +95,7 @@ async def session_application(
                 trace=context.trace,
                 mcp=mcp,
                 sandbox_probe=sandbox_probe,
+                clients=clients,
             )
         except InvalidParams as exc:
             located = [
@@ -107,7 +115,7 @@ async def session_application(
             await nursery.start(manager.run)
             # Probed beside serving, not before it: a create needing the answer waits for it.
             nursery.start_soon(sandbox_probe.current)
-            app = SessionApplication(manager, mcp=mcp)
+            app = SessionApplication(manager, mcp=mcp, clients=clients)
             register_session_methods(app.router, SessionOperations(manager))
             register_mcp_methods(app.router, manager, mcp)
             try:
@@ -117,8 +125,11 @@ async def session_application(
                     deadline.shield = True
                     await manager.shutdown(0.0)
                     await mcp.aclose()
+                    await clients.aclose()
                 nursery.cancel_scope.cancel()
     finally:
+        with trio.CancelScope(shield=True):
+            await clients.aclose()  # a start that failed before serving
         spill.close()
 
 

@@ -11,8 +11,9 @@ spill store, the project rules and the trace flag — and builds:
   built (no SDK client is opened just to validate).
 - `build(record, ...)`: the `Session` of a record, not started: the record's settings, the
   project rules of its canonical cwd merged in (G-115), the session log (``logs/<id>.jsonl``),
-  the built-in tools and the hooks. Refusals are located in the params of a session being
-  made (`new_at`) or reported as the stored session's (see `build`).
+  the built-in tools and the hooks, and its provider over the daemon's pooled SDK client of
+  that configuration (`robotad.providers.clients`). Refusals are located in the params of a
+  session being made (`new_at`) or reported as the stored session's (see `build`).
 
 A scripted provider's steps live in the record's ``settings.script``; the Session reports the
 unconsumed ones in its snapshot, so a reload continues the script where it stopped.
@@ -47,10 +48,13 @@ from robotad.mcp.hub import McpHub, SessionTools
 from robotad.prompting import SessionFacts, compose_system_prompt, load_instructions, render_default
 from robotad.providers import (
     DEFAULT_MODELS,
+    ProviderPlan,
     ProviderUnavailable,
-    build_provider,
+    plan_provider,
+    provider_of,
     resolve_provider_config,
 )
+from robotad.providers.clients import ClientPool
 from robotad.providers.scripted import decode_script
 from robotad.sandbox import UNCONFINED, Confinement, SandboxPolicy, SandboxProbe, policy_for_session
 from robotad.session.context_window import AUTO_COMPACT_THRESHOLD
@@ -97,6 +101,8 @@ class SessionAssembler:
     sandbox_probe: SandboxProbe = field(default_factory=SandboxProbe)
     #: robota's own folders and config file, read-only inside any sandbox.
     protected_folders: tuple[str, ...] = ()
+    #: The daemon's SDK clients, shared by its sessions; None: each provider builds its own.
+    clients: ClientPool | None = None
 
     @classmethod
     def from_config(
@@ -108,6 +114,7 @@ class SessionAssembler:
         trace: bool = False,
         mcp: McpHub | None = None,
         sandbox_probe: SandboxProbe | None = None,
+        clients: ClientPool | None = None,
     ) -> SessionAssembler:
         """The assembler of a daemon with `config` and its state under `state_dir`. Raises
         `InvalidParams` listing every default rule under ``[permissions]`` that is malformed
@@ -136,6 +143,7 @@ class SessionAssembler:
             trace=trace,
             mcp=mcp,
             sandbox_probe=sandbox_probe or SandboxProbe(),
+            clients=clients,
             # robota's config folder, the config file wherever ROBOTA_CONFIG puts it (not its
             # folder, which may be the user's home), and the state folder.
             protected_folders=(
@@ -341,8 +349,8 @@ class SessionAssembler:
         """The record's provider, built (in a thread when it runs a key command); refusals
         located as `build` says."""
         settings = record.settings
-        make_provider = functools.partial(
-            self._provider,
+        make_plan = functools.partial(
+            self._plan,
             settings.provider,
             model=settings.model,
             script=settings.script if settings.script is not UNSET else None,
@@ -350,8 +358,9 @@ class SessionAssembler:
         )
         try:
             if self._runs_a_key_command(settings.provider):
-                return await trio.to_thread.run_sync(make_provider)
-            return make_provider()
+                plan = await trio.to_thread.run_sync(make_plan)
+            else:
+                plan = make_plan()
         except ProviderUnavailable as exc:
             if new_at is not None:
                 at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
@@ -359,6 +368,24 @@ class SessionAssembler:
             raise ProviderFailed(record.id, None, settings.provider, str(exc)) from None
         except InvalidParams as exc:
             raise _relocated(exc, new_at or "$") from None
+        return await self._provider_of(plan)
+
+    async def _provider_of(self, plan: ProviderPlan) -> Provider:
+        """The provider of `plan`, over the pooled SDK client of its configuration (built in
+        a worker thread when the pool lacks it); over its own client when there is no pool."""
+        if self.clients is None or not plan.uses_sdk_client:
+            return provider_of(plan)
+        lease = await self.clients.lease(
+            plan.kind,
+            base_url=plan.base_url,
+            api_key=plan.api_key,
+            connect_timeout=plan.connect_timeout,
+        )
+        try:
+            return provider_of(plan, lease)
+        except BaseException:
+            await lease.release()
+            raise
 
     def _options_of(
         self,
@@ -382,21 +409,21 @@ class SessionAssembler:
             sandbox=sandbox,
         )
 
-    def _provider(
+    def _plan(
         self,
         name: str,
         *,
         model: str | None,
         script: list[dict[str, Any]] | None,
         context_window: int | None,
-    ) -> Provider:
+    ) -> ProviderPlan:
         steps = None
         if script is not None:
             try:
                 steps = decode_script(script, path="$.script")
             except ValidationFailed as exc:
                 raise InvalidParams(exc.issues) from None
-        return build_provider(
+        return plan_provider(
             name, self.config, model=model, script=steps, context_window=context_window
         )
 
