@@ -5,7 +5,10 @@ each with the next scripted `Reply` (the last one repeats when the script runs o
 either a plain body (an error JSON) or an SSE stream, framed chunked or by closing the
 connection, optionally stalling after some events until the client goes away. The server notes
 when a client closes a connection it was still streaming on (`peer_closed`), which is how the
-cancellation tests observe that the provider really closed its HTTP stream.
+cancellation tests observe that the provider really closed its HTTP stream. It also counts
+the connections it accepted and keeps those still open, so a test can see connections being
+reused, dropped by the server (`drop_connections`) or closed by the client (`wait_all_closed`);
+`stop` takes the whole server away (its port then refuses connections).
 
 The builders below produce the real wire formats: OpenAI chat-completion chunks (`data: {...}`
 lines ending with `data: [DONE]`) and Anthropic Messages events (`event: ...` + `data: ...`).
@@ -75,18 +78,46 @@ class FakeModelServer:
         self.peer_closed = trio.Event()
         self.stalled = trio.Event()
         self.port = 0
+        #: Connections accepted so far.
+        self.accepted = 0
         self._served = 0
+        self._open: set[trio.SocketStream] = set()
+        self._closed_one = trio.Event()
+        self._stopper = trio.CancelScope()
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def open_connections(self) -> int:
+        """Connections accepted and not closed yet (by either side)."""
+        return len(self._open)
+
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        self.port = listeners[0].socket.getsockname()[1]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
-            task_status.started(self.port)
+        with self._stopper:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            self.port = listeners[0].socket.getsockname()[1]
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
+                task_status.started(self.port)
+
+    def stop(self) -> None:
+        """Close the listener and every connection: the server is gone."""
+        self._stopper.cancel()
+
+    async def drop_connections(self) -> None:
+        """Close every open connection, as a server whose keep-alive time ran out would; the
+        listener stays."""
+        for stream in list(self._open):
+            self._open.discard(stream)
+            await stream.aclose()
+
+    async def wait_all_closed(self) -> None:
+        """Return once no accepted connection is open any more."""
+        while self._open:
+            self._closed_one = trio.Event()
+            await self._closed_one.wait()
 
     def _next_reply(self) -> Reply:
         reply = self.replies[min(self._served, len(self.replies) - 1)]
@@ -95,6 +126,8 @@ class FakeModelServer:
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         buffer = bytearray()
+        self.accepted += 1
+        self._open.add(stream)
         try:
             while True:
                 request = await _read_request(stream, buffer)
@@ -104,8 +137,11 @@ class FakeModelServer:
                 if not await self._answer(stream, self._next_reply()):
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.peer_closed.set()
+            if stream in self._open:  # not closed by `drop_connections`
+                self.peer_closed.set()
         finally:
+            self._open.discard(stream)
+            self._closed_one.set()
             await stream.aclose()
 
     async def _answer(self, stream: trio.SocketStream, reply: Reply) -> bool:
