@@ -189,15 +189,24 @@ def provider_of(plan: ProviderPlan, lease: ClientLease[Any] | None = None) -> Pr
 def new_sdk_client(
     kind: str, base_url: str | None, api_key: str | None, connect_timeout: float
 ) -> Any:
-    """Blocking (it loads the CA bundle): a new SDK client of `kind` (``openai`` or
-    ``anthropic``), as that kind's provider would build for itself — the `ClientPool`
-    builder of the daemon."""
+    """Blocking (it imports the SDK and loads the CA bundle): a new SDK client of `kind`
+    (``openai`` or ``anthropic``), as that kind's provider would build for itself — the
+    `ClientPool` builder of the daemon, run in a worker thread.
+
+    It also resolves the SDK resource the provider calls (``chat.completions``,
+    ``messages``), a public attribute whose first use imports the resource modules (tens of
+    milliseconds once per process): done here, that stays off the event loop and out of the
+    first turn."""
     if kind == "openai":
         from robotad.providers.openai import new_openai_client
 
-        return new_openai_client(base_url, api_key, connect_timeout)
+        client: Any = new_openai_client(base_url, api_key, connect_timeout)
+        _ = client.chat.completions
+        return client
     if kind == "anthropic":
         from robotad.providers.anthropic import new_anthropic_client
 
-        return new_anthropic_client(base_url, api_key, connect_timeout)
+        client = new_anthropic_client(base_url, api_key, connect_timeout)
+        _ = client.messages
+        return client
     raise ValueError(f"no SDK client for provider kind {kind!r}")
