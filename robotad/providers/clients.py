@@ -24,6 +24,7 @@ that once per configuration instead of once per session:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
-from robotad.providers.failures import check_api_key
+from robotad.providers.failures import check_api_key, endpoint_of
 
 __all__ = ["ClientKey", "ClientLease", "ClientPool", "PoolClosed"]
 
@@ -79,6 +80,8 @@ class _Entry:
     holders: int = 0
     #: `trio.current_time()` when the last holder let go; None while held or building.
     idle_since: float | None = None
+    #: When it went idle among the pool's clients (ascending), whatever the clock's precision.
+    idle_rank: int = 0
 
 
 class ClientLease(Generic[ClientT]):
@@ -120,6 +123,7 @@ class ClientPool:
         self.max_idle = max_idle
         self._builder = builder
         self._entries: dict[ClientKey, _Entry] = {}
+        self._idle_ranks = itertools.count()
         self._closed = False
 
     def __len__(self) -> int:
@@ -175,13 +179,15 @@ class ClientPool:
             raise PoolClosed("the SDK client pool is closed")
         entry.client = client
         entry.ready.set()
-        log.debug("built a %s SDK client for %s", kind, base_url or "its default endpoint")
+        where = endpoint_of(base_url) if base_url else "its default endpoint"
+        log.debug("built a %s SDK client for %s", kind, where)
         return entry
 
     async def _release(self, entry: _Entry) -> None:
         entry.holders -= 1
         if entry.holders == 0:
             entry.idle_since = trio.current_time()
+            entry.idle_rank = next(self._idle_ranks)
         await self._sweep()
 
     async def _sweep(self) -> None:
@@ -192,15 +198,18 @@ class ClientPool:
             return
         now = trio.current_time()
         idle = sorted(
-            (entry.idle_since, key)
-            for key, entry in self._entries.items()
-            if entry.idle_since is not None
+            (
+                (entry.idle_rank, entry.idle_since, key)
+                for key, entry in self._entries.items()
+                if entry.idle_since is not None
+            ),
+            key=lambda item: item[0],
         )
         excess = len(idle) - self.max_idle
         stale = [
             key
-            for rank, (since, key) in enumerate(idle)
-            if rank < excess or now - since >= self.idle_seconds
+            for place, (_rank, since, key) in enumerate(idle)
+            if place < excess or now - since >= self.idle_seconds
         ]
         if not stale:
             return

@@ -171,29 +171,44 @@ async def _lease_and_release(pool: ClientPool, base_url: str) -> None:
     await lease.release()
 
 
-async def test_a_client_nobody_holds_for_the_idle_time_is_dropped_and_closed() -> None:
+async def test_a_client_nobody_holds_for_the_idle_time_is_dropped_and_closed(
+    mock_clock: trio.testing.MockClock,
+) -> None:
     build, made = _fake_builder()
-    pool = ClientPool(build, idle_seconds=0.0)
+    pool = ClientPool(build, idle_seconds=300.0)
     held = await pool.lease("openai", base_url="held", api_key=None, connect_timeout=1.0)
     await _lease_and_release(pool, "let-go")
-    assert _closed(made, "let-go", "held") == [True, False]
-    assert len(pool) == 1
-    await _lease_and_release(pool, "let-go")  # leased again: built afresh, dropped again
-    assert _closed(made, "let-go") == [True, True]
-    await held.release()
-    assert _closed(made, "held") == [True]
-    assert len(pool) == 0
+    mock_clock.jump(299.0)
+    await _lease_and_release(pool, "other")
+    assert _closed(made, "let-go", "held", "other") == [False, False, False]
+    mock_clock.jump(2.0)
+    await _lease_and_release(pool, "other")  # the next use sweeps
+    assert _closed(made, "let-go", "held", "other") == [True, False, False]
+    assert len(pool) == 2
+    mock_clock.jump(301.0)
+    await held.release()  # a release sweeps too: `other` has been idle past its time
+    assert _closed(made, "held", "other") == [False, True]
+    await _lease_and_release(pool, "let-go")  # leased again: built afresh
+    assert _closed(made, "let-go") == [True, False]
+    await pool.aclose()
 
 
-async def test_beyond_max_idle_the_longest_idle_client_is_closed() -> None:
+async def test_beyond_max_idle_the_longest_idle_client_is_closed(
+    mock_clock: trio.testing.MockClock,
+) -> None:
     build, made = _fake_builder()
     pool = ClientPool(build, max_idle=2)
-    for name in ("a", "b", "c"):
-        await _lease_and_release(pool, name)
+    await _lease_and_release(pool, "a")
+    mock_clock.jump(1.0)
+    await _lease_and_release(pool, "b")
+    await _lease_and_release(pool, "c")  # at the same clock reading as b: made later
+    await _lease_and_release(pool, "b")  # b again: now idle since after c
     assert _closed(made, "a", "b", "c") == [True, False, False]
+    await _lease_and_release(pool, "d")
+    assert _closed(made, "b", "c", "d") == [False, True, False]
     assert len(pool) == 2
     await pool.aclose()
-    assert _closed(made, "b", "c") == [True, True]
+    assert _closed(made, "b", "d") == [True, True]
 
 
 async def test_closing_the_pool_closes_every_client_and_refuses_leases() -> None:
