@@ -173,8 +173,9 @@ def provider_of(plan: ProviderPlan, lease: ClientLease[Any] | None = None) -> Pr
         "context_window": plan.context_window,
         "connect_timeout": plan.connect_timeout,
         "idle_timeout": plan.idle_timeout,
-        "lease": lease,
     }
+    if lease is not None:
+        common["lease"] = lease
     if plan.kind == "openai":
         from robotad.providers.openai import OpenAIProvider
 
