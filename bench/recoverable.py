@@ -221,7 +221,7 @@ async def through_daemon(root: Path, turns: int) -> list[float]:
     """``session/run`` text turns through a real robotad (scripted echo), in seconds."""
     from tests.daemon_helpers import DaemonHome, connect, running_daemon
 
-    home = DaemonHome(root / "daemon")
+    home = DaemonHome(root / "daemon", check_events=False)
     workspace = root / "daemon-workspace"
     workspace.mkdir()
     times: list[float] = []

@@ -28,6 +28,7 @@ import trio
 
 from protocol.client import open_connection
 from protocol.peer import JsonRpcPeer
+from robotad.daemon.events import CHECK_EVENTS_ENV
 from tests import robotad_process
 from tests.robotad_process import PROCESS_TIMEOUT as PROCESS_TIMEOUT
 from tests.robotad_process import REPO as REPO
@@ -42,9 +43,14 @@ Event = dict[str, Any]
 
 @dataclass
 class DaemonHome:
-    """The private folders of one daemon: state, config file, runtime and socket."""
+    """The private folders of one daemon: state, config file, runtime and socket.
+
+    `check_events` False runs the daemon as users do, without the suite's strict decode of
+    every published event (``ROBOTA_CHECK_EVENTS``): for benchmarks, which time robotad.
+    """
 
     root: Path
+    check_events: bool = True
 
     def __post_init__(self) -> None:
         for sub in ("state", "config", "run", "sock", "xdg-state", "xdg-config", "xdg-cache"):
@@ -78,6 +84,8 @@ class DaemonHome:
         env = child_environment()
         for name in ("ROBOTA_SOCKET", "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS"):
             env.pop(name, None)
+        if not self.check_events:
+            env.pop(CHECK_EVENTS_ENV, None)
         env.update(
             {
                 "ROBOTA_STATE_DIR": str(self.state_dir),
