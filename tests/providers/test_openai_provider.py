@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx2
+import openai
 import pytest
 import trio
 
@@ -388,3 +389,45 @@ def test_nonsense_settings_are_refused(kwargs: dict[str, object], match: str) ->
     }
     with pytest.raises(ValueError, match=match):
         OpenAIProvider(**(settings | kwargs))  # type: ignore[arg-type]
+
+
+async def test_the_sdk_gets_only_the_stream_switches_and_the_body_goes_out_whole(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Messages and tools are wire-ready JSON: they travel as ``extra_body``, so the SDK's
+    per-call walk over its TypedDicts never sees them, and the server gets them unchanged."""
+    from openai.resources.chat.completions import completions as sdk_module
+
+    walked: list[dict[str, object]] = []
+    real = sdk_module.async_maybe_transform
+
+    async def spy(data: object, *args: object, **kwargs: object) -> object:
+        if isinstance(data, dict) and "model" in data:
+            walked.append(data)
+        return await real(data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sdk_module, "async_maybe_transform", spy)
+    server = await serve(Reply(events=openai_stream(["ok"])))
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    request = ModelRequest(
+        messages=[Message.system("be brief"), Message.user("read it")],
+        tools=[ToolSchema("Read", "Read a file", schema)],
+    )
+    with trio.fail_after(10):
+        await make_provider(server.base_url).complete(request, recorder)
+    [sdk_params] = walked
+    given = {
+        name
+        for name, value in sdk_params.items()
+        if value is not None and not isinstance(value, (openai.Omit, openai.NotGiven))
+    }
+    assert given == {"model", "messages", "stream", "stream_options"}
+    assert sdk_params["messages"] == []
+    body = server.requests[0].body
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "read it"},
+    ]
+    assert body["tools"][0]["function"]["parameters"] == schema
+    assert body["model"] == "gpt-4o-mini"
+    assert body["stream"] is True
