@@ -20,7 +20,15 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping
 
-__all__ = ["KEY_COMMAND_TIMEOUT", "KeyUnavailable", "missing_key_message", "resolve_api_key"]
+from robotad.providers.failures import check_api_key
+
+__all__ = [
+    "KEY_COMMAND_TIMEOUT",
+    "KeyUnavailable",
+    "missing_key_message",
+    "resolve_api_key",
+    "sendable",
+]
 
 #: Seconds an ``api_key_command`` may take (a password manager may ask its agent first).
 KEY_COMMAND_TIMEOUT = 30.0
@@ -52,15 +60,30 @@ def resolve_api_key(
     """The key of `provider`: `command`'s first output line when a command is configured,
     else ``environ[variable]``; None when neither gives one and none is `required`.
 
-    Blocking (runs `command`). Raises `KeyUnavailable`.
+    Blocking (runs `command`). Raises `KeyUnavailable`, also for a key that cannot travel in
+    an HTTP header (`sendable`).
     """
     if command is not None:
-        return _run_key_command(provider, command, environ)
+        return sendable(_run_key_command(provider, command, environ), provider, "api_key_command")
     if variable is None:
         return None
     key = environ.get(variable) or None
     if key is None and required:
         raise KeyUnavailable(missing_key_message(provider, variable))
+    return None if key is None else sendable(key, provider, variable)
+
+
+def sendable(key: str, provider: str, source: str) -> str:
+    """`key` when it can travel in an HTTP header (visible ASCII, no spaces); else a
+    `KeyUnavailable` naming where it came from — never the key."""
+    try:
+        check_api_key(key)
+    except ValueError:
+        raise KeyUnavailable(
+            f"the API key of provider {provider!r} from {source} cannot be sent: a key is "
+            "visible ASCII without spaces or control characters (look for a stray quote, "
+            "space or pasted character)"
+        ) from None
     return key
 
 

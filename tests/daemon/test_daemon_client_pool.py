@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from protocol.errors import InvalidParams
 from protocol.methods import CreateParams, RunParams
 from protocol.shapes import TurnCompleted
 from robotad.daemon.app import SessionApplication, session_application
@@ -108,3 +109,26 @@ async def test_shutdown_closes_the_pooled_clients(
             # the kept-alive connection, while this process goes on.
             with trio.fail_after(5):
                 await server.wait_all_closed()
+
+
+async def test_a_key_that_cannot_be_sent_is_a_located_refusal_not_an_internal_error(
+    home: DaemonHome, server: FakeModelServer, tmp_path: Path
+) -> None:
+    """A key the command prints with a space in it cannot travel in a header: session/create
+    answers InvalidParams at ``$.provider`` naming the key's source (never the key), nothing
+    is built or sent, and a good key afterwards works."""
+    with trio.fail_after(TIMEOUT):
+        async with serving(home, server) as app:
+            assert isinstance(app, SessionApplication)
+            manager = app.manager
+            (home.root / "key").write_text("sk-secretish key\n")
+            create = CreateParams(cwd=str(tmp_path), provider="fake")
+            with pytest.raises(InvalidParams) as refused:
+                await manager.create(create)
+            [issue] = refused.value.issues
+            assert issue["path"] == "$.provider"
+            assert "api_key_command" in issue["message"]
+            assert "secretish" not in issue["message"]
+            assert server.accepted == 0
+            (home.root / "key").write_text("sk-first\n")
+            await _turn(SessionOperations(manager), (await manager.create(create)).session_id)

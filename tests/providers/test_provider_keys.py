@@ -53,6 +53,27 @@ def test_a_failing_key_command_is_refused_without_its_output(command: str, said:
     assert SECRET_KEY not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("table", "environ", "source"),
+    [
+        ({"api_key_env": "GPT_KEY"}, {"GPT_KEY": "sk-one two"}, "from GPT_KEY"),
+        ({"api_key_env": "GPT_KEY"}, {"GPT_KEY": "sk-pasted\u2026"}, "from GPT_KEY"),
+        ({"api_key_command": "printf 'sk-tab\\tkey\\n'"}, {}, "from api_key_command"),
+    ],
+)
+def test_a_key_that_cannot_be_sent_is_refused_naming_its_source_never_the_key(
+    table: dict[str, str], environ: dict[str, str], source: str
+) -> None:
+    """A key with a space, a pasted non-ASCII character or a control character cannot travel
+    in an HTTP header: refused as the provider being unavailable (a located InvalidParams at
+    session/create), not an internal error, and the message never quotes it."""
+    with pytest.raises(ProviderUnavailable, match="cannot be sent") as caught:
+        build_provider("gpt", _openai(**table), environ=environ)
+    message = str(caught.value)
+    assert source in message
+    assert "sk-" not in message
+
+
 def test_a_missing_key_says_whose_environment_and_how_to_give_one() -> None:
     with pytest.raises(ProviderUnavailable) as caught:
         build_provider("gpt", _openai(api_key_env="GPT_KEY"), environ={})
