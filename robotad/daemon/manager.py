@@ -346,6 +346,7 @@ class SessionManager:
         for live in list(self._live.values()):
             await live.wait_idle()
         await self.close_all()
+        self.prompts.close()
 
     async def close_all(self) -> None:
         """Close every loaded session concurrently; failures are logged, never propagated."""

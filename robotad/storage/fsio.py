@@ -9,7 +9,6 @@
   tools replace users' files through it too, asking to keep an existing file's mode.
 - `read_regular`: ``O_NOFOLLOW`` read of a regular file; a symlink, FIFO, folder or device in its
   place is `UnsafePath` (never followed, never blocked on); a missing file is `None`.
-- `append_line`: one ``O_APPEND`` write of a whole line into an owner-only file.
 - `create_exclusive`: content-addressed files made by exclusive link, never check-then-write.
 - `write_all`: every byte to a descriptor, whatever the kernel writes at a time.
 
@@ -28,7 +27,6 @@ from pathlib import Path
 
 __all__ = [
     "UnsafePath",
-    "append_line",
     "atomic_write",
     "create_exclusive",
     "ensure_private_dir",
@@ -222,31 +220,3 @@ def open_regular(path: Path, *, dir_fd: int | None = None) -> int | None:
         os.close(fd)
         raise
     return fd
-
-
-def append_line(path: Path, line: bytes, *, durable: bool = False) -> None:
-    """Append one whole line (a trailing newline is added) to the owner-only file at `path`.
-
-    One ``O_APPEND`` write per line, so lines of concurrent appenders never interleave. If the
-    file ends in a torn line (a crash mid-append), a newline is written first, so the torn line
-    stays a single bad line instead of swallowing this one. `durable` fsyncs after the write.
-    """
-    fd = os.open(
-        path,
-        os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-        FILE_MODE,
-    )
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(errno.EINVAL, "an append-only file's path is not a regular file")
-        if stat.S_IMODE(info.st_mode) != FILE_MODE and info.st_uid == os.geteuid():
-            os.fchmod(fd, FILE_MODE)
-        prefix = b""
-        if info.st_size > 0 and os.pread(fd, 1, info.st_size - 1) != b"\n":
-            prefix = b"\n"
-        write_all(fd, prefix + line.rstrip(b"\n") + b"\n")
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)

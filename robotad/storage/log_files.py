@@ -96,10 +96,11 @@ class FileLogSink:
     byte only when the file does not end where this sink's last line did.
     """
 
-    def __init__(self, path: Path, *, durable: bool = False) -> None:
+    def __init__(self, path: Path, *, durable: bool = False, root: Path | None = None) -> None:
         self._path = Path(path)
         self._name = os.fspath(self._path)
-        self._root = self._path.parent.parent  # what a refusal's path is relative to
+        #: What a refusal's path is relative to: the state folder (a log lives in ``logs/``).
+        self._root = self._path.parent.parent if root is None else Path(root)
         self._payloads = _payload_dir_of(self._path)
         self._durable = durable
         self._lock = threading.Lock()
@@ -125,7 +126,7 @@ class FileLogSink:
                 fd, size = self._descriptor()
                 data = line + b"\n"
                 if size > 0 and size != self._end and os.pread(fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data  # a torn line stays one bad line (`fsio.append_line`)
+                    data = b"\n" + data  # a torn line stays one bad line
                 fsio.write_all(fd, data)
                 if self._durable:
                     os.fsync(fd)

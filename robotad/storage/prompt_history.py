@@ -3,7 +3,9 @@
 A derived, append-only projection of what people typed, so a search can run across sessions and
 working folders without decoding any session record (G-167). Never authoritative: the records
 own every message (G-168). Lines are ``{prompt, sessionId, cwd, timestamp}`` (G-164), appended
-with one ``O_APPEND`` write into an owner-only file; no line is ever rewritten.
+with one ``O_APPEND`` write into an owner-only file kept open between prompts, as a session
+log is (`log_files.FileLogSink`: a file moved or removed meanwhile is reopened by name); no
+line is ever rewritten.
 
 `search` walks the file backwards in blocks (64 KiB by default), so the newest entries come
 first and finding the newest 50 costs the same however long the file is. A line spanning block
@@ -29,7 +31,7 @@ import msgspec
 from protocol.shapes import utc_now
 
 from . import fsio
-from .failure import refusing_writes
+from .log_files import FileLogSink
 
 __all__ = ["HISTORY_FILE", "PromptEntry", "PromptHistory", "SearchResult"]
 
@@ -63,6 +65,8 @@ class PromptHistory:
         self._block = block_size
         self._decoder = msgspec.json.Decoder(PromptEntry)
         self._encoder = msgspec.json.Encoder()
+        #: Kept open between prompts, checked against the path before each (`FileLogSink`).
+        self._sink = FileLogSink(self._path, root=self._path.parent)
 
     @property
     def path(self) -> Path:
@@ -71,10 +75,11 @@ class PromptHistory:
     def append(self, prompt: str, session_id: str, cwd: str, timestamp: str | None = None) -> None:
         """Append one entry (timestamp: now, ISO-8601 UTC ending in Z, unless given)."""
         when = timestamp if timestamp is not None else msgspec.to_builtins(utc_now())
-        line = self._encoder.encode(PromptEntry(prompt, session_id, cwd, when))
-        with refusing_writes(self._path, self._path.parent):
-            fsio.ensure_private_dir(self._path.parent)
-            fsio.append_line(self._path, line)
+        self._sink.append(self._encoder.encode(PromptEntry(prompt, session_id, cwd, when)))
+
+    def close(self) -> None:
+        """Release the file's descriptor (a later `append` opens it again)."""
+        self._sink.close()
 
     def search(
         self, query: str | None = None, cwd: str | None = None, limit: int = DEFAULT_LIMIT

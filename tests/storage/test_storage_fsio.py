@@ -10,6 +10,7 @@ import pytest
 
 from robotad.storage import fsio
 from robotad.storage.ids import is_safe_session_id, validate_session_id
+from robotad.storage.log_files import FileLogSink
 from robotad.storage.refusal import InputRejected
 
 
@@ -68,7 +69,9 @@ def test_files_and_folders_are_owner_only_under_any_umask(tmp_path: Path) -> Non
         try:
             folder = fsio.ensure_private_dir(tmp_path / f"m{mask:o}" / "deep")
             fsio.atomic_write(folder / "a", b"x")
-            fsio.append_line(folder / "b", b"x")
+            sink = FileLogSink(folder / "b", root=folder)
+            sink.append(b"x")
+            sink.close()
             fsio.create_exclusive(folder / "c", b"x")
         finally:
             os.umask(previous)
@@ -86,7 +89,7 @@ def test_symlinks_are_never_followed(tmp_path: Path) -> None:
     with pytest.raises(fsio.UnsafePath):
         fsio.read_regular(link)
     with pytest.raises(OSError):  # noqa: PT011 - O_NOFOLLOW refuses the append
-        fsio.append_line(link, b"evil")
+        FileLogSink(link, root=tmp_path).append(b"evil")
     with pytest.raises(fsio.UnsafePath):
         fsio.ensure_private_dir(link)
     assert fsio.create_exclusive(link, b"evil") is False
@@ -108,7 +111,9 @@ def test_non_regular_files_are_refused_without_blocking(tmp_path: Path) -> None:
 def test_append_after_a_torn_line_keeps_the_new_line_whole(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     path.write_bytes(b'{"whole": 1}\n{"torn')
-    fsio.append_line(path, b'{"next": 2}')
+    sink = FileLogSink(path, root=tmp_path)
+    sink.append(b'{"next": 2}')
+    sink.close()
     assert path.read_bytes().splitlines() == [b'{"whole": 1}', b'{"torn', b'{"next": 2}']
 
 

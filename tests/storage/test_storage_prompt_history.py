@@ -181,3 +181,35 @@ def test_search_needs_no_session_record(tmp_path: Path) -> None:
     history.path.unlink()
     assert store.path_for("fine").read_bytes() == before
     assert isinstance(store.load("fine"), Valid)
+
+
+def test_the_file_stays_open_between_prompts_and_is_made_again_when_removed(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One open for many prompts (a prompt is on every turn's path); a file removed or moved
+    aside meanwhile is not written through its old descriptor: the next prompt makes it
+    again under its name, owner-only."""
+    from robotad.storage import log_files
+
+    opened: list[str] = []
+    real = os.open
+
+    def counting(name: str, *args: object, **kwargs: object) -> int:
+        opened.append(os.fspath(name))
+        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log_files.os, "open", counting)
+    history = PromptHistory(path)
+    try:
+        for number in range(3):
+            history.append(f"prompt {number}", "s-1", "/w")
+        assert opened.count(os.fspath(path)) == 1
+        path.rename(path.with_name("moved.jsonl"))
+        history.append("after the move", "s-1", "/w")
+        assert [json.loads(line)["prompt"] for line in path.read_text().splitlines()] == [
+            "after the move"
+        ]
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert len(path.with_name("moved.jsonl").read_text().splitlines()) == 3
+    finally:
+        history.close()
