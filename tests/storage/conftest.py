@@ -1,4 +1,4 @@
-"""Fixtures shared by the storage tests: a state folder, an open journal, an fsync spy."""
+"""Fixtures shared by the storage tests: a state folder, an open journal, fsync and open spies."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(os, "fsync", spy)
     return calls
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every path ``os.open`` is called with (relative names as given), in order."""
+    names: list[str] = []
+    real = os.open
+
+    def spy(path: str, *args: object, **kwargs: object) -> int:
+        names.append(os.fspath(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    return names

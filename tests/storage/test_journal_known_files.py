@@ -5,7 +5,6 @@ idempotency by record id holds."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,23 +20,10 @@ from robotad.storage.journal import FileExecutionJournal, JournalConflict, encod
 from .journal_samples import every_kind, started
 
 
-def counting_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names the journal opens (relative to its folder), in order."""
-    names: list[str] = []
-    real = os.open
-
-    def spy(path: str, *args: object, **kwargs: object) -> int:
-        names.append(os.fspath(path))
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(journal_module.os, "open", spy)
-    return names
-
-
 async def test_a_new_executions_first_appends_open_its_file_once_each(
-    journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
+    journal: FileExecutionJournal, opened: list[str]
 ) -> None:
-    opens = counting_opens(monkeypatch)
+    opens = opened
     first, reply, *_ = every_kind("x-1")
     await journal.append(first, durable=False)
     await journal.append(reply)

@@ -184,21 +184,11 @@ def test_search_needs_no_session_record(tmp_path: Path) -> None:
 
 
 def test_the_file_stays_open_between_prompts_and_is_made_again_when_removed(
-    path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path, opened: list[str]
 ) -> None:
     """One open for many prompts (a prompt is on every turn's path); a file removed or moved
     aside meanwhile is not written through its old descriptor: the next prompt makes it
     again under its name, owner-only."""
-    from robotad.storage import log_files
-
-    opened: list[str] = []
-    real = os.open
-
-    def counting(name: str, *args: object, **kwargs: object) -> int:
-        opened.append(os.fspath(name))
-        return real(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(log_files.os, "open", counting)
     history = PromptHistory(path)
     try:
         for number in range(3):
