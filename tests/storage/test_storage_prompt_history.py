@@ -186,9 +186,9 @@ def test_search_needs_no_session_record(tmp_path: Path) -> None:
 def test_the_file_stays_open_between_prompts_and_is_made_again_when_removed(
     path: Path, opened: list[str]
 ) -> None:
-    """One open for many prompts (a prompt is on every turn's path); a file removed or moved
-    aside meanwhile is not written through its old descriptor: the next prompt makes it
-    again under its name, owner-only."""
+    """G-164, G-009: one open for many prompts (a prompt is on every turn's path); a file
+    removed or moved aside meanwhile is not written through its old descriptor: the next
+    prompt makes it again under its name, owner-only."""
     history = PromptHistory(path)
     try:
         for number in range(3):
