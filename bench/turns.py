@@ -18,6 +18,14 @@ nothing.
   subscribed client: the time from the first delta received to the last, over the number of
   deltas, and the growth of the whole turn's time per extra chunk against a one-chunk turn of
   the same text (target: under 1 ms per delta).
+
+``--vs CHECKOUT`` compares instead: a daemon of this checkout and one of `CHECKOUT` (another
+worktree of the repository, e.g. ``git worktree add /tmp/base HEAD~3``) each get one
+connection, and their turns alternate one by one, first one side then the other, over
+sessions of 50 turns; printed are each side's median turn and daemon CPU per turn, and the
+median of the paired differences. On a shared machine the CPU's speed drifts by 2× within an
+hour, more than most changes move a turn; paired turns see the same drift, so a difference of
+0.05 ms shows over 800 turns where two separate runs disagree by 1 ms.
 """
 
 from __future__ import annotations
@@ -155,7 +163,55 @@ async def per_delta(connection: SoakConnection, home: DaemonHome, chunks: int) -
     )
 
 
+async def paired(this: Path, other: Path, turns: int) -> None:
+    """Turns of this checkout's daemon and `other`'s, alternating (module docstring)."""
+    with daemon_home({"PYTHONPATH": str(this)}) as home_a, daemon_home(
+        {"PYTHONPATH": str(other)}
+    ) as home_b:
+        daemons = [DaemonProcess(home_a).start(), DaemonProcess(home_b).start()]
+        try:
+            async with open_soak_connection(
+                daemons[0].socket_path
+            ) as first, open_soak_connection(daemons[1].socket_path) as second:
+                sides = [(first, home_a, daemons[0]), (second, home_b, daemons[1])]
+                times: list[list[float]] = [[], []]
+                cpu = [0.0, 0.0]
+                warm_up = 20
+                for index in range(warm_up + turns):
+                    session_id = f"pair-{index // TURNS_PER_SESSION}"
+                    order = (0, 1) if index % 2 == 0 else (1, 0)
+                    for side in order:
+                        connection, home, daemon = sides[side]
+                        if index % TURNS_PER_SESSION == 0:
+                            cwd = str(home.workspace(session_id))
+                            params = {"cwd": cwd, "sessionId": session_id}
+                            await connection.call("session/create", params)
+                        before = cpu_seconds(daemon.pid)
+                        run = {"sessionId": session_id, "prompt": f"prompt {index}"}
+                        took = await _seconds(connection, "session/run", run)
+                        if index >= warm_up:
+                            times[side].append(took)
+                            cpu[side] += cpu_seconds(daemon.pid) - before
+        finally:
+            for daemon in daemons:
+                daemon.stop()
+    differences = [b - a for a, b in zip(times[0], times[1], strict=True)]
+    for name, side in ((f"this ({this})", 0), (f"vs ({other})", 1)):
+        print(
+            f"{name}: median turn {statistics.median(times[side]) * 1e3:.2f} ms, "
+            f"daemon CPU {cpu[side] / turns * 1e3:.2f} ms per turn"
+        )
+    print(
+        f"paired over {turns} turns: vs − this median {statistics.median(differences) * 1e3:+.3f}"
+        f" ms, mean {statistics.fmean(differences) * 1e3:+.3f} ms (positive: this checkout is "
+        "faster)"
+    )
+
+
 async def main(arguments: argparse.Namespace) -> None:
+    if arguments.vs is not None:
+        await paired(Path(__file__).resolve().parents[1], arguments.vs.resolve(), arguments.turns)
+        return
     with daemon_home() as home:
         daemon = DaemonProcess(home).start()
         try:
@@ -170,4 +226,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=500, help="turns to time")
     parser.add_argument("--chunks", type=int, default=2_000, help="deltas in the streamed step")
+    parser.add_argument(
+        "--vs",
+        type=Path,
+        metavar="CHECKOUT",
+        help="compare turn by turn with the daemon of another checkout (module docstring)",
+    )
     trio.run(main, parser.parse_args())

@@ -133,15 +133,36 @@ def redact_in_place(tree: Any) -> None:
 
     For a tree the caller owns and that holds only plain ``dict`` and ``list`` containers, as
     `msgspec.to_builtins` makes them (the session log's payloads); other values are leaves.
+    A dict whose keys are all known to be harmless (one subset test, in C) is not classified
+    key by key, so the walk's cost is mostly the containers it visits: a log repeats the same
+    keys from line to line.
     """
     stack = [tree]
     while stack:
         node = stack.pop()
         if type(node) is dict:
-            for key, item in node.items():
-                if isinstance(key, str) and is_sensitive_key(key):
-                    node[key] = REDACTED  # a value replaced, the dict's size unchanged
-                elif type(item) is dict or type(item) is list:
+            if not node.keys() <= _harmless:
+                _classify(node)
+            for item in node.values():
+                if type(item) is dict or type(item) is list:
                     stack.append(item)
         else:
-            stack.extend(item for item in node if type(item) is dict or type(item) is list)
+            for item in node:
+                if type(item) is dict or type(item) is list:
+                    stack.append(item)
+
+
+#: Keys found not sensitive (memoisable lengths only), at most `_HARMLESS_KEPT` of them.
+_harmless: set[Any] = set()
+_HARMLESS_KEPT = 4096
+
+
+def _classify(node: dict[Any, Any]) -> None:
+    """Redact `node`'s sensitive members; remember its harmless keys."""
+    for key in node:
+        if not isinstance(key, str) or key in _harmless:
+            continue
+        if is_sensitive_key(key):
+            node[key] = REDACTED  # a value replaced, the dict's size unchanged
+        elif len(key) <= _MEMO_KEY_CHARS and len(_harmless) < _HARMLESS_KEPT:
+            _harmless.add(key)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import shapes
-from robotad.storage import log_events, record
+from robotad.storage import log_events, record, scrub
 from robotad.storage.scrub import (
     REDACTED,
     is_sensitive_key,
@@ -175,3 +175,31 @@ def test_no_declared_member_has_a_sensitive_name() -> None:
     for struct in structs:
         for field in msgspec.structs.fields(struct):
             assert not is_sensitive_key(field.encode_name), (struct, field.encode_name)
+
+
+def test_keys_known_harmless_skip_classification_but_never_a_secret() -> None:
+    """G-152: the walk skips classifying a dict whose keys are all known harmless; a secret
+    beside them is still redacted, and no sensitive key is ever remembered as harmless."""
+    for _ in range(2):  # the second walk meets every harmless key already known
+        tree = msgspec.to_builtins(
+            {"tools": [{"name": "Read", "input": {"path": "x", "api_key": "sk-1"}}]}
+        )
+        redact_in_place(tree)
+        assert tree == {"tools": [{"name": "Read", "input": {"path": "x", "api_key": REDACTED}}]}
+    assert scrub._harmless >= {"tools", "name", "input", "path"}
+    assert not any(is_sensitive_key(key) for key in scrub._harmless)
+
+
+def test_the_harmless_keys_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Untrusted payloads (tool arguments, MCP schemas) bring any keys: at most
+    `_HARMLESS_KEPT` are remembered and none longer than a memoised key; beyond that, keys
+    are classified afresh and redaction is unchanged."""
+    monkeypatch.setattr(scrub, "_harmless", set())
+    monkeypatch.setattr(scrub, "_HARMLESS_KEPT", 50)
+    tree = msgspec.to_builtins({f"field{n}": n for n in range(200)} | {"x" * 65: 1})
+    redact_in_place(tree)
+    assert len(scrub._harmless) == 50
+    assert "x" * 65 not in scrub._harmless
+    late = msgspec.to_builtins({"field199": 1, "client_secret": "s"})
+    redact_in_place(late)
+    assert late == {"field199": 1, "client_secret": REDACTED}
