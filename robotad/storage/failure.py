@@ -25,7 +25,7 @@ from protocol.errors import StorageFailed
 
 from . import fsio
 
-__all__ = ["StorageError", "refusing_writes", "storage_failed", "storage_reason"]
+__all__ = ["StorageError", "refusal", "refusing_writes", "storage_failed", "storage_reason"]
 
 
 class StorageError(OSError):
@@ -63,10 +63,20 @@ def refusing_writes(path: Path, root: Path) -> Iterator[None]:
     """Run a durable write of `path`; its `OSError` becomes `StorageError` (module doc)."""
     try:
         yield
-    except (StorageError, fsio.UnsafePath):
-        raise
     except OSError as exc:
-        raise StorageError(relative_path(path, root), storage_reason(exc), exc.errno) from exc
+        refused = refusal(exc, path, root)
+        if refused is exc:
+            raise
+        raise refused from exc
+
+
+def refusal(exc: OSError, path: Path, root: Path) -> OSError:
+    """What `refusing_writes` raises for `exc`, a failed write of `path`: `exc` itself when it
+    already is a `StorageError` or an `fsio.UnsafePath`, else the `StorageError` naming it. For
+    a hot path that catches the `OSError` itself rather than entering a context manager."""
+    if isinstance(exc, StorageError | fsio.UnsafePath):
+        return exc
+    return StorageError(relative_path(path, root), storage_reason(exc), exc.errno)
 
 
 def storage_failed(exc: BaseException, session_id: str | None = None) -> StorageFailed | None:

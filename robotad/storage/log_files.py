@@ -21,7 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from . import fsio
-from .failure import refusing_writes
+from .failure import refusal, refusing_writes
 from .ids import validate_session_id
 from .sidecars import SidecarError, digest
 
@@ -57,9 +57,12 @@ class _OpenLogs:
         self.limit = limit
         self._lock = threading.Lock()
         self._sinks: OrderedDict[int, FileLogSink] = OrderedDict()
+        #: The sink `opened` or `used` last (at the end already: `used` need not be called).
+        self.latest: FileLogSink | None = None
 
     def opened(self, sink: FileLogSink) -> None:
         with self._lock:
+            self.latest = sink
             self._sinks[id(sink)] = sink
             for key, victim in list(self._sinks.items()):
                 if len(self._sinks) <= self.limit:
@@ -71,11 +74,14 @@ class _OpenLogs:
         with self._lock:
             if id(sink) in self._sinks:
                 self._sinks.move_to_end(id(sink))
+                self.latest = sink
 
     def closed(self, sink: FileLogSink) -> None:
         with self._lock:
             if self._sinks.get(id(sink)) is sink:
                 del self._sinks[id(sink)]
+            if self.latest is sink:
+                self.latest = None
 
     def count(self) -> int:
         with self._lock:
@@ -121,7 +127,7 @@ class FileLogSink:
     def append(self, line: bytes) -> None:
         if b"\n" in line:
             raise ValueError("a log line must not contain a newline")
-        with self._lock, refusing_writes(self._path, self._root):
+        with self._lock:
             try:
                 fd, size = self._descriptor()
                 data = line + b"\n"
@@ -130,11 +136,15 @@ class FileLogSink:
                 fsio.write_all(fd, data)
                 if self._durable:
                     os.fsync(fd)
-            except BaseException:
+            except BaseException as exc:
                 self._close_locked()
-                raise
+                refused = refusal(exc, self._path, self._root) if isinstance(exc, OSError) else exc
+                if refused is exc:
+                    raise
+                raise refused from exc
             self._end = size + len(data)
-        open_logs.used(self)
+        if open_logs.latest is not self:
+            open_logs.used(self)
 
     def _descriptor(self) -> tuple[int, int]:
         """The open descriptor of the file the path names now, and that file's size."""

@@ -171,3 +171,24 @@ def test_open_descriptors_are_bounded_process_wide(
         for sink in sinks:
             sink.close()
     assert open_logs.count() == 0
+
+
+def test_the_least_recently_written_sink_gives_its_descriptor_up_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write makes its sink the most recent (a sink already the most recent skips the
+    bookkeeping): past the bound, the one written to longest ago is closed."""
+    monkeypatch.setattr(open_logs, "limit", 2)
+    first, second, third = (FileLogSink(tmp_path / f"{name}.jsonl") for name in "abc")
+    try:
+        first.append(b"{}")
+        first.append(b"{}")  # already the most recent
+        second.append(b"{}")
+        first.append(b"{}")  # the most recent again: `second` is now the oldest
+        third.append(b"{}")
+        assert first.is_open
+        assert third.is_open
+        assert not second.is_open
+    finally:
+        for sink in (first, second, third):
+            sink.close()
