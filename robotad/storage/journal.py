@@ -49,7 +49,8 @@ an append that started finishes (durably, or with an error) before a cancellatio
 cancelling never tears a line. A staged append that reads nothing runs inline: one small write
 (and, for a new execution, one exclusive create), synced nothing, cheaper than a thread's round
 trip. A non-durable discard is not waited for at all: right after an fsync, ext4 takes hundreds
-of microseconds to unlink, so a worker thread does it while the turn goes on. The writer knows
+of microseconds to unlink, and the unlink's metadata rides on the next fsync, so a worker
+thread unlinks retired files a batch at a time (`removals.RemovalQueue`). The writer knows
 which execution files its folder holds (listed when it locks the folder, kept up to date since),
 so a new execution's file is created with a single exclusive open and nothing is read for it.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import pytest
 import trio
@@ -69,3 +70,68 @@ async def test_settled_with_nothing_asked_returns_at_once() -> None:
     queue = RemovalQueue(lambda name: None)
     with trio.fail_after(10):
         await queue.settled()
+
+
+async def test_names_wait_for_a_whole_batch_then_one_worker_removes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below a batch no worker starts (the unlinks stay off the turns that follow); the name
+    that completes the batch starts one drain, nobody waiting for it."""
+    drained = threading.Event()
+    removed: list[str] = []
+    workers: list[str | None] = []
+    start = trio.lowlevel.start_thread_soon
+
+    def counted(*args: Any, name: str | None = None) -> None:
+        workers.append(name)
+        start(*args, name=name)
+
+    monkeypatch.setattr(trio.lowlevel, "start_thread_soon", counted)
+
+    def remove(name: str) -> None:
+        removed.append(name)
+        if len(removed) == 3:
+            drained.set()
+
+    queue = RemovalQueue(remove, batch=3)
+    queue.remove_soon("a")
+    queue.remove_soon("b")
+    assert workers == []
+    queue.remove_soon("c")
+    assert workers == ["removals"]
+    with trio.fail_after(10):
+        while not drained.is_set():
+            await trio.sleep(0.001)
+    assert removed == ["a", "b", "c"]
+    queue.remove_soon("d")  # the next batch starts empty again
+    assert workers == ["removals"]
+    with trio.fail_after(10):
+        await queue.settled()
+    assert removed == ["a", "b", "c", "d"]
+
+
+async def test_settled_while_a_batch_drains_waits_for_it_and_what_joined_it() -> None:
+    gate = threading.Event()
+    removed: list[str] = []
+
+    def remove(name: str) -> None:
+        gate.wait(10)
+        removed.append(name)
+
+    queue = RemovalQueue(remove, batch=2)
+    queue.remove_soon("a")
+    queue.remove_soon("b")  # a batch: its drain waits at the gate
+    queue.remove_soon("c")  # joins the drain in progress
+    done = trio.Event()
+
+    async def wait() -> None:
+        await queue.settled()
+        done.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not done.is_set()
+            gate.set()
+    assert removed == ["a", "b", "c"]
