@@ -163,49 +163,71 @@ async def per_delta(connection: SoakConnection, home: DaemonHome, chunks: int) -
     )
 
 
-async def paired(this: Path, other: Path, turns: int) -> None:
-    """Turns of this checkout's daemon and `other`'s, alternating (module docstring)."""
-    with daemon_home({"PYTHONPATH": str(this)}) as home_a, daemon_home(
-        {"PYTHONPATH": str(other)}
-    ) as home_b:
-        daemons = [DaemonProcess(home_a).start(), DaemonProcess(home_b).start()]
-        try:
-            async with open_soak_connection(
-                daemons[0].socket_path
-            ) as first, open_soak_connection(daemons[1].socket_path) as second:
-                sides = [(first, home_a, daemons[0]), (second, home_b, daemons[1])]
-                times: list[list[float]] = [[], []]
-                cpu = [0.0, 0.0]
-                warm_up = 20
-                for index in range(warm_up + turns):
-                    session_id = f"pair-{index // TURNS_PER_SESSION}"
-                    order = (0, 1) if index % 2 == 0 else (1, 0)
-                    for side in order:
-                        connection, home, daemon = sides[side]
-                        if index % TURNS_PER_SESSION == 0:
-                            cwd = str(home.workspace(session_id))
-                            params = {"cwd": cwd, "sessionId": session_id}
-                            await connection.call("session/create", params)
-                        before = cpu_seconds(daemon.pid)
-                        run = {"sessionId": session_id, "prompt": f"prompt {index}"}
-                        took = await _seconds(connection, "session/run", run)
-                        if index >= warm_up:
-                            times[side].append(took)
-                            cpu[side] += cpu_seconds(daemon.pid) - before
-        finally:
-            for daemon in daemons:
-                daemon.stop()
+async def paired(this: Path, other: Path, turns: int, rounds: int = 4) -> None:
+    """Turns of this checkout's daemon and `other`'s, alternating (module docstring), in
+    `rounds` rounds of fresh daemons, started in the other order each round: where the
+    scheduler happens to put two processes can favour one for a whole run."""
+    times: list[list[float]] = [[], []]
+    cpu = [0.0, 0.0]
+    per_round: list[float] = []
+    for round_number in range(rounds):
+        checkouts = [this, other] if round_number % 2 == 0 else [other, this]
+        with (
+            daemon_home({"PYTHONPATH": str(checkouts[0])}) as home_a,
+            daemon_home({"PYTHONPATH": str(checkouts[1])}) as home_b,
+        ):
+            started = [DaemonProcess(home_a).start(), DaemonProcess(home_b).start()]
+            if round_number % 2:
+                started.reverse()
+                home_a, home_b = home_b, home_a
+            try:
+                round_times = await _paired_round(started, (home_a, home_b), turns // rounds, cpu)
+            finally:
+                for daemon in started:
+                    daemon.stop()
+        for side in (0, 1):
+            times[side] += round_times[side]
+        per_round.append(statistics.median(b - a for a, b in zip(*round_times, strict=True)) * 1e3)
+    counted = len(times[0])
     differences = [b - a for a, b in zip(times[0], times[1], strict=True)]
     for name, side in ((f"this ({this})", 0), (f"vs ({other})", 1)):
         print(
             f"{name}: median turn {statistics.median(times[side]) * 1e3:.2f} ms, "
-            f"daemon CPU {cpu[side] / turns * 1e3:.2f} ms per turn"
+            f"daemon CPU {cpu[side] / counted * 1e3:.2f} ms per turn"
         )
+    rounds_text = ", ".join(f"{value:+.3f}" for value in per_round)
     print(
-        f"paired over {turns} turns: vs − this median {statistics.median(differences) * 1e3:+.3f}"
+        f"paired over {counted} turns: vs − this median {statistics.median(differences) * 1e3:+.3f}"
         f" ms, mean {statistics.fmean(differences) * 1e3:+.3f} ms (positive: this checkout is "
-        "faster)"
+        f"faster); by round {rounds_text} ms"
     )
+
+
+async def _paired_round(
+    daemons: list[DaemonProcess], homes: tuple[DaemonHome, DaemonHome], turns: int, cpu: list[float]
+) -> list[list[float]]:
+    """One round of `paired`: side 0 is this checkout's daemon, side 1 the other's."""
+    times: list[list[float]] = [[], []]
+    async with (
+        open_soak_connection(daemons[0].socket_path) as first,
+        open_soak_connection(daemons[1].socket_path) as second,
+    ):
+        connections = (first, second)
+        warm_up = 20
+        for index in range(warm_up + turns):
+            session_id = f"pair-{index // TURNS_PER_SESSION}"
+            for side in (0, 1) if index % 2 == 0 else (1, 0):
+                connection = connections[side]
+                if index % TURNS_PER_SESSION == 0:
+                    cwd = str(homes[side].workspace(session_id))
+                    await connection.call("session/create", {"cwd": cwd, "sessionId": session_id})
+                before = cpu_seconds(daemons[side].pid)
+                run = {"sessionId": session_id, "prompt": f"prompt {index}"}
+                took = await _seconds(connection, "session/run", run)
+                if index >= warm_up:
+                    times[side].append(took)
+                    cpu[side] += cpu_seconds(daemons[side].pid) - before
+    return times
 
 
 async def main(arguments: argparse.Namespace) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "atomic_write",
     "create_exclusive",
     "ensure_private_dir",
+    "exact_mode",
     "fsync_dir",
     "is_temp_name",
     "open_regular",
@@ -87,6 +88,18 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
 
 
+def exact_mode(fd: int, mode: int, info: os.stat_result | None = None) -> None:
+    """Give the open file `fd` exactly the permission bits `mode`, unless it has them already
+    (`info`: its ``fstat``, when the caller holds one). A file this process just created has
+    them whenever the umask spared the owner's bits — nearly always — and then nothing is
+    written: on ext4 a ``chmod`` is an inode change the next fsync must journal, about
+    0.2 ms of a turn here."""
+    if info is None:
+        info = os.fstat(fd)
+    if stat.S_IMODE(info.st_mode) != mode:
+        os.fchmod(fd, mode)
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of `data` to `fd`, however short the kernel's writes."""
     view = memoryview(data)
@@ -121,7 +134,7 @@ def _write_temp(directory: Path, name: str, data: bytes, mode: int | None) -> Pa
             if mode is not None:
                 # Set exactly, whatever the umask cleared; after the write, because a write
                 # clears set-id bits an existing file may have had.
-                os.fchmod(fd, mode)
+                exact_mode(fd, mode)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -391,7 +391,7 @@ class _Folder:
             if not stat.S_ISREG(info.st_mode):
                 raise fsio.UnsafePath(errno.EINVAL, "a journal file's path is not a regular file")
             if created:
-                os.fchmod(fd, fsio.FILE_MODE)  # exactly 0600, whatever the umask cleared
+                fsio.exact_mode(fd, fsio.FILE_MODE, info)  # 0600, whatever the umask cleared
             try:
                 fsio.write_all(fd, line)
             except OSError:

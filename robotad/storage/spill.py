@@ -110,7 +110,7 @@ class SpillStore:
             except OSError as exc:
                 raise SpillError(f"cannot store a tool result ({_errno_name(exc)})") from None
             try:
-                os.fchmod(fd, 0o600)
+                fsio.exact_mode(fd, 0o600)
                 fsio.write_all(fd, data)
             except OSError as exc:
                 os.close(fd)

@@ -158,3 +158,27 @@ def test_a_linked_parent_is_the_users_choice_but_a_linked_folder_is_refused(
     (tmp_path / "logs").symlink_to(real)
     with pytest.raises(fsio.UnsafePath):
         fsio.ensure_private_dir(tmp_path / "logs")
+
+
+@pytest.mark.parametrize(("mask", "changes"), [(0o022, 0), (0o077, 0), (0o277, 1)])
+def test_a_new_file_is_chmodded_only_when_the_umask_took_an_owner_bit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mask: int, changes: int
+) -> None:
+    """G-009 at the cost of one ``fstat``: a chmod is an inode change the next fsync
+    journals, so a file created 0600 that is 0600 is left alone; one the umask left 0400 is
+    set right."""
+    calls: list[int] = []
+    chmod = os.fchmod
+
+    def counted(fd: int, mode: int) -> None:
+        calls.append(mode)
+        chmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", counted)
+    previous = os.umask(mask)
+    try:
+        fsio.atomic_write(tmp_path / "a", b"x")
+    finally:
+        os.umask(previous)
+    assert len(calls) == changes
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o600
