@@ -1,8 +1,8 @@
 """What one turn costs in durable writes and log volume, with every guarantee kept.
 
-- A plain journaled turn makes exactly one journal write durable — its reply, before it enters
-  history (G-096) — while ``started`` and the end mark of an execution that had nothing to
-  answer are staged (made durable by the next durable append, or not needed at all).
+- A plain journaled turn makes no journal write durable: ``started``, its answer (journaled
+  before it enters history, G-096) and the end mark are staged, since recovery can never put a
+  plain answer back; a reply that calls tools, and every reply after it, is durable.
 - A request's history is logged by reference (``history_prefix``) so a turn's
   ``provider_request`` line does not grow with the conversation; the log still rebuilds exactly
   what was sent (G-144), and ``session/log`` reports a reference the log cannot resolve.
@@ -55,16 +55,81 @@ def kinds(records: list[Any]) -> list[str]:
 # -- journal durability per turn ---------------------------------------------------------------
 
 
-async def test_a_plain_turn_makes_only_its_reply_durable(workspace: Path) -> None:
-    """G-096: the reply is journaled durably before it enters history; ``started`` and the end
-    mark of an execution without requests are staged (nothing can ever answer them)."""
+async def test_a_plain_turn_journals_its_answer_before_history_and_syncs_nothing(
+    workspace: Path,
+) -> None:
+    """G-096: the answer is journaled before it enters history. A plain turn's answer — a first
+    reply that calls no tool — is staged like ``started`` and the end mark: recovery only ever
+    puts back what follows an open round of the saved record, and this execution never saved
+    one (`test_recovery_never_puts_back_a_plain_answer`); the record's save is the turn's one
+    durable write."""
     journal = FaultyJournal(MemoryJournal())
+    history_when_journaled: list[int] = []
     session = new_session(workspace, scripted([{"text": "hi"}]), store=MemoryStore())
+    append = journal.append
+
+    async def watching(record: Any, *, durable: bool = True) -> None:
+        history_when_journaled.append(len(session.get_history()))
+        await append(record, durable=durable)
+
+    journal.append = watching  # type: ignore[method-assign]
     with trio.fail_after(LIMIT):
         result = await session.run_recoverable("hello", journal)
     assert isinstance(result, TurnCompleted)
     assert kinds(journal.attempts) == ["started", "reply", "finished"]
-    assert kinds(journal.staged) == ["started", "finished"]
+    assert kinds(journal.staged) == ["started", "reply", "finished"]
+    assert history_when_journaled[1] == 1  # the user's message only: the answer came after
+    assert [m.role for m in session.get_history()] == ["user", "assistant"]
+
+
+async def test_a_reply_that_calls_tools_and_every_later_reply_are_durable(
+    workspace: Path,
+) -> None:
+    """G-094, G-096: a reply with tool calls is durable before any call runs, and so is every
+    reply after it (its round may be in the saved record, and recovery puts back what the
+    journal holds after it)."""
+    (workspace / "notes.txt").write_text("x")
+    steps: list[dict[str, Any]] = [
+        {"toolCalls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]},
+        {"text": "read it"},
+    ]
+    journal = FaultyJournal(MemoryJournal())
+    session = new_session(workspace, scripted(steps), tools=builtin_tools(), store=MemoryStore())
+    with trio.fail_after(LIMIT):
+        result = await session.run_recoverable("read notes", journal)
+    assert isinstance(result, TurnCompleted)
+    assert kinds(journal.attempts).count("reply") == 2
+    assert "reply" not in kinds(journal.staged)
+
+
+async def test_recovery_never_puts_back_a_plain_answer(workspace: Path) -> None:
+    """Why a plain answer's line need not be synced: a crash after it was journaled and before
+    the record was saved leaves a journal holding it, and a reloaded session's recovery keeps
+    the saved history as it is (the turn is lost either way, as one cut off before its reply
+    is) and leaves nothing pending. Should recovery ever learn to put such an answer back,
+    this fails, and the answer must become durable again (`_recoverable_reply`)."""
+    store = MemoryStore()
+    first = new_session(workspace, scripted([{"text": "one"}]), store=store, session_id="s-1")
+    journal = MemoryJournal()
+    with trio.fail_after(LIMIT):
+        await first.run_recoverable("first", journal)
+    saved = list(store.last.messages)
+    crashed = new_session(workspace, scripted([{"text": "two"}]), session_id="s-1")
+    with trio.fail_after(LIMIT):
+        await crashed.run_recoverable("second", journal)
+        first_run, second_run = await journal.executions()
+        left = MemoryJournal()  # what the crash left: the second turn journaled up to its answer
+        for record in await journal.read(first_run):
+            await left.append(record)
+        records = await journal.read(second_run)
+        assert kinds(records) == ["started", "reply", "finished"]
+        for record in records[:2]:
+            await left.append(record)
+    reloaded = new_session(workspace, scripted(), session_id="s-1", history=saved, source="resume")
+    with trio.fail_after(LIMIT):
+        await reloaded.recover(left)
+    assert reloaded.get_history() == saved
+    assert reloaded.get_pending_execution() is None
 
 
 async def test_an_execution_with_requests_marks_its_end_durably(workspace: Path) -> None:
@@ -88,12 +153,11 @@ async def test_an_execution_with_requests_marks_its_end_durably(workspace: Path)
     assert kinds(journal.attempts)[-1] == "finished"
 
 
-async def test_a_plain_turn_fsyncs_the_journal_twice(
+async def test_a_plain_turn_fsyncs_no_journal_file(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the file journal a plain turn costs two fsyncs: the reply's file (covering the staged
-    ``started`` line) and, since the execution's file is new, its folder — and the reply is on
-    disk with ``started`` before the turn returns."""
+    """On the file journal a plain turn's lines are written (``started``, its answer, the end
+    mark) and none is synced: its one durable write is the record's."""
     synced: list[str] = []
     real = os.fsync
 
@@ -108,8 +172,7 @@ async def test_a_plain_turn_fsyncs_the_journal_twice(
             await session.run_recoverable("hello", journal)
         monkeypatch.undo()
         (execution_id,) = await journal.executions()
-        file = os.path.realpath(journal.path_for(execution_id))
-        assert synced == [file, os.path.realpath(journal.directory)]
+        assert synced == []
         records = await journal.read(execution_id)
     assert kinds(records) == ["started", "reply", "finished"]
 

@@ -7,7 +7,8 @@ journal after a restart (`Execution.from_records`), so everything here is derive
 `JournalBarrier` is the execution's `CommitBarrier`: a reply is journaled before it enters
 history, a tool result (``effect_finished``) before it is committed, compaction's summary before
 it replaces history, and ``effect_started`` right before a body is admitted (G-096). A failed
-write raises and the result never enters history (G-097).
+write raises and the result never enters history (G-097). Each is durable, but for the one
+line recovery can never use: a plain turn's answer, staged (`_recoverable_reply`).
 
 `ParkingApprover` answers "ask" in a recoverable run: a call a person already approved (its
 own request, answered) is admitted — after the current rules and hooks re-checked it (G-081) —
@@ -232,7 +233,7 @@ class JournalBarrier:
                 execution_id=execution.execution_id,
                 message=message,
             )
-            await execution.journal.append(record)
+            await execution.journal.append(record, durable=_recoverable_reply(execution, message))
             execution.replies.add(message.id)
         elif message.role == "tool" and isinstance(message.tool_call_id, str):
             call_id = message.tool_call_id
@@ -266,6 +267,16 @@ class JournalBarrier:
             )
         )
         execution.effects_started.add(call.id)
+
+
+def _recoverable_reply(execution: Execution, message: Message) -> bool:
+    """Whether a crash could need `message`'s journal line: a reply that calls tools, or one
+    of an execution that has replied before (its open round may be in the saved record, and
+    recovery puts back what the journal holds after it). A first reply that calls nothing —
+    a plain turn's answer — can never be put back: recovery starts from an open round of the
+    saved history and there is none, so its line is written (before history changes, G-096)
+    but not synced, and the turn's one durable write is the record's (decision 21)."""
+    return bool(message.calls) or bool(execution.replies)
 
 
 class ParkingApprover:
