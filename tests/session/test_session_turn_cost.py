@@ -156,8 +156,9 @@ async def test_an_execution_with_requests_marks_its_end_durably(workspace: Path)
 async def test_a_plain_turn_fsyncs_no_journal_file(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the file journal a plain turn's lines are written (``started``, its answer, the end
-    mark) and none is synced: its one durable write is the record's."""
+    """On the file journal a plain turn makes no file and syncs nothing: its lines
+    (``started``, its answer, the end mark) are held, and its one durable write is the
+    record's. A library host, keeping its journals, finds them written at close."""
     synced: list[str] = []
     real = os.fsync
 
@@ -173,7 +174,9 @@ async def test_a_plain_turn_fsyncs_no_journal_file(
         monkeypatch.undo()
         (execution_id,) = await journal.executions()
         assert synced == []
-        records = await journal.read(execution_id)
+        assert os.listdir(journal.directory) == []
+    async with FileExecutionJournal(tmp_path / "state", session.session_id) as reopened:
+        records = await reopened.read(execution_id)
     assert kinds(records) == ["started", "reply", "finished"]
 
 

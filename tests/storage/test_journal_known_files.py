@@ -20,14 +20,19 @@ from robotad.storage.journal import FileExecutionJournal, JournalConflict, encod
 from .journal_samples import every_kind, started
 
 
-async def test_a_new_executions_first_appends_open_its_file_once_each(
+async def test_a_new_executions_staged_record_waits_for_its_first_durable_one(
     journal: FileExecutionJournal, opened: list[str]
 ) -> None:
-    opens = opened
+    """A staged record of an execution with no file opens nothing; the first durable append
+    makes the file with one open, the held line and its own in it."""
     first, reply, *_ = every_kind("x-1")
     await journal.append(first, durable=False)
+    assert opened.count("x-1.jsonl") == 0
     await journal.append(reply)
-    assert opens.count("x-1.jsonl") == 2
+    assert opened.count("x-1.jsonl") == 1
+    assert journal.path_for("x-1").read_bytes() == (
+        encode_journal_record(first) + encode_journal_record(reply)
+    )
     assert await journal.read("x-1") == [first, reply]
 
 
@@ -58,9 +63,10 @@ async def test_a_file_removed_behind_the_writers_back_is_made_again(
 async def test_only_durable_work_waits_for_a_worker_thread(
     journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A staged append that reads nothing runs inline, the file's creation included; an fsync
-    goes to a worker thread the caller waits for; a non-durable discard is not waited for at
-    all (a worker thread unlinks while the caller goes on, and closing waits for it)."""
+    """A staged append that reads nothing runs inline (held in memory while the execution has
+    no file, written at once onto one that has); an fsync goes to a worker thread the caller
+    waits for; a non-durable discard is not waited for at all (a worker thread unlinks while
+    the caller goes on, and closing waits for it)."""
     trips: list[str] = []
 
     def spying(real: Any) -> Any:
@@ -74,14 +80,16 @@ async def test_only_durable_work_waits_for_a_worker_thread(
     monkeypatch.setattr(journal_module, "run_blocking", spying(journal_module.run_blocking))
     first, reply, request, *_ = every_kind("x-1")
     await journal.append(first, durable=False)
-    assert trips == []  # the file is made inline
-    assert journal.path_for("x-1").exists()
+    assert trips == []
+    assert not journal.path_for("x-1").exists()  # held until a durable record comes
     await journal.append(reply)
-    assert len(trips) == 1  # synced
+    assert len(trips) == 1  # the file made and synced
     await journal.append(request, durable=False)
-    assert len(trips) == 1
+    assert len(trips) == 1  # written inline onto the file
+    assert await journal.read("x-1") == [first, reply, request]
+    assert len(trips) == 2  # a read of a file goes to a thread too
     await journal.discard("x-1", durable=False)
-    assert len(trips) == 1
+    assert len(trips) == 2
     await journal.aclose()
     assert not journal.path_for("x-1").exists()
 

@@ -1,4 +1,5 @@
-"""Staged journal appends (``durable=False``): written at once, made durable by the next durable
+"""Staged journal appends (``durable=False``): written at once onto an execution's file, held in
+memory while it has none (a plain turn never makes one), made durable by the next durable
 append of the same execution, never acknowledged as durable on their own."""
 
 from __future__ import annotations
@@ -92,15 +93,39 @@ async def test_a_staged_record_is_still_idempotent_by_id(journal: FileExecutionJ
     assert await journal.read("x-1") == [record]
 
 
-async def test_discarding_a_staged_only_execution_syncs_the_folder(
-    journal: FileExecutionJournal, fsyncs: list[str]
+async def test_discarding_a_held_execution_touches_nothing(
+    journal: FileExecutionJournal, fsyncs: list[str], opened: list[str]
 ) -> None:
-    """Discard removes the file durably even when nothing of it was ever synced; a new file of
-    that id afterwards has its entry synced again."""
+    """An execution only ever staged has no file: discarding it forgets what was held, with no
+    file made, removed or synced (a plain turn's journal costs no file-system work at all); a
+    record of that id afterwards starts a new file, whose entry is synced."""
     file, folder = _paths(journal, "x-1", fsyncs)
     await journal.append(started("x-1"), durable=False)
+    await journal.append(every_kind("x-1")[1], durable=False)
     await journal.discard("x-1")
-    assert fsyncs == [folder]
-    assert not journal.path_for("x-1").exists()
+    await journal.settled()
+    assert fsyncs == []
+    assert opened.count("x-1.jsonl") == 0
+    assert await journal.executions() == []
+    assert await journal.read("x-1") == []
     await journal.append(started("x-1"))
-    assert fsyncs == [folder, file, folder]
+    assert fsyncs == [file, folder]
+
+
+async def test_held_records_are_listed_read_and_written_at_close(
+    state: Path, fsyncs: list[str]
+) -> None:
+    """A host that keeps its journals finds a held execution listed (last: the most recent)
+    and readable, and on disk, staged, once the journal closes; closing syncs nothing."""
+    first, reply, *_ = every_kind("x-2")
+    async with FileExecutionJournal(state, SESSION) as journal:
+        await journal.append(started("x-1"))
+        await journal.append(first, durable=False)
+        await journal.append(reply, durable=False)
+        assert await journal.executions() == ["x-1", "x-2"]
+        assert await journal.read("x-2") == [first, reply]
+        assert not journal.path_for("x-2").exists()
+        synced = len(fsyncs)
+    assert len(fsyncs) == synced
+    async with FileExecutionJournal(state, SESSION) as reopened:
+        assert await reopened.read("x-2") == [first, reply]
