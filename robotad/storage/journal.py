@@ -573,6 +573,20 @@ class FileExecutionJournal:
                 if folder is not None:
                     folder.release()
 
+    def _discard_at_once(self, execution_id: str, durable: bool) -> bool:
+        """`discard`'s work when it awaits nothing — an execution only ever held, or a file
+        left to the removal worker — done; False when the file must be removed durably."""
+        folder = self._writable_folder()
+        if self._held.pop(execution_id, None) is not None:
+            self._index.pop(execution_id, None)
+            return True  # only ever held in memory: no file to remove
+        if durable or self._removals is None:
+            return False
+        self._index.pop(execution_id, None)
+        folder.forget(f"{execution_id}{_SUFFIX}")
+        self._removals.remove_soon(f"{execution_id}{_SUFFIX}")
+        return True
+
     def _write_all_held(
         self, folder: _Folder, held: dict[str, list[tuple[str, bytes, bytes]]]
     ) -> None:
@@ -660,16 +674,20 @@ class FileExecutionJournal:
             raise InputRejected([{"path": "$.id", "message": "record id is empty"}])
         line = encode_journal_record(record)
         fingerprint = record_fingerprint(record)
+        entry = (record.id, fingerprint, line)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not durable and not self._lock.locked():
+            self._writable_folder()  # the same refusals as under the lock
+            if self._holds(execution_id):
+                # Memory only, nothing awaited: no other operation can come between, so the
+                # lock need not be taken (taking it costs the event loop a round).
+                self._hold(execution_id, entry)
+                return
         async with self._lock:
             folder = self._writable_folder()
             index = self._index.get(execution_id)
-            held = self._held.get(execution_id)
-            if held is not None or (
-                not durable and index is None and f"{execution_id}{_SUFFIX}" not in folder.known
-            ):
-                await self._append_held(
-                    folder, execution_id, (record.id, fingerprint, line), durable
-                )
+            if execution_id in self._held or (not durable and self._holds(execution_id)):
+                await self._append_held(folder, execution_id, entry, durable)
                 return
             work = (folder, execution_id, index, record.id, fingerprint, line, durable)
             reads = index is None and f"{execution_id}{_SUFFIX}" in folder.known
@@ -699,15 +717,11 @@ class FileExecutionJournal:
         """`append` for an execution with no file: a staged record joins the held ones; a
         durable one writes them all, itself last, into the new file and syncs it (module doc).
         The caller holds the lock."""
-        held = self._held.get(execution_id, [])
-        record_id, fingerprint, _ = entry
-        stored = next((f for held_id, f, _ in held if held_id == record_id), None)
-        if stored is not None and stored != fingerprint:
-            raise JournalConflict(execution_id, record_id)
-        lines = held if stored is not None else [*held, entry]
         if not durable:
-            self._held[execution_id] = lines
+            self._hold(execution_id, entry)
             return
+        held = self._held.get(execution_id, [])
+        lines = held if self._stored(held, execution_id, entry) else [*held, entry]
         try:
             index = await run_blocking(self._write_held, folder, execution_id, lines, True)
         except OSError as exc:
@@ -717,6 +731,33 @@ class FileExecutionJournal:
             ) from self._storage_error(execution_id, exc)
         self._held.pop(execution_id, None)
         self._index[execution_id] = index
+
+    def _holds(self, execution_id: str) -> bool:
+        """Whether a staged record of `execution_id` is held in memory: it holds some already,
+        or it has no file and nothing indexed (a new execution). The folder must be open."""
+        assert self._folder is not None
+        return execution_id in self._held or (
+            execution_id not in self._index and f"{execution_id}{_SUFFIX}" not in self._folder.known
+        )
+
+    def _hold(self, execution_id: str, entry: tuple[str, bytes, bytes]) -> None:
+        """Hold a staged record (idempotent by id: `JournalConflict` for another record)."""
+        held = self._held.get(execution_id, [])
+        if not self._stored(held, execution_id, entry):
+            self._held[execution_id] = [*held, entry]
+
+    @staticmethod
+    def _stored(
+        held: list[tuple[str, bytes, bytes]], execution_id: str, entry: tuple[str, bytes, bytes]
+    ) -> bool:
+        """Whether `entry`'s record is held already; `JournalConflict` when another one is."""
+        record_id, fingerprint, _ = entry
+        for held_id, held_fingerprint, _ in held:
+            if held_id == record_id:
+                if held_fingerprint != fingerprint:
+                    raise JournalConflict(execution_id, record_id)
+                return True
+        return False
 
     def _write_held(
         self,
@@ -809,15 +850,14 @@ class FileExecutionJournal:
         the file is forgotten at once and unlinked by a worker thread nobody waits for
         (`RemovalQueue`); `aclose` waits for such removals before letting the folder go."""
         validate_execution_id(execution_id)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._lock.locked() and self._discard_at_once(execution_id, durable):
+            return  # nothing awaited: the lock need not be taken (see `append`)
         async with self._lock:
+            if self._discard_at_once(execution_id, durable):
+                return
             folder = self._writable_folder()
             self._index.pop(execution_id, None)
-            if self._held.pop(execution_id, None) is not None:
-                return  # only ever held in memory: no file to remove
-            if not durable and self._removals is not None:
-                folder.forget(f"{execution_id}{_SUFFIX}")
-                self._removals.remove_soon(f"{execution_id}{_SUFFIX}")
-                return
             try:
                 await trio.to_thread.run_sync(folder.remove, f"{execution_id}{_SUFFIX}", durable)
             except OSError as exc:

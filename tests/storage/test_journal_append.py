@@ -281,6 +281,8 @@ async def test_use_outside_open_is_refused(state: Path) -> None:
     journal = FileExecutionJournal(state, SESSION)
     with pytest.raises(JournalClosed):
         await journal.append(started("x-1"))
+    with pytest.raises(JournalClosed):
+        await journal.append(started("x-1"), durable=False)
     async with journal:
         with pytest.raises(JournalError):
             await journal.open()

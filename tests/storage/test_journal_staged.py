@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import trio
 
 from robotad.storage.journal import FileExecutionJournal, JournalConflict
 
@@ -129,3 +130,27 @@ async def test_held_records_are_listed_read_and_written_at_close(
     assert len(fsyncs) == synced
     async with FileExecutionJournal(state, SESSION) as reopened:
         assert await reopened.read("x-2") == [first, reply]
+
+
+async def test_holding_and_dropping_a_plain_execution_gives_the_loop_no_round(
+    journal: FileExecutionJournal,
+) -> None:
+    """A held append and the discard of a held execution await nothing, so they take no lock
+    and pass no schedule point: a task waiting to run does not get in between (a plain turn
+    spends no event-loop round on its journal). Cancellation is still honoured on entry."""
+    ran: list[str] = []
+
+    async def other() -> None:
+        ran.append("other")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        await journal.append(started("x-1"), durable=False)
+        await journal.append(every_kind("x-1")[1], durable=False)
+        await journal.discard("x-1", durable=False)
+        assert ran == []
+    assert ran == ["other"]
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await journal.append(started("x-2"), durable=False)
+    assert await journal.executions() == []
