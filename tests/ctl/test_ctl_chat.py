@@ -468,6 +468,8 @@ def test_more_slash_commands(chat: Env) -> None:
     term.wait_for("unknown command /frobnicate")
     term.send("/model other-model")
     term.wait_for(lambda s: "other-model" in s.rstrip().splitlines()[-1])
+    # The note comes before the new session exists; its banner comes once it is attached.
+    term.wait_for(lambda s: s.count(f"in {ws}") == 2)
     newest = chat.call("session/list", {})["sessions"][0]["sessionId"]
     assert newest != sid
     assert chat.call("session/get", {"sessionId": newest})["model"] == "other-model"
