@@ -26,7 +26,9 @@ The port, `ExecutionJournal`:
   staged throughout and discarded once its record is saved, never makes a file: on ext4 a
   file created and unlinked per turn put about 1.5 ms of metadata on the record's fsyncs.
   Held records are read, listed and discarded from memory, and written (staged) at `aclose`
-  for a host that keeps its journals.
+  for a host that keeps its journals. A new execution is held only while the file system has
+  a block and an inode left, as creating its file would need, so a full disk still refuses a
+  turn before it begins.
 - `read(execution_id)` returns the records in append order (no file: ``[]``); `executions()`
   lists the executions with a file, least recently written first; `discard(execution_id)`
   removes one, durably unless told ``durable=False``.
@@ -446,6 +448,16 @@ class _Folder:
         if self.unlink(name) and durable:
             _sync(self.fd)
 
+    def require_room(self) -> None:
+        """`OSError` ENOSPC unless the folder's file system has a free block and inode (those
+        reserved for root count when running as root)."""
+        info = os.fstatvfs(self.fd)
+        root = os.geteuid() == 0
+        blocks = info.f_bfree if root else info.f_bavail
+        inodes = info.f_ffree if root else info.f_favail
+        if blocks <= 0 or inodes <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     def forget(self, name: str) -> None:
         """Stop tracking `name` (it is being removed)."""
         self.staged.discard(name)
@@ -681,7 +693,7 @@ class FileExecutionJournal:
             if self._holds(execution_id):
                 # Memory only, nothing awaited: no other operation can come between, so the
                 # lock need not be taken (taking it costs the event loop a round).
-                self._hold(execution_id, entry)
+                self._hold_or_refuse(execution_id, entry)
                 return
         async with self._lock:
             folder = self._writable_folder()
@@ -718,7 +730,7 @@ class FileExecutionJournal:
         durable one writes them all, itself last, into the new file and syncs it (module doc).
         The caller holds the lock."""
         if not durable:
-            self._hold(execution_id, entry)
+            self._hold_or_refuse(execution_id, entry)
             return
         held = self._held.get(execution_id, [])
         lines = held if self._stored(held, execution_id, entry) else [*held, entry]
@@ -741,10 +753,26 @@ class FileExecutionJournal:
         )
 
     def _hold(self, execution_id: str, entry: tuple[str, bytes, bytes]) -> None:
-        """Hold a staged record (idempotent by id: `JournalConflict` for another record)."""
-        held = self._held.get(execution_id, [])
+        """Hold a staged record (idempotent by id: `JournalConflict` for another record). A new
+        execution is held only while its folder's file system has a block and an inode left,
+        as creating its file would need: on a full disk a turn is refused before it begins
+        (`OSError` ENOSPC, reported like a failed write), not at its record's save."""
+        held = self._held.get(execution_id)
+        if held is None:
+            assert self._folder is not None
+            self._folder.require_room()
+            held = []
         if not self._stored(held, execution_id, entry):
             self._held[execution_id] = [*held, entry]
+
+    def _hold_or_refuse(self, execution_id: str, entry: tuple[str, bytes, bytes]) -> None:
+        """`_hold`, its `OSError` raised as the `JournalWriteError` of a failed append."""
+        try:
+            self._hold(execution_id, entry)
+        except OSError as exc:
+            raise JournalWriteError(
+                f"cannot append to the journal of execution {execution_id}: {_reason(exc)}"
+            ) from self._storage_error(execution_id, exc)
 
     @staticmethod
     def _stored(

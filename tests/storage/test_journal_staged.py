@@ -4,6 +4,7 @@ append of the same execution, never acknowledged as durable on their own."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import msgspec
 import pytest
 import trio
 
-from robotad.storage.journal import FileExecutionJournal, JournalConflict
+from robotad.storage.failure import StorageError
+from robotad.storage.journal import FileExecutionJournal, JournalConflict, JournalWriteError
 
 from .journal_samples import SESSION, every_kind, started
 
@@ -154,3 +156,31 @@ async def test_holding_and_dropping_a_plain_execution_gives_the_loop_no_round(
         scope.cancel()
         await journal.append(started("x-2"), durable=False)
     assert await journal.executions() == []
+
+
+@pytest.mark.parametrize("full", ["blocks", "inodes"])
+async def test_a_new_execution_is_refused_on_a_full_file_system(
+    journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch, full: str
+) -> None:
+    """Held in memory, a new execution's first line writes nothing, so the journal asks the
+    file system (one ``fstatvfs``) for the block and inode its file would need: on a full disk
+    the append fails as a write would, ENOSPC with the file's relative path, and nothing is
+    held. An execution already held goes on."""
+    await journal.append(started("x-1"), durable=False)
+    real = os.fstatvfs
+
+    def exhausted(fd: int) -> os.statvfs_result:
+        info = list(real(fd))
+        for field in (3, 4) if full == "blocks" else (6, 7):  # f_bfree/f_bavail, f_ffree/f_favail
+            info[field] = 0
+        return os.statvfs_result(info)
+
+    monkeypatch.setattr(os, "fstatvfs", exhausted)
+    with pytest.raises(JournalWriteError) as refused:
+        await journal.append(started("x-2"), durable=False)
+    cause = refused.value.__cause__
+    assert isinstance(cause, StorageError)
+    assert cause.errno == errno.ENOSPC
+    assert cause.path == f"journal/{SESSION}/x-2.jsonl"
+    assert await journal.executions() == ["x-1"]
+    await journal.append(every_kind("x-1")[1], durable=False)  # x-1 needs no new file
