@@ -17,6 +17,7 @@ import trio.testing
 from robotad.storage import journal as journal_module
 from robotad.storage.journal import FileExecutionJournal, JournalConflict, encode_journal_record
 
+from .gates import held_back
 from .journal_samples import every_kind, started
 
 
@@ -111,17 +112,9 @@ async def test_closing_waits_for_a_removal_still_running(
     await journal.open()  # its removals now go through the slow unlink
     await journal.append(started("x-1"))
     await journal.discard("x-1", durable=False)
-    closed = trio.Event()
 
-    async def close() -> None:
-        await journal.aclose()
-        closed.set()
+    def still_open() -> None:
+        assert journal.is_open
 
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(close)
-            await trio.testing.wait_all_tasks_blocked()
-            assert not closed.is_set()
-            assert journal.is_open
-            gate.set()
+    await held_back(gate, journal.aclose, still_open)
     assert not journal.path_for("x-1").exists()

@@ -14,6 +14,8 @@ import trio.testing
 
 from robotad.storage.removals import RemovalQueue
 
+from .gates import held_back
+
 
 async def test_removals_run_in_order_and_settled_waits_for_all_of_them() -> None:
     gate = threading.Event()
@@ -26,19 +28,11 @@ async def test_removals_run_in_order_and_settled_waits_for_all_of_them() -> None
     queue = RemovalQueue(remove)
     queue.remove_soon("a")
     queue.remove_soon("b")  # queued while the worker waits on "a": the same worker takes it
-    settled = trio.Event()
 
-    async def wait() -> None:
-        await queue.settled()
-        settled.set()
+    def nothing_removed_yet() -> None:
+        assert removed == []
 
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(wait)
-            await trio.testing.wait_all_tasks_blocked()
-            assert not settled.is_set()
-            assert removed == []
-            gate.set()
+    await held_back(gate, queue.settled, nothing_removed_yet)
     assert removed == ["a", "b"]
     queue.remove_soon("c")  # a new batch after the first settled
     with trio.fail_after(10):
@@ -122,16 +116,5 @@ async def test_settled_while_a_batch_drains_waits_for_it_and_what_joined_it() ->
     queue.remove_soon("a")
     queue.remove_soon("b")  # a batch: its drain waits at the gate
     queue.remove_soon("c")  # joins the drain in progress
-    done = trio.Event()
-
-    async def wait() -> None:
-        await queue.settled()
-        done.set()
-
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(wait)
-            await trio.testing.wait_all_tasks_blocked()
-            assert not done.is_set()
-            gate.set()
+    await held_back(gate, queue.settled)
     assert removed == ["a", "b", "c"]
