@@ -26,7 +26,8 @@ The port, `ExecutionJournal`:
   staged throughout and discarded once its record is saved, never makes a file: on ext4 a
   file created and unlinked per turn put about 1.5 ms of metadata on the record's fsyncs.
   Held records are read, listed and discarded from memory, and written (staged) at `aclose`
-  for a host that keeps its journals. A new execution is held only while the file system has
+  for a host that keeps its journals, or once `HELD_KEPT` executions are held, the longest
+  held first. A new execution is held only while the file system has
   a block and an inode left, as creating its file would need, so a full disk still refuses a
   turn before it begins.
 - `read(execution_id)` returns the records in append order (no file: ``[]``); `executions()`
@@ -133,6 +134,9 @@ logger = logging.getLogger("robotad.storage")
 
 #: At most this many problems are listed per corrupt file, then one line says how many more.
 MAX_ISSUES = 50
+#: Executions held in memory at most; past it the longest held is written to its file, staged
+#: (a host that keeps its journals never holds its whole history; robotad holds one a turn).
+HELD_KEPT = 64
 _SUFFIX = ".jsonl"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -761,6 +765,10 @@ class FileExecutionJournal:
         if held is None:
             assert self._folder is not None
             self._folder.require_room()
+            if len(self._held) >= HELD_KEPT:
+                oldest = next(iter(self._held))
+                self._write_held(self._folder, oldest, self._held[oldest], False)
+                del self._held[oldest]
             held = []
         if not self._stored(held, execution_id, entry):
             self._held[execution_id] = [*held, entry]

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 import trio
 
+from robotad.storage import journal as journal_module
 from robotad.storage.failure import StorageError
 from robotad.storage.journal import FileExecutionJournal, JournalConflict, JournalWriteError
 
@@ -184,3 +185,23 @@ async def test_a_new_execution_is_refused_on_a_full_file_system(
     assert cause.path == f"journal/{SESSION}/x-2.jsonl"
     assert await journal.executions() == ["x-1"]
     await journal.append(every_kind("x-1")[1], durable=False)  # x-1 needs no new file
+
+
+async def test_past_the_held_bound_the_longest_held_execution_is_written(
+    journal: FileExecutionJournal, fsyncs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host that keeps its journals does not hold its whole history in memory: past
+    `HELD_KEPT` executions the longest held is written to its file, staged (synced nowhere),
+    and every execution still reads back whole."""
+    monkeypatch.setattr(journal_module, "HELD_KEPT", 2)
+    fsyncs.clear()
+    records = {execution_id: started(execution_id) for execution_id in ("x-1", "x-2", "x-3")}
+    for record in records.values():
+        await journal.append(record, durable=False)
+    assert journal.path_for("x-1").exists()
+    assert not journal.path_for("x-2").exists()
+    assert not journal.path_for("x-3").exists()
+    assert fsyncs == []
+    for execution_id, record in records.items():
+        assert await journal.read(execution_id) == [record]
+    assert sorted(await journal.executions()) == ["x-1", "x-2", "x-3"]
