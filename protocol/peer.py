@@ -345,11 +345,16 @@ class JsonRpcPeer:
         assert slot.result is not None
         return jsonrpc.decode_result(method, slot.result, result_type)
 
-    async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification. Raises `ConnectionLost` when the connection is closed."""
-        await self._send(jsonrpc.encode_notification(method, params))
+    async def notify(self, method: str, params: Any = None, *, checkpoint: bool = True) -> None:
+        """Send a notification. Raises `ConnectionLost` when the connection is closed.
 
-    async def _send(self, body: bytes) -> None:
+        With `checkpoint` False a notification the socket takes at once passes no checkpoint
+        after it: for a caller about to pass one anyway (a delivery loop that waits for its
+        next event next), so that one notification costs the event loop one round, not two.
+        """
+        await self._send(jsonrpc.encode_notification(method, params), checkpoint=checkpoint)
+
+    async def _send(self, body: bytes, *, checkpoint: bool = True) -> None:
         """Write one frame whole; the only way anything reaches the stream.
 
         The fast path (decision 1 of docs/architecture.md): when no writer holds the lock,
@@ -377,7 +382,7 @@ class JsonRpcPeer:
                 await self._send_shielded(frame[written:] if written else frame)
             finally:
                 lock.release()
-        if trio.lowlevel.current_task() is not self._reader_task:
+        if checkpoint and trio.lowlevel.current_task() is not self._reader_task:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _send_queued(self, body: bytes) -> None:

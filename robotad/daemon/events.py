@@ -58,9 +58,14 @@ DEFAULT_BUFFER_SIZE: Final = 10_000
 #: Live events one subscriber may have waiting before it overflows.
 DEFAULT_SUBSCRIBER_QUEUE: Final = 1024
 
+#: Events one delivery task sends back to back, at most, before it lets other tasks run (a send
+#: the socket takes at once passes no checkpoint: a replayed backlog would hold the loop).
+_SENDS_PER_ROUND: Final = 64
+
 #: One ``session/event`` params object; shared, so read-only for everyone but the hub.
 Event = dict[str, Any]
-#: Delivers one event to a subscriber; raising means the subscriber is gone.
+#: Delivers one event to a subscriber; raising means the subscriber is gone. It need not pass
+#: a checkpoint once done: the delivery loop waits for the next event, or checkpoints itself.
 Send = Callable[[Event], Awaitable[object]]
 
 
@@ -365,6 +370,7 @@ class EventHub:
     # -- delivery --------------------------------------------------------------------------
 
     async def _deliver(self, sub: _Subscription) -> None:
+        sent = 0
         try:
             if sub.predecessor is not None:
                 await sub.predecessor.finished.wait()
@@ -381,6 +387,9 @@ class EventHub:
                     continue  # the previous subscription on this key already sent it
                 sub.last_seq = event["seq"]
                 await sub.send(event)
+                sent += 1
+                if sub.pending and sent % _SENDS_PER_ROUND == 0:
+                    await trio.lowlevel.checkpoint()  # a long backlog: let others run too
             if sub.state == "overflowed":
                 overflow = Overflow(session_id=self.session_id, latest_seq=sub.overflow_seq)
                 await sub.send(msgspec.to_builtins(overflow))

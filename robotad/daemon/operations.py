@@ -317,7 +317,8 @@ class SessionOperations:
             return hub.latest_seq
 
         async def send(event: dict[str, Any]) -> None:
-            await subscriber.notify(EVENT_METHOD, event)
+            # The hub's delivery loop passes the checkpoint itself (`EventHub._deliver`).
+            await subscriber.notify(EVENT_METHOD, event, checkpoint=False)
 
         return hub.subscribe(subscriber, send, after_seq=after_seq)
 

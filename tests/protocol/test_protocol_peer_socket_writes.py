@@ -148,3 +148,35 @@ async def test_a_writer_other_than_the_reader_passes_a_checkpoint(
             await peer.notify("note", {})
         assert (await client.receive())["method"] == "note"
     assert counter.calls == 0
+
+
+async def test_a_notification_told_not_to_checkpoint_passes_none_when_the_socket_takes_it(
+    counter: SendAllCounter,
+) -> None:
+    """``notify(..., checkpoint=False)`` (for a delivery loop that waits next anyway): a frame
+    the socket takes at once passes no schedule point, so an event costs the loop one round."""
+    steps = StepCounter(trio.lowlevel.current_task())
+    trio.lowlevel.add_instrument(steps)
+    try:
+        async with socket_peer(counter) as (peer, client):
+            before = steps.count
+            await peer.notify("note", {}, checkpoint=False)
+            assert steps.count == before  # the task never gave the loop a round
+            await peer.notify("again", {})
+            assert steps.count == before + 1  # the usual checkpoint: one round
+            assert (await client.receive())["method"] == "note"
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    assert counter.calls == 0
+
+
+class StepCounter(trio.abc.Instrument):
+    """Counts the times the scheduler resumes one task (each follows a schedule point)."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.count = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.count += 1
