@@ -20,10 +20,17 @@ subscriber's ``send(event)`` — in the daemon, the connection's
   finish and skips whatever the previous one already delivered. Subscribing again without
   ``after_seq`` takes over the previous subscription's queue, so nothing is lost or repeated.
 
+A ``send`` the socket takes at once passes no checkpoint (the daemon's uses
+``notify(..., checkpoint=False)``): the task's wait for its next event is its one round of the
+event loop per event, and a long backlog lets other tasks run every `_SENDS_PER_ROUND` sends.
+
 Events are plain dicts shaped as `protocol.events` describes (``sessionId``, ``seq``, ``turnId``
 — null outside a turn — ``type`` and the type's members). The same dict goes to every subscriber
 (and to the buffer's open chunk; a replay from a sealed chunk hands out equal copies): consumers
 treat it as read-only.
+
+Its size is one concept: stamping, buffering and delivering one session's events, whose order,
+overflow and hand-over rules only hold together.
 """
 
 from __future__ import annotations
