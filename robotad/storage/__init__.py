@@ -7,8 +7,9 @@
 - `session_log`, `log_events`, `sidecars`, `log_files`, `log_replay` — the JSONL session log.
 - `prompt_history` — ``prompt-history.jsonl`` and its backwards search.
 - `spill` — `SpillStore` for oversized tool results.
-- `journal`, `journal_records` — the durable execution journal and its records (not
-  re-exported: import them from their modules).
+- `journal`, `journal_records`, `journal_folder` — the durable execution journal, its records
+  and its blocking work on one locked folder (not re-exported: import them from their
+  modules).
 - `ids`, `fsio` — session-id validation and the durable file primitives underneath.
 """
 
