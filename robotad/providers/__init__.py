@@ -176,14 +176,14 @@ def provider_of(plan: ProviderPlan, lease: ClientLease[Any] | None = None) -> Pr
     }
     if lease is not None:
         common["lease"] = lease
+    if plan.max_tokens is not None:
+        common["max_tokens"] = plan.max_tokens
     if plan.kind == "openai":
         from robotad.providers.openai import OpenAIProvider
 
         return OpenAIProvider(**common)
     from robotad.providers.anthropic import AnthropicProvider
 
-    if plan.max_tokens is not None:
-        common["max_tokens"] = plan.max_tokens
     return AnthropicProvider(**common)
 
 

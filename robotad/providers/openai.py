@@ -192,7 +192,10 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """`Provider` over Chat Completions. See the module docstring for keys and trio, and
     `SdkProvider` for the shared contract (retries, failures, closing).
 
-    `base_url` defaults to OpenAI's endpoint. `connect_timeout` bounds opening a connection;
+    `base_url` defaults to OpenAI's endpoint. `max_tokens`, when given, bounds every reply: sent
+    as ``max_completion_tokens`` to OpenAI's own endpoint (which refuses ``max_tokens`` for its
+    reasoning models) and as ``max_tokens`` to any other server (llama.cpp's, Ollama, vLLM and
+    LM Studio read that one). `connect_timeout` bounds opening a connection;
     `idle_timeout` is carried for the agent loop's idle deadline, the only wait for data.
     `http_client` becomes the provider's. With a `lease` the provider uses the pooled client
     it holds (built for the same base URL, key and connect timeout) and only releases it.
@@ -209,6 +212,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         base_url: str | None,
         api_key: str | None,
         context_window: int | None,
+        max_tokens: int | None = None,
         max_retries: int = 2,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
@@ -217,6 +221,12 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         lease: ClientLease[openai.AsyncOpenAI] | None = None,
     ) -> None:
         base_url = base_url or DEFAULT_OPENAI_BASE_URL
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        self.max_tokens = max_tokens
+        self._budget_name = (
+            "max_completion_tokens" if base_url == DEFAULT_OPENAI_BASE_URL else "max_tokens"
+        )
         super().__init__(
             name=name,
             model=model,
@@ -245,6 +255,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             params["tool_choice"] = openai_tool_choice(request.tool_choice)
         if request.effort is not None:
             params["reasoning_effort"] = request.effort
+        if self.max_tokens is not None:
+            params[self._budget_name] = self.max_tokens
         return params
 
     async def _stream_reply(self, params: dict[str, Any], observer: StreamObserver) -> ModelReply:

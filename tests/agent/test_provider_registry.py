@@ -121,6 +121,23 @@ def test_builtin_anthropic_defaults_and_max_tokens(
     }
 
 
+def test_an_openai_provider_gets_its_configured_max_tokens(
+    fake_vendors: dict[str, type[_Captured]],
+) -> None:
+    config = Config(
+        providers={
+            "local": ProviderConfig(
+                kind="openai", base_url="http://localhost:8080/v1", max_tokens=256
+            )
+        }
+    )
+    build_provider("local", config, environ={})
+    build_provider("openai", Config(), environ={"OPENAI_API_KEY": SECRET})
+    bounded, default = fake_vendors["openai"].calls
+    assert bounded["max_tokens"] == 256
+    assert "max_tokens" not in default
+
+
 def test_a_missing_key_is_an_error_naming_the_variable_only(
     fake_vendors: dict[str, type[_Captured]],
 ) -> None:
@@ -164,7 +181,10 @@ def test_a_script_for_a_network_provider_is_refused(
 
 @pytest.mark.parametrize(
     ("module_name", "class_name", "extra"),
-    [("openai", "OpenAIProvider", {}), ("anthropic", "AnthropicProvider", {"max_tokens": 10})],
+    [
+        ("openai", "OpenAIProvider", {"max_tokens": 10}),
+        ("anthropic", "AnthropicProvider", {"max_tokens": 10}),
+    ],
 )
 def test_the_registry_calls_match_the_real_constructors(
     module_name: str, class_name: str, extra: dict[str, Any]

@@ -4,6 +4,12 @@ llama-server per version for the whole session, and a robotad configured for the
 
 The cache root is read once, at import, before the suite-wide fixture points
 ``XDG_CACHE_HOME`` at a fresh temp folder for each test: the builds are shared across runs.
+
+Bounds: every reply is capped (`MAX_TOKENS`), so no turn waits for a small model rambling to
+the end of its context window; a test's own deadline (`TURN_TIMEOUT`) falls before pytest's
+(`TEST_TIMEOUT`), so a stall fails as trio's ``TooSlowError`` inside the test, not as a signal
+that breaks the event loop for the tests after it. A failed test's report carries the tails of
+the daemon's and the servers' logs.
 """
 
 from __future__ import annotations
@@ -12,14 +18,28 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.daemon_helpers import DaemonHome, RunningDaemon, running_daemon
 from tests.real import build_deps
-from tests.real.llama_server import LlamaServer, start_llama_server
+from tests.real.llama_server import LlamaServer, running_servers, start_llama_server
 
 CACHE_ROOT = build_deps.cache_root()
+
+#: The reply budget of every provider here (``max_tokens``): at the ~40 tokens/s a loaded
+#: machine gives the 135M model, a few seconds of generation.
+MAX_TOKENS = 160
+#: Bound on one test's work with the daemon. Reading robota's ~2,000-token prompt the first
+#: time takes ~16 s on an idle machine (one server thread, ~120 tokens/s); a loaded one has
+#: been several times slower.
+TURN_TIMEOUT = 240.0
+#: pytest-timeout's bound on a test of this suite, setup included (a fixture may start a
+#: server, up to `START_TIMEOUT`): past the test's own deadline, so that one fires first.
+TEST_TIMEOUT = 360.0
+#: Lines of each log a failed test's report shows.
+_LOG_TAIL = 60
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,6 +54,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 2 if "anthropic" in path.name else 1
 
     items.sort(key=rank)  # stable: the order within each rank is kept
+    for item in items:
+        if rank(item):
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT))
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(unreadable: {exc})"
+    return "\n".join(lines[-_LOG_TAIL:])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test of this suite reports the end of its daemon's log and of every running
+    server's: a stall is then told from a slow server by what each last wrote."""
+    report = yield
+    if report.failed and Path(__file__).parent in Path(str(item.fspath)).parents:
+        funcargs = getattr(item, "funcargs", {})
+        for name, value in funcargs.items():
+            if isinstance(value, RunningDaemon):
+                report.sections.append((f"robotad log ({name})", _tail(value.home.log_path)))
+        for server in running_servers():
+            report.sections.append((f"llama-server log ({server.log})", _tail(server.log)))
+    return report
 
 
 def _cached(build: Callable[[], Path]) -> Path:
@@ -96,11 +142,11 @@ def anthropic_server(
         server.stop()
 
 
-def openai_provider(name: str, server: LlamaServer) -> str:
+def openai_provider(name: str, server: LlamaServer, max_tokens: int = MAX_TOKENS) -> str:
     """A ``[providers.NAME]`` table for an OpenAI-compatible llama-server."""
     return (
         f'[providers.{name}]\nkind = "openai"\nbase_url = "{server.openai_base_url}"\n'
-        'model = "smollm2"\ncontext_window = 4096\n'
+        f'model = "smollm2"\ncontext_window = 4096\nmax_tokens = {max_tokens}\n'
     )
 
 

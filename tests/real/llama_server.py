@@ -23,11 +23,19 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["START_TIMEOUT", "LlamaServer", "free_port", "start_llama_server"]
+__all__ = ["START_TIMEOUT", "LlamaServer", "free_port", "running_servers", "start_llama_server"]
 
 #: Bound on a server's start (model load included) on a busy two-core machine.
 START_TIMEOUT = 120.0
 _STOP_TIMEOUT = 15.0
+
+#: Every server started and not yet stopped, for a failed test's report (`running_servers`).
+_RUNNING: list[LlamaServer] = []
+
+
+def running_servers() -> list[LlamaServer]:
+    """The servers of this process that are running now, oldest first."""
+    return list(_RUNNING)
 
 
 def free_port() -> int:
@@ -72,6 +80,8 @@ class LlamaServer:
 
     def stop(self) -> None:
         """Terminate and reap (a paused server is resumed first so it can exit cleanly)."""
+        if self in _RUNNING:
+            _RUNNING.remove(self)
         if self.process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -126,6 +136,7 @@ def start_llama_server(
         if process.poll() is not None:
             raise RuntimeError(f"llama-server exited {process.returncode}:\n{server.output()}")
         if _healthy(server.origin):
+            _RUNNING.append(server)
             return server
         time.sleep(0.1)  # polling an external process's readiness; nothing to wait on instead
     server.stop()

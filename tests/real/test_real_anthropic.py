@@ -14,12 +14,14 @@ import pytest
 import trio
 
 from tests.daemon_helpers import RunningDaemon, connect
-from tests.real.conftest import anthropic_provider, daemon_with, logged_stop_reasons
+from tests.real.conftest import (
+    TURN_TIMEOUT,
+    anthropic_provider,
+    daemon_with,
+    logged_stop_reasons,
+)
 from tests.real.llama_server import LlamaServer
 
-#: Bound on one test (see test_real_openai.py: reading the first prompt is slow on a loaded
-#: machine).
-TURN_TIMEOUT = 600.0
 #: Shared by every session, so the server's prompt cache serves it from the second turn on.
 SYSTEM = "You are a helpful assistant."
 

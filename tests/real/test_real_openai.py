@@ -1,11 +1,14 @@
 """robotad against a real llama.cpp server (llama-server 0.3.16, SmolLM2-135M) through the
 ``openai`` provider: tool-call turns bounded by ``maxRounds``, usage reaching
-``session/context``, abort mid-stream, and a tool-call stream the server cuts off.
+``session/context``, abort mid-stream, and a tool-call stream cut off by the provider's
+``max_tokens``.
 
 The model's words are never asserted, only the protocol and the history: every tool call
 answered, the log complete, the turn's events in order. The sessions run in ``plan`` mode with
 Bash, Write, Edit and WebFetch denied, so a tool the model picks can only read. One robotad and
-one llama-server serve the whole module.
+one llama-server serve the whole module. The tests run in file order, those asking for a tool
+call first: the server renders ``toolChoice: required`` prompts differently from ``none`` ones
+early on, and its prompt cache serves only what the previous prompt shares.
 """
 
 from __future__ import annotations
@@ -18,13 +21,9 @@ import pytest
 import trio
 
 from tests.daemon_helpers import Client, RunningDaemon, connect
-from tests.real.conftest import daemon_with, logged_stop_reasons, openai_provider
-from tests.real.llama_server import LlamaServer, start_llama_server
+from tests.real.conftest import TURN_TIMEOUT, daemon_with, logged_stop_reasons, openai_provider
+from tests.real.llama_server import LlamaServer
 
-#: Bound on one test. A 135M model answers in seconds on an idle machine; on a shared,
-#: loaded one, reading robota's ~2,000-token prompt (system message and seven tool schemas)
-#: once has been measured at over three minutes.
-TURN_TIMEOUT = 600.0
 #: Only reading tools may run; a model's other picks are denied (failed results).
 READ_ONLY = {"deny": ["Bash", "Write", "Edit", "WebFetch"]}
 #: One system message for every session (the default one names the cwd), so the server's
@@ -33,27 +32,16 @@ SYSTEM = "You are a coding assistant. Use the tools to look at files when asked.
 
 
 @pytest.fixture(scope="module")
-def cut_server(
-    openai_binary: Path, smollm2: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LlamaServer]:
-    """A second 0.3.16 server whose every generation stops after 20 tokens (``-n 20``): a tool
-    call's name streams whole, its arguments are cut off mid-JSON."""
-    log = tmp_path_factory.mktemp("llama-cut") / "server.log"
-    server = start_llama_server(openai_binary, smollm2, log, "-n", "20")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def daemon(
-    openai_server: LlamaServer, cut_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory
+    openai_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningDaemon]:
+    """Two providers on the one server: ``llama``, and ``cut``, whose replies stop after 20
+    tokens (``max_tokens = 20``): a tool call's name streams whole, its arguments are cut off
+    mid-JSON."""
     config = (
         'default_provider = "llama"\n'
         + openai_provider("llama", openai_server)
-        + openai_provider("cut", cut_server)
+        + openai_provider("cut", openai_server, max_tokens=20)
     )
     yield from daemon_with(tmp_path_factory, config)
 
@@ -136,6 +124,41 @@ async def test_a_tool_turn_completes_within_max_rounds_with_every_call_answered(
     assert log["complete"] is True, log["problems"]
 
 
+async def test_a_tool_call_cut_off_by_the_server_is_answered_by_a_failed_result(
+    daemon: RunningDaemon, workspace: Path
+) -> None:
+    """PROTOCOL §4: the provider's ``max_tokens = 20`` stops the server after 20 tokens
+    (``finish_reason: length``), inside the call's arguments. The call is kept with
+    ``arguments: {}`` — its cut text, when any came, as ``rawArguments`` — never a half
+    object, and is answered by a failed result (unparseable arguments, or a required one
+    missing); the history stays paired."""
+    with trio.fail_after(TURN_TIMEOUT):
+        async with connect(daemon) as client:
+            session_id = await create(client, workspace, provider="cut", maxRounds=1)
+            result = await client.call(
+                "session/run",
+                {
+                    "sessionId": session_id,
+                    "prompt": "Read the file README.md.",
+                    "toolChoice": "required",
+                },
+            )
+            messages = await messages_of(client, session_id)
+    assert (result["status"], result["stopReason"]) == ("completed", "maxRounds")
+    assert logged_stop_reasons(daemon, session_id) == ["length"]
+    reply = messages[2]
+    assert reply["role"] == "assistant"
+    calls = reply["toolCalls"]
+    assert calls
+    for call in calls:
+        assert call["arguments"] == {}, call
+        if "rawArguments" in call:
+            assert call["rawArguments"].strip()
+    assert_every_call_answered(messages)
+    results = {m["toolCallId"]: m for m in messages if m["role"] == "tool"}
+    assert all(results[c["id"]]["metadata"]["ok"] is False for c in calls)
+
+
 async def test_usage_from_the_server_reaches_session_context(
     daemon: RunningDaemon, workspace: Path
 ) -> None:
@@ -208,37 +231,3 @@ async def test_abort_mid_stream_leaves_a_consistent_history(
     assert partial["content"] == streamed
     assert after["status"] == "completed"
     assert log["complete"] is True, log["problems"]
-
-
-async def test_a_tool_call_cut_off_by_the_server_is_answered_by_a_failed_result(
-    daemon: RunningDaemon, workspace: Path
-) -> None:
-    """PROTOCOL §4: the server stops generating after 20 tokens (``finish_reason: length``),
-    inside the call's arguments. The call is kept with ``arguments: {}`` — its cut text, when
-    any came, as ``rawArguments`` — never a half object, and is answered by a failed result
-    (unparseable arguments, or a required one missing); the history stays paired."""
-    with trio.fail_after(TURN_TIMEOUT):
-        async with connect(daemon) as client:
-            session_id = await create(client, workspace, provider="cut", maxRounds=1)
-            result = await client.call(
-                "session/run",
-                {
-                    "sessionId": session_id,
-                    "prompt": "Read the file README.md.",
-                    "toolChoice": "required",
-                },
-            )
-            messages = await messages_of(client, session_id)
-    assert (result["status"], result["stopReason"]) == ("completed", "maxRounds")
-    assert logged_stop_reasons(daemon, session_id) == ["length"]
-    reply = messages[2]
-    assert reply["role"] == "assistant"
-    calls = reply["toolCalls"]
-    assert calls
-    for call in calls:
-        assert call["arguments"] == {}, call
-        if "rawArguments" in call:
-            assert call["rawArguments"].strip()
-    assert_every_call_answered(messages)
-    results = {m["toolCallId"]: m for m in messages if m["role"] == "tool"}
-    assert all(results[c["id"]]["metadata"]["ok"] is False for c in calls)

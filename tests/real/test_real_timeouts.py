@@ -14,10 +14,9 @@ import trio
 
 from protocol.errors import ProviderFailed
 from tests.daemon_helpers import Client, RunningDaemon, connect
-from tests.real.conftest import daemon_with
+from tests.real.conftest import MAX_TOKENS, TURN_TIMEOUT, daemon_with
 from tests.real.llama_server import LlamaServer, free_port, start_llama_server
 
-TURN_TIMEOUT = 120.0
 #: The provider's idle timeout (``idle_timeout_ms``): how long a paused server is waited for.
 IDLE_MS = 3000
 
@@ -29,7 +28,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     config = (
         '[providers.llama]\nkind = "openai"\n'
         f'base_url = "http://127.0.0.1:{PORT}/v1"\nmodel = "smollm2"\ncontext_window = 4096\n'
-        f"idle_timeout_ms = {IDLE_MS}\nconnect_timeout_ms = 5000\n"
+        f"idle_timeout_ms = {IDLE_MS}\nconnect_timeout_ms = 5000\nmax_tokens = {MAX_TOKENS}\n"
     )
     yield from daemon_with(tmp_path_factory, config)
 
