@@ -122,6 +122,27 @@ def test_a_symlink_to_a_secret_is_judged_by_its_target(tmp_path: Path) -> None:
     assert gate.evaluate("Read", {"file_path": "innocent.txt"}).outcome == "ask"
 
 
+def test_a_symlink_made_after_a_session_counts_for_the_next_one(tmp_path: Path) -> None:
+    """Parsed patterns are remembered across sessions, the symlinks of their folders never
+    are: a secret folder that became a link since the last session is judged by its target."""
+    home = tmp_path / "home"
+    home.mkdir()
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    before = SensitivePaths(str(tmp_path), home=str(home), config_paths=[])
+    assert before.protected_read(str(vault / "id_ed25519")) is None
+    (home / ".ssh").symlink_to(vault)
+    after = SensitivePaths(str(tmp_path), home=str(home), config_paths=[])
+    assert after.protected_read(str(vault / "id_ed25519")) == "~/.ssh/**"
+    assert after.protected_read(str(home / ".ssh" / "id_ed25519")) == "~/.ssh/**"
+
+
+def test_a_malformed_pattern_is_refused_every_time(tmp_path: Path) -> None:
+    for _ in range(2):
+        with pytest.raises(InvalidSetting):
+            SensitivePaths(str(tmp_path), protected_reads=["x)"])
+
+
 PERSISTENCE = [
     f"{HOME}/.bashrc",
     f"{HOME}/.profile",

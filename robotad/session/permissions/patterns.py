@@ -19,6 +19,7 @@ matching is a plain function over strings.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -171,6 +172,13 @@ def _tool_part(text: str) -> str:
     return text.split("(", 1)[0]
 
 
+#: Parsed patterns remembered: every session parses the same few dozen (the protected reads and
+#: persistence paths, the configured rules), and a `Rule` is immutable. A malformed pattern
+#: raises, which is never remembered.
+_PARSED_KEPT = 1024
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
 def _parse(text: str, profile: ToolProfile | None) -> Rule:
     if not text:
         raise _Malformed("empty pattern")
@@ -324,8 +332,25 @@ def _segments(pieces: Sequence[str]) -> list[_Segment]:
 def _path_regex(
     pieces: Sequence[str], cwd: str, home: str, prefix: bool, resolve: Callable[[str], str]
 ) -> str:
+    head, rest = _path_plan(tuple(pieces), cwd, home, prefix)
+    if not head:
+        return rest
+    heads = [head]
+    if (real := resolve(head)) != head:
+        heads.append(real.rstrip("/"))
+    head_re = "|".join(re.escape(h) for h in heads)
+    if len(heads) > 1:
+        head_re = f"(?:{head_re})"
+    return head_re + rest
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _path_plan(pieces: tuple[str, ...], cwd: str, home: str, prefix: bool) -> tuple[str, str]:
+    """The pure part of `_path_regex`: the leading literal directory of the pattern (which may
+    hold symlinks, so `_path_regex` also accepts its resolved spelling; "" when there is none)
+    and the regex of the rest. Remembered: it reads nothing but its arguments."""
     if not prefix and pieces and all(piece == WILDCARD for piece in pieces):
-        return ".*"
+        return "", ".*"
     segments = _segments(pieces)
     first = segments[0]
     if first == []:  # absolute: the pattern began with "/"
@@ -346,21 +371,15 @@ def _path_regex(
             continue
         resolved.append(segment)
     if not resolved:
-        return "/" + (".*" if prefix else "")
+        return "", "/" + (".*" if prefix else "")
     # The leading run of literal segments (a trailing partial name in prefix mode excluded)
     # may hold symlinks; accept the resolved spelling of that directory too.
     literal = 0
     limit = len(resolved) - 1 if prefix else len(resolved)
     while literal < limit and WILDCARD not in resolved[literal]:
         literal += 1
-    head = "/" + "/".join(seg[0] for seg in resolved[:literal])
-    heads = [head] if literal else [""]
-    if literal and (real := resolve(head)) != head:
-        heads.append(real.rstrip("/"))
-    head_re = "|".join(re.escape(h) for h in heads)
-    if len(heads) > 1:
-        head_re = f"(?:{head_re})"
-    return head_re + _segments_regex(resolved[literal:]) + (".*" if prefix else "")
+    head = "/" + "/".join(seg[0] for seg in resolved[:literal]) if literal else ""
+    return head, _segments_regex(resolved[literal:]) + (".*" if prefix else "")
 
 
 def _segments_regex(segments: Sequence[_Segment]) -> str:
