@@ -509,12 +509,24 @@ class FileExecutionJournal:
             assert self._folder is not None
             self._folder.require_room()
             if len(self._held) >= HELD_KEPT:
-                oldest = next(iter(self._held))
-                self._write_held(self._folder, oldest, self._held[oldest], False)
-                del self._held[oldest]
+                self._write_out_oldest()
             held = []
         if not self._stored(held, execution_id, entry):
             self._held[execution_id] = [*held, entry]
+
+    def _write_out_oldest(self) -> None:
+        """Blocking: write the longest-held execution to its file, to make room. On failure it
+        stays held, whole, and the refusal names its file, the one that could not be written."""
+        assert self._folder is not None
+        oldest = next(iter(self._held))
+        try:
+            self._write_held(self._folder, oldest, self._held[oldest], False)
+        except OSError as exc:
+            raise JournalWriteError(
+                f"cannot write out the held journal of execution {oldest} to make room for "
+                f"another: {_reason(exc)}"
+            ) from self._storage_error(oldest, exc)
+        del self._held[oldest]
 
     def _hold_or_refuse(self, execution_id: str, entry: tuple[str, bytes, bytes]) -> None:
         """`_hold`, its `OSError` raised as the `JournalWriteError` of a failed append."""

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from robotad.storage import journal as journal_module
+from robotad.storage import journal_folder as journal_folder_module
 from robotad.storage.failure import StorageError
 from robotad.storage.journal import FileExecutionJournal, JournalConflict, JournalWriteError
 
@@ -205,3 +206,32 @@ async def test_past_the_held_bound_the_longest_held_execution_is_written(
     for execution_id, record in records.items():
         assert await journal.read(execution_id) == [record]
     assert sorted(await journal.executions()) == ["x-1", "x-2", "x-3"]
+
+
+async def test_a_failed_write_out_past_the_held_bound_names_the_file_it_failed_on(
+    journal: FileExecutionJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing the longest-held execution out to make room fails: the new append is refused
+    with the path of the file that could not be written (not the new execution's), and the
+    longest-held execution stays held, whole; once writes work again both go through."""
+    monkeypatch.setattr(journal_module, "HELD_KEPT", 2)
+    records = {execution_id: started(execution_id) for execution_id in ("x-1", "x-2", "x-3")}
+    await journal.append(records["x-1"], durable=False)
+    await journal.append(records["x-2"], durable=False)
+    real_append = journal_folder_module.JournalFolder.append
+
+    def failing(folder: object, name: str, data: bytes, *, durable: bool) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(journal_folder_module.JournalFolder, "append", failing)
+    with pytest.raises(JournalWriteError, match="x-1") as refused:
+        await journal.append(records["x-3"], durable=False)
+    cause = refused.value.__cause__
+    assert isinstance(cause, StorageError)
+    assert cause.errno == errno.EIO
+    assert cause.path == f"journal/{SESSION}/x-1.jsonl"
+    monkeypatch.setattr(journal_folder_module.JournalFolder, "append", real_append)
+    await journal.append(records["x-3"], durable=False)
+    assert journal.path_for("x-1").exists()
+    for execution_id, record in records.items():
+        assert await journal.read(execution_id) == [record]
