@@ -55,6 +55,7 @@ from robotad.providers.sdk_provider import (
     DEFAULT_IDLE_TIMEOUT,
     NO_KEY,
     SdkProvider,
+    check_max_tokens,
     sdk_timeout,
 )
 
@@ -227,8 +228,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         retry_policy: RetryPolicy | None = None,
         lease: ClientLease[anthropic.AsyncAnthropic] | None = None,
     ) -> None:
-        if max_tokens <= 0:
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        check_max_tokens(max_tokens)
         base_url = base_url or DEFAULT_ANTHROPIC_BASE_URL
         super().__init__(
             name=name,

@@ -44,6 +44,7 @@ from robotad.providers.sdk_provider import (
     DEFAULT_IDLE_TIMEOUT,
     NO_KEY,
     SdkProvider,
+    check_max_tokens,
     sdk_timeout,
 )
 
@@ -221,8 +222,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         lease: ClientLease[openai.AsyncOpenAI] | None = None,
     ) -> None:
         base_url = base_url or DEFAULT_OPENAI_BASE_URL
-        if max_tokens is not None and max_tokens <= 0:
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        check_max_tokens(max_tokens)
         self.max_tokens = max_tokens
         self._budget_name = (
             "max_completion_tokens" if base_url == DEFAULT_OPENAI_BASE_URL else "max_tokens"

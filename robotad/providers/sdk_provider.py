@@ -58,6 +58,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "NO_KEY",
     "SdkProvider",
+    "check_max_tokens",
     "sdk_timeout",
 ]
 
@@ -79,6 +80,12 @@ def sdk_timeout(connect_timeout: float) -> httpx2.Timeout:
     """The SDK client's timeout: `connect_timeout` to open a connection, nothing else — the
     wait for data belongs to the agent loop's idle deadline, never to a second clock."""
     return httpx2.Timeout(None, connect=connect_timeout)
+
+
+def check_max_tokens(max_tokens: int | None) -> None:
+    """Refuse a reply budget that is not a positive integer (`ValueError`); None is none."""
+    if max_tokens is not None and max_tokens <= 0:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
 
 
 class SdkProvider(abc.ABC, Generic[ClientT]):

@@ -324,15 +324,3 @@ async def test_no_key_never_falls_back_to_the_environment(
     with trio.fail_after(10):
         await make_provider(server.base_url, api_key=None).complete(user_request(), recorder)
     assert server.requests[0].headers["authorization"] == "Bearer no-key"
-
-
-def test_max_tokens_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="max_tokens"):
-        AnthropicProvider(
-            name="c",
-            model="claude-x",
-            base_url=None,
-            api_key="k",
-            context_window=None,
-            max_tokens=0,
-        )

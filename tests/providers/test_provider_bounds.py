@@ -77,6 +77,22 @@ async def test_the_sdk_bounds_only_connecting_and_never_retries(
     assert (provider.endpoint, provider.idle_timeout) == ("127.0.0.1:1", 42.0)
 
 
+@pytest.mark.parametrize("vendor", [OpenAIProvider, AnthropicProvider])
+@pytest.mark.parametrize("budget", [0, -1])
+def test_a_reply_budget_must_be_positive(
+    vendor: type[OpenAIProvider] | type[AnthropicProvider], budget: int
+) -> None:
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        vendor(
+            name="p",
+            model="m",
+            base_url="http://127.0.0.1:1/v1",
+            api_key="k",
+            context_window=None,
+            max_tokens=budget,
+        )
+
+
 async def test_a_refused_connection_names_the_endpoint_after_our_retries(
     closing: ProviderCloser, recorder: Recorder
 ) -> None:
