@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import msgspec
@@ -54,6 +55,8 @@ __all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider", "
 _TYPED = ("model", "stream", "stream_options")
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+#: OpenAI's own API, which takes a reply budget as ``max_completion_tokens`` only.
+_OPENAI_HOST = "api.openai.com"
 
 
 @dataclass
@@ -225,7 +228,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         check_max_tokens(max_tokens)
         self.max_tokens = max_tokens
         self._budget_name = (
-            "max_completion_tokens" if base_url == DEFAULT_OPENAI_BASE_URL else "max_tokens"
+            "max_completion_tokens" if urlsplit(base_url).hostname == _OPENAI_HOST else "max_tokens"
         )
         super().__init__(
             name=name,

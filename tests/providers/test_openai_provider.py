@@ -121,8 +121,11 @@ async def test_a_configured_max_tokens_bounds_every_request(
     assert "max_completion_tokens" not in unbounded
 
 
+@pytest.mark.parametrize(
+    "base_url", [None, "https://api.openai.com/v1", "https://api.openai.com/v1/"]
+)
 async def test_openai_itself_gets_the_budget_as_max_completion_tokens(
-    closing: ProviderCloser,
+    closing: ProviderCloser, base_url: str | None
 ) -> None:
     """OpenAI's endpoint refuses ``max_tokens`` for its reasoning models; the request is only
     built here, never sent."""
@@ -130,7 +133,7 @@ async def test_openai_itself_gets_the_budget_as_max_completion_tokens(
         OpenAIProvider(
             name="oa",
             model="gpt-4o-mini",
-            base_url=None,
+            base_url=base_url,
             api_key="sk-test",
             context_window=None,
             max_tokens=500,
