@@ -168,13 +168,15 @@ class Output:
         click.echo(format_json(document, indent=None), err=True, color=False)
 
     def rpc_error(self, code: int, message: str, data: Any = None) -> None:
-        """A JSON-RPC error on stderr, as `format_rpc_error` lays it out."""
+        """A JSON-RPC error on stderr, as `format_rpc_error` lays it out, after the
+        ``robotactl:`` prefix every error line has."""
         import click
 
         text = format_rpc_error(code, message, data)
         first, newline, rest = text.partition("\n")
+        prefix = self.style("robotactl:", "red", "bold", err=True)
         click.echo(
-            self.style(first, "red", err=True) + newline + rest,
+            f"{prefix} {self.style(first, 'red', err=True)}{newline}{rest}",
             err=True,
             color=self._colors(err=True),
         )

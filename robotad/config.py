@@ -5,8 +5,9 @@ default file is the defaults (the offline ``scripted`` provider, no rules, no ho
 classifier); a ``ROBOTA_CONFIG`` that names no file is an error naming the path.
 Anything else that is wrong — TOML syntax, an unknown key, a wrong type, a provider name that
 names nothing, a hook matcher that is not a regular expression — is a `ConfigError` listing
-every problem with its TOML path (``providers.local.base_url: expected string, got integer``),
-raised at daemon start before anything listens. Messages never echo a value.
+every problem with its TOML path
+(``providers.local.base_url: expected string or null, got integer``), raised at daemon start
+before anything listens. Messages never echo a value.
 
 Shape (every table forbids unknown keys)::
 

@@ -206,3 +206,20 @@ def test_the_readme_lists_exactly_the_hook_events_the_config_accepts() -> None:
     assert listed is not None
     named = set(re.findall(r"`(\w+)`", listed.group(1)))
     assert named == set(HOOK_EVENTS)
+
+
+def test_the_error_messages_the_readme_quotes_are_the_ones_printed(tmp_path: Path) -> None:
+    """A reader searches for the message on their screen: the README's quotes of a config
+    error and of a second daemon's refusal are what robotad prints."""
+    from protocol.validate import ValidationFailed
+    from robotad.config import decode_config
+    from robotad.server.lock import AlreadyRunning
+
+    text = README.read_text()
+    with pytest.raises(ValidationFailed) as refused:
+        decode_config('[providers.local]\nkind = "openai"\nbase_url = 1\n')
+    [issue] = refused.value.issues
+    assert f"`{issue['path']}: {issue['message']}`" in text
+    running = str(AlreadyRunning(tmp_path / "robotad.lock", 4242))
+    quoted = running.replace("4242", "N").replace(str(tmp_path), "…")
+    assert f"`{quoted}`" in text

@@ -110,7 +110,7 @@ def test_call_error_prints_code_message_and_data(ctl: Ctl, robotad: RunningDaemo
     assert result.returncode == ExitCode.ERROR
     assert result.stdout == ""
     first, second = result.stderr.splitlines()
-    assert first.startswith("error -32602: ")
+    assert first.startswith("robotactl: error -32602: ")
     assert second.startswith("  $.bogus: ")
     as_json = ctl(*sock(robotad), "--json", "call", "daemon/status", '{"bogus": 1}')
     issues = json.loads(as_json.stderr)["error"]["data"]["issues"]
@@ -120,7 +120,7 @@ def test_call_error_prints_code_message_and_data(ctl: Ctl, robotad: RunningDaemo
 def test_call_unknown_method(ctl: Ctl, robotad: RunningDaemon) -> None:
     result = ctl(*sock(robotad), "call", "no/such-method")
     assert result.returncode == ExitCode.ERROR
-    assert result.stderr.startswith("error -32601: ")
+    assert result.stderr.startswith("robotactl: error -32601: ")
 
 
 def test_bad_json_never_reaches_the_daemon(ctl: Ctl, robotad: RunningDaemon) -> None:

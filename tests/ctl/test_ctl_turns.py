@@ -81,7 +81,8 @@ def test_a_provider_failure_exits_1_with_its_reason(
     session_id = new_session(ctl, robotad, work, [{"text": "partial ", "error": "upstream 503"}])
     result = ctl(*sock(robotad), "run", "-s", session_id, "fail please")
     assert result.returncode == ExitCode.ERROR
-    assert "error -32007" in result.stderr
+    # One line, prefixed like every robotactl error (README "Using robotactl").
+    assert result.stderr.startswith("robotactl: error -32007: provider ")
     assert "upstream 503" in result.stderr
 
 
