@@ -172,9 +172,7 @@ def _tool_part(text: str) -> str:
     return text.split("(", 1)[0]
 
 
-#: Parsed patterns remembered: every session parses the same few dozen (the protected reads and
-#: persistence paths, the configured rules), and a `Rule` is immutable. A malformed pattern
-#: raises, which is never remembered.
+#: Parsed patterns remembered (a `Rule` is immutable; every session parses the same few dozen).
 _PARSED_KEPT = 1024
 
 
@@ -346,9 +344,8 @@ def _path_regex(
 
 @functools.lru_cache(maxsize=_PARSED_KEPT)
 def _path_plan(pieces: tuple[str, ...], cwd: str, home: str, prefix: bool) -> tuple[str, str]:
-    """The pure part of `_path_regex`: the leading literal directory of the pattern (which may
-    hold symlinks, so `_path_regex` also accepts its resolved spelling; "" when there is none)
-    and the regex of the rest. Remembered: it reads nothing but its arguments."""
+    """The pure, remembered part of `_path_regex`: the pattern's leading literal folder ("" for
+    none; it may hold symlinks, resolved by the caller) and the regex of the rest."""
     if not prefix and pieces and all(piece == WILDCARD for piece in pieces):
         return "", ".*"
     segments = _segments(pieces)
