@@ -11,7 +11,8 @@ seccomp program travels as an already open descriptor number. What the argv asks
   machine's loopback is out of reach;
 - ``--new-session`` (no ``TIOCSTI`` into a terminal) and ``--die-with-parent``;
 - ``/`` read-only, fresh ``/dev`` and ``/proc``, a private ``/tmp``; then the writable folders
-  bound read-write at their own paths, parents before children; then the read-only re-binds
+  bound read-write at their own paths, and the pinned folders inside them bound onto
+  themselves, parents before children; then the read-only re-binds
   (``.git``, robota's folders), which lie inside the writable ones and so must come after;
   last the well-known secrets hidden: their folders as empty ``tmpfs``, their files as
   ``/dev/null``;
@@ -36,6 +37,9 @@ class MountPlan(Struct, frozen=True):
 
     cwd: str
     writable: tuple[str, ...] = ()
+    #: Folders inside `writable` ones, bound onto themselves so they cannot be renamed or
+    #: removed: those between a writable folder and a `read_only` entry inside it.
+    pinned: tuple[str, ...] = ()
     read_only: tuple[str, ...] = ()
     network: bool = False
     #: Secret folders shown empty, and secret files shown as empty files (``/dev/null``).
@@ -71,7 +75,7 @@ def bwrap_argv(
         argv.append("--unshare-net")
     argv += ["--new-session", "--die-with-parent"]
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in _outer_first(plan.writable):
+    for path in _outer_first([*plan.writable, *plan.pinned]):
         argv += ["--bind", path, path]
     for path in _outer_first(plan.read_only):
         argv += ["--ro-bind", path, path]

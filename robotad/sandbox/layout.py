@@ -2,7 +2,10 @@
 
 The writable folders are the cwd tree and each configured root that exists, with symlinks
 resolved (bubblewrap binds a folder at its real path; a link elsewhere on the read-only root
-still leads into it). Inside them these stay read-only:
+still leads into it) — but never through a symlink that lies inside a writable folder: an
+earlier command could have made that link (``ln -s / .cache`` where ``.cache`` is a configured
+root not made yet), so a folder reached through one is not writable (`links_on`). Inside them
+these stay read-only:
 
 - every ``.git`` (folder, or the file a worktree or submodule has) found by `find_git_entries`
   down to `GIT_SCAN_DEPTH` folders below each writable root: the repositories the user will
@@ -13,6 +16,11 @@ still leads into it). Inside them these stay read-only:
 - robota's configuration and state folders and its configuration file (`protected`), when
   they lie inside a writable root — or a folder of them contains one, then the whole of it
   stays read-only.
+
+Every folder between a writable root and such a read-only entry is bound onto itself as well
+(`MountPlan.pinned`): a mount point cannot be renamed or removed, so no command can move a
+repository (or ``~/.config``) aside and put a copy with a planted hook in its place. The price:
+a sandboxed command cannot rename or delete a folder that holds a repository.
 
 The well-known secrets of the user's home (`SECRET_FOLDERS`, `SECRET_FILES`: SSH and GPG keys,
 cloud and cluster credentials, ``~/.netrc``) are hidden altogether: a sandboxed command runs
@@ -37,6 +45,7 @@ __all__ = [
     "SECRET_FOLDERS",
     "find_git_entries",
     "is_within",
+    "links_on",
     "plan_mounts",
     "writable_dirs",
 ]
@@ -55,16 +64,56 @@ def is_within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+#: Symlinks followed while resolving one path, at most (the kernel's own bound).
+_MAX_LINKS: Final = 40
+
+
+def links_on(path: str) -> list[str]:
+    """The symlinks met while resolving the absolute `path`, each as the canonical path of the
+    link itself (its folder resolved), in the order they are met. Blocking."""
+    links: list[str] = []
+    pending = [part for part in reversed(path.split("/")) if part]
+    current = "/"
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        if not os.path.islink(candidate):
+            current = candidate
+            continue
+        links.append(candidate)
+        if len(links) > _MAX_LINKS:
+            break  # a loop: the path resolves to nothing
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            break  # replaced while we looked: what it was is among `links` already
+        if target.startswith("/"):
+            current = "/"
+        pending.extend(part for part in reversed(target.split("/")) if part)
+    return links
+
+
 def writable_dirs(policy: SandboxPolicy, cwd: str) -> list[str]:
     """The canonical folders a command of this policy may write (besides its private /tmp):
-    none in ``read-only`` mode; the cwd and every existing root in ``workspace-write``."""
+    none in ``read-only`` mode; in ``workspace-write`` the cwd and every existing root, unless
+    reached through a symlink inside one of them (see the module doc)."""
     if policy.mode != "workspace-write":
         return []
+    spellings = (cwd, *policy.writable_roots)
+    resolved = [(spelling, os.path.realpath(spelling)) for spelling in spellings]
+    areas = [real for _, real in resolved if os.path.isdir(real)]
     found: list[str] = []
-    for candidate in (cwd, *policy.writable_roots):
-        real = os.path.realpath(candidate)
-        if os.path.isdir(real) and real not in found:
-            found.append(real)
+    for spelling, real in resolved:
+        if real in found or not os.path.isdir(real):
+            continue
+        if any(is_within(link, area) for link in links_on(spelling) for area in areas):
+            continue  # a link a sandboxed command could have made or re-pointed
+        found.append(real)
     return found
 
 
@@ -106,11 +155,26 @@ def plan_mounts(policy: SandboxPolicy, cwd: str, protected: Sequence[str] = ()) 
     return MountPlan(
         cwd=cwd,
         writable=tuple(writable),
+        pinned=_between(writable, read_only),
         read_only=tuple(read_only),
         network=policy.network,
         hidden_dirs=_existing(SECRET_FOLDERS, os.path.isdir),
         hidden_files=_existing(SECRET_FILES, os.path.isfile),
     )
+
+
+def _between(roots: Sequence[str], entries: Sequence[str]) -> tuple[str, ...]:
+    """Every folder strictly between a root of `roots` and an entry of `entries` inside it."""
+    found: set[str] = set()
+    for entry in entries:
+        for root in roots:
+            if entry == root or not is_within(entry, root):
+                continue
+            folder = os.path.dirname(entry)
+            while folder != root and is_within(folder, root):
+                found.add(folder)
+                folder = os.path.dirname(folder)
+    return tuple(sorted(found))
 
 
 def _existing(spellings: Sequence[str], kind: Callable[[str], bool]) -> tuple[str, ...]:

@@ -4,8 +4,10 @@ bubblewrap confines the file system and the network, but a Unix socket is a door
 closes: ``connect()`` to a socket path is not a write, and behind those paths wait programs that
 run unconfined on the user's behalf — robotad itself (a sandboxed command could ask it for an
 unsandboxed session), the systemd user manager on D-Bus (``systemd-run --user``), an SSH or GPG
-agent, a container engine. The filter makes ``socket(AF_UNIX, …)`` fail with ``EPERM``
-(``socketpair`` stays allowed: it connects a process only to itself), and refuses the
+agent, a container engine. The filter makes ``socket(AF_UNIX, …)`` fail with ``EPERM``,
+and ``socketpair(AF_UNIX, …)`` too unless the pair is a stream or a seqpacket one: those are
+connected to each other for good, while a datagram socket of a pair can still ``sendto`` any
+socket path (the journal, a ``NOTIFY_SOCKET``). It also refuses the
 ``io_uring`` calls, whose ``IORING_OP_SOCKET`` would create the same socket without passing
 through the ``socket`` system call. A system call of another architecture (a 32-bit program on
 a 64-bit kernel, the x32 ABI) kills the process rather than slipping past the numbers below.
@@ -30,11 +32,13 @@ Arch = Literal["x86_64", "aarch64", "riscv64"]
 _NR: Final = 0
 _ARCH: Final = 4
 _ARG0_LOW: Final = 16  # the low half of args[0] on the little-endian machines below
+_ARG1_LOW: Final = 24
 
 # Classic BPF opcodes (linux/filter.h).
 _LD_W_ABS: Final = 0x20
 _JEQ_K: Final = 0x15
 _JGE_K: Final = 0x35
+_AND_K: Final = 0x54
 _RET_K: Final = 0x06
 
 _RET_ALLOW: Final = 0x7FFF0000
@@ -42,21 +46,29 @@ _RET_ERRNO: Final = 0x00050000
 _RET_KILL_PROCESS: Final = 0x80000000
 
 _AF_UNIX: Final = 1
+#: The socket types a Unix socket pair may have (``type & 0xf``; flags such as
+#: ``SOCK_CLOEXEC`` sit above): ``SOCK_STREAM`` and ``SOCK_SEQPACKET``.
+_SOCK_TYPE_MASK: Final = 0xF
+_SOCK_STREAM: Final = 1
+_SOCK_SEQPACKET: Final = 5
 _IO_URING: Final = (425, 426, 427)  # io_uring_setup, _enter, _register: one number everywhere
 _X32_BIT: Final = 0x40000000
 
 
 class _Table:
-    def __init__(self, audit_arch: int, socket: int, *, x32_bit: bool = False) -> None:
+    def __init__(
+        self, audit_arch: int, socket: int, socketpair: int, *, x32_bit: bool = False
+    ) -> None:
         self.audit_arch = audit_arch
         self.socket = socket
+        self.socketpair = socketpair
         self.x32_bit = x32_bit
 
 
 _TABLES: Final[dict[Arch, _Table]] = {
-    "x86_64": _Table(0xC000003E, 41, x32_bit=True),
-    "aarch64": _Table(0xC00000B7, 198),
-    "riscv64": _Table(0xC00000F3, 198),
+    "x86_64": _Table(0xC000003E, 41, 53, x32_bit=True),
+    "aarch64": _Table(0xC00000B7, 198, 199),
+    "riscv64": _Table(0xC00000F3, 198, 199),
 }
 
 
@@ -94,6 +106,7 @@ def filter_program(arch: Arch) -> bytes:
     if table.x32_bit:
         program.append((_JGE_K, "kill", None, _X32_BIT))
     program.append((_JEQ_K, "socket", None, table.socket))
+    program.append((_JEQ_K, "socketpair", None, table.socketpair))
     program.extend((_JEQ_K, "deny", None, number) for number in _IO_URING)
     labels = {"allow": len(program)}
     program.append((_RET_K, None, None, _RET_ALLOW))
@@ -101,6 +114,15 @@ def filter_program(arch: Arch) -> bytes:
     program.append((_LD_W_ABS, None, None, _ARG0_LOW))
     program.append((_JEQ_K, "deny", None, _AF_UNIX))
     program.append((_RET_K, None, None, _RET_ALLOW))  # BPF jumps only forward
+    labels["socketpair"] = len(program)
+    program.append((_LD_W_ABS, None, None, _ARG0_LOW))
+    program.append((_JEQ_K, None, "allow pair", _AF_UNIX))
+    program.append((_LD_W_ABS, None, None, _ARG1_LOW))
+    program.append((_AND_K, None, None, _SOCK_TYPE_MASK))
+    program.append((_JEQ_K, "allow pair", None, _SOCK_STREAM))
+    program.append((_JEQ_K, "allow pair", "deny", _SOCK_SEQPACKET))
+    labels["allow pair"] = len(program)
+    program.append((_RET_K, None, None, _RET_ALLOW))
     labels["deny"] = len(program)
     program.append((_RET_K, None, None, deny))
     labels["kill"] = len(program)

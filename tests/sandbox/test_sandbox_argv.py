@@ -65,6 +65,19 @@ def test_writable_folders_parents_first_then_read_only_rebinds_inside_them() -> 
     assert argv[argv.index("--bind") + 2] == "/cache"  # bound at its own path
 
 
+def test_pinned_folders_are_bound_after_their_parents_and_before_the_rebinds() -> None:
+    plan = MountPlan(
+        cwd="/w",
+        writable=("/w",),
+        pinned=("/w/a/b", "/w/a"),
+        read_only=("/w/a/b/.git",),
+    )
+    argv = bwrap_argv("bwrap", plan, COMMAND, seccomp_fd=3)
+    assert _pairs(argv, "--bind") == ["/w", "/w/a", "/w/a/b"]
+    last_bind = max(i for i, arg in enumerate(argv) if arg == "--bind")
+    assert last_bind < argv.index("/w/a/b/.git")
+
+
 def test_odd_paths_stay_single_arguments() -> None:
     plan = MountPlan(cwd="/w space/x", writable=("/w space/x",))
     argv = bwrap_argv("bwrap", plan, ["/bin/sh", "-c", "rm -rf --no-preserve-root /"], seccomp_fd=3)

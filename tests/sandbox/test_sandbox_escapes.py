@@ -315,3 +315,92 @@ async def test_well_known_secrets_are_hidden(bash: BashTool, arena: Arena) -> No
     listing = await run(bash, arena, "ls -A ~/.ssh")
     assert listing.content == "exit status 0"  # an empty folder
     assert (arena.home / ".ssh" / "id_ed25519").read_text() == "SECRET-KEY\n"
+
+
+async def test_a_datagram_socket_pair_cannot_reach_a_socket_outside(
+    bash: BashTool, arena: Arena
+) -> None:
+    """A datagram socket of a pair could ``sendto`` any socket path (the journal, a
+    ``NOTIFY_SOCKET``): such a pair is refused; a stream pair, which programs use for their
+    own plumbing, still works."""
+    path = arena.outside / "dgram.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        server.setblocking(False)
+        script = (
+            "import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); "
+            f"a.sendto(b'escaped', {str(path)!r})"
+        )
+        result = await run(bash, arena, f"{PY} -c {shlex.quote(script)}")
+        assert not result.ok
+        assert "Operation not permitted" in result.content
+        with pytest.raises(BlockingIOError):
+            server.recv(64)
+    path.unlink()
+    stream = "import socket; a, b = socket.socketpair(); a.send(b'ok'); print(b.recv(2).decode())"
+    paired = await run(bash, arena, f"{PY} -c {shlex.quote(stream)}")
+    assert paired.ok, paired.content
+    assert "ok" in paired.content
+    assert arena.untouched()
+
+
+async def test_a_repository_cannot_be_moved_aside_and_replaced_by_a_copy(
+    bash: BashTool, arena: Arena
+) -> None:
+    """Renaming the folder above a ``.git`` would leave its path free for a copy with a planted
+    hook: every folder between the workspace and a ``.git`` is a mount point, so the rename
+    fails and the repository stays where it is, untouched."""
+    repo = arena.ws / "proj" / "sub"
+    (repo / ".git" / "hooks").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    for folder in ("proj", "proj/sub"):
+        # rename(2) fails (EBUSY); mv then tries copying and removing, which the read-only
+        # .git stops; either way the folder is still there, so nothing takes its place.
+        result = await run(bash, arena, f"mv {folder} moved; rm -rf {folder} && mkdir -p {folder}")
+        assert not result.ok, result.content
+    planted = await run(
+        bash,
+        arena,
+        "mkdir -p elsewhere && cp -a proj/sub/.git elsewhere/ && "
+        "echo 'touch pwned' > elsewhere/.git/hooks/pre-commit && ls proj/sub/.git",
+    )
+    assert planted.ok, planted.content  # the rest of the workspace stays writable
+    assert sorted(os.listdir(repo / ".git")) == ["HEAD", "hooks"]
+    assert os.listdir(repo / ".git" / "hooks") == []
+    assert (repo / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert arena.untouched()
+
+
+async def test_robotas_folder_cannot_be_swapped_by_renaming_its_parent(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    config = arena.ws / ".config" / "robota"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("# mine\n")
+    bash = BashTool(confinement(sandbox_support, protected=(str(config),)))
+    command = (
+        "mv .config .config.orig && mkdir -p .config/robota && "
+        "echo '[[hooks.PreToolUse]]' > .config/robota/config.toml"
+    )
+    result = await run(bash, arena, command)
+    assert not result.ok
+    assert (config / "config.toml").read_text() == "# mine\n"
+    assert not (arena.ws / ".config.orig").exists()
+
+
+async def test_a_writable_root_made_a_link_by_an_earlier_command_is_not_writable(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    """A configured root that does not exist yet: one command makes it a link to a folder
+    outside, the next would have that folder bound writable. A folder reached through a link
+    inside a writable one is not writable."""
+    cache = arena.ws / ".cache"
+    bash = BashTool(confinement(sandbox_support, roots=(str(cache),)))
+    made = await run(bash, arena, f"ln -s {arena.outside} .cache")
+    assert made.ok, made.content
+    result = await run(bash, arena, f"echo pwned > {arena.outside}/target.txt")
+    assert not result.ok
+    written = await run(bash, arena, "echo pwned > .cache/target.txt")
+    assert not written.ok
+    cache.unlink()
+    assert arena.untouched()

@@ -93,3 +93,20 @@ async def test_robotas_own_folder_inside_the_workspace_is_refused(arena: Arena) 
 async def test_an_unconfined_session_writes_anywhere(arena: Arena, tmp_path: Path) -> None:
     result = await call(WriteTool(), arena.ws, file_path=str(tmp_path / "f"), content="x")
     assert result.ok
+
+
+async def test_a_writable_root_made_a_link_inside_the_workspace_is_refused_too(
+    arena: Arena,
+) -> None:
+    """Write and Edit hold to Bash's rule: a configured root reached through a link inside a
+    writable folder (which a command could have made) is not writable."""
+    (arena.ws / ".cache").symlink_to(arena.outside)
+    confinement = Confinement(
+        SandboxPolicy(mode="workspace-write", writable_roots=(str(arena.ws / ".cache"),))
+    )
+    write, edit = WriteTool(confinement), EditTool(confinement)
+    for path in (str(arena.target), ".cache/target.txt"):
+        for result in (await _write(write, arena, path), await _edit(edit, arena, path)):
+            assert not result.ok
+            assert "outside the sandbox's writable roots" in result.content
+    assert arena.untouched()

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from robotad.sandbox import SandboxPolicy, plan_mounts, writable_dirs
-from robotad.sandbox.layout import GIT_SCAN_DEPTH, find_git_entries
+from robotad.sandbox.layout import GIT_SCAN_DEPTH, find_git_entries, links_on
 
 
 def test_read_only_and_off_write_nothing(tmp_path: Path) -> None:
@@ -69,3 +69,45 @@ def test_a_protected_folder_holding_the_workspace_covers_it(tmp_path: Path) -> N
         SandboxPolicy(mode="workspace-write"), str(config / "project"), (str(config),)
     )
     assert plan.read_only == (os.path.realpath(config),)
+
+
+def test_links_on_names_every_link_met_where_it_lies(tmp_path: Path) -> None:
+    base = Path(os.path.realpath(tmp_path))
+    (base / "real" / "deep").mkdir(parents=True)
+    (base / "rel").symlink_to("real")  # relative target
+    (base / "real" / "abs").symlink_to(base / "real" / "deep")  # absolute target
+    (base / "chain").symlink_to(base / "rel")  # a link to a link
+    assert links_on(str(base / "real" / "deep")) == []
+    assert links_on(str(base / "rel" / "abs")) == [str(base / "rel"), str(base / "real" / "abs")]
+    assert links_on(str(base / "chain" / "deep")) == [str(base / "chain"), str(base / "rel")]
+    assert links_on(str(base / "real" / "abs" / ".." / "missing")) == [str(base / "real" / "abs")]
+    (base / "loop").symlink_to(base / "loop")
+    assert len(links_on(str(base / "loop"))) > 40  # a loop ends, with the link named
+
+
+def test_a_folder_reached_through_a_link_inside_a_writable_one_is_not_writable(
+    tmp_path: Path,
+) -> None:
+    """An earlier command may have made (or re-pointed) a link inside the workspace; a link
+    outside every writable folder is the user's and is followed."""
+    cwd, outside, home = tmp_path / "ws", tmp_path / "outside", tmp_path / "home"
+    for folder in (cwd, outside, home / "real-cache"):
+        folder.mkdir(parents=True)
+    (cwd / ".cache").symlink_to(outside)
+    (home / "cache").symlink_to(home / "real-cache")
+    roots = (str(cwd / ".cache"), str(home / "cache"))
+    policy = SandboxPolicy(mode="workspace-write", writable_roots=roots)
+    assert writable_dirs(policy, str(cwd)) == [
+        os.path.realpath(cwd),
+        os.path.realpath(home / "real-cache"),
+    ]
+
+
+def test_every_folder_between_a_root_and_a_protected_entry_is_pinned(tmp_path: Path) -> None:
+    ws = Path(os.path.realpath(tmp_path / "ws"))
+    (ws / "a" / "b" / ".git").mkdir(parents=True)
+    (ws / ".git").mkdir()
+    config = ws / "home" / ".config" / "robota"
+    config.mkdir(parents=True)
+    plan = plan_mounts(SandboxPolicy(mode="workspace-write"), str(ws), (str(config),))
+    assert plan.pinned == tuple(sorted(str(ws / p) for p in ("a", "a/b", "home", "home/.config")))

@@ -12,16 +12,17 @@ from robotad.sandbox.seccomp import Arch, UnsupportedArchitecture, filter_progra
 ALLOW = 0x7FFF0000
 EPERM = 0x00050000 | errno.EPERM
 KILL = 0x80000000
-ARCHES: dict[Arch, tuple[int, int]] = {  # audit arch, socket number
-    "x86_64": (0xC000003E, 41),
-    "aarch64": (0xC00000B7, 198),
-    "riscv64": (0xC00000F3, 198),
+ARCHES: dict[Arch, tuple[int, int, int]] = {  # audit arch, socket and socketpair numbers
+    "x86_64": (0xC000003E, 41, 53),
+    "aarch64": (0xC00000B7, 198, 199),
+    "riscv64": (0xC00000F3, 198, 199),
 }
+SOCK_CLOEXEC, SOCK_NONBLOCK = 0x80000, 0x800
 
 
-def _run(program: bytes, nr: int, arch: int, arg0: int = 0) -> int:
+def _run(program: bytes, nr: int, arch: int, arg0: int = 0, arg1: int = 0) -> int:
     """Evaluate the filter on one system call (only the opcodes it may use)."""
-    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, arg1, 0, 0, 0, 0)
     code = [struct.unpack_from("=HBBI", program, at) for at in range(0, len(program), 8)]
     pc, acc = 0, 0
     while True:
@@ -32,6 +33,9 @@ def _run(program: bytes, nr: int, arch: int, arg0: int = 0) -> int:
         elif op in (0x15, 0x35):  # jeq / jge
             hit = acc == k if op == 0x15 else acc >= k
             pc += 1 + (jt if hit else jf)
+        elif op == 0x54:  # and k
+            acc &= k
+            pc += 1
         elif op == 0x06:
             return int(k)
         else:
@@ -41,7 +45,7 @@ def _run(program: bytes, nr: int, arch: int, arg0: int = 0) -> int:
 @pytest.mark.parametrize("arch", list(ARCHES))
 def test_unix_sockets_and_io_uring_are_refused_the_rest_allowed(arch: Arch) -> None:
     program = filter_program(arch)
-    audit, socket_nr = ARCHES[arch]
+    audit, socket_nr, _ = ARCHES[arch]
     assert _run(program, socket_nr, audit, arg0=1) == EPERM  # AF_UNIX
     assert _run(program, socket_nr, audit, arg0=2) == ALLOW  # AF_INET
     assert _run(program, socket_nr, audit, arg0=10) == ALLOW  # AF_INET6
@@ -50,6 +54,19 @@ def test_unix_sockets_and_io_uring_are_refused_the_rest_allowed(arch: Arch) -> N
         assert _run(program, io_uring, audit) == EPERM
     assert _run(program, 0, audit) == ALLOW
     assert _run(program, 59, audit) == ALLOW
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_a_unix_socket_pair_may_be_a_stream_or_seqpacket_one_only(arch: Arch) -> None:
+    """A datagram socket of a pair can still ``sendto`` any socket path; SOCK_RAW is a
+    datagram socket for AF_UNIX. Flags above the type (``SOCK_CLOEXEC``…) change nothing."""
+    program = filter_program(arch)
+    audit, _, pair = ARCHES[arch]
+    for kind in (1, 5, 1 | SOCK_CLOEXEC, 5 | SOCK_NONBLOCK | SOCK_CLOEXEC):
+        assert _run(program, pair, audit, arg0=1, arg1=kind) == ALLOW, kind
+    for kind in (2, 3, 2 | SOCK_CLOEXEC, 3 | SOCK_NONBLOCK, 0, 6, 10):
+        assert _run(program, pair, audit, arg0=1, arg1=kind) == EPERM, kind
+    assert _run(program, pair, audit, arg0=2, arg1=2) == ALLOW  # not AF_UNIX: the kernel's call
 
 
 @pytest.mark.parametrize("arch", list(ARCHES))
