@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import signal
 import subprocess
 from typing import Annotated
@@ -227,8 +228,17 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+#: A URL carrying a password (``postgres://app:hunter2@db/x``), whatever its variable's name.
+_CREDENTIAL_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+
+
 def command_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a model-driven command gets: the daemon's, without secret-named
-    variables (API keys, tokens, passwords), so no key is one ``echo`` away from the model."""
+    variables (API keys, tokens, passwords) or any whose value is a URL with a password in it
+    (``DATABASE_URL``), so no key is one ``echo`` away from the model."""
     source = dict(os.environ) if environ is None else environ
-    return {name: value for name, value in source.items() if not is_sensitive_key(name)}
+    return {
+        name: value
+        for name, value in source.items()
+        if not is_sensitive_key(name) and _CREDENTIAL_URL.search(value) is None
+    }

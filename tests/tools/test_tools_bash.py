@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from robotad.agent.tool import ToolContext
 from robotad.tools import BashTool
 from robotad.tools import bash as bash_module
-from robotad.tools.bash import MAX_OUTPUT_CHARS, OutputCapture
+from robotad.tools.bash import MAX_OUTPUT_CHARS, OutputCapture, command_environment
 from tests.tools.tool_calls import call, is_running
 
 # The shell records its own pid, a background child, a subshell and the subshell's own
@@ -253,3 +253,18 @@ async def test_secret_named_environment_variables_never_reach_the_command(
     assert "sk-planted-7f3a" not in result.content
     assert "key=[]" in result.content
     assert "plain=[visible-value]" in result.content
+
+
+def test_a_url_with_a_password_is_kept_out_whatever_its_variable_is_called() -> None:
+    environ = {
+        "DATABASE_URL": "postgres://app:hunter2@db.internal/prod",
+        "REDIS": "redis://:s3cret@cache:6379/0",
+        "PLAIN_URL": "https://example.com/path?q=1",
+        "USER_ONLY": "ssh://git@example.com/repo",
+        "PATH": "/usr/bin",
+    }
+    assert command_environment(environ) == {
+        "PLAIN_URL": "https://example.com/path?q=1",
+        "USER_ONLY": "ssh://git@example.com/repo",
+        "PATH": "/usr/bin",
+    }
