@@ -24,6 +24,7 @@ each refusal located where its setting came from, kept in one place so no two di
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -67,6 +68,7 @@ from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import EventSink, SessionStorePort
 from robotad.session.session import Session
 from robotad.session.settings import SessionOptions, SessionServices
+from robotad.storage import fsio
 from robotad.storage.log_files import FileLogSink
 from robotad.storage.record import Permissions, SessionRecord, SessionSettings
 from robotad.storage.session_log import SessionLogger
@@ -101,6 +103,9 @@ class SessionAssembler:
     sandbox_probe: SandboxProbe = field(default_factory=SandboxProbe)
     #: robota's own folders and config file, read-only inside any sandbox.
     protected_folders: tuple[str, ...] = ()
+    #: The configured providers' key variables (``api_key_env``): no model-run command gets
+    #: them, whatever they are called.
+    key_variables: frozenset[str] = frozenset()
     #: The daemon's SDK clients, shared by its sessions; None: each provider builds its own.
     clients: ClientPool | None = None
 
@@ -133,6 +138,10 @@ class SessionAssembler:
         if issues:
             raise InvalidParams(issues)
         command = config.classifier.command if config.classifier is not None else None
+        # robota's config folder exists from now on, so a sandbox can keep it read-only: one a
+        # sandboxed command could create would be read (hooks and all) at the next start.
+        with contextlib.suppress(OSError):  # a home we cannot write: no command can either
+            fsio.ensure_private_dir(xdg_config_home() / "robota")
         return cls(
             config=config,
             hooks=hooks,
@@ -150,6 +159,9 @@ class SessionAssembler:
                 str(xdg_config_home() / "robota"),
                 str(config_path()),
                 str(state_dir),
+            ),
+            key_variables=frozenset(
+                spec.api_key_env for spec in config.providers.values() if spec.api_key_env
             ),
         )
 
@@ -291,7 +303,10 @@ class SessionAssembler:
                 cwd=Path(record.cwd),
                 provider=provider,
                 tools=builtin_tools(
-                    Confinement(sandbox, probe=self.sandbox_probe, protected=self.protected_folders)
+                    Confinement(
+                        sandbox, probe=self.sandbox_probe, protected=self.protected_folders
+                    ),
+                    self.key_variables,
                 ),
                 options=self._options_of(record, project, sandbox),
                 services=SessionServices(

@@ -7,6 +7,7 @@
 - `probe_sandbox` / `SandboxSupport` (`support`): whether this machine can sandbox at all.
 - `write_refusal` (`roots`): Write and Edit held to the same writable roots.
 - `Confinement` (`confinement`): one session's sandbox as Bash, Write and Edit use it.
+- `hold` (`workspaces`): confined work on overlapping folders, one piece at a time.
 """
 
 from __future__ import annotations

@@ -8,17 +8,23 @@ A confined session never runs a command unconfined: when the sandbox cannot be s
 support probe said no, bubblewrap vanished, the seccomp program cannot be made) `launch` raises
 `SandboxUnavailable` with the reason, and Bash reports that as a failed result without running
 anything.
+
+Bash runs each command, and Write and Edit check and write each file, inside `exclusive`: no
+other confined work on overlapping folders runs meanwhile (`workspaces`), so nothing can swap
+a path between the check or plan and its use. The session's folder is pinned to where it led
+the first time: if it later resolves elsewhere, the work is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import trio
 
+from robotad.sandbox import workspaces
 from robotad.sandbox.bwrap import bwrap_argv
 from robotad.sandbox.layout import plan_mounts
 from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
@@ -73,10 +79,31 @@ class Confinement:
         self.policy = policy
         self.probe = probe or SandboxProbe()
         self.protected = tuple(protected)
+        #: Where each cwd spelling led the first time it was used.
+        self._anchors: dict[str, str] = {}
 
     @property
     def confined(self) -> bool:
         return self.policy.confined
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, cwd: Path) -> AsyncIterator[None]:
+        """Hold this session's writable folders for the block (see the module doc): no other
+        confined work on overlapping folders runs meanwhile. Raises `SandboxUnavailable` when
+        the session's folder resolves elsewhere than it first did. Unconfined: no-op."""
+        if self.policy.mode != "workspace-write":
+            yield
+            return
+        spelling = str(cwd)
+        real = await trio.to_thread.run_sync(os.path.realpath, spelling)
+        anchor = self._anchors.setdefault(spelling, real)
+        if real != anchor:
+            raise SandboxUnavailable(
+                f"the session's folder {spelling} now leads to {real}, not to {anchor} as it "
+                "did before (a link on its path was changed)"
+            )
+        async with workspaces.hold((anchor, *self.policy.writable_roots)):
+            yield
 
     async def launch(self, command: Sequence[str], cwd: Path) -> Launch:
         """The `Launch` of `command` working in `cwd`. Raises `SandboxUnavailable`."""

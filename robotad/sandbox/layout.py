@@ -4,7 +4,9 @@ The writable folders are the cwd tree and each configured root that exists, with
 resolved (bubblewrap binds a folder at its real path; a link elsewhere on the read-only root
 still leads into it) — but never through a symlink that lies inside a writable folder: an
 earlier command could have made that link (``ln -s / .cache`` where ``.cache`` is a configured
-root not made yet), so a folder reached through one is not writable (`links_on`). Inside them
+root not made yet), so a folder reached through one is not writable (`links_on`). A configured
+root is taken as written: one whose path goes through any symlink is not writable, since a
+command of this session or of another could have made or re-pointed it. Inside them
 these stay read-only:
 
 - every ``.git`` (folder, or the file a worktree or submodule has) found by `find_git_entries`
@@ -108,10 +110,13 @@ def writable_dirs(policy: SandboxPolicy, cwd: str) -> list[str]:
     resolved = [(spelling, os.path.realpath(spelling)) for spelling in spellings]
     areas = [real for _, real in resolved if os.path.isdir(real)]
     found: list[str] = []
-    for spelling, real in resolved:
+    for index, (spelling, real) in enumerate(resolved):
         if real in found or not os.path.isdir(real):
             continue
-        if any(is_within(link, area) for link in links_on(spelling) for area in areas):
+        links = links_on(spelling)
+        if index and links:
+            continue  # a root is taken as written, never through a link
+        if any(is_within(link, area) for link in links for area in areas):
             continue  # a link a sandboxed command could have made or re-pointed
         found.append(real)
     return found

@@ -10,8 +10,10 @@ session is confined exactly as it was created) and built for a new session from
 - ``workspace-write``: the session's cwd tree and `writable_roots` are writable too, except
   every ``.git`` and robota's own folders inside them.
 
-`writable_roots` are absolute paths (``~`` expanded when the policy is made); `network` lets
-commands reach the network (otherwise not even the machine's loopback is reachable).
+`writable_roots` are absolute paths (``~`` expanded when the policy is made), taken as written:
+a root whose path goes through a symlink is not writable (`layout.writable_dirs`; whoever made
+the link, a command of this session or another's could have); `network` lets commands reach
+the network (otherwise not even the machine's loopback is reachable).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The seccomp filter every sandboxed command runs under: no Unix-domain sockets, no io_uring.
+"""The seccomp filter every sandboxed command runs under: no Unix-domain sockets, no io_uring,
+no socket of a family but IPv4, IPv6 and netlink.
 
 bubblewrap confines the file system and the network, but a Unix socket is a door that neither
 closes: ``connect()`` to a socket path is not a write, and behind those paths wait programs that
@@ -46,6 +47,10 @@ _RET_ERRNO: Final = 0x00050000
 _RET_KILL_PROCESS: Final = 0x80000000
 
 _AF_UNIX: Final = 1
+#: The only families `socket` may make: IPv4, IPv6 (both inside the sandbox's own network
+#: namespace when it has no network) and netlink (which address lookups use). Anything else —
+#: AF_UNIX, and AF_VSOCK, which no network namespace confines — is refused.
+_SOCKET_FAMILIES: Final = (2, 10, 16)
 #: The socket types a Unix socket pair may have (``type & 0xf``; flags such as
 #: ``SOCK_CLOEXEC`` sit above): ``SOCK_STREAM`` and ``SOCK_SEQPACKET``.
 _SOCK_TYPE_MASK: Final = 0xF
@@ -112,7 +117,10 @@ def filter_program(arch: Arch) -> bytes:
     program.append((_RET_K, None, None, _RET_ALLOW))
     labels["socket"] = len(program)
     program.append((_LD_W_ABS, None, None, _ARG0_LOW))
-    program.append((_JEQ_K, "deny", None, _AF_UNIX))
+    for family in _SOCKET_FAMILIES[:-1]:
+        program.append((_JEQ_K, "allow socket", None, family))
+    program.append((_JEQ_K, "allow socket", "deny", _SOCKET_FAMILIES[-1]))
+    labels["allow socket"] = len(program)
     program.append((_RET_K, None, None, _RET_ALLOW))  # BPF jumps only forward
     labels["socketpair"] = len(program)
     program.append((_LD_W_ABS, None, None, _ARG0_LOW))

@@ -49,14 +49,17 @@ __all__ = [
 ]
 
 
-def builtin_tools(confinement: Confinement | None = None) -> list[Tool]:
+def builtin_tools(
+    confinement: Confinement | None = None, hidden_variables: frozenset[str] = frozenset()
+) -> list[Tool]:
     """A new instance of every built-in tool, in PROTOCOL.md §4's order; Bash, Write and Edit
-    held to `confinement` (the session's sandbox; default: none)."""
+    held to `confinement` (the session's sandbox; default: none), Bash's commands never given
+    `hidden_variables` (the providers' key variables)."""
     return [
         ReadTool(),
         WriteTool(confinement),
         EditTool(confinement),
-        BashTool(confinement),
+        BashTool(confinement, hidden_variables),
         GlobTool(),
         GrepTool(),
         WebFetchTool(),

@@ -126,8 +126,12 @@ class BashTool(TypedTool[BashArguments]):
     profile = ToolProfile(risk="execute", argument_key="command", argument_kind="command")
     Arguments = BashArguments
 
-    def __init__(self, confinement: Confinement | None = None) -> None:
+    def __init__(
+        self, confinement: Confinement | None = None, hidden: frozenset[str] = frozenset()
+    ) -> None:
         self.confinement = confinement or Confinement()
+        #: Variables no command gets, besides the secret-looking ones (`command_environment`).
+        self.hidden = hidden
         if self.confinement.confined:
             self.profile = msgspec.structs.replace(self.profile, confined=True)
 
@@ -137,11 +141,17 @@ class BashTool(TypedTool[BashArguments]):
             return ToolResult(
                 ok=False, content=f"the session's working directory {ctx.cwd} does not exist"
             )
-        shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
         try:
-            launch = await self.confinement.launch([shell, "-c", arguments.command], ctx.cwd)
+            async with self.confinement.exclusive(ctx.cwd):
+                return await self._run(arguments, ctx, timeout_ms)
         except SandboxUnavailable as exc:
             return ToolResult(ok=False, content=str(exc), metadata={"sandbox": "unavailable"})
+
+    async def _run(self, arguments: BashArguments, ctx: ToolContext, timeout_ms: int) -> ToolResult:
+        """Start the command (confined when the session is) and collect its result. Raises
+        `SandboxUnavailable` when it cannot start confined."""
+        shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
+        launch = await self.confinement.launch([shell, "-c", arguments.command], ctx.cwd)
         try:
             with launch:  # the sandbox's descriptors are the child's once it has started
                 process = await open_tethered_process(  # dies with robotad, whole group
@@ -150,7 +160,7 @@ class BashTool(TypedTool[BashArguments]):
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
-                    env=command_environment(),
+                    env=command_environment(hidden=self.hidden),
                     pass_fds=launch.pass_fds,
                 )
         except OSError as exc:
@@ -228,17 +238,37 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-#: A URL carrying a password (``postgres://app:hunter2@db/x``), whatever its variable's name.
-_CREDENTIAL_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+#: A URL carrying a password (``postgres://app:hunter2@db/x``), or any credentials at all in
+#: a web URL (``https://ghp_…@github.com``), whatever its variable's name.
+_CREDENTIAL_URL = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@|https?://[^/\s@]+@", re.IGNORECASE
+)
+#: A variable's last word that names a secret on its own (``MYSQL_PWD``, ``GITHUB_PAT``,
+#: ``OPENAI_KEY``, ``SENTRY_DSN``), or that a secret word ends (``PGPASSWORD``).
+_SECRET_LAST_WORDS = frozenset({"key", "pwd", "pat", "jwt", "dsn", "auth"})
+_SECRET_ENDINGS = ("password", "passwd", "secret", "token")
+_NAME_WORDS = re.compile(r"[a-z0-9]+")
 
 
-def command_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+def _secret_variable(name: str) -> bool:
+    if is_sensitive_key(name):
+        return True
+    words = _NAME_WORDS.findall(name.lower())
+    return bool(words) and (words[-1] in _SECRET_LAST_WORDS or words[-1].endswith(_SECRET_ENDINGS))
+
+
+def command_environment(
+    environ: dict[str, str] | None = None, hidden: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """The environment a model-driven command gets: the daemon's, without secret-named
-    variables (API keys, tokens, passwords) or any whose value is a URL with a password in it
-    (``DATABASE_URL``), so no key is one ``echo`` away from the model."""
+    variables (API keys, tokens, passwords), the variables named in `hidden` (the providers'
+    ``api_key_env``, whatever they are called) and any whose value is a URL with credentials
+    in it (``DATABASE_URL``), so no key is one ``echo`` away from the model."""
     source = dict(os.environ) if environ is None else environ
     return {
         name: value
         for name, value in source.items()
-        if not is_sensitive_key(name) and _CREDENTIAL_URL.search(value) is None
+        if name not in hidden
+        and not _secret_variable(name)
+        and _CREDENTIAL_URL.search(value) is None
     }

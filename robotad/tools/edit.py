@@ -19,7 +19,7 @@ import trio
 from msgspec import Meta, Struct
 
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
-from robotad.sandbox.confinement import Confinement
+from robotad.sandbox.confinement import Confinement, SandboxUnavailable
 from robotad.tools.paths import canonical_path
 from robotad.tools.read import MAX_LINE_CHARS, number_line
 from robotad.tools.textfile import (
@@ -79,14 +79,22 @@ class EditTool(TypedTool[EditArguments]):
             path = canonical_path(arguments.file_path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"file_path: {exc}")
-        refusal = await self.confinement.write_refusal(path, ctx.cwd)
-        if refusal is not None:
-            return ToolResult(ok=False, content=refusal, metadata={"path": path})
-        if arguments.old_string == "":
-            return _failed("old_string is empty; use Write to create or replace a whole file", path)
-        if arguments.old_string == arguments.new_string:
-            return _failed("old_string and new_string are the same; nothing would change", path)
-        return await trio.to_thread.run_sync(_edit_file, path, arguments)
+        try:
+            async with self.confinement.exclusive(ctx.cwd):
+                refusal = await self.confinement.write_refusal(path, ctx.cwd)
+                if refusal is not None:
+                    return ToolResult(ok=False, content=refusal, metadata={"path": path})
+                if arguments.old_string == "":
+                    return _failed(
+                        "old_string is empty; use Write to create or replace a whole file", path
+                    )
+                if arguments.old_string == arguments.new_string:
+                    return _failed(
+                        "old_string and new_string are the same; nothing would change", path
+                    )
+                return await trio.to_thread.run_sync(_edit_file, path, arguments)
+        except SandboxUnavailable as exc:
+            return _failed(str(exc), path)
 
 
 def _edit_file(path: str, arguments: EditArguments) -> ToolResult:

@@ -16,7 +16,7 @@ import trio
 from msgspec import Meta, Struct
 
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
-from robotad.sandbox.confinement import Confinement
+from robotad.sandbox.confinement import Confinement, SandboxUnavailable
 from robotad.tools.paths import canonical_path
 from robotad.tools.textfile import FileRefused, describe_os_error, write_atomically
 
@@ -61,6 +61,13 @@ class WriteTool(TypedTool[WriteArguments]):
             path = canonical_path(arguments.file_path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"file_path: {exc}")
+        try:
+            async with self.confinement.exclusive(ctx.cwd):
+                return await self._write(path, arguments, ctx)
+        except SandboxUnavailable as exc:
+            return ToolResult(ok=False, content=str(exc), metadata={"path": path})
+
+    async def _write(self, path: str, arguments: WriteArguments, ctx: ToolContext) -> ToolResult:
         refusal = await self.confinement.write_refusal(path, ctx.cwd)
         if refusal is not None:
             return ToolResult(ok=False, content=refusal, metadata={"path": path})

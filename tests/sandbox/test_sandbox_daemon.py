@@ -255,3 +255,24 @@ async def test_robotas_config_and_state_stay_read_only_inside_the_workspace(
     assert home.config_path.read_text() == before
     assert not (home.state_dir / "planted.json").exists()
     assert (home.root / "beside.txt").read_text() == "ok\n"
+
+
+async def test_robotas_config_folder_exists_from_the_start_so_no_command_can_plant_one(
+    daemon: RunningDaemon,
+) -> None:
+    """A config folder a sandboxed command could create would be read, hooks and all, at the
+    next start: robotad makes it at start (0700), and a sandbox keeps it read-only."""
+    home = daemon.home
+    folder = home.root / "xdg-config" / "robota"
+    assert folder.is_dir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    command = "echo '[[hooks.PreToolUse]]' > xdg-config/robota/config.toml"
+    script = [_bash(command), {"text": "done"}]
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {"cwd": str(home.root), "sandbox": "workspace-write", "script": script},
+            )
+            await client.call("session/run", {"sessionId": info["sessionId"], "prompt": "go"})
+    assert not (folder / "config.toml").exists()

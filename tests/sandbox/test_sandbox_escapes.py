@@ -404,3 +404,18 @@ async def test_a_writable_root_made_a_link_by_an_earlier_command_is_not_writable
     assert not written.ok
     cache.unlink()
     assert arena.untouched()
+
+
+async def test_a_vsock_socket_is_refused_even_with_the_network(
+    sandbox_support: SandboxSupport, arena: Arena
+) -> None:
+    """AF_VSOCK reaches a virtual machine's host, and no network namespace confines it: the
+    filter lets only IPv4, IPv6 and netlink sockets be made."""
+    bash = BashTool(confinement(sandbox_support, network=True))
+    script = "import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)"
+    result = await run(bash, arena, f"{PY} -c {shlex.quote(script)}")
+    assert not result.ok
+    assert "Operation not permitted" in result.content
+    inet = "import socket; socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); print('made')"
+    made = await run(bash, arena, f"{PY} -c {shlex.quote(inet)}")
+    assert made.ok, made.content

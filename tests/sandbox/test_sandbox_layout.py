@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from robotad.sandbox import SandboxPolicy, plan_mounts, writable_dirs
+from robotad.sandbox import SandboxPolicy, plan_mounts, policy_for_session, writable_dirs
 from robotad.sandbox.layout import GIT_SCAN_DEPTH, find_git_entries, links_on
 
 
@@ -15,16 +15,19 @@ def test_read_only_and_off_write_nothing(tmp_path: Path) -> None:
 
 
 def test_the_cwd_and_existing_roots_resolved(tmp_path: Path) -> None:
-    real = tmp_path / "real"
+    """The cwd's own links are followed (the user's project may live behind one); a root is
+    taken as written, so one given through a link is not writable."""
+    base = Path(os.path.realpath(tmp_path))
+    real = base / "real"
     real.mkdir()
-    (tmp_path / "alias").symlink_to(real)
+    (base / "alias").symlink_to(real)
+    (base / "ws-real").mkdir()
+    (base / "ws").symlink_to(base / "ws-real")
     policy = SandboxPolicy(
         mode="workspace-write",
-        writable_roots=(str(tmp_path / "alias"), str(tmp_path / "missing"), str(real)),
+        writable_roots=(str(base / "alias"), str(base / "missing"), str(real)),
     )
-    cwd = tmp_path / "ws"
-    cwd.mkdir()
-    assert writable_dirs(policy, str(cwd)) == [os.path.realpath(cwd), os.path.realpath(real)]
+    assert writable_dirs(policy, str(base / "ws")) == [str(base / "ws-real"), str(real)]
 
 
 def test_git_entries_are_found_to_the_depth_bound_but_not_through_links(tmp_path: Path) -> None:
@@ -85,22 +88,19 @@ def test_links_on_names_every_link_met_where_it_lies(tmp_path: Path) -> None:
     assert len(links_on(str(base / "loop"))) > 40  # a loop ends, with the link named
 
 
-def test_a_folder_reached_through_a_link_inside_a_writable_one_is_not_writable(
-    tmp_path: Path,
-) -> None:
-    """An earlier command may have made (or re-pointed) a link inside the workspace; a link
-    outside every writable folder is the user's and is followed."""
-    cwd, outside, home = tmp_path / "ws", tmp_path / "outside", tmp_path / "home"
-    for folder in (cwd, outside, home / "real-cache"):
+def test_a_root_through_a_link_is_not_writable_wherever_the_link_lies(tmp_path: Path) -> None:
+    """A link inside the workspace may be an earlier command's, one elsewhere in the home
+    another session's: a root is taken as written, never through a link. The cwd's own links
+    are followed unless a writable folder holds them."""
+    base = Path(os.path.realpath(tmp_path))
+    cwd, outside, home = base / "ws", base / "outside", base / "home"
+    for folder in (cwd, outside, home / "cache"):
         folder.mkdir(parents=True)
     (cwd / ".cache").symlink_to(outside)
-    (home / "cache").symlink_to(home / "real-cache")
-    roots = (str(cwd / ".cache"), str(home / "cache"))
-    policy = SandboxPolicy(mode="workspace-write", writable_roots=roots)
-    assert writable_dirs(policy, str(cwd)) == [
-        os.path.realpath(cwd),
-        os.path.realpath(home / "real-cache"),
-    ]
+    (home / "linked").symlink_to(outside)
+    roots = [str(cwd / ".cache"), str(home / "linked"), str(home / "cache")]
+    policy = policy_for_session("workspace-write", network=False, writable_roots=roots)
+    assert writable_dirs(policy, str(cwd)) == [str(cwd), str(home / "cache")]
 
 
 def test_every_folder_between_a_root_and_a_protected_entry_is_pinned(tmp_path: Path) -> None:

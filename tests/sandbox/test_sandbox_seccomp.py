@@ -49,7 +49,10 @@ def test_unix_sockets_and_io_uring_are_refused_the_rest_allowed(arch: Arch) -> N
     assert _run(program, socket_nr, audit, arg0=1) == EPERM  # AF_UNIX
     assert _run(program, socket_nr, audit, arg0=2) == ALLOW  # AF_INET
     assert _run(program, socket_nr, audit, arg0=10) == ALLOW  # AF_INET6
+    assert _run(program, socket_nr, audit, arg0=16) == ALLOW  # AF_NETLINK (address lookups)
     assert _run(program, socket_nr, audit, arg0=(1 << 32) | 2) == ALLOW  # int: low half only
+    for other in (40, 17, 38, 0, 3):  # AF_VSOCK, AF_PACKET, AF_ALG, AF_UNSPEC, AF_AX25
+        assert _run(program, socket_nr, audit, arg0=other) == EPERM, other
     for io_uring in (425, 426, 427):
         assert _run(program, io_uring, audit) == EPERM
     assert _run(program, 0, audit) == ALLOW

@@ -255,10 +255,11 @@ async def test_secret_named_environment_variables_never_reach_the_command(
     assert "plain=[visible-value]" in result.content
 
 
-def test_a_url_with_a_password_is_kept_out_whatever_its_variable_is_called() -> None:
+def test_a_url_with_credentials_is_kept_out_whatever_its_variable_is_called() -> None:
     environ = {
         "DATABASE_URL": "postgres://app:hunter2@db.internal/prod",
         "REDIS": "redis://:s3cret@cache:6379/0",
+        "REMOTE": "https://ghp_0123456789abcdef@github.com/me/repo.git",
         "PLAIN_URL": "https://example.com/path?q=1",
         "USER_ONLY": "ssh://git@example.com/repo",
         "PATH": "/usr/bin",
@@ -268,3 +269,25 @@ def test_a_url_with_a_password_is_kept_out_whatever_its_variable_is_called() -> 
         "USER_ONLY": "ssh://git@example.com/repo",
         "PATH": "/usr/bin",
     }
+
+
+def test_secret_variables_are_known_by_more_than_the_log_redaction_words() -> None:
+    """Names the log's key rule lets through but that hold secrets as environment variables,
+    the configured providers' key variables whatever they are called, and names that only
+    look alike, kept."""
+    secret = [
+        "PGPASSWORD",
+        "MYSQL_PWD",
+        "OPENAI_KEY",
+        "ANTHROPIC_KEY",
+        "GITHUB_PAT",
+        "CI_JOB_JWT",
+        "SENTRY_DSN",
+        "GHTOKEN",
+        "LLAMA_CREDS",
+    ]
+    kept = ["TOKENIZERS_PARALLELISM", "PYTHON_COMPAT", "SSH_AUTH_SOCK", "KEYTIMEOUT", "HOME"]
+    environ = dict.fromkeys([*secret, *kept], "value")
+    assert command_environment(environ, hidden=frozenset({"LLAMA_CREDS"})) == dict.fromkeys(
+        kept, "value"
+    )
