@@ -66,6 +66,17 @@ async def _one_turn(
     return info, result, tools[0] if tools else {}
 
 
+async def _sandboxed_turn(daemon: RunningDaemon, cwd: Path, command: str) -> None:
+    """One turn of a workspace-write session in `cwd` whose model runs `command` in Bash."""
+    script = [_bash(command), {"text": "done"}]
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create", {"cwd": str(cwd), "sandbox": "workspace-write", "script": script}
+            )
+            await client.call("session/run", {"sessionId": info["sessionId"], "prompt": "go"})
+
+
 async def test_a_sandboxed_bash_call_runs_without_asking_and_stays_confined(
     daemon: RunningDaemon, arena: Arena
 ) -> None:
@@ -244,14 +255,7 @@ async def test_robotas_config_and_state_stay_read_only_inside_the_workspace(
         "echo 'default_provider = \"x\"' >> config/config.toml; "
         "echo planted > state/planted.json; echo ok > beside.txt"
     )
-    script = [_bash(command), {"text": "done"}]
-    with trio.fail_after(IO_TIMEOUT):
-        async with connect(daemon) as client:
-            info = await client.call(
-                "session/create",
-                {"cwd": str(home.root), "sandbox": "workspace-write", "script": script},
-            )
-            await client.call("session/run", {"sessionId": info["sessionId"], "prompt": "go"})
+    await _sandboxed_turn(daemon, home.root, command)
     assert home.config_path.read_text() == before
     assert not (home.state_dir / "planted.json").exists()
     assert (home.root / "beside.txt").read_text() == "ok\n"
@@ -266,13 +270,6 @@ async def test_robotas_config_folder_exists_from_the_start_so_no_command_can_pla
     folder = home.root / "xdg-config" / "robota"
     assert folder.is_dir()
     assert folder.stat().st_mode & 0o777 == 0o700
-    command = "echo '[[hooks.PreToolUse]]' > xdg-config/robota/config.toml"
-    script = [_bash(command), {"text": "done"}]
-    with trio.fail_after(IO_TIMEOUT):
-        async with connect(daemon) as client:
-            info = await client.call(
-                "session/create",
-                {"cwd": str(home.root), "sandbox": "workspace-write", "script": script},
-            )
-            await client.call("session/run", {"sessionId": info["sessionId"], "prompt": "go"})
+    planting = "echo '[[hooks.PreToolUse]]' > xdg-config/robota/config.toml"
+    await _sandboxed_turn(daemon, home.root, planting)
     assert not (folder / "config.toml").exists()

@@ -9,6 +9,9 @@ first did is refused.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
 import trio
 import trio.testing
 
@@ -51,10 +54,16 @@ async def test_overlapping_holds_wait_and_apart_ones_do_not() -> None:
         apart.set()
 
 
-async def _until(path_exists: trio.Path) -> None:
-    with trio.fail_after(30):
-        while not await path_exists.exists():
-            await trio.sleep(0.01)
+async def _second_while_first_runs(
+    first: Callable[[], Awaitable[None]], second: Callable[[], Awaitable[None]], started: Path
+) -> None:
+    """Start `first`, and `second` once `first`'s command has made `started`."""
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            while not await trio.Path(started).exists():
+                await trio.sleep(0.01)
+            nursery.start_soon(second)
 
 
 async def test_a_second_command_in_the_same_folders_waits_for_the_first(
@@ -70,11 +79,7 @@ async def test_a_second_command_in_the_same_folders_waits_for_the_first(
     async def second() -> None:
         results["second"] = await call(bash, arena.ws, command="ls finished")
 
-    with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(first)
-            await _until(trio.Path(arena.ws / "started"))
-            nursery.start_soon(second)
+    await _second_while_first_runs(first, second, arena.ws / "started")
     assert results["first"].ok, results["first"].content
     assert results["second"].ok, results["second"].content  # it ran after the first
 
@@ -93,11 +98,7 @@ async def test_a_write_waits_for_a_command_in_the_same_folders(
     async def written() -> None:
         results["write"] = await call(write, arena.ws, file_path="note.txt", content="by-write\n")
 
-    with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(command)
-            await _until(trio.Path(arena.ws / "started"))
-            nursery.start_soon(written)
+    await _second_while_first_runs(command, written, arena.ws / "started")
     assert results["bash"].ok, results["bash"].content
     assert results["write"].ok, results["write"].content
     assert (arena.ws / "note.txt").read_text() == "by-write\n"  # written after the command
