@@ -25,7 +25,8 @@ repository (or ``~/.config``) aside and put a copy with a planted hook in its pl
 a sandboxed command cannot rename or delete a folder that holds a repository.
 
 The well-known secrets of the user's home (`SECRET_FOLDERS`, `SECRET_FILES`: SSH and GPG keys,
-cloud and cluster credentials, ``~/.netrc``) are hidden altogether: a sandboxed command runs
+cloud and cluster credentials, ``~/.netrc``, the stored tokens of git, the GitHub CLI, npm,
+PyPI, cargo and Terraform) are hidden altogether: a sandboxed command runs
 without asking, so it must not be able to print a key for the model to read.
 
 `writable_dirs` is the same list of writable folders that Write and Edit are held to
@@ -57,8 +58,18 @@ GIT_SCAN_DEPTH: Final = 3
 to ``root/a/b/c/.git``. A bound, so a command in a huge tree does not pay for a full walk."""
 
 
-SECRET_FOLDERS: Final = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud")
-SECRET_FILES: Final = ("~/.kube/config", "~/.docker/config.json", "~/.netrc")
+SECRET_FOLDERS: Final = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud", "~/.azure")
+SECRET_FILES: Final = (
+    "~/.kube/config",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",  # git's credential store: tokens in plain text
+    "~/.config/gh/hosts.yml",  # the GitHub CLI's tokens
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.cargo/credentials.toml",
+    "~/.terraform.d/credentials.tfrc.json",
+)
 
 
 def is_within(path: str, folder: str) -> bool:

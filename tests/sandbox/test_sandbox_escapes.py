@@ -309,7 +309,16 @@ async def test_well_known_secrets_are_hidden(bash: BashTool, arena: Arena) -> No
     (arena.home / ".ssh").mkdir()
     (arena.home / ".ssh" / "id_ed25519").write_text("SECRET-KEY\n")
     (arena.home / ".netrc").write_text("machine x password SECRET-NETRC\n")
-    result = await run(bash, arena, "cat ~/.ssh/id_ed25519 ~/.netrc")
+    (arena.home / ".git-credentials").write_text("https://me:SECRET-GIT@github.com\n")
+    (arena.home / ".config" / "gh").mkdir(parents=True)
+    (arena.home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: SECRET-GH\n")
+    (arena.home / ".azure").mkdir()
+    (arena.home / ".azure" / "msal_token_cache.json").write_text("SECRET-AZ\n")
+    command = (
+        "cat ~/.ssh/id_ed25519 ~/.netrc ~/.git-credentials ~/.config/gh/hosts.yml "
+        "~/.azure/msal_token_cache.json"
+    )
+    result = await run(bash, arena, command)
     assert not result.ok
     assert "SECRET" not in result.content
     listing = await run(bash, arena, "ls -A ~/.ssh")
