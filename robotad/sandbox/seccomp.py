@@ -1,5 +1,5 @@
 """The seccomp filter every sandboxed command runs under: no Unix-domain sockets, no io_uring,
-no socket of a family but IPv4, IPv6 and netlink.
+no socket of a family but IPv4, IPv6 and netlink, no kernel keyring.
 
 bubblewrap confines the file system and the network, but a Unix socket is a door that neither
 closes: ``connect()`` to a socket path is not a write, and behind those paths wait programs that
@@ -62,18 +62,27 @@ _X32_BIT: Final = 0x40000000
 
 class _Table:
     def __init__(
-        self, audit_arch: int, socket: int, socketpair: int, *, x32_bit: bool = False
+        self,
+        audit_arch: int,
+        socket: int,
+        socketpair: int,
+        keyring: tuple[int, int, int],
+        *,
+        x32_bit: bool = False,
     ) -> None:
         self.audit_arch = audit_arch
         self.socket = socket
         self.socketpair = socketpair
+        #: add_key, request_key, keyctl: the kernel keyring the command inherits holds the
+        #: user's session keys (Kerberos tickets, file-system keys).
+        self.keyring = keyring
         self.x32_bit = x32_bit
 
 
 _TABLES: Final[dict[Arch, _Table]] = {
-    "x86_64": _Table(0xC000003E, 41, 53, x32_bit=True),
-    "aarch64": _Table(0xC00000B7, 198, 199),
-    "riscv64": _Table(0xC00000F3, 198, 199),
+    "x86_64": _Table(0xC000003E, 41, 53, (248, 249, 250), x32_bit=True),
+    "aarch64": _Table(0xC00000B7, 198, 199, (217, 218, 219)),
+    "riscv64": _Table(0xC00000F3, 198, 199, (217, 218, 219)),
 }
 
 
@@ -112,7 +121,7 @@ def filter_program(arch: Arch) -> bytes:
         program.append((_JGE_K, "kill", None, _X32_BIT))
     program.append((_JEQ_K, "socket", None, table.socket))
     program.append((_JEQ_K, "socketpair", None, table.socketpair))
-    program.extend((_JEQ_K, "deny", None, number) for number in _IO_URING)
+    program.extend((_JEQ_K, "deny", None, number) for number in (*_IO_URING, *table.keyring))
     labels = {"allow": len(program)}
     program.append((_RET_K, None, None, _RET_ALLOW))
     labels["socket"] = len(program)

@@ -428,3 +428,16 @@ async def test_a_vsock_socket_is_refused_even_with_the_network(
     inet = "import socket; socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); print('made')"
     made = await run(bash, arena, f"{PY} -c {shlex.quote(inet)}")
     assert made.ok, made.content
+
+
+async def test_the_kernel_keyring_is_out_of_reach(bash: BashTool, arena: Arena) -> None:
+    """The session keyring a command inherits holds the user's keys; keyctl is refused."""
+    script = (
+        "import ctypes, os, platform; "
+        "nr = 250 if platform.machine() == 'x86_64' else 219; "
+        "libc = ctypes.CDLL(None, use_errno=True); "
+        "print('keyctl', libc.syscall(nr, 0, -3), os.strerror(ctypes.get_errno()))"
+    )  # KEYCTL_GET_KEYRING_ID of the session keyring
+    result = await run(bash, arena, f"{PY} -c {shlex.quote(script)}")
+    assert result.ok, result.content
+    assert "keyctl -1 Operation not permitted" in result.content

@@ -18,6 +18,11 @@ ARCHES: dict[Arch, tuple[int, int, int]] = {  # audit arch, socket and socketpai
     "riscv64": (0xC00000F3, 198, 199),
 }
 SOCK_CLOEXEC, SOCK_NONBLOCK = 0x80000, 0x800
+KEYRING: dict[Arch, tuple[int, int, int]] = {
+    "x86_64": (248, 249, 250),
+    "aarch64": (217, 218, 219),
+    "riscv64": (217, 218, 219),
+}
 
 
 def _run(program: bytes, nr: int, arch: int, arg0: int = 0, arg1: int = 0) -> int:
@@ -55,6 +60,8 @@ def test_unix_sockets_and_io_uring_are_refused_the_rest_allowed(arch: Arch) -> N
         assert _run(program, socket_nr, audit, arg0=other) == EPERM, other
     for io_uring in (425, 426, 427):
         assert _run(program, io_uring, audit) == EPERM
+    for keyring in KEYRING[arch]:  # add_key, request_key, keyctl
+        assert _run(program, keyring, audit) == EPERM
     assert _run(program, 0, audit) == ALLOW
     assert _run(program, 59, audit) == ALLOW
 
