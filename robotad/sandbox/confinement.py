@@ -26,7 +26,7 @@ import trio
 
 from robotad.sandbox import workspaces
 from robotad.sandbox.bwrap import bwrap_argv
-from robotad.sandbox.layout import plan_mounts
+from robotad.sandbox.layout import find_git_entries, plan_mounts
 from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
 from robotad.sandbox.roots import write_refusal
 from robotad.sandbox.seccomp import UnsupportedArchitecture
@@ -45,11 +45,21 @@ class SandboxUnavailable(Exception):
 
 class Launch:
     """What to start: `argv`, with `pass_fds` inherited by the child. `close` (or leaving the
-    ``with`` block) releases the descriptors once the child has started."""
+    ``with`` block) releases the descriptors once the child has started. A confined launch
+    also knows its writable folders and the ``.git`` entries in them it keeps read-only."""
 
-    def __init__(self, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        pass_fds: tuple[int, ...] = (),
+        *,
+        writable: tuple[str, ...] = (),
+        repositories: frozenset[str] = frozenset(),
+    ) -> None:
         self.argv = argv
         self.pass_fds = pass_fds
+        self.writable = writable
+        self.repositories = repositories
 
     def close(self) -> None:
         for fd in self.pass_fds:
@@ -120,7 +130,25 @@ class Confinement:
             fd = seccomp_descriptor()
         except (OSError, UnsupportedArchitecture) as exc:
             raise SandboxUnavailable(f"no seccomp filter: {exc}") from None
-        return Launch(bwrap_argv(bwrap, plan, command, seccomp_fd=fd), (fd,))
+        return Launch(
+            bwrap_argv(bwrap, plan, command, seccomp_fd=fd),
+            (fd,),
+            writable=plan.writable,
+            repositories=frozenset(e for e in plan.read_only if os.path.basename(e) == ".git"),
+        )
+
+    async def repositories_made(self, launch: Launch) -> list[str]:
+        """The ``.git`` entries in `launch`'s writable folders that were not there when it
+        started: repositories its command made, which nothing protected while it ran (git
+        runs their hooks and config for whoever uses git there later)."""
+        if not launch.writable:
+            return []
+
+        def scan() -> list[str]:
+            found = {entry for root in launch.writable for entry in find_git_entries(root)}
+            return sorted(found - launch.repositories)
+
+        return await trio.to_thread.run_sync(scan)
 
     async def write_refusal(self, path: str, cwd: Path) -> str | None:
         """Why a file tool may not write `path` (absolute) in this sandbox, or None."""

@@ -175,7 +175,22 @@ class BashTool(TypedTool[BashArguments]):
                 await terminate_process_tree(process, grace=KILL_GRACE_S)
                 if process.stdout is not None:
                     await process.stdout.aclose()
-        return _result(process, capture, timeout_ms, timed_out, released)
+        result = _result(process, capture, timeout_ms, timed_out, released)
+        made = await self.confinement.repositories_made(launch)
+        if made:
+            # Nothing protected them while the command ran: say so where a person reads it.
+            notes = "\n".join(
+                f"note: this command made the git repository {entry}; the sandbox keeps it "
+                "read-only from the next command on, but git runs its hooks and config for "
+                "whoever uses git there"
+                for entry in made
+            )
+            result = ToolResult(
+                ok=result.ok,
+                content=f"{result.content}\n{notes}",
+                metadata={**result.metadata, "repositories_made": made},
+            )
+        return result
 
 
 async def _supervise(

@@ -441,3 +441,19 @@ async def test_the_kernel_keyring_is_out_of_reach(bash: BashTool, arena: Arena) 
     result = await run(bash, arena, f"{PY} -c {shlex.quote(script)}")
     assert result.ok, result.content
     assert "keyctl -1 Operation not permitted" in result.content
+
+
+async def test_a_repository_a_command_makes_is_reported_in_its_result(
+    bash: BashTool, arena: Arena
+) -> None:
+    """Nothing protects a repository while the command that makes it runs, and git runs its
+    hooks later for whoever uses it: the result says so, naming it; one that was there is not
+    reported again."""
+    made = await run(bash, arena, "mkdir -p src/.git/hooks && echo ok")
+    assert made.ok, made.content
+    entry = os.path.realpath(arena.ws / "src" / ".git")
+    assert made.metadata["repositories_made"] == [entry]
+    assert f"note: this command made the git repository {entry}" in made.content
+    again = await run(bash, arena, "echo again")
+    assert "repositories_made" not in again.metadata
+    assert "note:" not in again.content
