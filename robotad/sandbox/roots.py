@@ -3,8 +3,10 @@
 A confined session's file tools may change only what its commands could: a file whose
 canonical target — every symlink resolved, the file's own included, as the write would follow
 it — lies in one of `layout.writable_dirs`, not inside a ``.git`` there (at any depth, as a path
-component) and not inside robota's own folders. Whatever the permission rules and mode say
-(``bypassPermissions`` included), anything else is refused with a reason the model can read.
+component), not inside robota's own folders, and not one of the secrets a command sees hidden
+(``~/.ssh``, ``~/.netrc``…: its writes there land on a throwaway copy). Whatever the
+permission rules and mode say (``bypassPermissions`` included), anything else is refused with
+a reason the model can read.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from robotad.sandbox.layout import is_within, writable_dirs
+from robotad.sandbox.layout import SECRET_FILES, SECRET_FOLDERS, is_within, writable_dirs
 from robotad.sandbox.policy import SandboxPolicy
 
 __all__ = ["write_refusal"]
@@ -40,4 +42,7 @@ def write_refusal(
     for folder in protected:
         if is_within(real, os.path.realpath(folder)):
             return f"{shown} is inside robota's own folder {folder}, which stays read-only"
+    for secret in (*SECRET_FOLDERS, *SECRET_FILES):
+        if is_within(real, os.path.realpath(os.path.expanduser(secret))):
+            return f"{shown} is inside {secret}, which the sandbox hides from commands"
     return None

@@ -110,3 +110,20 @@ async def test_a_writable_root_made_a_link_inside_the_workspace_is_refused_too(
             assert not result.ok
             assert "outside the sandbox's writable roots" in result.content
     assert arena.untouched()
+
+
+async def test_a_hidden_secret_is_refused_even_inside_the_workspace(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the home as the workspace, a command sees ``~/.ssh`` as an empty throwaway folder;
+    Write and Edit hold to that, so no key or ``authorized_keys`` line is planted."""
+    monkeypatch.setenv("HOME", str(arena.ws))
+    (arena.ws / ".ssh").mkdir()
+    (arena.ws / ".ssh" / "authorized_keys").write_text("original\n")
+    write, edit = _tools()
+    for path in ("~/.ssh/authorized_keys", ".ssh/config", "~/.git-credentials"):
+        for result in (await _write(write, arena, path), await _edit(edit, arena, path)):
+            assert not result.ok
+            assert "which the sandbox hides from commands" in result.content
+    assert (arena.ws / ".ssh" / "authorized_keys").read_text() == "original\n"
+    assert not (arena.ws / ".git-credentials").exists()
