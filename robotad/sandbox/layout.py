@@ -50,6 +50,7 @@ __all__ = [
     "is_within",
     "links_on",
     "plan_mounts",
+    "secret_paths",
     "writable_dirs",
 ]
 
@@ -193,7 +194,11 @@ def _between(roots: Sequence[str], entries: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def secret_paths(spellings: Sequence[str] = (*SECRET_FOLDERS, *SECRET_FILES)) -> list[str]:
+    """The canonical paths of `spellings` (``~`` expanded), whether they exist or not."""
+    return [os.path.realpath(os.path.expanduser(spelling)) for spelling in spellings]
+
+
 def _existing(spellings: Sequence[str], kind: Callable[[str], bool]) -> tuple[str, ...]:
     """The canonical paths of `spellings` (``~`` expanded) that exist as `kind`."""
-    found = (os.path.realpath(os.path.expanduser(spelling)) for spelling in spellings)
-    return tuple(path for path in found if kind(path))
+    return tuple(path for path in secret_paths(spellings) if kind(path))

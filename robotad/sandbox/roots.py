@@ -14,7 +14,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from robotad.sandbox.layout import SECRET_FILES, SECRET_FOLDERS, is_within, writable_dirs
+from robotad.sandbox.layout import (
+    SECRET_FILES,
+    SECRET_FOLDERS,
+    is_within,
+    secret_paths,
+    writable_dirs,
+)
 from robotad.sandbox.policy import SandboxPolicy
 
 __all__ = ["write_refusal"]
@@ -42,7 +48,8 @@ def write_refusal(
     for folder in protected:
         if is_within(real, os.path.realpath(folder)):
             return f"{shown} is inside robota's own folder {folder}, which stays read-only"
-    for secret in (*SECRET_FOLDERS, *SECRET_FILES):
-        if is_within(real, os.path.realpath(os.path.expanduser(secret))):
-            return f"{shown} is inside {secret}, which the sandbox hides from commands"
+    spellings = (*SECRET_FOLDERS, *SECRET_FILES)
+    for spelling, secret in zip(spellings, secret_paths(spellings), strict=True):
+        if is_within(real, secret):
+            return f"{shown} is inside {spelling}, which the sandbox hides from commands"
     return None
