@@ -6,7 +6,9 @@ bubblewrap since), and refuses with the reason while it stays no. The probe look
 ``bwrap`` on robotad's own PATH and a seccomp table for the machine, then runs
 ``/bin/sh -c :`` inside a read-only sandbox built by the very argv builder every command
 uses — so "available" means the full set of flags works here (user namespaces allowed, a
-bwrap new enough for ``--disable-userns``), not merely that a binary exists.
+bwrap new enough for ``--disable-userns``), not merely that a binary exists. When the trial
+fails, the answer adds what to do where the cause is known (`remedy`): the kernel switches that
+forbid user namespaces (Ubuntu's AppArmor restriction above all), a bubblewrap too old.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 import trio
@@ -29,6 +33,7 @@ __all__ = [
     "SandboxProbe",
     "SandboxSupport",
     "probe_sandbox",
+    "remedy",
     "seccomp_descriptor",
 ]
 
@@ -92,10 +97,52 @@ def seccomp_descriptor() -> int:
         os.close(memfd)
 
 
-async def probe_sandbox(path: str | None = None) -> SandboxSupport:
+#: Reads one kernel switch under /proc/sys (``kernel.unprivileged_userns_clone``…): its
+#: value, or None where this kernel has no such switch or it cannot be read.
+SysctlReader = Callable[[str], str | None]
+
+
+def read_sysctl(name: str) -> str | None:
+    try:
+        return (Path("/proc/sys") / name.replace(".", "/")).read_text().strip()
+    except OSError:
+        return None
+
+
+def remedy(complaint: str, sysctl: SysctlReader = read_sysctl) -> str | None:
+    """What a user can do about bwrap's `complaint`, when its cause is known; else None.
+
+    A namespace bwrap may not make is nearly always one of three kernel switches, read to name
+    the one that is set: Ubuntu 23.10+ (and Debian 13) restrict unprivileged user namespaces
+    through AppArmor, older Debian kernels have ``unprivileged_userns_clone``, and
+    ``user.max_user_namespaces`` 0 forbids them everywhere."""
+    said = complaint.lower()
+    if "--disable-userns" in said or "unknown option" in said:
+        return "this bubblewrap is too old: robota needs 0.8.0 or later (--disable-userns)"
+    namespace_words = ("uid map", "namespace", "operation not permitted", "permission denied")
+    if not any(word in said for word in namespace_words):
+        return None
+    if sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "AppArmor forbids unprivileged user namespaces here (Ubuntu 23.10 and later): give "
+            "bwrap an AppArmor profile that allows them, or set "
+            "kernel.apparmor_restrict_unprivileged_userns=0 (README: Troubleshooting)"
+        )
+    if sysctl("kernel.unprivileged_userns_clone") == "0":
+        return (
+            "user namespaces are off for unprivileged users: set kernel.unprivileged_userns_clone=1"
+        )
+    if sysctl("user.max_user_namespaces") == "0":
+        return "user namespaces are disabled: set user.max_user_namespaces above 0"
+    return None
+
+
+async def probe_sandbox(
+    path: str | None = None, *, sysctl: SysctlReader = read_sysctl
+) -> SandboxSupport:
     """Find out whether commands can be sandboxed here. `path` is the search path for
     ``bwrap`` (default: robotad's PATH). Never raises for an unusable sandbox: the answer
-    says why."""
+    says why, and what to do where that is known (`remedy`)."""
     bwrap = shutil.which("bwrap", path=path)
     if bwrap is None:
         return SandboxSupport(
@@ -112,7 +159,10 @@ async def probe_sandbox(path: str | None = None) -> SandboxSupport:
     except OSError as exc:
         return SandboxSupport(reason=f"cannot run {bwrap}: {exc.strerror or exc}")
     if failure is not None:
-        return SandboxSupport(reason=f"{bwrap} cannot set up the sandbox here: {failure}")
+        reason = f"{bwrap} cannot set up the sandbox here: {failure}"
+        if (advice := remedy(failure, sysctl)) is not None:
+            reason = f"{reason}; {advice}"
+        return SandboxSupport(reason=reason)
     return SandboxSupport(bwrap=bwrap, version=version)
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from robotad.sandbox import (
     bwrap_argv,
     probe_sandbox,
 )
-from robotad.sandbox.support import seccomp_descriptor
+from robotad.sandbox.support import remedy, seccomp_descriptor
 from robotad.tools import BashTool
 from tests.tools.tool_calls import call
 
@@ -32,6 +33,71 @@ async def test_without_bwrap_on_the_path_the_probe_says_why(tmp_path: Path) -> N
     assert not support.available
     assert "bwrap" in (support.reason or "")
     assert "bubblewrap" in support.describe()
+
+
+UID_MAP = "bwrap: setting up uid map: Permission denied"
+
+
+def kernel(**switches: str) -> Callable[[str], str | None]:
+    """A sysctl reader over `switches` (dots as underscores: ``kernel__x`` is ``kernel.x``)."""
+    values = {name.replace("__", "."): value for name, value in switches.items()}
+    return values.get
+
+
+def test_the_apparmor_restriction_is_named_with_what_to_do() -> None:
+    advice = remedy(UID_MAP, kernel(kernel__apparmor_restrict_unprivileged_userns="1"))
+    assert advice is not None
+    assert "AppArmor" in advice
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in advice
+
+
+def test_the_other_namespace_switches_are_named() -> None:
+    clone_off = remedy(
+        "bwrap: No permissions to create new namespace, likely because the kernel does not "
+        "allow non-privileged user namespaces.",
+        kernel(
+            kernel__apparmor_restrict_unprivileged_userns="0", kernel__unprivileged_userns_clone="0"
+        ),
+    )
+    assert clone_off is not None
+    assert "kernel.unprivileged_userns_clone=1" in clone_off
+    none_allowed = remedy(UID_MAP, kernel(user__max_user_namespaces="0"))
+    assert none_allowed is not None
+    assert "user.max_user_namespaces" in none_allowed
+
+
+def test_an_old_bubblewrap_is_named() -> None:
+    advice = remedy("bwrap: Unknown option --disable-userns", kernel())
+    assert advice is not None
+    assert "0.8.0" in advice
+
+
+def test_no_advice_is_made_up() -> None:
+    """A namespace complaint with every switch open, or a complaint of another kind, gets no
+    guess."""
+    assert remedy(UID_MAP, kernel(kernel__apparmor_restrict_unprivileged_userns="0")) is None
+    restricted = kernel(kernel__apparmor_restrict_unprivileged_userns="1")
+    assert remedy("bwrap: Can't find source path /nix: No such file", restricted) is None
+
+
+async def test_the_probe_passes_on_the_advice(tmp_path: Path) -> None:
+    """A bwrap that fails as Ubuntu 24.04's does: the probe's answer (what the daemon logs and
+    a refused sandboxed session says) quotes it and says what to do."""
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "bubblewrap 0.9.0"; exit 0; fi\n'
+        f"echo '{UID_MAP}' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    with trio.fail_after(20):
+        support = await probe_sandbox(
+            str(tmp_path), sysctl=kernel(kernel__apparmor_restrict_unprivileged_userns="1")
+        )
+    assert not support.available
+    assert support.reason is not None
+    assert UID_MAP in support.reason
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in support.reason
 
 
 async def test_a_sandboxed_bash_without_bwrap_runs_nothing(tmp_path: Path) -> None:
