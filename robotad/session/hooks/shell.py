@@ -20,6 +20,7 @@ from typing import Final
 
 import trio
 
+from robotad.tools import tether
 from robotad.tools.process_group import terminate_process_tree
 from robotad.tools.tether import open_tethered_process
 
@@ -59,7 +60,8 @@ async def run_shell_command(
 
     Raises `ShellFailure` when it cannot be spawned or has not finished (exited and closed its
     output) within `time_limit` seconds; then, and when the caller is cancelled, the process tree
-    is stopped and reaped before this returns. Cancellation propagates."""
+    is stopped and reaped before this returns. Cancellation propagates. A command that ended on
+    its own has its tether released: nothing of it outlives the call."""
     try:
         process = await open_tethered_process(  # dies with robotad, whole group
             ["/bin/sh", "-c", command],
@@ -86,7 +88,11 @@ async def run_shell_command(
             finished = True
     finally:
         with trio.CancelScope(shield=True):
-            if not finished:
+            if finished:
+                # Ended on its own: letting go of the tether ends the watcher (and anything
+                # the command left running in its group) without waiting for it.
+                tether.release(process.pid)
+            else:
                 await terminate_process_tree(process)
             for stream in (process.stdin, process.stdout, process.stderr):
                 with contextlib.suppress(trio.ClosedResourceError):

@@ -1,0 +1,62 @@
+"""The bounded child a hook or the classifier runs (`run_shell_command`): a command that ends
+on its own leaves nothing behind — no descriptor held by robotad, no watcher process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from robotad.session.hooks.shell import run_shell_command
+from robotad.tools import tether
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def _group_gone(group: int) -> bool:
+    """Whether process group `group` has emptied within a few seconds."""
+    with trio.move_on_after(5):
+        while True:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return True
+            await trio.sleep(0.02)
+    return False
+
+
+async def test_a_finished_command_leaves_no_descriptor_and_no_watcher(tmp_path: Path) -> None:
+    """Each run used to keep the tether's write end open in robotad and its watcher shell
+    alive until robotad exited: a daemon running hooks on every turn ran out of descriptors,
+    and every PreToolUse-gated call was then denied."""
+    await run_shell_command("true", stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=20)
+    before = _open_descriptors()
+    groups = []
+    for _ in range(20):
+        result = await run_shell_command(
+            "echo $$", stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=20
+        )
+        assert result.exit_code == 0
+        groups.append(int(result.stdout))
+    assert _open_descriptors() == before
+    for group in groups:
+        assert not tether.tethered(group)
+        assert await _group_gone(group), f"process group {group} still has members"
+
+
+async def test_what_a_finished_command_left_running_is_stopped(tmp_path: Path) -> None:
+    """A background child of a hook that has exited dies with the released tether."""
+    marker = tmp_path / "late"
+    result = await run_shell_command(
+        f"(sleep 1; touch {marker}) >/dev/null 2>&1 & echo $$",
+        stdin=b"",
+        cwd=tmp_path,
+        env=dict(os.environ),
+        time_limit=20,
+    )
+    assert await _group_gone(int(result.stdout))
+    await trio.sleep(1.5)
+    assert not marker.exists()
