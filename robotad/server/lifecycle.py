@@ -5,7 +5,8 @@
 1. find the listener — systemd's fd 3 when socket-activated, else the path from ``--socket`` /
    ``ROBOTA_SOCKET`` / ``$XDG_RUNTIME_DIR/robota`` / ``/tmp/robota-$UID``;
 2. check (or create, 0700) the directory that holds it, take the instance lock beside it, and
-   only then bind — a stale socket is replaced, a live one is never touched;
+   only then bind — a stale socket is replaced, a live one is never touched; then the same
+   lock in the state folder, so that one daemon owns a state folder whatever its socket;
 3. open the application, add the daemon methods to its router, start the server, install the
    SIGTERM/SIGINT handlers;
 4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
@@ -49,6 +50,7 @@ from robotad.server.lock import LOCK_NAME, AlreadyRunning, InstanceLock
 from robotad.server.notify import Notifier
 from robotad.server.paths import RuntimeDirError, check_socket_path, ensure_private_dir
 from robotad.server.serve import Server
+from robotad.storage import fsio
 
 __all__ = ["DEFAULT_EVENT_BUFFER", "DaemonSettings", "StartupError", "serve_daemon"]
 
@@ -95,10 +97,12 @@ async def serve_daemon(
         cleanup.callback(ready_pipe.close)
         notifier = Notifier.from_environ(env)
         cleanup.callback(notifier.close)
-        listener = _open_listener(settings, env, cleanup)
+        listener, socket_lock = _open_listener(settings, env, cleanup)
         socket_name = _socket_name(listener)
+        state = state_dir(env)
+        _claim_state(state, socket_lock, cleanup)
         context = DaemonContext(
-            state_dir=state_dir(env),
+            state_dir=state,
             socket_path=socket_name,
             event_buffer=settings.event_buffer,
             trace=settings.trace,
@@ -142,8 +146,9 @@ async def serve_daemon(
 
 def _open_listener(
     settings: DaemonSettings, env: MutableMapping[str, str], cleanup: ExitStack
-) -> Listener:
-    """The listener, with the instance lock held beside it (released by `cleanup`)."""
+) -> tuple[Listener, Path]:
+    """The listener, with the instance lock held beside it (released by `cleanup`), and that
+    lock's path."""
     try:
         listener = activated_listener(env)
     except ListenerError as exc:
@@ -156,36 +161,63 @@ def _open_listener(
                 extra=fields(listener=listener.path, ignored=settings.socket),
             )
         base = listener.path or resolve_socket_path(settings.socket, env)
-        _take_lock(base.parent, cleanup)
-        return listener
+        return listener, _take_lock(base.parent, cleanup)
     path = resolve_socket_path(settings.socket, env)
     try:
         check_socket_path(path)
     except RuntimeDirError as exc:
         raise StartupError(str(exc)) from exc
-    _take_lock(path.parent, cleanup)
+    lock = _take_lock(path.parent, cleanup)
     try:
         listener = bind_listener(path)
     except ListenerError as exc:
         raise StartupError(str(exc)) from exc
     cleanup.callback(listener.sock.close)
     cleanup.callback(listener.remove_socket_file)
-    return listener
+    return listener, lock
 
 
-def _take_lock(directory: Path, cleanup: ExitStack) -> None:
+def _take_lock(directory: Path, cleanup: ExitStack) -> Path:
+    """The instance lock in the socket's folder (created 0700 when missing); its path."""
     try:
         ensure_private_dir(directory)
     except RuntimeDirError as exc:
         raise StartupError(str(exc)) from exc
-    lock = InstanceLock(directory / LOCK_NAME)
+    return _hold(directory / LOCK_NAME, cleanup)
+
+
+def _hold(path: Path, cleanup: ExitStack, advice: str = "") -> Path:
+    """Take the lock at `path` until `cleanup` runs, or raise `StartupError` naming who holds
+    it (with `advice` after)."""
+    lock = InstanceLock(path)
     try:
         lock.acquire()
     except AlreadyRunning as exc:
-        raise StartupError(str(exc)) from exc
+        raise StartupError(f"{exc}{advice}") from exc
     except OSError as exc:
         raise StartupError(f"cannot open lock file {lock.path}: {exc.strerror or exc}") from exc
     cleanup.callback(lock.release)
+    return path
+
+
+def _claim_state(state: Path, socket_lock: Path, cleanup: ExitStack) -> None:
+    """One daemon a state folder: the instance lock again, in the state folder (unless that is
+    the socket's folder too), so that a daemon started for another socket cannot open — and
+    delete, and overwrite — the sessions, journals and logs another one holds."""
+    try:
+        fsio.ensure_private_dir(state)
+    except OSError as exc:
+        raise StartupError(f"cannot use state folder {state}: {exc.strerror or exc}") from exc
+    path = state / LOCK_NAME
+    with suppress(OSError):
+        if os.path.samefile(path, socket_lock):
+            return
+    _hold(
+        path,
+        cleanup,
+        "; one robotad owns a state folder: stop that one, or give this one "
+        "another (ROBOTA_STATE_DIR)",
+    )
 
 
 def _socket_name(listener: Listener) -> str:

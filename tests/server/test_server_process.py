@@ -132,6 +132,30 @@ async def test_second_instance_is_refused_naming_the_pid() -> None:
             assert (await status_of(socket_path))["pid"] == first.pid
 
 
+async def test_a_second_daemon_on_the_same_state_folder_is_refused() -> None:
+    """A daemon for a socket in another folder, over the same state folder, must not start:
+    it would open, delete and overwrite the sessions, journals and logs the first holds (a
+    session deleted through it came back with a damaged log)."""
+    with private_base() as base:
+        first_socket = base / "run" / "robotad.sock"
+        other_socket = base / "other" / "robotad.sock"
+        async with daemon_process(first_socket, base) as first:
+            code, stderr = await run_daemon_to_exit(other_socket, base)
+            assert code == 1
+            assert f"pid {first.pid}" in stderr
+            assert str(base / "state" / "robotad.lock") in stderr
+            assert "ROBOTA_STATE_DIR" in stderr
+            assert not other_socket.exists()
+            assert (await status_of(first_socket))["pid"] == first.pid
+
+
+async def test_a_state_folder_that_is_the_socket_folder_is_locked_once() -> None:
+    with private_base() as base:
+        socket_path = base / "state" / "robotad.sock"
+        async with daemon_process(socket_path, base) as process:
+            assert (await status_of(socket_path))["pid"] == process.pid
+
+
 async def test_stale_socket_after_sigkill_is_replaced() -> None:
     with private_base() as base:
         socket_path = base / "run" / "robotad.sock"
