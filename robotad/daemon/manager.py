@@ -78,7 +78,7 @@ from robotad.daemon.parked import ParkedSessions
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
 from robotad.storage.ids import validate_session_id
-from robotad.storage.journal import FileExecutionJournal
+from robotad.storage.journal import FileExecutionJournal, JournalLocked
 from robotad.storage.log_files import log_paths
 from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
@@ -414,7 +414,13 @@ class SessionManager:
         is live. On failure everything is released and the error propagates."""
         session = live.session
         try:
-            await live.journal.open()
+            try:
+                await live.journal.open()
+            except JournalLocked as exc:
+                raise NotAllowed(
+                    f"session {live.session_id} is open in another process ({exc}); close it "
+                    "there first"
+                ) from exc
             await session.recover(live.journal)
             await close_cut_off(session, self.logs_dir)  # a stop's loose ends, in the log
             await session.start()

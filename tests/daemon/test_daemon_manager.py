@@ -27,6 +27,7 @@ from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.live import LiveSession
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
+from robotad.storage.journal import FileExecutionJournal
 
 TIMEOUT = 20.0
 
@@ -64,6 +65,25 @@ async def test_concurrent_uses_of_a_stored_session_load_it_once(
     log = (tmp_path / "state" / "logs" / f"{info.session_id}.jsonl").read_text()
     starts = [line for line in log.splitlines() if json.loads(line)["event"] == "session_start"]
     assert len(starts) == 2  # the create's, then exactly one reload
+
+
+async def test_a_session_whose_journal_another_process_holds_is_refused_by_name(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """Another writer holding a session's journal (another program, or a robotad over the same
+    state folder) is a named refusal, not an internal error; the session loads once it lets
+    go."""
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path), session_id="held"))
+        await manager.close(info.session_id)
+        other = FileExecutionJournal(tmp_path / "state", "held")
+        await other.open()
+        try:
+            with pytest.raises(NotAllowed, match="open in another process"):
+                await manager.session("held")
+        finally:
+            await other.aclose()
+        assert (await manager.session("held")).session_id == "held"
 
 
 async def test_racing_creates_of_one_id_make_one_session(
