@@ -25,10 +25,10 @@ from pathlib import Path
 import trio
 
 from robotad.sandbox import workspaces
-from robotad.sandbox.bwrap import bwrap_argv
-from robotad.sandbox.layout import find_git_entries, plan_mounts
+from robotad.sandbox.bwrap import MountPlan, bwrap_argv
+from robotad.sandbox.layout import find_git_entries, held_read_only, is_within, plan_mounts
 from robotad.sandbox.policy import UNCONFINED, SandboxPolicy
-from robotad.sandbox.roots import write_refusal
+from robotad.sandbox.roots import held_reason, write_refusal
 from robotad.sandbox.seccomp import UnsupportedArchitecture
 from robotad.sandbox.support import SandboxProbe, seccomp_descriptor
 
@@ -55,11 +55,14 @@ class Launch:
         *,
         writable: tuple[str, ...] = (),
         repositories: frozenset[str] = frozenset(),
+        held: tuple[str, ...] = (),
     ) -> None:
         self.argv = argv
         self.pass_fds = pass_fds
         self.writable = writable
         self.repositories = repositories
+        #: Why the command's folder is read-only though the mode is workspace-write, if it is.
+        self.held = held
 
     def close(self) -> None:
         for fd in self.pass_fds:
@@ -125,7 +128,7 @@ class Confinement:
             raise SandboxUnavailable(support.reason or "bwrap is not available")
         if not os.access(bwrap, os.X_OK):
             raise SandboxUnavailable(f"{bwrap} is no longer executable")
-        plan = await trio.to_thread.run_sync(plan_mounts, self.policy, str(cwd), self.protected)
+        plan, held = await trio.to_thread.run_sync(self._plan, str(cwd))
         try:
             fd = seccomp_descriptor()
         except (OSError, UnsupportedArchitecture) as exc:
@@ -135,7 +138,22 @@ class Confinement:
             (fd,),
             writable=plan.writable,
             repositories=frozenset(e for e in plan.read_only if os.path.basename(e) == ".git"),
+            held=held,
         )
+
+    def _plan(self, cwd: str) -> tuple[MountPlan, tuple[str, ...]]:
+        """The command's mounts, and why the session's folder is read-only when it is held
+        back (`layout.held_read_only`). Blocking."""
+        plan = plan_mounts(self.policy, cwd, self.protected)
+        real = os.path.realpath(cwd)
+        if any(is_within(real, folder) for folder in plan.writable):
+            return plan, ()
+        held = tuple(
+            held_reason(folder, spelling)
+            for folder, spelling in held_read_only(self.policy, cwd)
+            if is_within(real, folder)
+        )
+        return plan, held[:1]
 
     async def repositories_made(self, launch: Launch) -> list[str]:
         """The ``.git`` entries in `launch`'s writable folders that were not there when it

@@ -24,6 +24,13 @@ Every folder between a writable root and such a read-only entry is bound onto it
 repository (or ``~/.config``) aside and put a copy with a planted hook in its place. The price:
 a sandboxed command cannot rename or delete a folder that holds a repository.
 
+A folder that is or holds one of `PERSISTENCE_FOLDERS` — the home itself (its shell start-up
+files), ``~/.ssh``, or the autostart, systemd and fish folders of ``~/.config`` — is never
+writable, whether it is the session's folder or a configured root (`held_read_only` names
+them): the files there run later, outside any sandbox, and one that does not exist yet cannot
+be bound read-only, so a writable home would let a command create ``~/.ssh/authorized_keys`` or
+a ``~/.profile``. Such a session's commands still run, with that folder read-only.
+
 The well-known secrets of the user's home (`SECRET_FOLDERS`, `SECRET_FILES`: SSH and GPG keys,
 cloud and cluster credentials, ``~/.netrc``, the stored tokens of git, the GitHub CLI, npm,
 PyPI, cargo and Terraform) are hidden altogether: a sandboxed command runs
@@ -44,11 +51,14 @@ from robotad.sandbox.policy import SandboxPolicy
 
 __all__ = [
     "GIT_SCAN_DEPTH",
+    "PERSISTENCE_FOLDERS",
     "SECRET_FILES",
     "SECRET_FOLDERS",
     "find_git_entries",
+    "held_read_only",
     "is_within",
     "links_on",
+    "persistence_inside",
     "plan_mounts",
     "secret_paths",
     "writable_dirs",
@@ -71,6 +81,26 @@ SECRET_FILES: Final = (
     "~/.cargo/credentials.toml",
     "~/.terraform.d/credentials.tfrc.json",
 )
+
+
+#: Folders where files that run later live: the home's shell start-up files, SSH's
+#: authorized_keys, desktop autostart entries, systemd user units, fish's configuration.
+PERSISTENCE_FOLDERS: Final = (
+    "~",
+    "~/.ssh",
+    "~/.config/autostart",
+    "~/.config/systemd",
+    "~/.config/fish",
+)
+
+
+def persistence_inside(folder: str) -> str | None:
+    """The first of `PERSISTENCE_FOLDERS` (as spelled) that the canonical `folder` is or holds,
+    or None. Blocking."""
+    for spelling in PERSISTENCE_FOLDERS:
+        if is_within(os.path.realpath(os.path.expanduser(spelling)), folder):
+            return spelling
+    return None
 
 
 def is_within(path: str, folder: str) -> bool:
@@ -116,6 +146,23 @@ def writable_dirs(policy: SandboxPolicy, cwd: str) -> list[str]:
     """The canonical folders a command of this policy may write (besides its private /tmp):
     none in ``read-only`` mode; in ``workspace-write`` the cwd and every existing root, unless
     reached through a symlink inside one of them (see the module doc)."""
+    held = {folder for folder, _ in held_read_only(policy, cwd)}
+    return [folder for folder in _candidates(policy, cwd) if folder not in held]
+
+
+def held_read_only(policy: SandboxPolicy, cwd: str) -> list[tuple[str, str]]:
+    """The folders of `writable_dirs`' candidates kept read-only because they are or hold a
+    persistence folder (module doc): each canonical folder with the spelling it holds."""
+    held: list[tuple[str, str]] = []
+    for folder in _candidates(policy, cwd):
+        spelling = persistence_inside(folder)
+        if spelling is not None:
+            held.append((folder, spelling))
+    return held
+
+
+def _candidates(policy: SandboxPolicy, cwd: str) -> list[str]:
+    """The cwd and roots that may be writable, before persistence folders are held back."""
     if policy.mode != "workspace-write":
         return []
     spellings = (cwd, *policy.writable_roots)

@@ -17,13 +17,24 @@ from collections.abc import Sequence
 from robotad.sandbox.layout import (
     SECRET_FILES,
     SECRET_FOLDERS,
+    held_read_only,
     is_within,
     secret_paths,
     writable_dirs,
 )
 from robotad.sandbox.policy import SandboxPolicy
 
-__all__ = ["write_refusal"]
+__all__ = ["held_reason", "write_refusal"]
+
+
+def held_reason(folder: str, spelling: str) -> str:
+    """Why the sandbox keeps `folder` read-only, holding the persistence folder `spelling`."""
+    holds = "is" if os.path.realpath(os.path.expanduser(spelling)) == folder else "holds"
+    return (
+        f"the sandbox keeps {folder} read-only because it {holds} {spelling}, where files that "
+        "run later live (shell start-up files, SSH keys, autostart entries, systemd units); "
+        "start the session in a project folder for commands to write there"
+    )
 
 
 def write_refusal(
@@ -40,6 +51,9 @@ def write_refusal(
     roots = writable_dirs(policy, cwd)
     root = next((r for r in roots if is_within(real, r)), None)
     if root is None:
+        for folder, spelling in held_read_only(policy, cwd):
+            if is_within(real, folder):
+                return f"{shown} is not writable: {held_reason(folder, spelling)}"
         listed = ", ".join(roots) or "none"
         return f"{shown} is outside the sandbox's writable roots ({listed})"
     inside = os.path.relpath(real, root).split(os.sep)

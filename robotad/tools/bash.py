@@ -176,6 +176,11 @@ class BashTool(TypedTool[BashArguments]):
                 if process.stdout is not None:
                     await process.stdout.aclose()
         result = _result(process, capture, timeout_ms, timed_out, released)
+        if launch.held:
+            notes = "\n".join(f"note: {reason}" for reason in launch.held)
+            result = ToolResult(
+                ok=result.ok, content=f"{result.content}\n{notes}", metadata=result.metadata
+            )
         made = await self.confinement.repositories_made(launch)
         if made:
             # Nothing protected them while the command ran: say so where a person reads it.

@@ -115,15 +115,23 @@ async def test_a_writable_root_made_a_link_inside_the_workspace_is_refused_too(
 async def test_a_hidden_secret_is_refused_even_inside_the_workspace(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the home as the workspace, a command sees ``~/.ssh`` as an empty throwaway folder;
-    Write and Edit hold to that, so no key or ``authorized_keys`` line is planted."""
+    """With a secret folder as the workspace (``~/.aws``), a command sees it as an empty
+    throwaway folder; Write and Edit hold to that, so no credential is read back or planted.
+    (A home as the workspace is read-only altogether: tests/sandbox/test_sandbox_home.py.)"""
     monkeypatch.setenv("HOME", str(arena.ws))
-    (arena.ws / ".ssh").mkdir()
-    (arena.ws / ".ssh" / "authorized_keys").write_text("original\n")
-    write, edit = _tools()
-    for path in ("~/.ssh/authorized_keys", ".ssh/config", "~/.git-credentials"):
-        for result in (await _write(write, arena, path), await _edit(edit, arena, path)):
+    aws = arena.ws / ".aws"
+    aws.mkdir()
+    (aws / "credentials").write_text("original\n")
+    write = WriteTool(Confinement(SandboxPolicy(mode="workspace-write")))
+    edit = EditTool(Confinement(SandboxPolicy(mode="workspace-write")))
+    for path in ("~/.aws/credentials", "config"):
+        with trio.fail_after(10):
+            results = (
+                await call(write, aws, file_path=path, content="pwned\n"),
+                await call(edit, aws, file_path=path, old_string="original", new_string="x"),
+            )
+        for result in results:
             assert not result.ok
             assert "which the sandbox hides from commands" in result.content
-    assert (arena.ws / ".ssh" / "authorized_keys").read_text() == "original\n"
-    assert not (arena.ws / ".git-credentials").exists()
+    assert (aws / "credentials").read_text() == "original\n"
+    assert not (aws / "config").exists()
