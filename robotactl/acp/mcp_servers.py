@@ -3,8 +3,9 @@
 ACP gives a stdio server as ``{name, command, args, env:[{name, value}]}`` and an HTTP one as
 ``{type: "http", name, url, headers:[{name, value}]}``; robotad's `McpServer` takes `env` and
 `headers` as objects and no `type`. A server name robotad would refuse (it takes
-``[A-Za-z0-9_-]+``) has every other character replaced by ``_``, so one odd name never keeps
-the editor from starting a session. SSE servers are not supported by robotad: they are left
+``[A-Za-z0-9_-]+``, with no ``__`` and no ``_`` at the end) has every other character replaced
+by ``_``, runs of ``_`` made one and a trailing one dropped, so one odd name never keeps the
+editor from starting a session. SSE servers are not supported by robotad: they are left
 out, and `mcp_servers` says which.
 """
 
@@ -19,6 +20,7 @@ from robotactl.acp.schema import McpServerEntry
 __all__ = ["mcp_servers"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_RUNS = re.compile(r"__+")
 
 
 def mcp_servers(entries: Sequence[McpServerEntry]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -27,7 +29,7 @@ def mcp_servers(entries: Sequence[McpServerEntry]) -> tuple[list[dict[str, Any]]
     servers: list[dict[str, Any]] = []
     left_out: list[str] = []
     for entry in entries:
-        name = _UNSAFE.sub("_", entry.name) or "server"
+        name = _RUNS.sub("_", _UNSAFE.sub("_", entry.name)).rstrip("_") or "server"
         if entry.type == "sse":
             left_out.append(f"{entry.name} (SSE servers are not supported; use streamable HTTP)")
         elif entry.url is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "ServerRisk",
     "ServerSpec",
     "config_issues",
+    "name_problem",
     "spec_of_config",
     "spec_of_wire",
     "wire_issues",
@@ -126,17 +127,32 @@ def spec_of_wire(server: Mapping[str, Any], cwd: str | None) -> ServerSpec:
     )
 
 
+def name_problem(name: str) -> str | None:
+    """What is wrong with `name` as a server name, or None. Besides its characters, a name
+    holds no ``__`` and does not end in ``_``: tools are ``mcp__NAME__TOOL``, and a rule
+    ``mcp__NAME`` must cover one server's tools only (``my__srv`` would read as server ``my``,
+    and ``a`` with tool ``b__c`` would collide with ``a__b``'s ``c``)."""
+    if not SERVER_NAME.match(name):
+        return "a server name is made of A-Z a-z 0-9 _ -"
+    if "__" in name or name.endswith("_"):
+        return (
+            f"{name!r} holds '__' or ends in '_': tools are named mcp__NAME__TOOL, so a "
+            "server's name may not"
+        )
+    return None
+
+
 def config_issues(raw: Any, path: str = "$.mcp_servers") -> list[Issue]:
-    """Problems of a raw ``[mcp_servers]`` table a type cannot express: a name outside
-    ``[A-Za-z0-9_-]+``, neither or both of `command` and `url`, a URL that is not http(s).
+    """Problems of a raw ``[mcp_servers]`` table a type cannot express: a bad name
+    (`name_problem`), neither or both of `command` and `url`, a URL that is not http(s).
     Values of the wrong shape are skipped (the type check reports those)."""
     if not isinstance(raw, Mapping):
         return []
     issues: list[Issue] = []
     for name, table in raw.items():
         where = join_path(path, str(name))
-        if not SERVER_NAME.match(str(name)):
-            issues.append({"path": where, "message": "a server name is made of A-Z a-z 0-9 _ -"})
+        if (problem := name_problem(str(name))) is not None:
+            issues.append({"path": where, "message": problem})
         if isinstance(table, Mapping):
             issues.extend(_transport_issues(table, where))
     return issues
@@ -150,13 +166,8 @@ def wire_issues(servers: Sequence[Mapping[str, Any]], path: str = "$.mcpServers"
     for index, server in enumerate(servers):
         where = join_path(path, index)
         name = server.get("name", "")
-        if not SERVER_NAME.match(name):
-            issues.append(
-                {
-                    "path": join_path(where, "name"),
-                    "message": "a server name is made of A-Z a-z 0-9 _ -",
-                }
-            )
+        if (problem := name_problem(name)) is not None:
+            issues.append({"path": join_path(where, "name"), "message": problem})
         elif name in seen:
             issues.append({"path": join_path(where, "name"), "message": f"repeats {name!r}"})
         seen.add(name)

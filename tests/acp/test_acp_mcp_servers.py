@@ -9,6 +9,7 @@ import msgspec
 from protocol.methods import McpServer
 from robotactl.acp.mcp_servers import mcp_servers
 from robotactl.acp.schema import McpServerEntry, NameValue
+from robotad.mcp.config import name_problem
 
 
 def test_stdio_and_http_servers_become_robotads_shapes() -> None:
@@ -53,9 +54,12 @@ def test_unsafe_names_are_made_safe_and_unrunnable_servers_are_left_out() -> Non
             McpServerEntry("My Notes!", command="notes-mcp"),
             McpServerEntry("old", type="sse", url="http://127.0.0.1:9/sse"),
             McpServerEntry("empty"),
+            McpServerEntry("git  hub", command="gh-mcp"),
         ]
     )
-    assert [server["name"] for server in servers] == ["My_Notes_"]
+    # No "__" and no trailing "_": robotad refuses those (mcp__NAME__TOOL must stay unambiguous).
+    assert [server["name"] for server in servers] == ["My_Notes", "git_hub"]
+    assert all(name_problem(server["name"]) is None for server in servers)
     assert len(left_out) == 2
     assert "SSE" in left_out[0]
     assert "neither a command nor a url" in left_out[1]

@@ -154,6 +154,7 @@ async def test_malformed_servers_are_refused_each_located(
         {"name": "both", "command": "x", "url": "http://127.0.0.1:1/mcp"},
         {"name": "web", "url": "ftp://127.0.0.1/mcp"},
         {"name": "web", "command": "x"},
+        {"name": "my__srv", "command": "x"},  # a rule mcp__my would cover its tools
     ]
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
@@ -167,6 +168,7 @@ async def test_malformed_servers_are_refused_each_located(
         "$.mcpServers[2]",
         "$.mcpServers[3].url",
         "$.mcpServers[4].name",
+        "$.mcpServers[5].name",
     ]
     assert [s for s in listed["sessions"] if s["cwd"] == str(tmp_path)] == []
 

@@ -108,16 +108,24 @@ risk = "dangerous"
 [mcp_servers.typo]
 command = "x"
 comand = "y"
+[mcp_servers.my__srv]
+command = "x"
+[mcp_servers.trailing_]
+command = "x"
 """
         )
     paths = sorted(issue["path"] for issue in refused.value.issues)
     assert paths == [
         'mcp_servers."bad name"',
         "mcp_servers.both",
+        "mcp_servers.my__srv",
         "mcp_servers.risky.risk",
+        "mcp_servers.trailing_",
         "mcp_servers.typo.comand",
         "mcp_servers.web.args",
     ]
+    said = {issue["path"]: issue["message"] for issue in refused.value.issues}
+    assert "mcp__NAME__TOOL" in said["mcp_servers.my__srv"]
 
 
 # -- environment --------------------------------------------------------------------------------
