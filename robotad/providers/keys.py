@@ -5,7 +5,9 @@ PROTOCOL §10.3. `resolve_api_key` is called when a provider is built (each sess
 - ``api_key_command`` runs through ``/bin/sh -c`` with robotad's environment and no stdin;
   the first line it prints is the key. It must exit 0 within `KEY_COMMAND_TIMEOUT` seconds
   and print a non-empty first line, else the provider is refused with a reason that names the
-  command's exit status, never its output (which is the key, or part of it);
+  command's exit status, never its output (which is the key, or part of it). It runs as its
+  own process group: one that overruns is killed with everything it started, and only the
+  first `KEY_OUTPUT_LIMIT` bytes of its output are kept;
 - otherwise the variable ``api_key_env`` names (or the kind's default) is read from *robotad's*
   environment — not the shell a person typed ``export`` in, which robotad never sees. When it
   is unset and a key is required, the refusal says whose environment was searched and the
@@ -17,7 +19,12 @@ message.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import signal
 import subprocess
+import time
 from collections.abc import Mapping
 
 from robotad.providers.failures import check_api_key
@@ -32,6 +39,8 @@ __all__ = [
 
 #: Seconds an ``api_key_command`` may take (a password manager may ask its agent first).
 KEY_COMMAND_TIMEOUT = 30.0
+#: Bytes of an ``api_key_command``'s output kept (a key is its first line).
+KEY_OUTPUT_LIMIT = 64 * 1024
 
 
 class KeyUnavailable(Exception):
@@ -90,24 +99,62 @@ def sendable(key: str, provider: str, source: str) -> str:
 def _run_key_command(provider: str, command: str, environ: Mapping[str, str]) -> str:
     where = f"api_key_command of provider {provider!r}"
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             ["/bin/sh", "-c", command],
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             env=dict(environ),
-            timeout=KEY_COMMAND_TIMEOUT,
-            check=False,
+            start_new_session=True,  # its own group: a timeout stops all it started
         )
-    except subprocess.TimeoutExpired:
-        raise KeyUnavailable(f"{where} did not finish within {KEY_COMMAND_TIMEOUT:g} s") from None
     except OSError as exc:
         raise KeyUnavailable(f"{where} could not start: {exc.strerror}") from None
-    if done.returncode != 0:
+    try:
+        output = _first_output(process, time.monotonic() + KEY_COMMAND_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _stop_group(process)
+        raise KeyUnavailable(f"{where} did not finish within {KEY_COMMAND_TIMEOUT:g} s") from None
+    finally:
+        assert process.stdout is not None
+        process.stdout.close()
+    if process.returncode != 0:
         raise KeyUnavailable(
-            f"{where} exited with status {done.returncode}; run it by hand to see why"
+            f"{where} exited with status {process.returncode}; run it by hand to see why"
         )
-    lines = done.stdout.decode(errors="replace").splitlines()
+    lines = output.decode(errors="replace").splitlines()
     key = lines[0].strip() if lines else ""
     if not key:
         raise KeyUnavailable(f"{where} printed no key (its first output line is empty)")
     return key
+
+
+def _first_output(process: subprocess.Popen[bytes], deadline: float) -> bytes:
+    """At most `KEY_OUTPUT_LIMIT` bytes of `process`'s output, once it has exited (a child it
+    left holding the output open is not waited for). Raises `subprocess.TimeoutExpired` when
+    it has not exited by `deadline`."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    kept = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(process.args, KEY_COMMAND_TIMEOUT)
+        exited = process.poll() is not None
+        ready, _, _ = select.select([fd], [], [], 0 if exited else min(left, 0.1))
+        if not ready:
+            if exited:
+                return bytes(kept)
+            continue
+        data = os.read(fd, 65536)
+        if not data:
+            process.wait(timeout=max(left, 0.001))
+            return bytes(kept)
+        kept += data[: KEY_OUTPUT_LIMIT - len(kept)]
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the command's whole process group and reap the shell."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)

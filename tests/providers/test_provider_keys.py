@@ -4,11 +4,15 @@ environment, the message that says so, and the per-provider ``idle_timeout_ms`` 
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from protocol.validate import ValidationFailed
 from robotad.config import Config, ProviderConfig, decode_config
-from robotad.providers import ProviderUnavailable, build_provider
+from robotad.providers import ProviderUnavailable, build_provider, keys
 from robotad.providers.openai import OpenAIProvider
 from robotad.providers.scripted import ScriptedProvider
 
@@ -51,6 +55,49 @@ def test_a_failing_key_command_is_refused_without_its_output(command: str, said:
         build_provider("gpt", _openai(api_key_command=command), environ={})
     assert "api_key_command of provider 'gpt'" in str(caught.value)
     assert SECRET_KEY not in str(caught.value)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (an unreaped zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _ends_soon(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_key_command_that_overruns_is_killed_with_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It used to kill only the shell: what the command started ran on, past robotad's own
+    end."""
+    monkeypatch.setattr(keys, "KEY_COMMAND_TIMEOUT", 0.5)
+    pid_file = tmp_path / "pid"
+    command = f"sh -c 'echo $$ > {pid_file}; exec sleep 60' & wait"
+    with pytest.raises(ProviderUnavailable, match=r"did not finish within 0\.5 s"):
+        build_provider("gpt", _openai(api_key_command=command), environ={})
+    assert _ends_soon(int(pid_file.read_text()))
+
+
+def test_a_key_command_that_prints_without_end_keeps_only_its_first_bytes() -> None:
+    """Its output is capped, so a runaway command cannot fill robotad's memory."""
+    key = keys.resolve_api_key(
+        "gpt",
+        command="head -c 1000000 /dev/zero | tr '\\0' k; echo",
+        variable=None,
+        required=True,
+        environ={"PATH": os.environ["PATH"]},
+    )
+    assert key == "k" * keys.KEY_OUTPUT_LIMIT
 
 
 @pytest.mark.parametrize(
