@@ -21,6 +21,7 @@ from typing import Annotated, Any, Final, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from protocol.session_ids import SESSION_ID_PATTERN
 from protocol.shapes import (
     ContextState,
     Message,
@@ -96,8 +97,6 @@ __all__ = [
 
 PROTOCOL_VERSION: Final = 1
 
-#: A safe session id: one path segment (PROTOCOL.md §3). Dot-only ids cannot match it.
-SESSION_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 SessionId = Annotated[
     str,

@@ -48,7 +48,7 @@ __all__ = [
     "TurnAbortedFailed",
     "call_daemon",
     "cli",
-    "main",
+    "first_command",
     "run_with_daemon",
 ]
 
@@ -200,16 +200,38 @@ class LazyGroup(click.Group):
         self.add_command(command, cmd_name)
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the global options; with ``--json`` among them, a usage error there (an
+        option without its value, a bad ``ROBOTA_NO_AUTOSTART``) is JSON too."""
+        given = list(args)  # click's parser consumes `args`
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:
+            if "--json" in given[: first_command(given)]:
+                raise JsonErrorShown(exc) from None
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; with ``--json``, its error (usage errors included) is JSON."""
+        """Run the command; with ``--json``, its error (usage errors included, a missing or
+        unknown command too) is JSON, and so is an interruption (Ctrl-C)."""
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
-            options = ctx.obj
-            json_mode = isinstance(options, ClientOptions) and options.output.json_mode
-            if json_mode and not isinstance(exc, JsonErrorShown):
+            if ctx.params.get("json_mode") and not isinstance(exc, JsonErrorShown):
                 raise JsonErrorShown(exc) from None
             raise
+        except click.Abort:
+            if ctx.params.get("json_mode"):
+                raise JsonErrorShown(CommandFailed("interrupted")) from None
+            raise
+
+
+def first_command(args: list[str]) -> int:
+    """The index of the first argument that is not a global option (or `len(args)`)."""
+    index = 0
+    while index < len(args) and args[index].startswith("-"):
+        index += 2 if args[index] == "--socket" else 1
+    return min(index, len(args))
 
 
 @click.group(
@@ -321,7 +343,7 @@ def _failures_explained(path: Path) -> Iterator[None]:
     from protocol.blocking_client import RequestTimeout
     from protocol.errors import RpcError, TurnAborted
     from protocol.jsonrpc import ConnectionLost, MalformedResponse
-    from robotactl.connection import DaemonNotRunning, DaemonUnavailable
+    from robotactl.connection import DaemonNotRunning, DaemonUnavailable, why_closed
 
     try:
         yield
@@ -336,7 +358,7 @@ def _failures_explained(path: Path) -> Iterator[None]:
 
         raise RpcFailed(exc.code, exc.message, exc.data, hint_for(exc.code, exc.data)) from None
     except ConnectionLost as exc:
-        raise CommandFailed(_why_closed(path, str(exc))) from None
+        raise CommandFailed(why_closed(path, str(exc))) from None
     except MalformedResponse as exc:
         raise CommandFailed(f"robotad at {path} sent an unusable reply: {exc}") from None
     except RequestTimeout as exc:
@@ -345,47 +367,9 @@ def _failures_explained(path: Path) -> Iterator[None]:
         ) from None
 
 
-def _why_closed(path: Path, detail: str) -> str:
-    """What a connection closed before the answer most likely means, said plainly: robotad
-    stopped (nothing listens now), a socket owned by another user (its daemon refuses us), or
-    it is shutting down; with where its log is."""
-    import os
-    import socket as socket_module
-
-    said = f"robotad at {path} closed the connection before answering ({detail})"
-    try:
-        owner = os.stat(path).st_uid
-    except OSError:
-        owner = None
-    if owner is not None and owner != os.getuid():
-        return f"{said}: the socket belongs to another user, whose robotad refuses you"
-    probe = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
-    try:
-        # A dying process may close our connection before its listener: only an answer
-        # proves a daemon is there.
-        probe.settimeout(2.0)
-        probe.connect(str(path))
-        probe.sendall(b'{"jsonrpc":"2.0","id":0,"method":"daemon/status"}\n')
-        answered = bool(probe.recv(1))
-    except OSError:
-        answered = False
-    finally:
-        probe.close()
-    state = "it is shutting down or restarting" if answered else "robotad has stopped"
-    return (
-        f"{said}; {state}. Its log says why: `journalctl --user -u robotad` under systemd, "
-        f"else {path.parent / 'robotad.log'} when robotactl started it"
-    )
-
-
 def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one exception inside nested single-member groups, else the group itself."""
     current: BaseException = group
     while isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
         current = current.exceptions[0]
     return current
-
-
-def main() -> None:
-    """The ``robotactl`` console script (click maps exceptions to exit statuses)."""
-    cli(prog_name="robotactl")

@@ -37,6 +37,7 @@ __all__ = [
     "DaemonUnavailable",
     "connect",
     "connect_blocking",
+    "why_closed",
 ]
 
 #: A connection of either kind, as `_start_unless_served` hands it back.
@@ -169,3 +170,36 @@ def _unless_nobody_listens(exc: OSError, socket_path: Path) -> None:
     raise DaemonUnavailable(
         f"cannot connect to robotad at {socket_path}: {reason}", socket_path
     ) from exc
+
+
+def why_closed(path: Path, detail: str) -> str:
+    """What a connection closed before the answer most likely means, said plainly: robotad
+    stopped (nothing listens now), a socket owned by another user (its daemon refuses us), or
+    it is shutting down; with where its log is."""
+    import os
+    import socket as socket_module
+
+    said = f"robotad at {path} closed the connection before answering ({detail})"
+    try:
+        owner = os.stat(path).st_uid
+    except OSError:
+        owner = None
+    if owner is not None and owner != os.getuid():
+        return f"{said}: the socket belongs to another user, whose robotad refuses you"
+    probe = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
+    try:
+        # A dying process may close our connection before its listener: only an answer
+        # proves a daemon is there.
+        probe.settimeout(2.0)
+        probe.connect(str(path))
+        probe.sendall(b'{"jsonrpc":"2.0","id":0,"method":"daemon/status"}\n')
+        answered = bool(probe.recv(1))
+    except OSError:
+        answered = False
+    finally:
+        probe.close()
+    state = "it is shutting down or restarting" if answered else "robotad has stopped"
+    return (
+        f"{said}; {state}. Its log says why: `journalctl --user -u robotad` under systemd, "
+        f"else {path.parent / 'robotad.log'} when robotactl started it"
+    )

@@ -11,8 +11,10 @@ Contract: the quick path only ever succeeds the way the full command would, or s
 Any other argument list, a socket nobody answers on, a reply that is not a plain
 ``{"jsonrpc": "2.0", "id": 1, "result": {...}}`` line (an error, a notification first, bytes
 that are not JSON), a value carrying an escape character, or any `OSError` hands the whole
-command to `robotactl.cli.main`, which repeats the request (``daemon/status`` has no effect)
-and owns every failure: autostart, messages, exit statuses. Nothing is printed before the
+command to `robotactl.console.main`, which repeats the request (``daemon/status`` has no effect)
+and owns every failure: autostart, messages, exit statuses. A daemon that let the quick path
+wait out its whole timeout is not asked again: the full command reports it at once
+(`timed_out`), so ``status`` never waits twice. Nothing is printed before the
 reply has been fully checked, so a handover never duplicates output.
 """
 
@@ -31,14 +33,20 @@ __all__ = ["main", "quick_status", "status_request_options"]
 _REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status","params":{}}\n'
 #: Seconds the quick path waits for connect and reply (``STATUS_TIMEOUT`` of the full command).
 _TIMEOUT = 30.0
+#: Whether this process's quick path waited the whole `_TIMEOUT` for a reply that never came.
+timed_out = False
 #: The reply of daemon/status is a few hundred bytes; more than this is not a plain reply.
 _MAX_REPLY = 1 << 20
 
 
 def main() -> None:
     """The ``robotactl`` console script."""
-    if not quick_status(sys.argv[1:]):
-        from robotactl.cli import main as full_main
+    try:
+        answered = quick_status(sys.argv[1:])
+    except OSError:  # stdout refused the answer: the full command says so
+        answered = False
+    if not answered:
+        from robotactl.console import main as full_main
 
         full_main()
 
@@ -86,6 +94,10 @@ def quick_status(argv: Sequence[str]) -> bool:
     socket, json_mode = parsed
     try:
         result = _ask_status(socket)
+    except TimeoutError:
+        global timed_out
+        timed_out = True  # the full command says so at once instead of waiting as long again
+        return False
     except OSError:
         return False
     if result is None:

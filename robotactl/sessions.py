@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NoSessionHere",
+    "checked_session_id",
     "pick_session",
     "resolve_session",
     "resolve_session_streaming",
@@ -46,9 +47,31 @@ def session_option(command: F) -> F:
         "session",
         metavar="ID",
         envvar="ROBOTA_SESSION",
+        callback=checked_session_id,
         help="The session (default: the most recently updated session whose working "
         "directory is the current one).",
     )(command)
+
+
+def checked_session_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`value` when it is a session id (or not given); else a usage error (exit 2) quoting it
+    and saying what is wrong — before anything is asked of the daemon. An empty value is an
+    error, never "this folder's session": ``-s "$SID"`` with SID unset must not reach another
+    session."""
+    if value is None:
+        return None
+    from protocol.session_ids import session_id_problem
+
+    problem = session_id_problem(value)
+    if problem is None:
+        return value
+    source = ctx.get_parameter_source(param.name or "")
+    given = "ROBOTA_SESSION" if source is click.core.ParameterSource.ENVIRONMENT else None
+    shown = value if len(value) <= 40 else f"{value[:40]}…"
+    said = f"{shown!r}: {problem}"
+    if given:
+        said = f"{said} (from {given})"
+    raise click.BadParameter(said, ctx=ctx, param=param)
 
 
 class NoSessionHere(CommandFailed):
@@ -93,7 +116,7 @@ def resolve_session(client: BlockingClient, given: str | None) -> str:
 
     Raises `NoSessionHere` (exit 1) when there is none.
     """
-    if given:
+    if given is not None:
         return given
     from protocol.methods import SessionList
 
@@ -102,7 +125,7 @@ def resolve_session(client: BlockingClient, given: str | None) -> str:
 
 async def resolve_session_streaming(peer: JsonRpcPeer, given: str | None) -> str:
     """`resolve_session` on the trio peer of a command that streams a turn."""
-    if given:
+    if given is not None:
         return given
     from protocol.methods import SessionList
 

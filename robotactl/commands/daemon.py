@@ -19,6 +19,7 @@ from robotactl.cli import (
     DaemonNotRunningFailed,
     call_daemon,
 )
+from robotactl.seconds import Seconds
 from robotactl.status_view import format_uptime, status_rows
 
 if TYPE_CHECKING:
@@ -42,6 +43,14 @@ def status(options: ClientOptions) -> None:
     With --json, prints the daemon/status result as the daemon sent it.
     """
 
+    from robotactl import entry
+
+    if entry.timed_out:  # the quick path already waited the whole STATUS_TIMEOUT
+        raise CommandFailed(
+            f"robotad at {options.socket_path} did not answer daemon/status within "
+            f"{STATUS_TIMEOUT:g} s"
+        )
+
     def ask(client: BlockingClient) -> Any:
         return client.request("daemon/status", {})
 
@@ -55,7 +64,7 @@ def status(options: ClientOptions) -> None:
 @click.command(short_help="Stop robotad (never starts one).")
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     default=None,
     metavar="SECONDS",
     help=f"Time running turns get to finish before they are aborted "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from robotactl.cli import ClientOptions, call_daemon
+from robotactl.sessions import checked_session_id
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -22,7 +23,14 @@ __all__ = ["mcp", "server_rows"]
 
 
 @click.command(short_help="List MCP servers: status, tools, last error.")
-@click.option("-s", "--session", "session_id", help="Also list this session's own servers.")
+@click.option(
+    "-s",
+    "--session",
+    "session_id",
+    metavar="ID",
+    callback=checked_session_id,
+    help="Also list this session's own servers.",
+)
 @click.pass_obj
 def mcp(options: ClientOptions, session_id: str | None) -> None:
     """List the MCP tool servers (configured ones and sessions' own): their status, the tools

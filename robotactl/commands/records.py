@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, call_daemon
+from robotactl.cli import ClientOptions, CommandFailed, call_daemon
 from robotactl.exit_codes import ExitCode
-from robotactl.sessions import resolve_session, session_option
+from robotactl.sessions import checked_session_id, resolve_session, session_option
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -39,10 +39,11 @@ PROMPT_WIDTH = 80
     "-o",
     "--output",
     "path",
-    type=click.Path(dir_okay=False, writable=True),
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
     default=None,
     metavar="FILE",
-    help="Write to FILE (created 0600) instead of stdout.",
+    callback=lambda ctx, param, value: _output_path(value, ctx, param),
+    help="Write to FILE (created 0600) instead of stdout (`-`: stdout).",
 )
 @click.pass_obj
 def export(options: ClientOptions, session: str | None, redact: bool, path: str | None) -> None:
@@ -65,7 +66,10 @@ def export(options: ClientOptions, session: str | None, redact: bool, path: str 
 
     artifact = msgspec.to_builtins(result.artifact)
     if path is not None:
-        write_private(Path(path), format_json(artifact) + "\n")
+        try:
+            write_private(Path(path), format_json(artifact) + "\n")
+        except OSError as exc:
+            raise CommandFailed(f"cannot write {path}: {exc.strerror or exc}") from None
     if options.output.json_mode:
         options.output.json({"artifact": artifact})
     elif path is None:
@@ -73,6 +77,13 @@ def export(options: ClientOptions, session: str | None, redact: bool, path: str 
     else:
         redacted = " (redacted)" if redact else ""
         options.output.notice(f"exported {session_id}{redacted} to {path}")
+
+
+def _output_path(value: str | None, ctx: click.Context, param: click.Parameter) -> str | None:
+    """``-o``'s file: None for stdout (not given, or ``-``); an empty name is a usage error."""
+    if value == "":
+        raise click.BadParameter("is empty: give a file name, or - for stdout", ctx, param)
+    return None if value == "-" else value
 
 
 def write_private(path: Path, text: str) -> None:
@@ -95,7 +106,13 @@ def write_private(path: Path, text: str) -> None:
 
 @click.command("import", short_help="Import a session from an exported artifact.")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--id", "session_id", metavar="ID", help="Id of the new session (default: kept).")
+@click.option(
+    "--id",
+    "session_id",
+    metavar="ID",
+    callback=checked_session_id,
+    help="Id of the new session (default: kept).",
+)
 @click.pass_obj
 def import_(options: ClientOptions, file: str, session_id: str | None) -> None:
     """Create a session from FILE, an artifact `robotactl export` wrote (`-` reads stdin),

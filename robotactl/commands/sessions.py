@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from robotactl.cli import ClientOptions, RpcFailed, call_daemon
-from robotactl.sessions import resolve_session, session_option
+from robotactl.seconds import Seconds
+from robotactl.sessions import checked_session_id, resolve_session, session_option
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -56,7 +57,13 @@ PROMPT_SCAN = 5000
     default=None,
     help="Confine the session's commands (default: robotad's [sandbox] mode).",
 )
-@click.option("--id", "session_id", metavar="ID", help="Session id (default: generated).")
+@click.option(
+    "--id",
+    "session_id",
+    metavar="ID",
+    callback=checked_session_id,
+    help="Session id (default: generated).",
+)
 @click.option(
     "--script",
     type=click.Path(exists=True, dir_okay=False, allow_dash=True),
@@ -70,7 +77,7 @@ PROMPT_SCAN = 5000
 @click.option("--deny", multiple=True, metavar="PATTERN", help="Deny rule (repeatable).")
 @click.option(
     "--idle-timeout",
-    type=click.FloatRange(min=0.001),
+    type=Seconds(0.001),
     default=None,
     metavar="SECONDS",
     help="Fail a model call that sends nothing for this long (default: the provider's, "
@@ -276,7 +283,13 @@ def list_rows(
     metavar="MESSAGE_ID",
     help="Last message to keep (default: the whole history; `robotactl show` lists ids).",
 )
-@click.option("--id", "new_id", metavar="NEW_ID", help="Id of the fork (default: generated).")
+@click.option(
+    "--id",
+    "new_id",
+    metavar="NEW_ID",
+    callback=checked_session_id,
+    help="Id of the fork (default: generated).",
+)
 @click.pass_obj
 def fork(
     options: ClientOptions, session: str | None, at_message: str | None, new_id: str | None
@@ -328,12 +341,13 @@ def close(options: ClientOptions, session: str | None) -> None:
 
 
 @click.command(short_help="Delete a stored session.")
-@click.argument("session_arg", metavar="[ID]", required=False)
+@click.argument("session_arg", metavar="[ID]", required=False, callback=checked_session_id)
 @click.option(
     "-s",
     "--session",
     "session_opt",
     metavar="ID",
+    callback=checked_session_id,
     help="The session to delete (as every other command names one); or give ID.",
 )
 @click.option("-f", "--force", is_flag=True, help="Close the session first if it is loaded.")
@@ -359,7 +373,14 @@ def rm(
             import contextlib
 
             from protocol.errors import SessionNotFound
+            from protocol.methods import SessionList
 
+            listing = client.request("session/list", {}, result_type=SessionList)
+            if any(s.session_id == session_id and s.running for s in listing.sessions):
+                options.output.notice(
+                    f"waiting for the running turn of {session_id} to end before closing it "
+                    "(Ctrl-C stops waiting; `robotactl abort -s ID` ends the turn)…"
+                )
             with contextlib.suppress(SessionNotFound):  # the delete below reports it
                 # Closing drains a running turn first: no bound on the wait.
                 client.request("session/close", {"sessionId": session_id}, timeout=None)

@@ -76,6 +76,7 @@ def read_prompt(words: Sequence[str]) -> str:
 @click.option(
     "--turn-id",
     metavar="ID",
+    callback=lambda ctx, param, value: _non_empty(value, ctx, param),
     help="Idempotency key: a retry with the same id attaches to that turn (or returns its "
     "result) instead of starting another.",
 )
@@ -320,3 +321,11 @@ def abort(options: ClientOptions, session: str | None) -> None:
         options.output.line(f"aborting the running turn of {session_id}")
     else:
         options.output.line(f"nothing is running in {session_id}")
+
+
+def _non_empty(value: str | None, ctx: click.Context, param: click.Parameter) -> str | None:
+    """`--turn-id` as given; an empty one is a usage error, never "no id" (a retry with an
+    unset ``$TID`` would start a new turn each time)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: give the id of the turn to attach to", ctx, param)
+    return value

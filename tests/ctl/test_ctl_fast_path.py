@@ -1,6 +1,6 @@
 """robotactl's fast path: one-shot commands talk through the blocking client, never trio.
 
-Which modules a command loaded is read from a small wrapper around ``robotactl.cli.main`` that
+Which modules a command loaded is read from a small wrapper around ``robotactl.console.main`` that
 dumps ``sys.modules`` when the command ends. `call_daemon`'s failures are driven in-process
 through a listener the test itself answers: the connection is accepted by the body, so what
 "the daemon" says is written before the request goes out.
@@ -37,7 +37,7 @@ from .ctl_helpers import new_session, sock
 
 _WRAPPER = """
 import json, os, sys
-from robotactl.cli import main
+from robotactl.console import main
 try:
     main()
 finally:

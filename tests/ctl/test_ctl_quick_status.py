@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from robotactl import entry
 from robotactl.entry import quick_status, status_request_options
 
 from .conftest import PROCESS_TIMEOUT, REPO, RunningDaemon, child_environment
@@ -120,10 +121,11 @@ def test_quick_path_prints_what_the_click_command_prints(robotad: RunningDaemon)
         return [line.split()[0] if line.startswith("uptime") else line for line in text.split("\n")]
 
     quick = run("robotactl.entry", "status")
-    full = run("robotactl.cli", "status")
+    full = run("robotactl.console", "status")
     assert without_uptime(quick) == without_uptime(full)
     assert "pid" in quick
-    assert run("robotactl.entry", "--json", "status") == run("robotactl.cli", "--json", "status")
+    quick_json = run("robotactl.entry", "--json", "status")
+    assert quick_json == run("robotactl.console", "--json", "status")
 
 
 # -- stepping aside ----------------------------------------------------------------------------
@@ -233,3 +235,43 @@ def test_bytes_that_are_not_json_go_to_click(tmp_path: Path) -> None:
 
 def test_nobody_listening_goes_to_click(tmp_path: Path) -> None:
     assert quick(["--socket", str(tmp_path / "none.sock"), "status"]) == (False, "")
+
+
+def test_a_daemon_that_never_answers_is_asked_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A socket that accepts and never replies: the quick path waits out its timeout, then the
+    full command says so at once instead of connecting and waiting as long again (status took
+    twice the time it names)."""
+    path = tmp_path / "hung.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_ignore() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept_and_ignore)
+    thread.start()
+    monkeypatch.setattr(entry, "_TIMEOUT", 0.5)
+    monkeypatch.setattr(entry, "timed_out", False)
+    monkeypatch.setattr(
+        sys, "argv", ["robotactl", "--no-autostart", "--socket", str(path), "status"]
+    )
+    try:
+        with pytest.raises(SystemExit) as exited:
+            entry.main()
+    finally:
+        stop.set()
+        thread.join(PROCESS_TIMEOUT)
+        for connection in held:
+            connection.close()
+        listener.close()
+    assert exited.value.code == 1
+    assert len(held) == 1
+    assert "did not answer daemon/status within 30 s" in capsys.readouterr().err

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ from protocol.methods import (
 from protocol.shapes import ContextState, SessionInfo, TurnCompleted
 from robotactl.exit_codes import ExitCode
 
-from .conftest import Ctl, RunningDaemon
+from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon, child_environment
 from .ctl_helpers import decoded, new_session, sock
 
 
@@ -422,3 +424,49 @@ def test_no_session_in_this_directory_is_a_clear_error(
     assert result.returncode == ExitCode.ERROR
     assert f"no session works in {os.path.realpath(empty)}" in result.stderr
     assert "robotactl new" in result.stderr
+
+
+def test_export_to_dash_prints_and_to_a_missing_folder_fails_naming_it(
+    ctl: Ctl, robotad: RunningDaemon, work: Path, tmp_path: Path
+) -> None:
+    """``-o -`` wrote a file named ``-``; a folder that does not exist gave a traceback."""
+    source = new_session(ctl, robotad, work, [{"text": "kept"}])
+    printed = ctl(*sock(robotad), "export", "-s", source, "-o", "-", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["record"]["id"] == source
+    assert not (tmp_path / "-").exists()
+    target = tmp_path / "missing" / "x.json"
+    failed = ctl(*sock(robotad), "export", "-s", source, "-o", str(target))
+    assert failed.returncode == 1
+    assert f"robotactl: cannot write {target}: No such file or directory" in failed.stderr
+    assert "Traceback" not in failed.stderr
+
+
+def test_text_that_is_not_utf8_and_an_output_that_fails_are_said_in_a_line(
+    robotad: RunningDaemon, work: Path
+) -> None:
+    env = child_environment()
+    bad = subprocess.run(
+        [sys.executable, "-m", "robotactl", *sock(robotad), "run", "-s", "x", b"caf\xe9"],
+        capture_output=True,
+        env=env,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert b"argument 6" in bad.stderr  # --socket PATH run -s x ARG
+    assert b"is not valid UTF-8 text" in bad.stderr
+    assert b"Traceback" not in bad.stderr
+    with open("/dev/full", "w") as full:
+        for args in (["--json", "ls"], ["--json", "status"], ["status"]):
+            refused = subprocess.run(
+                [sys.executable, "-m", "robotactl", *sock(robotad), *args],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=PROCESS_TIMEOUT,
+                check=False,
+            )
+            assert refused.returncode == 1, args
+            assert b"cannot write the output: No space left on device" in refused.stderr, args
+            assert b"Traceback" not in refused.stderr

@@ -49,3 +49,66 @@ def test_invalid_params_from_options_become_usage_errors_others_stay() -> None:
     assert typed.format_message() == "--allow ($.permissions.allow[1]): unbalanced parentheses"
     other = RpcFailed(-32602, "invalid params", {"issues": [{"path": "$.cwd", "message": "x"}]})
     assert as_usage_error(other, {"$.permissions.allow": "--allow"}) is other
+
+
+# -- found by a review of the command line (session 8) -----------------------------------------
+
+
+def _usage(args: list[str], env: dict[str, str] | None = None) -> str:
+    result = CliRunner().invoke(
+        cli, ["--no-autostart", "--socket", "/nonexistent/s", *args], env=env
+    )
+    assert result.exit_code == ExitCode.USAGE, result.output
+    return result.stderr
+
+
+def test_a_bad_session_id_is_a_usage_error_quoting_it_and_its_source() -> None:
+    """Before, the daemon answered -32602 (exit 1) with its pattern, printed twice, and
+    neither the value nor where it came from."""
+    assert "'a/b': session id must be one safe path segment" in _usage(["show", "-s", "a/b"])
+    assert "session id is longer than 128 characters" in _usage(["show", "-s", "x" * 200])
+    assert "(from ROBOTA_SESSION)" in _usage(["show"], env={"ROBOTA_SESSION": "bad/x"})
+    for args in (["new", "--id", ".."], ["fork", "--id", "a/b"], ["import", "-", "--id", "a/b"]):
+        assert "safe path segment" in _usage(args)
+    assert "safe path segment" in _usage(["rm", ".."])
+    assert "safe path segment" in _usage(["mcp", "-s", "a b"])
+
+
+def test_an_empty_session_or_turn_id_is_refused_not_taken_for_none() -> None:
+    """``-s "$SID"`` with SID unset must not act on this folder's session, nor
+    ``--turn-id "$TID"`` start a new turn each time."""
+    for command in ("show", "abort", "approve", "rm", "mcp", "export"):
+        assert "session id is empty" in _usage([command, "-s", ""])
+    assert "--turn-id" in _usage(["run", "-s", "a", "--turn-id", "", "hi"])
+
+
+def test_seconds_that_are_not_finite_are_usage_errors() -> None:
+    """nan and inf went through click's FloatRange: a traceback, or a JSON null the user never
+    typed."""
+    for value in ("nan", "inf", "1e400"):
+        assert "not a finite number of seconds" in _usage(["new", "--idle-timeout", value])
+        assert "not a finite number of seconds" in _usage(["shutdown", "--grace", value])
+
+
+def test_export_to_dash_is_stdout_and_to_nothing_is_a_usage_error() -> None:
+    assert "give a file name, or - for stdout" in _usage(["export", "-s", "a", "-o", ""])
+    from robotactl.commands.records import _output_path
+
+    assert _output_path("-", None, None) is None  # type: ignore[arg-type]
+
+
+def test_global_usage_errors_are_json_with_json() -> None:
+    """A missing or unknown command, an unknown option, an option without its value, a bad
+    ROBOTA_NO_AUTOSTART: all before any command ran, all plain text before."""
+    cases: list[tuple[list[str], dict[str, str]]] = [
+        (["--json", "nosuch"], {}),
+        (["--json"], {}),
+        (["--json", "--bogus", "status"], {}),
+        (["--json", "--socket"], {}),
+        (["--json", "ls"], {"ROBOTA_NO_AUTOSTART": "2"}),
+    ]
+    for args, env in cases:
+        result = CliRunner().invoke(cli, args, env=env)
+        assert result.exit_code == ExitCode.USAGE, args
+        assert result.stdout == ""
+        assert json.loads(result.stderr)["error"]["usage"] is True, args
