@@ -258,7 +258,7 @@ def decode_config(data: bytes | str) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationFailed([{"path": "", "message": f"invalid TOML: {exc}"}]) from None
-    issues = _meaning_issues(raw)
+    issues = _meaning_issues(raw) + _session_issues(raw)
     shaped = _without_foreign_hook_members(raw)
     config: Config | None = None
     try:
@@ -266,8 +266,46 @@ def decode_config(data: bytes | str) -> Config:
     except ValidationFailed as exc:
         issues = exc.issues + issues
     if issues or config is None:
-        raise ValidationFailed([{**i, "path": _toml_path(i["path"])} for i in issues])
+        raise ValidationFailed(
+            [{**i, "path": _toml_path(i["path"])} for i in _first_per_path(issues)]
+        )
     return config
+
+
+def _session_issues(raw: dict[str, Any]) -> list[Issue]:
+    """What the session layer would refuse at start — malformed rule patterns, hook tables it
+    cannot compile — checked here too, so one pass lists every problem of the file."""
+    from robotad.session.errors import InvalidSetting
+    from robotad.session.hooks.config import parse_hooks_config
+    from robotad.session.permissions.patterns import parse_rules
+
+    issues: list[Issue] = []
+    permissions = raw.get("permissions")
+    for kind in ("allow", "ask", "deny"):
+        rules = permissions.get(kind) if isinstance(permissions, dict) else None
+        if isinstance(rules, list):
+            try:
+                parse_rules(rules, f"$.permissions.{kind}")
+            except InvalidSetting as exc:
+                issues.extend(exc.issues)
+    hooks = raw.get("hooks")
+    if isinstance(hooks, dict):
+        try:
+            parse_hooks_config(hooks)
+        except InvalidSetting as exc:
+            issues.extend(exc.issues)
+    return issues
+
+
+def _first_per_path(issues: list[Issue]) -> list[Issue]:
+    """`issues` with one per path, the first (the type check's, where it spoke)."""
+    seen: set[str] = set()
+    kept: list[Issue] = []
+    for issue in issues:
+        if issue["path"] not in seen:
+            seen.add(issue["path"])
+            kept.append(issue)
+    return kept
 
 
 def _without_foreign_hook_members(raw: dict[str, Any]) -> dict[str, Any]:

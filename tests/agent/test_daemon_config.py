@@ -145,6 +145,37 @@ hooks = []
     assert "sk-do-not-echo-me" not in repr(caught.value.issues)
 
 
+def test_pattern_and_hook_problems_are_listed_beside_type_errors_in_one_pass(
+    tmp_path: Path,
+) -> None:
+    """A user fixing the file should see every problem at once: malformed rule patterns and
+    hook tables the session layer refuses used to surface only once the types were right."""
+    text = """
+bogus = 1
+[permissions]
+allow = ["Read(", "Bash(ls"]
+deny = ["Write(**"]
+[[hooks.PostToolUse]]
+hooks = [{ type = "command", command = "  ", timeout = nan }]
+[[hooks.PreToolUse]]
+hooks = [{ type = "command", command = "x", timeout = inf }]
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    assert set(located) == {
+        "bogus",
+        "permissions.allow[0]",
+        "permissions.allow[1]",
+        "permissions.deny[0]",
+        "hooks.PostToolUse[0].hooks[0].timeout",
+        "hooks.PostToolUse[0].hooks[0].command",
+        "hooks.PreToolUse[0].hooks[0].timeout",
+    }
+    assert "unbalanced parentheses" in located["permissions.deny[0]"]
+    assert len(caught.value.issues) == len(located)  # one problem a path
+
+
 def test_an_unknown_hook_type_is_not_a_start_up_error(tmp_path: Path) -> None:
     text = """
 [[hooks.PreToolUse]]
