@@ -38,7 +38,7 @@ import trio
 from msgspec import UNSET, UnsetType
 from xdg_base_dirs import xdg_config_home
 
-from protocol.errors import InvalidParams, Issue, NotAllowed, ProviderFailed
+from protocol.errors import InvalidParams, Issue, NotAllowed
 from protocol.methods import CreateParams
 from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
@@ -57,6 +57,7 @@ from robotad.providers import (
 )
 from robotad.providers.clients import ClientPool
 from robotad.providers.scripted import decode_script
+from robotad.providers.unavailable import UnavailableProvider
 from robotad.sandbox import UNCONFINED, Confinement, SandboxPolicy, SandboxProbe, policy_for_session
 from robotad.session.context_window import AUTO_COMPACT_THRESHOLD
 from robotad.session.errors import InvalidSetting
@@ -280,9 +281,10 @@ class SessionAssembler:
 
         Raises `InvalidParams` (a new session's bad setting), `TransitionRefused` (``auto``
         without a classifier), `NotAllowed` (a stored session whose cwd is gone, or
-        unreadable project rules, or a new session's sandbox that cannot be set up here) or
-        `ProviderFailed` (a stored session's provider cannot be built now, e.g. its key
-        variable is unset). A stored sandboxed session loads without a usable sandbox; its
+        unreadable project rules, or a new session's sandbox that cannot be set up here). A
+        stored session whose provider cannot be built now (its table removed, its key
+        variable unset) loads with an `UnavailableProvider`: readable, its model calls
+        failing with why. A stored sandboxed session loads without a usable sandbox; its
         commands are then refused one by one, never run unconfined.
         """
         settings = record.settings
@@ -380,7 +382,13 @@ class SessionAssembler:
             if new_at is not None:
                 at = "$.provider" if new_at == "$" else f"{new_at}.settings.provider"
                 raise InvalidParams([{"path": at, "message": str(exc)}]) from None
-            raise ProviderFailed(record.id, None, settings.provider, str(exc)) from None
+            # A stored session stays readable; its model calls say why they cannot be made.
+            log.warning(
+                "session %s loads without its provider %s: %s", record.id, settings.provider, exc
+            )
+            return UnavailableProvider(
+                settings.provider, settings.model, _given(settings.context_window), str(exc)
+            )
         except InvalidParams as exc:
             raise _relocated(exc, new_at or "$") from None
         return await self._provider_of(plan)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from protocol.errors import ProviderFailed
 from tests.daemon_helpers import (
     IO_TIMEOUT,
     PROCESS_TIMEOUT,
@@ -108,3 +109,33 @@ def test_a_bad_configuration_is_refused_at_start_with_every_problem(
     for location in ("default_provider", "bogus", "permissions.allow"):
         assert location in finished.stderr
     assert not home.socket_path.exists()
+
+
+async def test_a_session_whose_provider_is_gone_stays_readable(tmp_path: Path) -> None:
+    """Its [providers] table removed from the config (or its key unset): the session loads,
+    shows its history and forks; a turn fails saying why and what to do. Such a session used
+    to refuse even to show its history (-32007 on every load)."""
+    home = DaemonHome(tmp_path / "home")
+    work = tmp_path / "work"
+    work.mkdir()
+    home.write_config('[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    with running_daemon(home) as first:
+        async with connect(first) as client:
+            with trio.fail_after(IO_TIMEOUT):
+                await client.call(
+                    "session/create", {"cwd": str(work), "sessionId": "kept", "provider": "local"}
+                )
+    home.write_config("")  # the table is gone
+    with running_daemon(home) as second:
+        async with connect(second) as client:
+            with trio.fail_after(IO_TIMEOUT):
+                history = await client.call("session/history", {"sessionId": "kept"})
+                with pytest.raises(ProviderFailed) as failed:
+                    await client.call("session/run", {"sessionId": "kept", "prompt": "again"})
+                await client.call("session/close", {"sessionId": "kept"})
+    assert all(message["role"] != "user" for message in history["messages"])
+    reason = failed.value.data["reason"]
+    assert "unknown provider 'local'" in reason
+    assert "restore [providers.local]" in reason
+    record = json.loads(home.record_path("kept").read_text())
+    assert record["record"]["settings"]["provider"] == "local"  # the record still names it
