@@ -14,6 +14,7 @@ escaping `run` is turned into a failed result by the loop. Cancellation must sto
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -32,6 +33,7 @@ __all__ = [
     "ToolProfile",
     "ToolResult",
     "TypedTool",
+    "missing_tool_reason",
 ]
 
 Risk = Literal["inspect", "modify", "execute", "network"]
@@ -149,3 +151,12 @@ def _encoded_schema(struct: type[Struct]) -> bytes:
         schema = dict(defs[ref.removeprefix("#/$defs/")])
     schema.pop("title", None)
     return msgspec.json.encode(schema)
+
+
+def missing_tool_reason(tools: Mapping[str, Tool], name: str) -> str | None:
+    """Why no tool `name` is among `tools`, when the mapping can say (one with a
+    ``missing_reason(name)`` method: a session's tool table knows which MCP server a name
+    belongs to and why that server is not running); else None."""
+    explain = getattr(tools, "missing_reason", None)
+    reason = explain(name) if callable(explain) else None
+    return reason if isinstance(reason, str) else None

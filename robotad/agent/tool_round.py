@@ -39,7 +39,7 @@ import trio
 from protocol.shapes import Message, ToolCall, utc_now
 from robotad.agent.gate import Admit, Park, Refuse, ToolGate
 from robotad.agent.observations import EventBus, ObservedOutcome, ToolBodyObserved
-from robotad.agent.tool import ArgumentError, Tool, ToolContext, ToolResult
+from robotad.agent.tool import ArgumentError, Tool, ToolContext, ToolResult, missing_tool_reason
 
 __all__ = ["MAX_CONCURRENT_TOOLS", "ParkedCall", "ToolRound"]
 
@@ -226,6 +226,8 @@ class ToolRound:
         """The call's tool, or the reason the call cannot run at all."""
         tool = self._tools.get(call.name)
         if tool is None:
+            if (reason := missing_tool_reason(self._tools, call.name)) is not None:
+                return reason
             known = ", ".join(sorted(self._tools)) or "none"
             return f"unknown tool {call.name!r} (available tools: {known})"
         if isinstance(call.raw_arguments, str):

@@ -25,7 +25,7 @@ from msgspec import UNSET
 from protocol.methods import McpServerEntry
 from robotad.agent.tool import Tool
 from robotad.mcp.config import McpServerConfig, Scope, ServerSpec, spec_of_config
-from robotad.mcp.naming import model_tool_name
+from robotad.mcp.naming import PREFIX, model_tool_name, sanitise
 from robotad.mcp.server import McpServer
 from robotad.mcp.tool import McpTool
 from robotad.storage.spill import SpillStore
@@ -154,6 +154,15 @@ class SessionTools:
         for server in servers:
             tools.extend(McpTool(server, info, self.hub.spill) for info in server.tools)
         return tools
+
+    def missing_reason(self, name: str) -> str | None:
+        """Why `name` is no tool now when it names a tool of one of this session's servers
+        that is not running (``mcp__SERVER__…``): that server's failure, as a call of one of
+        its tools would say it; else None."""
+        for server in self.servers():
+            if name.startswith(f"{PREFIX}{sanitise(server.name)}__") and server.status != "ready":
+                return f"MCP server {server.name}: {server.unavailable_reason()}"
+        return None
 
     async def aclose(self) -> None:
         """The session closed: its own servers stop (daemon-wide ones keep running)."""

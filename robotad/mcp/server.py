@@ -138,13 +138,14 @@ class McpServer:
             await self.ready()
         connection = self._connection
         if connection is None:
-            raise ServerUnavailable(self._unavailable())
+            raise ServerUnavailable(self.unavailable_reason())
         try:
             return await connection.call(tool, arguments, self.spec.tool_timeout)
         except ServerFailed as exc:
             raise ServerUnavailable(exc.reason) from None
 
-    def _unavailable(self) -> str:
+    def unavailable_reason(self) -> str:
+        """Why the server cannot take a call now, with when it is next tried."""
         if self._closed:
             return "stopped"
         reason = self.error or "not running"

@@ -7,7 +7,9 @@ with the source's current ones. `tools` and `profiles` are the very dicts the tu
 permission enforcer read, so a refreshed tool is offered to the model and judged by its own
 profile from that turn on. A source's tool that would shadow a fixed tool is ignored.
 
-`aclose` releases the source (a session's own servers stop with it).
+`aclose` releases the source (a session's own servers stop with it). A call of a name no tool
+has now is explained by the source when it can (`missing_reason`: the name is an MCP server's
+whose server is down), so the model reads why, not "unknown tool".
 """
 
 from __future__ import annotations
@@ -35,12 +37,28 @@ class ToolSource(Protocol):
         """The session is closing."""
         ...
 
+    def missing_reason(self, name: str) -> str | None:
+        """Why `name`, no tool now, cannot be called (its server is down), or None."""
+        ...
+
+
+class _Tools(dict[str, Tool]):
+    """The name → tool dict of a table, which can say why a name is missing
+    (`robotad.agent.tool.missing_tool_reason`)."""
+
+    def __init__(self, tools: dict[str, Tool], source: ToolSource | None) -> None:
+        super().__init__(tools)
+        self.source = source
+
+    def missing_reason(self, name: str) -> str | None:
+        return None if self.source is None else self.source.missing_reason(name)
+
 
 class ToolTable:
     """The tools and profiles of one session (see the module doc)."""
 
     def __init__(self, tools: Sequence[Tool], source: ToolSource | None = None) -> None:
-        self.tools: dict[str, Tool] = {tool.name: register(tool) for tool in tools}
+        self.tools: dict[str, Tool] = _Tools({tool.name: register(tool) for tool in tools}, source)
         self.profiles: dict[str, ToolProfile] = {
             name: tool.profile for name, tool in self.tools.items()
         }

@@ -277,6 +277,21 @@ async def test_is_error_is_a_failed_result_naming_the_server(
     assert read["content"] == "inside the root\n"
 
 
+async def test_a_call_to_a_server_that_cannot_start_says_why(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """PROTOCOL §10.5: a configured server that cannot start makes a call of one of its tools
+    a failed result saying why (the model may know the name from earlier history), not
+    "unknown tool"; a name of no server stays unknown."""
+    silent, nowhere = await run_calls(
+        daemon, tmp_path, call("mcp__silent__echo", text="x"), call("mcp__nowhere__echo")
+    )
+    assert silent["metadata"]["ok"] is False
+    assert silent["content"].startswith("MCP server silent: ")
+    assert "unknown tool" not in silent["content"]
+    assert nowhere["content"].startswith("unknown tool 'mcp__nowhere__echo'")
+
+
 async def test_images_are_described_and_spilled(daemon: RunningDaemon, tmp_path: Path) -> None:
     """An image is described (type, size) and its data stored in the spill store."""
     (message,) = await run_calls(daemon, tmp_path, call("mcp__every__get-tiny-image"))

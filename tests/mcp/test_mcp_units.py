@@ -14,7 +14,7 @@ import mcp_types as types
 import pytest
 
 from protocol.validate import ValidationFailed
-from robotad.agent.tool import Tool, ToolProfile
+from robotad.agent.tool import Tool, ToolProfile, missing_tool_reason
 from robotad.config import decode_config
 from robotad.mcp.environment import server_environment
 from robotad.mcp.naming import MAX_TOOL_NAME, model_tool_name, rule_covers
@@ -226,6 +226,9 @@ class _Source:
     async def aclose(self) -> None:
         self.closed = True
 
+    def missing_reason(self, name: str) -> str | None:
+        return f"{name}: its server is down" if name.startswith("mcp__down__") else None
+
 
 class _Named:
     def __init__(self, name: str, risk: Any = "execute") -> None:
@@ -242,6 +245,13 @@ class _Named:
 
     async def run(self, arguments: Any, ctx: Any) -> Any:
         raise NotImplementedError
+
+
+def test_the_tool_table_says_why_a_missing_name_cannot_be_called() -> None:
+    table = ToolTable([ReadTool()], _Source())
+    assert missing_tool_reason(table.tools, "mcp__down__x") == "mcp__down__x: its server is down"
+    assert missing_tool_reason(table.tools, "Nope") is None
+    assert missing_tool_reason({}, "mcp__down__x") is None  # a plain mapping cannot say
 
 
 async def test_the_tool_table_replaces_added_tools_on_each_refresh() -> None:
