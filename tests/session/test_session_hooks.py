@@ -188,6 +188,18 @@ async def test_pre_tool_use_fails_closed(
     assert "PreToolUse[0].hooks[0]" in verdict.reason
 
 
+async def test_a_block_by_exit_2_names_its_hook_after_its_words(workspace: Path) -> None:
+    """An exit 2 blocks with the hook's stderr for the model, followed by the hook's place:
+    /bin/sh also exits 2 on a syntax error, so a person must be able to find the hook."""
+    for cmd, said in (("echo 'no globbing' >&2; exit 2", "no globbing"), ("if then", "Syntax")):
+        hooks = runner(workspace, pre_tool_use(command(cmd)))
+        with trio.fail_after(LIMIT):
+            verdict = await hooks.run_pre_tool_use("Glob", {"pattern": "*"})
+        assert verdict.outcome == "deny"
+        assert said in verdict.reason
+        assert verdict.reason.endswith("(hook PreToolUse[0].hooks[0])")
+
+
 async def test_spawn_failure_denies(tmp_path: Path) -> None:
     """G-139: a hook that cannot be spawned at all (its cwd is gone) denies the call."""
     missing = tmp_path / "gone"
@@ -217,7 +229,7 @@ async def test_all_deny_causes_are_combined(workspace: Path) -> None:
     assert "'prompt'" in parts[1]
     assert "no executor" in parts[1]
     assert "not JSON" in parts[2]
-    assert parts[3] == "nope"
+    assert parts[3] == "nope (hook PreToolUse[0].hooks[3])"
 
 
 async def test_deny_beats_ask_beats_allow(workspace: Path) -> None:

@@ -308,8 +308,12 @@ def _advisory_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decide
 def _pre_tool_use_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
     del event
     if output.exit_code == 2:
-        reason = output.stderr.decode("utf-8", "replace").strip()
-        return _Decided("deny", _clip(reason) or f"blocked by hook {spec.where}")
+        # The hook's words for the model, then which hook: /bin/sh also exits 2 on a syntax
+        # error, and the person reading the log must be able to find the hook either way.
+        reason = _clip(output.stderr.decode("utf-8", "replace").strip())
+        return _Decided(
+            "deny", f"{reason} (hook {spec.where})" if reason else f"blocked by hook {spec.where}"
+        )
     if output.exit_code != 0:
         return _exit_failure(spec, output)
     text = output.stdout.decode("utf-8", "replace").strip()
