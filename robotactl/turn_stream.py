@@ -117,6 +117,8 @@ class TurnView:
     result); everything else is one dim line on stderr (not in JSON mode either). Before such
     a line, a text line left open is ended, so the answer and the activity never share a line.
     A failed turn's ``turn_finished`` shows nothing: the request's own error says it, once.
+    Any turn's ``turn_finished`` shows the hooks that failed in it (a line each): advisory
+    hooks never fail the turn, so this is where their failure is seen.
     """
 
     def __init__(
@@ -161,6 +163,12 @@ class TurnView:
             self.activity(f"  {verdict} {event.request_id}")
         elif isinstance(event, Compaction):
             self.activity(f"⋯ compaction ({event.trigger}): {event.phase}")
+        elif isinstance(event, TurnFinished) and not isinstance(
+            event.hook_failures, msgspec.UnsetType
+        ):
+            # Advisory hooks that failed never fail the turn: say so, once each.
+            for failure in event.hook_failures:
+                self.activity(f"hook {failure.event} failed: {failure.reason}", "yellow")
 
     def _text(self, text: str) -> None:
         if not self.show_text or not text:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from protocol.events import (
     ApprovalResolved,
     Compaction,
+    HookFailure,
     PermissionDecided,
     TextDelta,
     ToolFinished,
@@ -364,6 +365,25 @@ def test_turn_view_streams_text_and_puts_activity_on_its_own_lines(
         "⋯ compaction (auto): completed",
     ]
     assert view.streamed
+
+
+def test_turn_view_shows_the_hooks_that_failed_in_the_turn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An advisory hook that failed never fails the turn; `run` printed nothing of it."""
+    view = TurnView(Output(color=False), show_text=True)
+    failures = [
+        HookFailure("UserPromptSubmit", "hook UserPromptSubmit[0].hooks[0] timed out after 1s"),
+        HookFailure("Stop", "hook Stop[0].hooks[0] exited 7"),
+    ]
+    view.event(event(TextDelta, text="hello again"))
+    view.event(event(TurnFinished, status="completed", hook_failures=failures))
+    captured = capsys.readouterr()
+    assert captured.out == "hello again\n"
+    assert captured.err.splitlines() == [
+        "hook UserPromptSubmit failed: hook UserPromptSubmit[0].hooks[0] timed out after 1s",
+        "hook Stop failed: hook Stop[0].hooks[0] exited 7",
+    ]
 
 
 def test_turn_view_in_json_mode_keeps_stdout_clean(capsys: pytest.CaptureFixture[str]) -> None:
