@@ -39,7 +39,7 @@ from robotad.providers.clients import ClientPool
 from robotad.sandbox import SandboxProbe
 from robotad.server.app import Application, ApplicationFactory, DaemonContext, SessionCounts
 from robotad.server.lifecycle import StartupError
-from robotad.storage.spill import SpillError, SpillStore
+from robotad.storage.spill import SpillError, SpillStore, sweep_abandoned
 
 __all__ = ["SessionApplication", "session_application", "session_application_factory"]
 
@@ -79,6 +79,9 @@ async def session_application(
         config = load_config()
     except ConfigError as exc:
         raise StartupError(str(exc)) from None
+    swept = sweep_abandoned(runtime_dir())  # a killed daemon's spilled results
+    if swept:
+        log.info("removed %d spill folder(s) a stopped robotad left behind", swept)
     try:
         spill = SpillStore(runtime_dir())
     except SpillError as exc:

@@ -11,12 +11,18 @@ name, raised without chaining the original exception (whose text would name the 
 A result reads back in full until it expires (G-200); expired results are purged on every
 `put`/`get` and by `purge_expired`, and `close` removes everything (G-201). The store is
 synchronous and thread-safe.
+
+A daemon killed before `close` cannot remove its folder; the next one does (`sweep_abandoned`,
+at start). Each store holds a `flock` on a file ``.owner`` in its folder for its life, so a
+folder whose lock can be taken belongs to nobody alive — whereas another daemon's live store
+in the same runtime folder is never touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
@@ -31,7 +37,7 @@ from types import TracebackType
 
 from . import fsio
 
-__all__ = ["REFERENCE_PREFIX", "SpillError", "SpillNotFound", "SpillStore"]
+__all__ = ["REFERENCE_PREFIX", "SpillError", "SpillNotFound", "SpillStore", "sweep_abandoned"]
 
 REFERENCE_PREFIX = "tool-result:"
 DIR_PREFIX = "tr-"
@@ -71,6 +77,7 @@ class SpillStore:
             fsio.ensure_private_dir(Path(runtime_dir))
             self._dir = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=runtime_dir))
             os.chmod(self._dir, 0o700)
+            self._owner = _hold_owner_lock(self._dir)
         except OSError as exc:
             raise SpillError(f"cannot create the spill store ({_errno_name(exc)})") from None
         self._ttl = ttl
@@ -161,6 +168,62 @@ class SpillStore:
             self._closed = True
             self._entries.clear()
             shutil.rmtree(self._dir, ignore_errors=True)
+            os.close(self._owner)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+_OWNER = ".owner"
+#: A folder without an owner file younger than this may be a store being made right now.
+_UNOWNED_GRACE_S = 60.0
+
+
+def _hold_owner_lock(folder: Path) -> int:
+    """Create ``.owner`` in `folder` and hold an exclusive lock on it; the descriptor."""
+    fd = os.open(
+        folder / _OWNER, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep_abandoned(runtime_dir: Path) -> int:
+    """Remove the spill folders under `runtime_dir` that no living store holds (a killed
+    daemon's); return how many. Folders of this user only; never one whose owner lock is
+    held, nor one made in the last minute without a lock yet. Errors skip the folder."""
+    removed = 0
+    try:
+        entries = list(os.scandir(runtime_dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if not entry.name.startswith(DIR_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            if _abandoned(Path(entry.path), entry.stat(follow_symlinks=False).st_mtime):
+                shutil.rmtree(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _abandoned(folder: Path, modified: float) -> bool:
+    try:
+        fd = os.open(folder / _OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return time.time() - modified > _UNOWNED_GRACE_S
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True

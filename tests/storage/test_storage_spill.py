@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from robotad.storage.sidecars import digest
-from robotad.storage.spill import SpillError, SpillNotFound, SpillStore
+from robotad.storage.spill import SpillError, SpillNotFound, SpillStore, sweep_abandoned
 
 
 class _Clock:
@@ -31,6 +31,11 @@ def _store_dir(runtime: Path) -> Path:
     return folder
 
 
+def _results(folder: Path) -> list[str]:
+    """The result files of a store's folder (its ``.owner`` lock file aside)."""
+    return [name for name in os.listdir(folder) if name != ".owner"]
+
+
 def test_references_are_opaque_random_tokens(runtime: Path) -> None:
     """G-195, G-196: "tool-result:" + a random token; the same content twice gives two
     references; no path, digest or payload byte appears in one."""
@@ -42,7 +47,7 @@ def test_references_are_opaque_random_tokens(runtime: Path) -> None:
         for reference in (first, second):
             assert re.fullmatch(r"tool-result:[A-Za-z0-9_-]{32}", reference)
             token = reference.removeprefix("tool-result:")
-            assert token not in os.listdir(folder)
+            assert token not in _results(folder)
             assert folder.name not in reference
             assert digest(payload.encode()) not in reference
             assert "secret" not in reference
@@ -59,7 +64,7 @@ def test_results_read_back_in_full_until_they_expire(runtime: Path) -> None:
         clock.now += 2.0
         with pytest.raises(SpillNotFound):
             store.get(reference)
-        assert os.listdir(_store_dir(runtime)) == []
+        assert _results(_store_dir(runtime)) == []
 
 
 def test_purge_removes_only_expired_results(runtime: Path) -> None:
@@ -73,7 +78,7 @@ def test_purge_removes_only_expired_results(runtime: Path) -> None:
         assert store.get(young) == "young"
         with pytest.raises(SpillNotFound):
             store.get(old)
-        assert len(os.listdir(_store_dir(runtime))) == 1
+        assert len(_results(_store_dir(runtime))) == 1
 
 
 def test_close_removes_everything(runtime: Path) -> None:
@@ -101,7 +106,7 @@ def test_folder_and_files_are_private_and_fresh(runtime: Path) -> None:
             assert len(folders) == 2, "each store gets its own fresh folder"
             for folder in folders:
                 assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-            files = [file for folder in folders for file in folder.iterdir()]
+            files = [folder / name for folder in folders for name in _results(folder)]
             assert len(files) == 2
             for file in files:
                 assert stat.S_IMODE(file.stat().st_mode) == 0o600
@@ -123,7 +128,7 @@ def test_errors_and_repr_disclose_nothing(runtime: Path) -> None:
     store = SpillStore(runtime)
     reference = store.put(payload)
     folder = _store_dir(runtime)
-    for name in os.listdir(folder):
+    for name in _results(folder):
         (folder / name).unlink()
         (folder / name).mkdir()  # something unreadable where the result was
     messages: list[str] = [repr(store)]
@@ -156,3 +161,41 @@ def test_errors_and_repr_disclose_nothing(runtime: Path) -> None:
             digest(payload.encode()),
         ):
             assert forbidden not in message
+
+
+def test_a_killed_daemons_spill_folder_is_swept_and_a_live_one_kept(runtime: Path) -> None:
+    """A daemon killed before `close` left its folder (and the results in it) until reboot;
+    the next daemon removes it at start, and never another daemon's live store."""
+    live = SpillStore(runtime)
+    live.put("still needed")
+    dead = SpillStore(runtime)
+    dead.put("secret tool output")
+    dead_folder = dead._dir
+    os.close(dead._owner)  # what the kernel does when its daemon is killed
+    old_unowned = runtime / "tr-older-robotad"
+    old_unowned.mkdir(mode=0o700)
+    (old_unowned / "result").write_text("x")
+    os.utime(old_unowned, (0, 0))
+    fresh_unowned = runtime / "tr-being-made"
+    fresh_unowned.mkdir(mode=0o700)
+    not_ours = runtime / "other-folder"
+    not_ours.mkdir()
+    try:
+        assert sweep_abandoned(runtime) == 2
+        assert not dead_folder.exists()
+        assert not old_unowned.exists()
+        assert fresh_unowned.exists()
+        assert not_ours.exists()
+        assert live.get(live.put("again")) == "again"
+    finally:
+        live.close()
+
+
+def test_a_spill_folder_link_is_never_followed(runtime: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("kept")
+    runtime.mkdir(parents=True)
+    (runtime / "tr-link").symlink_to(elsewhere)
+    assert sweep_abandoned(runtime) == 0
+    assert (elsewhere / "keep.txt").read_text() == "kept"
