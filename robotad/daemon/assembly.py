@@ -356,8 +356,9 @@ class SessionAssembler:
             return project
         if new_at is None:
             raise NotAllowed(
-                f"cannot load session {record.id}: its working directory is not an "
-                "existing directory"
+                f"cannot load session {record.id}: its working directory {record.cwd} is not "
+                "an existing directory (create it again to go on with the session; "
+                "`robotactl export` and `robotactl log` work meanwhile)"
             )
         at = "$.cwd" if new_at == "$" else f"{new_at}.cwd"
         raise InvalidParams([{"path": at, "message": "not an existing directory"}])

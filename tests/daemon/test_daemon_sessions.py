@@ -501,6 +501,7 @@ async def test_a_session_whose_folder_vanished_is_refused_not_lost(
             sessions = await listed(client)
     data = refused.value.data
     assert data is not None
-    assert "working directory" in data["reason"]
+    assert f"working directory {work} is not an existing directory" in data["reason"]
+    assert "create it again" in data["reason"]
     assert sessions[session_id]["status"] == "ok"
     assert (records(daemon) / f"{session_id}.json").read_bytes() == before
