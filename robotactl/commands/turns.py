@@ -60,6 +60,15 @@ class TurnWasAborted(CommandFailed):
         else:
             said = "it was stopped before the model sent any text"
         super().__init__(f"the turn{where} was aborted; {said}")
+        self.session_id = session_id
+
+    def document(self) -> dict[str, Any]:
+        """As ``--json`` prints it: with the code every other aborted turn carries (-32006)."""
+        data = {"sessionId": self.session_id} if self.session_id else None
+        error: dict[str, Any] = {"code": -32006, "message": self.format_message()}
+        if data:
+            error["data"] = data
+        return {"error": error}
 
 
 def read_prompt(words: Sequence[str]) -> str:

@@ -112,3 +112,15 @@ def test_global_usage_errors_are_json_with_json() -> None:
         assert result.exit_code == ExitCode.USAGE, args
         assert result.stdout == ""
         assert json.loads(result.stderr)["error"]["usage"] is True, args
+
+
+def test_an_aborted_turn_under_json_carries_its_code() -> None:
+    """Every other daemon error under --json has its code; an aborted turn had only a
+    message, whether Ctrl-C or `robotactl abort` stopped it."""
+    from robotactl.commands.turns import TurnWasAborted
+
+    error = TurnWasAborted("s1").document()["error"]
+    assert error["code"] == -32006
+    assert error["data"] == {"sessionId": "s1"}
+    assert error["message"].startswith("the turn in session s1 was aborted")
+    assert TurnWasAborted("s1").exit_code == ExitCode.ABORTED
