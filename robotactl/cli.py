@@ -247,6 +247,7 @@ def first_command(args: list[str]) -> int:
 @click.option(
     "--socket",
     metavar="PATH",
+    callback=lambda ctx, param, value: _socket_given(value, ctx, param),
     help="robotad's socket (default: ROBOTA_SOCKET, $XDG_RUNTIME_DIR/robota/robotad.sock, "
     "/tmp/robota-$UID/robotad.sock).",
 )
@@ -275,6 +276,13 @@ def cli(ctx: click.Context, socket: str | None, json_mode: bool, no_autostart: b
     ctx.obj = ClientOptions(
         socket=socket, autostart=not no_autostart, output=Output(json_mode=json_mode)
     )
+
+
+def _socket_given(value: str | None, ctx: click.Context, param: click.Parameter) -> str | None:
+    """``--socket`` as given; an empty one is a usage error, not "the default socket"."""
+    if value is not None and not value:
+        raise click.BadParameter("is empty: give the socket's path, or leave it out", ctx, param)
+    return value
 
 
 def call_daemon(

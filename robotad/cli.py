@@ -23,6 +23,14 @@ from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = ["main"]
 
+
+def _not_empty(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """An empty ``--socket`` is a usage error (click would make it ``.``), not the folder."""
+    if value is not None and str(value) in ("", "."):
+        raise click.BadParameter("is empty: give the socket's path, or leave it out", ctx, param)
+    return value
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DEFAULTS: dict[str, Any] = {
@@ -42,6 +50,7 @@ def _serve_options(command: F) -> F:
             "--socket",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
+            callback=_not_empty,
             help="Socket path (default: ROBOTA_SOCKET, $XDG_RUNTIME_DIR/robota/robotad.sock, "
             "/tmp/robota-$UID/robotad.sock). Optional under socket activation.",
         ),

@@ -124,3 +124,15 @@ def test_an_aborted_turn_under_json_carries_its_code() -> None:
     assert error["data"] == {"sessionId": "s1"}
     assert error["message"].startswith("the turn in session s1 was aborted")
     assert TurnWasAborted("s1").exit_code == ExitCode.ABORTED
+
+
+def test_an_empty_socket_is_a_usage_error_on_both_sides() -> None:
+    """robotactl took it for the default socket; robotad for the current folder."""
+    import robotad.cli
+
+    client = CliRunner().invoke(cli, ["--socket", "", "status"])
+    assert client.exit_code == ExitCode.USAGE
+    assert "--socket" in client.stderr
+    daemon = CliRunner().invoke(robotad.cli.main, ["--socket", ""])
+    assert daemon.exit_code == 2
+    assert "is empty" in daemon.output
