@@ -62,11 +62,15 @@ def parse_json(text: str, source: str) -> Any:
     import json
 
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({source}): {_locate(exc)}") from None
     except _NotJson as exc:
         raise ValueError(f"not valid JSON ({source}): {exc} is not a JSON value") from None
+    except _TooLarge as exc:
+        raise ValueError(
+            f"{source}: the number {exc} is too large (it would become infinity)"
+        ) from None
 
 
 JSON_PARAMS = JsonParams()
@@ -77,8 +81,23 @@ class _NotJson(ValueError):
     """A non-standard constant Python's json module would accept (NaN, Infinity)."""
 
 
+class _TooLarge(ValueError):
+    """A JSON number beyond a double's range."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise _NotJson(name)
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large for a double (``1e400``) is refused: Python
+    would make it infinity, which goes out as ``null``."""
+    import math
+
+    value = float(text)
+    if not math.isfinite(value):
+        raise _TooLarge(text)
+    return value
 
 
 def _locate(exc: JSONDecodeError) -> str:

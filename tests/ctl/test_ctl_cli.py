@@ -320,3 +320,11 @@ def test_the_license_is_an_spdx_string_setuptools_reads_without_warnings() -> No
     assert "setuptools>=77" in pyproject["build-system"]["requires"]
     classifiers = pyproject["project"].get("classifiers", [])
     assert not [c for c in classifiers if c.startswith("License ::")]
+
+
+def test_a_number_too_large_for_a_double_is_refused_not_sent_as_null() -> None:
+    """Python reads 1e400 as infinity, which goes out as null: a value the user never typed."""
+    for text in ('{"limit": 1e400}', "[-1e999]"):
+        with pytest.raises(click.BadParameter, match="too large"):
+            JSON_PARAMS.convert(text, None, None)
+    assert JSON_PARAMS.convert('{"limit": 1e300}', None, None) == {"limit": 1e300}
