@@ -263,11 +263,17 @@ class EventsLost(RpcError):
     code = -32012
     default_message = "events lost"
 
-    def __init__(self, session_id: str, oldest_seq: int) -> None:
-        super().__init__(
-            f"events of {session_id} before seq {oldest_seq} are no longer buffered",
-            {"sessionId": session_id, "oldestSeq": oldest_seq},
-        )
+    def __init__(self, session_id: str, oldest_seq: int, *, latest_seq: int | None = None) -> None:
+        """`latest_seq` given: the asked-for seq lies beyond it (a seq this daemon process
+        never published, e.g. one from before a restart), which the message says."""
+        if latest_seq is None:
+            message = f"events of {session_id} before seq {oldest_seq} are no longer buffered"
+        else:
+            message = (
+                f"events of {session_id} go up to seq {latest_seq} only: a later seq is one "
+                "robotad never published since it started (it restarted since?)"
+            )
+        super().__init__(message, {"sessionId": session_id, "oldestSeq": oldest_seq})
 
 
 class TransitionRefused(RpcError):

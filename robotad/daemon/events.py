@@ -326,7 +326,9 @@ class EventHub:
         if after_seq < 0:
             raise ValueError(f"after_seq must be at least 0, not {after_seq}")
         oldest = self.oldest_seq
-        if after_seq < oldest - 1 or after_seq > self.latest_seq:
+        if after_seq > self.latest_seq:
+            raise EventsLost(self.session_id, oldest, latest_seq=self.latest_seq)
+        if after_seq < oldest - 1:
             raise EventsLost(self.session_id, oldest)
         return self._buffer.after(after_seq)
 

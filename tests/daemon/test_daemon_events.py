@@ -102,7 +102,7 @@ async def test_after_seq_older_than_the_buffer_is_events_lost(
             async with connect(daemon) as late:
                 with pytest.raises(EventsLost) as lost:
                     await late.call("session/subscribe", {"sessionId": session_id, "afterSeq": 0})
-                with pytest.raises(EventsLost):
+                with pytest.raises(EventsLost) as beyond:
                     await late.call(
                         "session/subscribe",
                         {"sessionId": session_id, "afterSeq": latest["seq"] + 5},
@@ -117,6 +117,9 @@ async def test_after_seq_older_than_the_buffer_is_events_lost(
     assert data["sessionId"] == session_id
     assert data["oldestSeq"] == latest["seq"] - BUFFER + 1
     assert recent == {"latestSeq": latest["seq"]}
+    # Not "no longer buffered": that seq was never published by this process.
+    assert f"go up to seq {latest['seq']} only" in beyond.value.message
+    assert "no longer buffered" not in beyond.value.message
     assert seqs(late.session_events(session_id)) == [
         latest["seq"] - 2,
         latest["seq"] - 1,
