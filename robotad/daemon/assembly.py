@@ -351,7 +351,8 @@ class SessionAssembler:
         try:
             project = await trio.to_thread.run_sync(self._project_rules_of, record.cwd)
         except (ProjectRulesUnreadable, OSError) as exc:
-            raise NotAllowed(f"cannot load session {record.id}: {exc}") from None
+            doing = f"cannot load session {record.id}" if new_at is None else "cannot create it"
+            raise NotAllowed(f"{doing}: {exc}") from None
         if project is not None:
             return project
         if new_at is None:

@@ -108,23 +108,39 @@ class ProjectRules:
 
     def _read(self, canonical: str) -> _ProjectFile:
         path = self.path_for(canonical)
+        said = f"the project rule file {path} (of {canonical})"
         try:
             data = fsio.read_regular(path)
         except fsio.UnsafePath:
-            raise ProjectRulesUnreadable(
-                f"the project rule file of {canonical} is not a regular file"
-            ) from None
+            raise ProjectRulesUnreadable(f"{said} is not a regular file") from None
         if data is None:
             return _ProjectFile(_SCHEMA_VERSION, canonical)
         try:
             stored = self._decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise ProjectRulesUnreadable(
-                f"the project rule file of {canonical} does not decode"
+                f"{said} does not decode; fix or remove it (`robotactl rule --project` "
+                "writes it again)"
             ) from None
         if stored.schema_version != _SCHEMA_VERSION or stored.cwd != canonical:
             raise ProjectRulesUnreadable(
-                f"the project rule file of {canonical} has an unsupported version or names "
-                "another folder"
+                f"{said} has an unsupported version or names another folder"
             )
+        problems = _rule_problems(stored)
+        if problems:
+            raise ProjectRulesUnreadable(f"{said} holds a malformed rule: {problems}")
         return stored
+
+
+def _rule_problems(stored: _ProjectFile) -> str:
+    """Every malformed rule of a hand-edited file (``deny[1]: …``), joined; "" when none."""
+    from robotad.session.errors import InvalidSetting
+    from robotad.session.permissions.patterns import parse_rules
+
+    problems: list[str] = []
+    for kind, texts in stored.rules().items():
+        try:
+            parse_rules(texts, kind)
+        except InvalidSetting as exc:
+            problems.extend(f"{issue['path']}: {issue['message']}" for issue in exc.issues)
+    return "; ".join(problems)

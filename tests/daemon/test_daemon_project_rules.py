@@ -3,6 +3,7 @@ when damaged."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -59,6 +60,28 @@ def test_a_damaged_file_is_never_read_as_no_rules(tmp_path: Path) -> None:
     with pytest.raises(ProjectRulesUnreadable):
         rules.load(tmp_path)
     assert path.read_bytes() == b"not json"
+
+
+def test_a_hand_edited_malformed_rule_is_the_files_fault_named_with_its_path(
+    tmp_path: Path,
+) -> None:
+    """A bad rule typed into the file by hand was reported as if the user had passed it with
+    --deny, and a file that does not decode without its path."""
+    rules = ProjectRules(tmp_path / "state")
+    rules.add(tmp_path, "Bash(rm:*)", "deny")
+    path = rules.path_for(tmp_path)
+    stored = json.loads(path.read_text())
+    stored["deny"].append("Bash(ls")
+    path.write_text(json.dumps(stored))
+    with pytest.raises(ProjectRulesUnreadable) as refused:
+        rules.load(tmp_path)
+    message = str(refused.value)
+    assert str(path) in message
+    assert "deny[1]: unbalanced parentheses" in message
+    path.write_bytes(b"not json")
+    with pytest.raises(ProjectRulesUnreadable, match="fix or remove it") as undecodable:
+        rules.load(tmp_path)
+    assert str(path) in str(undecodable.value)
 
 
 def test_a_failed_write_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
