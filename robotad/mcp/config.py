@@ -178,8 +178,15 @@ def wire_issues(servers: Sequence[Mapping[str, Any]], path: str = "$.mcpServers"
 def _transport_issues(table: Mapping[str, Any], where: str) -> list[Issue]:
     has_command = table.get("command") is not None
     url = table.get("url")
-    if has_command == (url is not None):
+    if has_command and url is not None:
         return [{"path": where, "message": "give either command (stdio) or url (HTTP), not both"}]
+    if not has_command and url is None:
+        return [
+            {"path": where, "message": "give a command (stdio) or a url (HTTP): it has neither"}
+        ]
+    cwd = table.get("cwd")
+    if isinstance(cwd, str) and cwd and not cwd.startswith("/"):
+        return [{"path": join_path(where, "cwd"), "message": "expected an absolute path"}]
     if isinstance(url, str) and not re.match(r"https?://[^\s/]+", url, re.IGNORECASE):
         return [{"path": join_path(where, "url"), "message": "expected an http:// or https:// URL"}]
     if url is not None:

@@ -18,7 +18,9 @@ process group (`terminate_process_tree`), shielded and bounded, so nothing outli
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -183,6 +185,9 @@ async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
     """Start `spec`'s server and yield its channel (see the module doc). Raises `OSError`
     when it cannot be started (no such command, a bad cwd)."""
     assert spec.command is not None
+    if spec.cwd is not None and not await trio.to_thread.run_sync(os.path.isdir, spec.cwd):
+        # Else the spawn's ENOENT would read as if the command were missing.
+        raise FileNotFoundError(errno.ENOENT, f"its cwd {spec.cwd} is not an existing folder")
     process = await trio.lowlevel.open_process(
         [spec.command, *spec.args],
         stdin=subprocess.PIPE,

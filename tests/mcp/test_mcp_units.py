@@ -112,6 +112,11 @@ comand = "y"
 command = "x"
 [mcp_servers.trailing_]
 command = "x"
+[mcp_servers.nothing]
+risk = "inspect"
+[mcp_servers.relative]
+command = "x"
+cwd = "no/such/dir"
 """
         )
     paths = sorted(issue["path"] for issue in refused.value.issues)
@@ -119,6 +124,8 @@ command = "x"
         'mcp_servers."bad name"',
         "mcp_servers.both",
         "mcp_servers.my__srv",
+        "mcp_servers.nothing",
+        "mcp_servers.relative.cwd",
         "mcp_servers.risky.risk",
         "mcp_servers.trailing_",
         "mcp_servers.typo.comand",
@@ -126,6 +133,8 @@ command = "x"
     ]
     said = {issue["path"]: issue["message"] for issue in refused.value.issues}
     assert "mcp__NAME__TOOL" in said["mcp_servers.my__srv"]
+    assert "it has neither" in said["mcp_servers.nothing"]
+    assert "not both" in said["mcp_servers.both"]
 
 
 # -- environment --------------------------------------------------------------------------------
@@ -315,3 +324,15 @@ def test_the_readme_configuration_example_decodes() -> None:
     config = decode_config(block[: block.index("```")])
     assert sorted(config.mcp_servers) == ["every", "files", "remote"]
     assert not config.mcp_servers["remote"].enabled
+
+
+async def test_a_server_whose_cwd_is_missing_says_so_not_that_its_command_is() -> None:
+    """The spawn's ENOENT read as "No such file or directory", as if `cat` were missing."""
+    from robotad.mcp.config import McpServerConfig, spec_of_config
+    from robotad.mcp.stdio import open_stdio
+
+    spec = spec_of_config("gone", McpServerConfig(command="cat", cwd="/nonexistent/robota-cwd"))
+    with pytest.raises(FileNotFoundError) as refused:
+        async with open_stdio(spec):
+            pass
+    assert refused.value.strerror == "its cwd /nonexistent/robota-cwd is not an existing folder"
