@@ -292,7 +292,11 @@ class SessionAssembler:
         if sandbox.confined and new_at is not None:
             support = await self.sandbox_probe.current()
             if not support.available:
-                raise NotAllowed(f"the {sandbox.mode} sandbox cannot be set up: {support.reason}")
+                raise NotAllowed(
+                    f"the {sandbox.mode} sandbox cannot be set up: {support.reason}. Without "
+                    'it: sandbox "off" (robotactl new --sandbox off), or another [sandbox] mode '
+                    "in config.toml for every new session"
+                )
         project = await self._project_rules_for(record, new_at)
         provider = await self._provider_for(record, new_at)
         cwd = record.cwd

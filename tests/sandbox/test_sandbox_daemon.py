@@ -237,6 +237,7 @@ async def test_without_bwrap_a_sandboxed_create_is_refused_naming_why(
                         await client.call("session/create", {"cwd": str(arena.ws), "sandbox": mode})
                     assert "bwrap" in refused.value.data["reason"]  # type: ignore[index]
                     assert mode in refused.value.data["reason"]  # type: ignore[index]
+                    assert "--sandbox off" in refused.value.data["reason"]  # type: ignore[index]
                 listed = await client.call("session/list", {})
                 plain = await client.call("session/create", {"cwd": str(arena.ws)})
         assert "sandbox unavailable: bwrap" in running.output()
