@@ -254,6 +254,7 @@ def decode_config(data: bytes | str) -> Config:
         text = data.decode() if isinstance(data, bytes) else data
     except UnicodeDecodeError:
         raise ValidationFailed([{"path": "", "message": "not UTF-8 text"}]) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write first
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -194,6 +194,12 @@ def test_toml_syntax_errors_are_located(tmp_path: Path) -> None:
     assert "line 2" in issue["message"]
 
 
+def test_a_byte_order_mark_at_the_start_is_no_error(tmp_path: Path) -> None:
+    """Editors on some systems save UTF-8 with a BOM, which tomllib calls line 1's error."""
+    path = _write(tmp_path, '\ufeffdefault_provider = "scripted"\n')
+    assert load_config(path).default_provider == "scripted"
+
+
 def test_undecodable_bytes_are_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_bytes(b"default_provider = '\xff'\n")

@@ -133,9 +133,12 @@ async def test_a_session_whose_provider_is_gone_stays_readable(tmp_path: Path) -
                 with pytest.raises(ProviderFailed) as failed:
                     await client.call("session/run", {"sessionId": "kept", "prompt": "again"})
                 await client.call("session/close", {"sessionId": "kept"})
+        said = second.output()
     assert all(message["role"] != "user" for message in history["messages"])
     reason = failed.value.data["reason"]
     assert "unknown provider 'local'" in reason
     assert "restore [providers.local]" in reason
     record = json.loads(home.record_path("kept").read_text())
     assert record["record"]["settings"]["provider"] == "local"  # the record still names it
+    assert f"configuration: {home.config_path}" in said  # the log says which file it read
+    assert "loads without its provider local" in said
