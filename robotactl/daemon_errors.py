@@ -22,9 +22,16 @@ class DaemonNotRunning(DaemonUnavailable):
     """Nothing listens at the socket and autostart is off."""
 
     def __init__(self, socket_path: Path) -> None:
+        import os
+
+        # Say what turned autostart off: the flag, or the variable set somewhere out of sight.
+        switch = (
+            "unset ROBOTA_NO_AUTOSTART"
+            if os.environ.get("ROBOTA_NO_AUTOSTART")
+            else ("drop --no-autostart")
+        )
         super().__init__(
-            f"robotad is not running at {socket_path} "
-            "(start it with `robotad` or drop --no-autostart)",
+            f"robotad is not running at {socket_path} (start it with `robotad` or {switch})",
             socket_path,
         )
 

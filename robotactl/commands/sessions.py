@@ -152,6 +152,7 @@ _OPTION_OF_PATH = {
     "$.permissions.ask": "--ask",
     "$.permissions.deny": "--deny",
     "$.idleTimeoutMs": "--idle-timeout",
+    "$.script": "--script",
 }
 
 

@@ -201,7 +201,7 @@ def select_requests(
     if not request_ids:
         return list(pending)
     by_id = {request.request_id: request for request in pending}
-    unknown = [rid for rid in request_ids if rid not in by_id]
+    unknown = [rid for rid in dict.fromkeys(request_ids) if rid not in by_id]
     if unknown:
         known = ", ".join(by_id) or "none"
         raise CommandFailed(f"not pending: {', '.join(unknown)} (pending requests: {known})")

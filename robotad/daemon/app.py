@@ -79,8 +79,6 @@ async def session_application(
         config = load_config()
     except ConfigError as exc:
         raise StartupError(str(exc)) from None
-    where = config_path()
-    log.info("configuration: %s", where if where.exists() else f"{where} (absent: defaults)")
     swept = sweep_abandoned(runtime_dir())  # a killed daemon's spilled results
     if swept:
         log.info("removed %d spill folder(s) a stopped robotad left behind", swept)

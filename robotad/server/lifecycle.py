@@ -35,7 +35,7 @@ import trio
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
-from robotad.config import state_dir
+from robotad.config import config_path, state_dir
 from robotad.log import fields
 from robotad.server import allocator
 from robotad.server.app import ApplicationFactory, DaemonContext, standalone_application
@@ -139,6 +139,7 @@ async def serve_daemon(
                         pid=info.pid,
                         activated=listener.activated,
                         state_dir=str(context.state_dir),
+                        config=str(config_path()),
                     ),
                 )
     log.info("stopped")

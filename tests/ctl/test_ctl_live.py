@@ -250,6 +250,9 @@ def test_no_autostart_from_the_environment(ctl: Ctl, socket_dir: Path) -> None:
     result = ctl("--socket", str(path), "call", "daemon/status", ROBOTA_NO_AUTOSTART="1")
     assert result.returncode == ExitCode.ERROR
     assert "robotad is not running at" in result.stderr
+    # No flag was typed: the message names the variable that turned autostart off.
+    assert "unset ROBOTA_NO_AUTOSTART" in result.stderr
+    assert "--no-autostart" not in result.stderr
     assert not path.exists()
 
 

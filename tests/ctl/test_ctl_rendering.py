@@ -322,6 +322,8 @@ def test_select_requests_by_id_or_all() -> None:
     assert select_requests(REQUESTS, ["r2", "r2"]) == [REQUESTS[1]]
     with pytest.raises(CommandFailed, match=r"not pending: nope .*r1, r2"):
         select_requests(REQUESTS, ["nope"])
+    with pytest.raises(CommandFailed, match=r"not pending: nope \("):  # named once, not twice
+        select_requests(REQUESTS, ["nope", "nope"])
 
 
 def test_report_waiting_json_is_the_turn_result(capsys: pytest.CaptureFixture[str]) -> None:

@@ -470,3 +470,15 @@ def test_text_that_is_not_utf8_and_an_output_that_fails_are_said_in_a_line(
             assert refused.returncode == 1, args
             assert b"cannot write the output: No space left on device" in refused.stderr, args
             assert b"Traceback" not in refused.stderr
+
+
+def test_a_script_step_of_the_wrong_type_is_a_usage_error_naming_the_option(
+    ctl: Ctl, robotad: RunningDaemon, work: Path, tmp_path: Path
+) -> None:
+    """robotad refuses the step (-32602 at $.script[0].text); for the person it is their
+    --script, like a malformed JSON file is: exit 2, not 1."""
+    script = tmp_path / "bad-script.json"
+    script.write_text(json.dumps([{"text": 5}]))
+    result = ctl(*sock(robotad), "new", "--cwd", str(work), "--script", str(script))
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    assert "--script ($.script[0].text)" in result.stderr

@@ -140,5 +140,5 @@ async def test_a_session_whose_provider_is_gone_stays_readable(tmp_path: Path) -
     assert "restore [providers.local]" in reason
     record = json.loads(home.record_path("kept").read_text())
     assert record["record"]["settings"]["provider"] == "local"  # the record still names it
-    assert f"configuration: {home.config_path}" in said  # the log says which file it read
+    assert f"config={home.config_path}" in said  # the log says which file it read
     assert "loads without its provider local" in said
