@@ -40,19 +40,24 @@ registry reads when it builds a provider, and nothing writes the key anywhere.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 import msgspec
 from msgspec import Meta, Struct
 from xdg_base_dirs import xdg_config_home, xdg_runtime_dir, xdg_state_home
 
 from protocol.shapes import SandboxMode
-from protocol.validate import Issue, ValidationFailed, convert, join_path
-from robotad.mcp.config import McpServerConfig, config_issues
+from protocol.validate import Issue, ValidationFailed, convert
+from robotad.config_checks import (
+    first_per_path,
+    raw_issues,
+    toml_path,
+    without_foreign_hook_members,
+)
+from robotad.mcp.config import McpServerConfig
 
 __all__ = [
     "BUILTIN_PROVIDER_KINDS",
@@ -96,7 +101,6 @@ HOOK_EVENTS: tuple[str, ...] = get_args(HookEvent)
 
 _Positive = Annotated[int, Meta(gt=0)]
 _Name = Annotated[str, Meta(min_length=1)]
-_URL = re.compile(r"https?://[^\s/]+", re.IGNORECASE)
 
 
 class _Table(Struct, frozen=True, forbid_unknown_fields=True):
@@ -259,164 +263,14 @@ def decode_config(data: bytes | str) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationFailed([{"path": "", "message": f"invalid TOML: {exc}"}]) from None
-    issues = _meaning_issues(raw) + _session_issues(raw)
-    shaped = _without_foreign_hook_members(raw)
+    issues = raw_issues(raw, BUILTIN_PROVIDER_KINDS)
+    shaped = without_foreign_hook_members(raw)
     config: Config | None = None
     try:
         config = convert(shaped, Config)
     except ValidationFailed as exc:
         issues = exc.issues + issues
     if issues or config is None:
-        raise ValidationFailed(
-            [{**i, "path": _toml_path(i["path"])} for i in _first_per_path(issues)]
-        )
+        located = [{**i, "path": toml_path(i["path"])} for i in first_per_path(issues)]
+        raise ValidationFailed(located)
     return config
-
-
-def _session_issues(raw: dict[str, Any]) -> list[Issue]:
-    """What the session layer would refuse at start — malformed rule patterns, hook tables it
-    cannot compile — checked here too, so one pass lists every problem of the file."""
-    from robotad.session.errors import InvalidSetting
-    from robotad.session.hooks.config import parse_hooks_config
-    from robotad.session.permissions.patterns import parse_rules
-
-    issues: list[Issue] = []
-    permissions = raw.get("permissions")
-    for kind in ("allow", "ask", "deny"):
-        rules = permissions.get(kind) if isinstance(permissions, dict) else None
-        if isinstance(rules, list):
-            try:
-                parse_rules(rules, f"$.permissions.{kind}")
-            except InvalidSetting as exc:
-                issues.extend(exc.issues)
-    hooks = raw.get("hooks")
-    if isinstance(hooks, dict):
-        try:
-            parse_hooks_config(hooks)
-        except InvalidSetting as exc:
-            issues.extend(exc.issues)
-    return issues
-
-
-def _first_per_path(issues: list[Issue]) -> list[Issue]:
-    """`issues` with one per path, the first (the type check's, where it spoke)."""
-    seen: set[str] = set()
-    kept: list[Issue] = []
-    for issue in issues:
-        if issue["path"] not in seen:
-            seen.add(issue["path"])
-            kept.append(issue)
-    return kept
-
-
-def _without_foreign_hook_members(raw: dict[str, Any]) -> dict[str, Any]:
-    """A copy in which handlers of a type other than ``"command"`` keep only `type` and
-    `timeout`: their other members belong to an executor this build lacks."""
-    hooks = raw.get("hooks")
-    if not isinstance(hooks, dict):
-        return raw
-    trimmed: dict[str, Any] = {}
-    for event, matchers in hooks.items():
-        if not isinstance(matchers, list):
-            trimmed[event] = matchers
-            continue
-        trimmed[event] = [_trim_matcher(matcher) for matcher in matchers]
-    return {**raw, "hooks": trimmed}
-
-
-def _trim_matcher(matcher: Any) -> Any:
-    if not isinstance(matcher, dict) or not isinstance(matcher.get("hooks"), list):
-        return matcher
-    handlers = [
-        {k: v for k, v in h.items() if k in ("type", "timeout")}
-        if isinstance(h, dict) and isinstance(h.get("type"), str) and h["type"] != "command"
-        else h
-        for h in matcher["hooks"]
-    ]
-    return {**matcher, "hooks": handlers}
-
-
-def _meaning_issues(raw: dict[str, Any]) -> list[Issue]:
-    """Problems a type cannot express; each check skips values of the wrong shape (the type
-    check reports those)."""
-    issues: list[Issue] = []
-    providers = raw.get("providers")
-    names = set(providers) if isinstance(providers, dict) else set()
-    default = raw.get("default_provider", "scripted")
-    if isinstance(default, str) and default and default not in names | set(BUILTIN_PROVIDER_KINDS):
-        issues.append(
-            {
-                "path": "$.default_provider",
-                "message": "names no [providers] table and no built-in kind "
-                "(scripted, openai, anthropic)",
-            }
-        )
-    if isinstance(providers, dict):
-        for name, table in providers.items():
-            url = table.get("base_url") if isinstance(table, dict) else None
-            if isinstance(url, str) and url and not _URL.match(url):
-                where = join_path(join_path("$.providers", name), "base_url")
-                issues.append({"path": where, "message": "expected an http:// or https:// URL"})
-    permissions = raw.get("permissions")
-    reads = permissions.get("protected_reads") if isinstance(permissions, dict) else None
-    if isinstance(reads, list) and all(isinstance(read, str) for read in reads):
-        from robotad.session.permissions.sensitive_paths import check_path_patterns
-
-        issues.extend(check_path_patterns(reads, "$.permissions.protected_reads"))
-    hooks = raw.get("hooks")
-    if isinstance(hooks, dict):
-        for event, matchers in hooks.items():
-            if isinstance(matchers, list):
-                issues.extend(_hook_issues(join_path("$.hooks", str(event)), matchers))
-    issues.extend(config_issues(raw.get("mcp_servers")))
-    sandbox = raw.get("sandbox")
-    roots = sandbox.get("writable_roots") if isinstance(sandbox, dict) else None
-    for index, root in enumerate(roots if isinstance(roots, list) else []):
-        if isinstance(root, str) and not (root.startswith("/") or root.split("/")[0] == "~"):
-            issues.append(
-                {
-                    "path": f"$.sandbox.writable_roots[{index}]",
-                    "message": "expected an absolute path (or one starting with ~/)",
-                }
-            )
-    return issues
-
-
-def _hook_issues(path: str, matchers: list[Any]) -> list[Issue]:
-    issues: list[Issue] = []
-    for index, matcher in enumerate(matchers):
-        if not isinstance(matcher, dict):
-            continue
-        where = join_path(path, index)
-        pattern = matcher.get("matcher")
-        if isinstance(pattern, str) and pattern not in ("", "*"):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                issues.append(
-                    {
-                        "path": join_path(where, "matcher"),
-                        "message": f"invalid regular expression: {exc.msg}",
-                    }
-                )
-        handlers = matcher.get("hooks")
-        for number, handler in enumerate(handlers if isinstance(handlers, list) else []):
-            is_command = isinstance(handler, dict) and handler.get("type") == "command"
-            if is_command and "command" not in handler:
-                at = join_path(join_path(where, "hooks"), number)
-                issues.append(
-                    {
-                        "path": join_path(at, "command"),
-                        "message": 'missing required member (for type "command")',
-                    }
-                )
-    return issues
-
-
-_QUOTED_KEY = re.compile(r'\["((?:[^"\\]|\\.)*)"\]')
-
-
-def _toml_path(path: str) -> str:
-    """``$.providers["my local"].model`` → ``providers."my local".model``; ``$`` → ``""``."""
-    dotted = _QUOTED_KEY.sub(lambda m: f'."{m.group(1)}"', path)
-    return dotted.removeprefix("$").removeprefix(".")

@@ -290,13 +290,7 @@ class SessionAssembler:
         settings = record.settings
         sandbox = settings.sandbox if settings.sandbox is not UNSET else UNCONFINED
         if sandbox.confined and new_at is not None:
-            support = await self.sandbox_probe.current()
-            if not support.available:
-                raise NotAllowed(
-                    f"the {sandbox.mode} sandbox cannot be set up: {support.reason}. Without "
-                    'it: sandbox "off" (robotactl new --sandbox off), or another [sandbox] mode '
-                    "in config.toml for every new session"
-                )
+            await self._require_sandbox(sandbox)
         project = await self._project_rules_for(record, new_at)
         provider = await self._provider_for(record, new_at)
         cwd = record.cwd
@@ -346,6 +340,17 @@ class SessionAssembler:
             raise
 
     # -- parts -------------------------------------------------------------------------------
+
+    async def _require_sandbox(self, sandbox: SandboxPolicy) -> None:
+        """Refuse a new session whose sandbox this machine cannot set up, saying how to go on
+        without it."""
+        support = await self.sandbox_probe.current()
+        if not support.available:
+            raise NotAllowed(
+                f"the {sandbox.mode} sandbox cannot be set up: {support.reason}. Without it: "
+                'sandbox "off" (robotactl new --sandbox off), or another [sandbox] mode in '
+                "config.toml for every new session"
+            )
 
     async def _project_rules_for(
         self, record: SessionRecord, new_at: str | None

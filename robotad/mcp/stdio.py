@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final
 
@@ -50,6 +50,43 @@ _LOGGED_CHARS: Final = 2000
 _EOF_EXIT_WAIT: Final = 0.5
 
 
+class StderrLog:
+    """A server's stderr into robotad's log, at most `LINES_PER_MINUTE` lines a minute: a
+    server that floods it (3 MB became 15,000 log lines) cannot drown the log; how many lines
+    were left out is said once the minute is over (or the stream ends)."""
+
+    LINES_PER_MINUTE: Final = 200
+
+    def __init__(self, server: str, clock: Callable[[], float]) -> None:
+        self.server = server
+        self.clock = clock
+        self._window_start = clock()
+        self._logged = 0
+        self._left_out = 0
+
+    def line(self, text: str) -> None:
+        if self.clock() - self._window_start >= 60:
+            self.flush()
+            self._window_start = self.clock()
+            self._logged = 0
+        if self._logged >= self.LINES_PER_MINUTE:
+            self._left_out += 1
+            return
+        self._logged += 1
+        log.info("stderr: %s", text, extra=fields(mcp_server=self.server))
+
+    def flush(self) -> None:
+        """Say how many lines were left out, if any."""
+        if self._left_out:
+            log.info(
+                "stderr: %d more lines not logged (over %d a minute)",
+                self._left_out,
+                self.LINES_PER_MINUTE,
+                extra=fields(mcp_server=self.server),
+            )
+            self._left_out = 0
+
+
 class StdioChannel:
     """One running stdio server; see the module doc."""
 
@@ -65,6 +102,7 @@ class StdioChannel:
         #: Set when the connection ended from the server's side (`failure` says why).
         self.closed = trio.Event()
         self._stopping = False
+        self._stderr_log = StderrLog(spec.name, trio.current_time)
         self._to_session, self.read_stream = anyio.create_memory_object_stream[
             SessionMessage | Exception
         ](16)
@@ -147,11 +185,12 @@ class StdioChannel:
                 buffer = b""
         if buffer:
             self._log_stderr(buffer)
+        self._stderr_log.flush()
 
     def _log_stderr(self, line: bytes) -> None:
         text = line[:_LOGGED_CHARS].decode("utf-8", "replace").rstrip()
         if text:
-            log.info("stderr: %s", text, extra=fields(mcp_server=self.spec.name))
+            self._stderr_log.line(text)
 
     async def watch_exit(self) -> None:
         status = await self.process.wait()

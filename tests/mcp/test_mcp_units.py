@@ -336,3 +336,24 @@ async def test_a_server_whose_cwd_is_missing_says_so_not_that_its_command_is() -
         async with open_stdio(spec):
             pass
     assert refused.value.strerror == "its cwd /nonexistent/robota-cwd is not an existing folder"
+
+
+def test_a_server_flooding_stderr_is_logged_at_a_bounded_rate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from robotad.mcp.stdio import StderrLog
+
+    now = [0.0]
+    stderr = StderrLog("noisy", lambda: now[0])
+    with caplog.at_level("INFO", logger="robotad.mcp"):
+        for index in range(250):
+            stderr.line(f"line {index}")
+        now[0] = 61.0
+        stderr.line("next minute")
+        stderr.flush()
+    said = [record.getMessage() for record in caplog.records]
+    assert said[:200] == [f"stderr: line {index}" for index in range(200)]
+    assert said[200:] == [
+        "stderr: 50 more lines not logged (over 200 a minute)",
+        "stderr: next minute",
+    ]
