@@ -126,14 +126,30 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
     sandbox = raw.get("sandbox")
     roots = sandbox.get("writable_roots") if isinstance(sandbox, dict) else None
     for index, root in enumerate(roots if isinstance(roots, list) else []):
+        where = f"$.sandbox.writable_roots[{index}]"
         if isinstance(root, str) and not (root.startswith("/") or root.split("/")[0] == "~"):
             issues.append(
+                {"path": where, "message": "expected an absolute path (or one starting with ~/)"}
+            )
+        elif isinstance(root, str) and (held := _holds_persistence(root)) is not None:
+            issues.append(
                 {
-                    "path": f"$.sandbox.writable_roots[{index}]",
-                    "message": "expected an absolute path (or one starting with ~/)",
+                    "path": where,
+                    "message": f"is or holds {held}, where files that run later live: a "
+                    "sandboxed command may never write there (name a project folder)",
                 }
             )
     return issues
+
+
+def _holds_persistence(root: str) -> str | None:
+    """The persistence folder (``~``, ``~/.ssh``…) `root` is or holds, which the sandbox
+    would keep read-only whatever the configuration says (`sandbox.layout`)."""
+    import os
+
+    from robotad.sandbox.layout import persistence_inside
+
+    return persistence_inside(os.path.realpath(os.path.expanduser(root)))
 
 
 def _hook_issues(path: str, matchers: list[Any]) -> list[Issue]:

@@ -44,3 +44,16 @@ def test_every_problem_is_located() -> None:
         "sandbox.writable_roots[0]",
         "sandbox.writable_roots[2]",
     ]
+
+
+def test_a_root_that_holds_the_home_or_its_start_up_folders_is_refused_at_start() -> None:
+    """`writable_roots = ["~"]` would be silently read-only (the sandbox never lets a command
+    write where files that run later live): say so when robotad starts instead."""
+    with pytest.raises(ValidationFailed) as refused:
+        decode_config(
+            '[sandbox]\nwritable_roots = ["~", "/", "~/.config", "~/.ssh", "~/.cache", "/srv"]\n'
+        )
+    said = {issue["path"]: issue["message"] for issue in refused.value.issues}
+    assert sorted(said) == [f"sandbox.writable_roots[{index}]" for index in range(4)]
+    assert "is or holds ~," in said["sandbox.writable_roots[0]"]
+    assert "~/.config/autostart" in said["sandbox.writable_roots[2]"]
