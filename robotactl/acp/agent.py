@@ -71,6 +71,10 @@ LIST_PAGE = 200
 _event_decoder = msgspec.json.Decoder(SessionEvent)
 
 
+#: How long a cancel that found no prompt waits for one its editor sent just before it.
+_EARLY_CANCEL_S = 0.05
+
+
 class AcpAgent:
     """Serves one editor over `editor` (bound later) with robotad at `robotad`; forwarders
     run in `nursery`."""
@@ -80,6 +84,8 @@ class AcpAgent:
         self.router = Router()
         self._attachments: dict[str, Attachment] = {}
         self._prompts: dict[str, PromptDriver] = {}
+        #: Sessions whose cancel came before their prompt's handler ran (see `cancel`).
+        self._early_cancels: set[str] = set()
         self._editor: JsonRpcPeer | None = None
         self._robotad: JsonRpcPeer | None = None
         self._nursery: trio.Nursery | None = None
@@ -218,6 +224,9 @@ class AcpAgent:
             raise SessionBusy(params.session_id, running.turn_id)
         driver = PromptDriver(attachment, self.robotad, self.editor)
         self._prompts[params.session_id] = driver
+        if params.session_id in self._early_cancels:
+            self._early_cancels.discard(params.session_id)
+            await driver.cancel()
         try:
             stop = await driver.run(text)
         finally:
@@ -226,9 +235,17 @@ class AcpAgent:
         return PromptResult(stop)
 
     async def cancel(self, params: CancelParams, ctx: CallContext) -> None:
+        """Cancel the session's prompt. Requests run as tasks, so a cancel sent right behind
+        its prompt can be handled before that prompt's handler has started: it is then held
+        for a moment (`_EARLY_CANCEL_S`) for the prompt to pick up, never longer — a later
+        prompt is not cancelled by it."""
         driver = self._prompts.get(params.session_id)
         if driver is not None:
             await driver.cancel()
+            return
+        self._early_cancels.add(params.session_id)
+        await trio.sleep(_EARLY_CANCEL_S)
+        self._early_cancels.discard(params.session_id)
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from protocol.events import (
     Overflow,
     SessionEvent,
     TurnFinished,
+    TurnStarted,
 )
 from protocol.peer import JsonRpcPeer
 from robotactl.acp.schema import SessionUpdate
@@ -43,7 +44,7 @@ logger = logging.getLogger("robotactl.acp")
 #: A Write's diff shows the file's current text only up to this size.
 WRITE_DIFF_BYTES: Final = 256 * 1024
 
-TurnEvent = ApprovalRequested | ApprovalResolved | TurnFinished
+TurnEvent = TurnStarted | ApprovalRequested | ApprovalResolved | TurnFinished
 SendUpdate = Callable[[str, SessionUpdate], Awaitable[None]]
 
 
@@ -141,7 +142,7 @@ class Attachment:
                     await self._send_update(self.session_id, update)
                 watcher = self._watchers.get(event.turn_id or "")
                 if watcher is not None and isinstance(
-                    event, ApprovalRequested | ApprovalResolved | TurnFinished
+                    event, TurnStarted | ApprovalRequested | ApprovalResolved | TurnFinished
                 ):
                     watcher.put(event)
 

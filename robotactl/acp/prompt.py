@@ -30,7 +30,8 @@ import msgspec
 import trio
 
 from protocol.errors import RpcError, StaleResponse, TurnAborted
-from protocol.events import ApprovalRequested, ErrorObject, TurnFinished
+from protocol.events import ApprovalRequested, ErrorObject, TurnFinished, TurnStarted
+from protocol.jsonrpc import ConnectionLost, MalformedResponse
 from protocol.methods import PendingResult
 from protocol.peer import JsonRpcPeer
 from protocol.shapes import ApprovalRequest
@@ -48,6 +49,10 @@ class _AnsweredElsewhere(Exception):
     """The execution moved on while the editor was being asked."""
 
 
+class _EditorGone(Exception):
+    """The editor went away while it was being asked: the approval stays parked."""
+
+
 class PromptDriver:
     """One prompt of the editor in `attachment`'s session."""
 
@@ -56,6 +61,9 @@ class PromptDriver:
         self._robotad = robotad
         self._editor = editor
         self._cancelled = trio.Event()
+        #: An abort robotad refused because the turn had not started yet: asked again at
+        #: the turn's first event (a cancel right after the prompt must still stop it).
+        self._abort_pending = False
         self._session_id = attachment.session_id
         #: The turn this prompt runs (set once it starts).
         self.turn_id: str | None = None
@@ -65,11 +73,22 @@ class PromptDriver:
         if self._cancelled.is_set():
             return
         self._cancelled.set()
-        await self._robotad.request("session/abort", {"sessionId": self._session_id})
+        await self._abort()
+
+    async def _abort(self) -> None:
+        result = await self._robotad.request("session/abort", {"sessionId": self._session_id})
+        self._abort_pending = not (isinstance(result, dict) and result.get("aborted"))
 
     async def run(self, text: str) -> StopReason:
         """Run the turn for `text` and return why it stopped (once robotad has answered every
-        request of it, so the session takes the next prompt at once)."""
+        request of it, so the session takes the next prompt at once). An approval left
+        parked in the session (its editor went away, or it was asked elsewhere) is settled
+        with this editor first: asked again, then resumed or, when cancelled, abandoned."""
+        try:
+            if not await self._settle_parked():
+                return "cancelled"
+        except _EditorGone:
+            return "cancelled"
         turn_id = self.turn_id = f"turn-{uuid.uuid4().hex}"
         self._attachment.translator.own_turns.add(turn_id)
         with self._attachment.watch_turn(turn_id) as events:
@@ -90,9 +109,19 @@ class PromptDriver:
             events.fail(exc)
 
     async def _follow(self, events: TurnEvents, requests: trio.Nursery) -> StopReason:
+        try:
+            return await self._follow_events(events, requests)
+        except _EditorGone:
+            return "cancelled"  # nobody to tell; the approval stays parked in robotad
+
+    async def _follow_events(self, events: TurnEvents, requests: trio.Nursery) -> StopReason:
         waiting: ApprovalRequested | None = None
         while True:
             event = await events.receive()
+            if isinstance(event, TurnStarted):
+                if self._abort_pending:
+                    await self._abort()  # the cancel came before the turn: it has started now
+                continue
             if isinstance(event, ApprovalRequested):
                 waiting = event
             elif isinstance(event, TurnFinished):
@@ -166,10 +195,44 @@ class PromptDriver:
         view = translator.view_of(call_id) or describe_call(request.tool, request.arguments)
         rule = always_rule(request, self._attachment.cwd)
         params = request_params(self._session_id, call_id, view, request, rule)
-        result = await self._editor.request(
-            "session/request_permission", params, result_type=RequestPermissionResult
-        )
+        try:
+            result = await self._editor.request(
+                "session/request_permission", params, result_type=RequestPermissionResult
+            )
+        except ConnectionLost:
+            raise _EditorGone from None
+        except (RpcError, MalformedResponse) as exc:
+            # An editor that cannot answer has not said yes: as a cancelled question.
+            logger.warning("session %s: the editor's permission answer: %s", self._session_id, exc)
+            return None
         return answer_of(result, rule)
+
+    async def _settle_parked(self) -> bool:
+        """Settle an execution parked in the session before a new turn (see `run`): False
+        when the editor cancelled (the prompt then ends ``cancelled``)."""
+        while True:
+            result = await self._robotad.request(
+                "session/pending", {"sessionId": self._session_id}, result_type=PendingResult
+            )
+            pending = result.pending
+            if pending is None:
+                return True
+            if pending.uncertain:  # outcome unknown: never run again, closed as failed
+                await self._abandon(pending.execution_id)
+                continue
+            answers: list[tuple[ApprovalRequest, Answer]] = []
+            for request in pending.requests:
+                answer = await self._ask_one(request)
+                if answer is None or self._cancelled.is_set():
+                    await self._abandon(pending.execution_id)
+                    return not self._cancelled.is_set() and answer is not None
+                answers.append((request, answer))
+            await self._remember(answers)
+            waiting = ApprovalRequested(
+                self._session_id, 0, "", pending.execution_id, pending.requests
+            )
+            with contextlib.suppress(StaleResponse, TurnAborted):
+                await self._robotad.request("session/resume", _resume(waiting, answers))
 
     async def _remember(self, answers: list[tuple[ApprovalRequest, Answer]]) -> None:
         for _request, answer in answers:

@@ -63,6 +63,8 @@ class Editor:
         if answer == "hold":
             out({"event": "held", "request": request})
             await asyncio.Event().wait()
+        if answer == "error":  # an editor that fails to answer
+            raise RuntimeError("this editor cannot show the question")
         if answer == "cancelled":
             outcome: Any = schema.DeniedOutcome(outcome="cancelled")
         else:
@@ -156,7 +158,13 @@ async def handle(
         editor.on_chunk = on_chunk
         try:
             request = schema.PromptRequest.model_validate(command["params"])
-            response = await connection.prompt(session_id=session_id, prompt=request.prompt)
+            prompting = asyncio.create_task(
+                connection.prompt(session_id=session_id, prompt=request.prompt)
+            )
+            if command.get("cancelAtOnce"):  # session/cancel right behind session/prompt
+                await asyncio.sleep(0)
+                await connection.cancel(session_id=session_id)
+            response = await prompting
         finally:
             editor.on_chunk = None
         return {"result": dump(response), "permissions": editor.permissions}

@@ -4,14 +4,15 @@
 // Spawns the agent, connects to it with the SDK's client, then reads one JSON command per line
 // on stdin and answers each with one JSON line on stdout (see tests/acp/editors.py):
 //   {op:"request", method, params}          -> {result} | {error}
-//   {op:"prompt", params, answers, cancelAfterChunks}
+//   {op:"prompt", params, answers, cancelAfterChunks, cancelAtOnce}
 //                                           -> {result|error, permissions}
 //   {op:"updates"}                          -> {updates}: received since the last call
 //   {op:"audit"}                            -> {sent, received}: every session/update the agent
 //                                              wrote (read off its stdout) and every one the SDK
 //                                              handed to the client, as JSON
 //   {op:"pid"}                              -> {pid} of the agent
-// A permission answer "hold" never answers: the driver then prints {event:"held", request}.
+// A permission answer "hold" never answers: the driver then prints {event:"held", request};
+// "error" answers the request with an error.
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
@@ -72,6 +73,7 @@ const connection = acp
       out({ event: "held", request });
       return await new Promise(() => {});
     }
+    if (answer === "error") throw new Error("this editor cannot show the question");
     if (answer === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: answer } };
   })
@@ -104,7 +106,12 @@ async function handle(command) {
         };
       }
       try {
-        const result = await agent.request("session/prompt", command.params);
+        const prompting = agent.request("session/prompt", command.params);
+        if (command.cancelAtOnce) {
+          // session/cancel right behind session/prompt
+          agent.notify("session/cancel", { sessionId: command.params.sessionId });
+        }
+        const result = await prompting;
         return { result, permissions };
       } finally {
         chunkWatch = null;

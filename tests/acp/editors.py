@@ -109,8 +109,10 @@ class Editor:
         text: str,
         answers: Sequence[str] = (),
         cancel_after_chunks: int | None = None,
+        cancel_at_once: bool = False,
     ) -> dict[str, Any]:
-        """Run a prompt; the reply holds `result` (or `error`) and the `permissions` asked."""
+        """Run a prompt; the reply holds `result` (or `error`) and the `permissions` asked.
+        `cancel_at_once` sends session/cancel right behind the prompt."""
         command: dict[str, Any] = {
             "op": "prompt",
             "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
@@ -118,6 +120,8 @@ class Editor:
         }
         if cancel_after_chunks is not None:
             command["cancelAfterChunks"] = cancel_after_chunks
+        if cancel_at_once:
+            command["cancelAtOnce"] = True
         return await self.call(**command)
 
     async def updates(self) -> list[dict[str, Any]]:

@@ -124,3 +124,63 @@ async def test_cancel_aborts_a_stream_and_abandons_a_waiting_approval(
         await assert_editor_received_everything(editor)
     assert robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"] is None
     assert not target.exists()
+
+
+async def test_a_cancel_right_behind_the_prompt_still_stops_the_turn(
+    launch: Launch, workspace: Path
+) -> None:
+    """The abort reached robotad before the turn had started and was refused; the turn then
+    ran to its end, tools and all."""
+    marker = workspace / "ran"
+    bash = {"name": "Bash", "arguments": {"command": f"touch {marker}"}}
+    script = [{"text": "x" * 300, "chunks": 30, "delayMs": 50}, {"toolCalls": [bash]}]
+    async with launch(script=script) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        await editor.request(
+            "session/set_mode", {"sessionId": session_id, "modeId": "bypassPermissions"}
+        )
+        reply = await editor.prompt(session_id, "talk", cancel_at_once=True)
+        assert reply["result"] == {"stopReason": "cancelled"}
+        await assert_editor_received_everything(editor)
+    assert not marker.exists()
+
+
+async def test_an_approval_left_parked_is_asked_again_at_the_next_prompt(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+) -> None:
+    """An approval another client (or an editor that went away) left waiting made every
+    prompt fail with -32005: an ACP editor has no way to resume or abandon it."""
+    target = workspace / "parked.txt"
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "x\n"}}
+    script = [{"toolCalls": [write]}, {"text": "written"}, {"text": "and now the new prompt"}]
+    async with launch(script=script) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        parked = robotad_call(acp_daemon, "session/run", {"sessionId": session_id, "prompt": "w"})
+        assert parked["status"] == "waiting"
+        reply = await editor.prompt(session_id, "next", answers=["allow_once"])
+        assert reply["result"] == {"stopReason": "end_turn"}, reply
+        assert len(reply["permissions"]) == 1
+        assert target.read_text() == "x\n"
+        await assert_editor_received_everything(editor)
+    history = robotad_call(acp_daemon, "session/history", {"sessionId": session_id})
+    said = [m["content"] for m in history["messages"] if m["role"] == "assistant"]
+    assert said[-1] == "and now the new prompt"
+
+
+async def test_an_editor_that_fails_to_answer_is_a_cancelled_question(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+) -> None:
+    """Its error came back as the prompt's error (or -32603), and the session was then
+    stuck with the execution parked."""
+    target = workspace / "never.txt"
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "x"}}
+    async with launch(script=[{"toolCalls": [write]}, {"text": "later"}]) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        reply = await editor.prompt(session_id, "write", answers=["error"])
+        assert reply["result"] == {"stopReason": "cancelled"}, reply
+        await assert_editor_received_everything(editor)
+    assert robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"] is None
+    assert not target.exists()
