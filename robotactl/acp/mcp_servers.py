@@ -4,9 +4,9 @@ ACP gives a stdio server as ``{name, command, args, env:[{name, value}]}`` and a
 ``{type: "http", name, url, headers:[{name, value}]}``; robotad's `McpServer` takes `env` and
 `headers` as objects and no `type`. A server name robotad would refuse (it takes
 ``[A-Za-z0-9_-]+``, with no ``__`` and no ``_`` at the end) has every other character replaced
-by ``_``, runs of ``_`` made one and a trailing one dropped, so one odd name never keeps the
-editor from starting a session. SSE servers are not supported by robotad: they are left
-out, and `mcp_servers` says which.
+by ``_``, runs of ``_`` made one and a trailing one dropped, and a name an earlier server
+took gets ``-2``, ``-3``…, so odd names never keep the editor from starting a session. SSE
+servers are not supported by robotad: they are left out, and `mcp_servers` says which.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def mcp_servers(entries: Sequence[McpServerEntry]) -> tuple[list[dict[str, Any]]
     (with why), in the editor's order."""
     servers: list[dict[str, Any]] = []
     left_out: list[str] = []
+    taken: set[str] = set()
     for entry in entries:
-        name = _RUNS.sub("_", _UNSAFE.sub("_", entry.name)).rstrip("_") or "server"
+        name = _unique(_RUNS.sub("_", _UNSAFE.sub("_", entry.name)).rstrip("_") or "server", taken)
         if entry.type == "sse":
             left_out.append(f"{entry.name} (SSE servers are not supported; use streamable HTTP)")
         elif entry.url is not None:
@@ -47,3 +48,14 @@ def mcp_servers(entries: Sequence[McpServerEntry]) -> tuple[list[dict[str, Any]]
         else:
             left_out.append(f"{entry.name} (neither a command nor a url)")
     return servers, left_out
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """`name`, or ``name-2``, ``name-3``… when an earlier server took it (``my server`` and
+    ``my_server`` both clean to ``my_server``); the chosen name is added to `taken`."""
+    chosen, number = name, 1
+    while chosen in taken:
+        number += 1
+        chosen = f"{name}-{number}"
+    taken.add(chosen)
+    return chosen

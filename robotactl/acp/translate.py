@@ -11,7 +11,9 @@ updates an event becomes, in order:
   then ``tool_call_update``s: ``in_progress`` when it starts after an approval, ``completed``
   / ``failed`` with the result when it finishes, ``failed`` with the reason when it is
   denied (a denied call that was never shown becomes a failed ``tool_call``);
-- ``context_updated`` → ``usage_update {used, size}`` when the figures changed.
+- ``context_updated`` → ``usage_update {used, size}`` when the figures changed;
+- ``turn_finished`` aborted or failed → a ``failed`` ``tool_call_update`` for each call shown
+  and never finished (a cancel while a command ran), so no call stays "in progress".
 
 robotad's approval requests carry the tool and arguments but not the call id; the call is the
 one the same tool last got an ``ask`` decision for (`call_id_for` tells the prompt driver).
@@ -33,6 +35,7 @@ from protocol.events import (
     TextDelta,
     ToolFinished,
     ToolStarted,
+    TurnFinished,
     TurnStarted,
 )
 from protocol.shapes import ApprovalRequest, Message
@@ -63,6 +66,8 @@ class EventTranslator:
         self.own_turns: set[str] = set()
         self._read_current = read_current
         self._shown: dict[str, ToolView] = {}
+        #: Calls shown and not yet finished or denied.
+        self._open: set[str] = set()
         self._asked: dict[str, str] = {}  # call id → tool, awaiting its approval request
         self._call_of_request: dict[str, str] = {}
         self._usage: tuple[int, int] | None = None
@@ -92,7 +97,17 @@ class EventTranslator:
             return self._finished(event)
         if isinstance(event, ContextUpdated):
             return self._context(event)
+        if isinstance(event, TurnFinished) and event.status in ("aborted", "failed"):
+            return self._close_open(event.status)
         return []
+
+    def _close_open(self, status: str) -> list[SessionUpdate]:
+        said = "the turn was aborted" if status == "aborted" else "the turn failed"
+        closed, self._open = sorted(self._open), set()
+        return [
+            ToolCallUpdate(call, status="failed", content=result_content(f"interrupted: {said}"))
+            for call in closed
+        ]
 
     # -- tool calls -------------------------------------------------------------------------
 
@@ -118,6 +133,7 @@ class EventTranslator:
                     content=result_content(reason),
                 )
             ]
+        self._open.discard(event.call_id)
         return [ToolCallUpdate(event.call_id, status="failed", content=result_content(reason))]
 
     def _requested(self, request: ApprovalRequest) -> list[SessionUpdate]:
@@ -138,6 +154,7 @@ class EventTranslator:
         return [self._show(event.call_id, event.tool, event.arguments, "in_progress")]
 
     def _finished(self, event: ToolFinished) -> list[SessionUpdate]:
+        self._open.discard(event.call_id)
         status: ToolStatus = "completed" if event.ok else "failed"
         shown = self._shown.get(event.call_id)
         diff = shown.diff if shown is not None else []
@@ -152,6 +169,7 @@ class EventTranslator:
     ) -> ToolCall:
         view = describe_call(tool, arguments, read_current=self._read_current)
         self._shown[call_id] = view
+        self._open.add(call_id)
         return _tool_call(call_id, view, arguments, status)
 
     def _context(self, event: ContextUpdated) -> list[SessionUpdate]:

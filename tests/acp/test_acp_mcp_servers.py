@@ -63,3 +63,15 @@ def test_unsafe_names_are_made_safe_and_unrunnable_servers_are_left_out() -> Non
     assert len(left_out) == 2
     assert "SSE" in left_out[0]
     assert "neither a command nor a url" in left_out[1]
+
+
+def test_names_that_clean_to_the_same_one_get_a_number() -> None:
+    """Four names an editor may well send were refused as repeats of one robotad never saw."""
+    entries = [
+        McpServerEntry(name, command="x")
+        for name in ("my server", "my-server", "my_server", "my.server")
+    ]
+    servers, _ = mcp_servers(entries)
+    names = [server["name"] for server in servers]
+    assert names == ["my_server", "my-server", "my_server-2", "my_server-3"]
+    assert all(name_problem(name) is None for name in names)

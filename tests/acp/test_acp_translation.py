@@ -16,6 +16,7 @@ from protocol.events import (
     TextDelta,
     ToolFinished,
     ToolStarted,
+    TurnFinished,
     TurnStarted,
 )
 from protocol.shapes import ApprovalRequest, Message, ToolCall
@@ -80,6 +81,23 @@ def test_prompt_text_joins_text_and_names_resources() -> None:
     )
 
 
+def test_a_mention_is_set_apart_and_its_file_uri_decoded() -> None:
+    """Zed sends file URIs percent-encoded and mentions between text blocks without spaces:
+    the model got ``@/w/a.txtexplain this`` and a path with ``%20`` in it."""
+    blocks = [
+        {"type": "text", "text": "read"},
+        {"type": "resource_link", "uri": "file:///w/my%20file.txt", "name": "my file.txt"},
+        {"type": "text", "text": "and"},
+        {"type": "resource_link", "uri": "file://localhost/w/b.txt", "name": "b.txt"},
+        {"type": "text", "text": " then stop"},
+        {"type": "resource_link", "uri": "https://example.invalid/x", "name": "x"},
+    ]
+    assert (
+        prompt_text(blocks)
+        == "read @/w/my file.txt and @/w/b.txt then stop @https://example.invalid/x"
+    )
+
+
 def test_prompt_text_refuses_images_with_their_path() -> None:
     with pytest.raises(InvalidParams) as refused:
         prompt_text([{"type": "text", "text": "x"}, {"type": "image", "data": ""}])
@@ -135,6 +153,30 @@ def test_a_denied_call_never_shown_becomes_a_failed_tool_call() -> None:
     assert wire(denied)["content"] == [
         {"type": "content", "content": {"type": "text", "text": "no"}}
     ]
+
+
+def test_a_call_cut_off_by_an_abort_is_closed_as_failed() -> None:
+    """Cancelled while a command ran, the call stayed "in progress" in the editor (history
+    had it failed, so a reload disagreed with the live view)."""
+    translator = EventTranslator()
+    args = {"command": "sleep 30"}
+    translator.updates_for(event(ToolStarted, 1, call_id="c1", tool="Bash", arguments=args))
+    translator.updates_for(event(ToolStarted, 2, call_id="c2", tool="Bash", arguments=args))
+    translator.updates_for(event(ToolFinished, 3, call_id="c2", tool="Bash", ok=True, preview=""))
+    assert translator.updates_for(event(TurnFinished, 4, status="waiting")) == []
+    [closed] = translator.updates_for(event(TurnFinished, 5, status="aborted"))
+    assert wire(closed) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "c1",
+        "status": "failed",
+        "content": [
+            {
+                "type": "content",
+                "content": {"type": "text", "text": "interrupted: the turn was aborted"},
+            }
+        ],
+    }
+    assert translator.updates_for(event(TurnFinished, 6, status="aborted")) == []
 
 
 def test_own_prompts_are_not_echoed_and_usage_is_sent_when_it_changes() -> None:
