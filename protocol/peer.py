@@ -80,6 +80,7 @@ from protocol.jsonrpc import (
 __all__ = [
     "CANCEL_METHOD",
     "CallContext",
+    "CancelNotice",
     "ConnectionLost",
     "Handler",
     "JsonRpcPeer",
@@ -224,6 +225,16 @@ class _CancelParams(msgspec.Struct):
     id: int | str
 
 
+#: The notification telling the remote that our request `id` was withdrawn: its method and
+#: params. JSON-RPC names none; robotad's protocol takes LSP's (``$/cancelRequest {id}``),
+#: ACP has its own (``$/cancel_request {requestId}``).
+CancelNotice = Callable[[int], tuple[str, dict[str, Any]]]
+
+
+def _lsp_cancel(request_id: int) -> tuple[str, dict[str, Any]]:
+    return CANCEL_METHOD, {"id": request_id}
+
+
 # -- the peer -------------------------------------------------------------------------------
 
 
@@ -245,8 +256,11 @@ class JsonRpcPeer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         on_notification: NotificationCallback | None = None,
         receive_size: int = 64 * 1024,
+        cancel_notice: CancelNotice | None = None,
     ) -> None:
         self.stream = stream
+        #: How the remote is told that a request of ours was withdrawn (`CancelNotice`).
+        self._cancel_notice = cancel_notice or _lsp_cancel
         self.router = router if router is not None else Router()
         #: Connection-scoped data of the application (e.g. its subscriptions).
         self.state: dict[str, Any] = {}
@@ -408,8 +422,9 @@ class JsonRpcPeer:
                 self._nursery.start_soon(self._send_cancel, request_id)
 
     async def _send_cancel(self, request_id: int) -> None:
+        method, params = self._cancel_notice(request_id)
         with contextlib.suppress(ConnectionLost):
-            await self.notify(CANCEL_METHOD, {"id": request_id})
+            await self.notify(method, params)
 
     def _stop_receiving(self) -> None:
         self._receiving = False

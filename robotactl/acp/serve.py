@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -34,7 +35,9 @@ async def serve(socket_path: Path, autostart: bool, defaults: SessionDefaults) -
     from robotactl.connection import connect
 
     agent = AcpAgent(defaults)
-    editor = JsonRpcPeer(editor_stream(), agent.router, framing="ndjson")
+    editor = JsonRpcPeer(
+        editor_stream(), agent.router, framing="ndjson", cancel_notice=acp_cancel_notice
+    )
     async with (
         connect(
             socket_path, autostart=autostart, on_notification=agent.on_robotad_notification
@@ -57,3 +60,10 @@ async def serve(socket_path: Path, autostart: bool, defaults: SessionDefaults) -
     if lost:
         raise RobotadGone(f"robotad at {socket_path} closed the connection")
     logger.info("the editor closed the connection")
+
+
+def acp_cancel_notice(request_id: int) -> tuple[str, dict[str, Any]]:
+    """ACP's notice that a request of ours is withdrawn (a permission question answered
+    elsewhere): ``$/cancel_request {requestId}``, not LSP's ``$/cancelRequest {id}``, which an
+    editor ignores, leaving the question on screen."""
+    return "$/cancel_request", {"requestId": request_id}

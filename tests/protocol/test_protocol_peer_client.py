@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 from protocol.client import open_connection
 from protocol.errors import RpcError, SessionBusy
 from protocol.framing import Framing, encode_frame
-from protocol.peer import CallContext, ConnectionLost, JsonRpcPeer, MalformedResponse, Router
+from protocol.peer import (
+    CallContext,
+    CancelNotice,
+    ConnectionLost,
+    JsonRpcPeer,
+    MalformedResponse,
+    Router,
+)
 from tests.protocol.wire_harness import HANG_GUARD_SECONDS, RawEnd, call
 
 FRAMINGS: list[Framing] = ["ndjson", "content-length"]
@@ -75,10 +82,10 @@ async def connected_pair(
 
 @asynccontextmanager
 async def client_against_raw(
-    framing: Framing = "ndjson",
+    framing: Framing = "ndjson", cancel_notice: CancelNotice | None = None
 ) -> AsyncIterator[tuple[JsonRpcPeer, RawEnd]]:
     client_stream, server_stream = trio.testing.memory_stream_pair()
-    client = JsonRpcPeer(client_stream, framing=framing)
+    client = JsonRpcPeer(client_stream, framing=framing, cancel_notice=cancel_notice)
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
         with trio.fail_after(HANG_GUARD_SECONDS):
@@ -172,6 +179,29 @@ async def test_half_closed_remote_fails_pending_requests() -> None:
             await server.receive()
             await server.send_eof()
         assert len(failures) == 1
+
+
+async def test_a_withdrawn_request_is_announced_as_the_remote_expects() -> None:
+    """ACP names the notice ``$/cancel_request {requestId}``: an editor ignores LSP's, and
+    kept a permission question on screen that was answered elsewhere."""
+    from robotactl.acp.serve import acp_cancel_notice
+
+    async with client_against_raw(cancel_notice=acp_cancel_notice) as (client, server):
+        scope = trio.CancelScope()
+
+        async def impatient() -> None:
+            with scope:
+                await client.request("session/request_permission")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(impatient)
+            first = await server.receive()
+            scope.cancel()
+        assert await server.receive() == {
+            "jsonrpc": "2.0",
+            "method": "$/cancel_request",
+            "params": {"requestId": first["id"]},
+        }
 
 
 async def test_cancelled_requester_does_not_deadlock_the_connection() -> None:
