@@ -68,6 +68,9 @@ class FrameTooLarge(FramingError):
         super().__init__(f"frame larger than {limit} bytes")
 
 
+_BOM: Final = b"\xef\xbb\xbf"
+
+
 def sniff_framing(first_byte: int) -> Framing:
     """The framing a connection uses, from its first non-whitespace byte."""
     if first_byte in b"{[":
@@ -159,6 +162,11 @@ class FrameDecoder:
 
     def _sniff(self) -> bool:
         stripped = self._buffer.lstrip(_WHITESPACE)
+        if stripped and _BOM.startswith(bytes(stripped[: len(_BOM)])):
+            if len(stripped) < len(_BOM):
+                return False  # perhaps a byte-order mark: wait for the rest of it
+            # A byte-order mark some writers put first is no part of the first frame.
+            stripped = stripped[len(_BOM) :].lstrip(_WHITESPACE)
         if not stripped:
             self._buffer.clear()  # whitespace before the first frame is meaningless
             return False

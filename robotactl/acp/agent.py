@@ -212,7 +212,11 @@ class AcpAgent:
     async def set_mode(self, params: SetModeParams, ctx: CallContext) -> dict[str, Any]:
         attachment = self._attached(params.session_id)
         change = {"sessionId": params.session_id, "mode": params.mode_id}
-        result = await self.robotad.request("session/setPermissionMode", change)
+        try:
+            result = await self.robotad.request("session/setPermissionMode", change)
+        except InvalidParams as exc:  # located in robotad's params: say it in the editor's
+            issues = [{**i, "path": i["path"].replace("$.mode", "$.modeId", 1)} for i in exc.issues]
+            raise InvalidParams(issues) from None
         attachment.mode = str(result.get("mode", params.mode_id))
         await self._send_update(params.session_id, CurrentModeUpdate(attachment.mode))
         return {}

@@ -53,7 +53,7 @@ async def test_modes_are_permission_modes_and_list_shows_robotads_sessions(
         with pytest.raises(EditorError) as refused:
             await editor.request("session/set_mode", {"sessionId": session_id, "modeId": "bogus"})
         assert refused.value.code == -32602
-        assert "mode" in refused.value.message
+        assert "$.modeId" in refused.value.message  # the editor's own member, not robotad's
         there = await editor.new_session(elsewhere.resolve())
         listed = await editor.request("session/list", {})
         ids = [s["sessionId"] for s in listed["sessions"]]

@@ -59,6 +59,20 @@ def test_leading_whitespace_is_skipped_before_sniffing() -> None:
     assert decoder.framing == "ndjson"
 
 
+def test_a_byte_order_mark_before_the_first_frame_is_skipped() -> None:
+    """A writer that puts a UTF-8 BOM first (some editors' JSON libraries) was refused as an
+    unknown framing, and the connection ended; also when the mark arrives in pieces."""
+    whole = FrameDecoder()
+    assert whole.feed(b'\xef\xbb\xbf{"a":1}\n') == [b'{"a":1}']
+    pieces = FrameDecoder()
+    assert pieces.feed(b"\xef") == []
+    assert pieces.feed(b"\xbb\xbf") == []
+    assert pieces.feed(b'\n{"b":2}\n') == [b'{"b":2}']
+    assert pieces.framing == "ndjson"
+    with pytest.raises(FramingError):  # a BOM inside the stream is no frame of anything
+        FrameDecoder().feed(b"\xef\xbbX")
+
+
 @pytest.mark.parametrize("stream_of", [ndjson_stream, content_length_stream])
 def test_split_at_every_byte_boundary(stream_of: object) -> None:
     assert callable(stream_of)
