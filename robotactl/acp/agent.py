@@ -23,6 +23,7 @@ import trio
 
 from protocol.errors import InvalidParams, SessionBusy, SessionNotFound
 from protocol.events import EVENT_METHOD, SessionEvent
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.methods import HistoryResult, SessionList
 from protocol.peer import CallContext, JsonRpcPeer, Router
 from protocol.shapes import SessionInfo
@@ -71,6 +72,9 @@ LIST_PAGE = 200
 _event_decoder = msgspec.json.Decoder(SessionEvent)
 
 
+#: The longest prompt sent on (bytes): robotad's default message limit less room for the
+#: request around it.
+_LARGEST_PROMPT = DEFAULT_MAX_FRAME_BYTES - 2**20
 #: How long a cancel that found no prompt waits for one its editor sent just before it.
 _EARLY_CANCEL_S = 0.05
 
@@ -222,8 +226,19 @@ class AcpAgent:
         return {}
 
     async def prompt(self, params: PromptParams, ctx: CallContext) -> PromptResult:
-        attachment = self._attached(params.session_id)
         text = prompt_text(params.prompt)
+        if len(text.encode("utf-8", "surrogatepass")) > _LARGEST_PROMPT:
+            # robotad would close this agent's connection on a message over its limit.
+            raise InvalidParams(
+                [
+                    {
+                        "path": "$.prompt",
+                        "message": f"the prompt is over {_LARGEST_PROMPT // 2**20} MiB, more "
+                        "than robotad takes in one message: attach less of it",
+                    }
+                ]
+            )
+        attachment = self._attached(params.session_id)
         if (running := self._prompts.get(params.session_id)) is not None:
             raise SessionBusy(params.session_id, running.turn_id)
         driver = PromptDriver(attachment, self.robotad, self.editor)

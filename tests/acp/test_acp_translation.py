@@ -289,3 +289,18 @@ def test_the_always_rules_parse_as_robotads_patterns() -> None:
     rules = [always_rule(ApprovalRequest("r", "x", tool, args, ""), "/w") for tool, args in calls]
     assert all(rules)
     parse_rules([rule for rule in rules if rule], "$.rules", profiles)
+
+
+async def test_a_prompt_robotad_would_not_take_is_refused_before_it_is_sent() -> None:
+    """Just under the editor's 16 MiB frame limit, the prompt re-wrapped for robotad went over
+    robotad's: robotad closed the agent's connection and the prompt was never answered."""
+    from robotactl.acp.agent import AcpAgent
+    from robotactl.acp.defaults import SessionDefaults
+    from robotactl.acp.schema import PromptParams
+
+    agent = AcpAgent(SessionDefaults())
+    huge = [{"type": "text", "text": "x" * (15 * 2**20 + 1)}]
+    with pytest.raises(InvalidParams) as refused:
+        await agent.prompt(PromptParams("s1", huge), None)  # type: ignore[arg-type]
+    assert refused.value.issues[0]["path"] == "$.prompt"
+    assert "more than robotad takes" in refused.value.issues[0]["message"]
