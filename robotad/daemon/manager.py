@@ -263,7 +263,20 @@ class SessionManager:
             if live is None:
                 _valid(session_id, await self._load_outcome(session_id))
                 return
+            await self._saved_first(live)
             await self._retire(live)
+
+    async def _saved_first(self, live: LiveSession) -> None:
+        """Save `live` once its running work is done, before it is unloaded; a save the disk
+        refuses is raised (StorageFailed) and the session stays loaded, holding the history
+        the refused save would have written — never unloaded with it (a close used to say
+        ``closed`` and drop a turn whose save had failed)."""
+        live.closing = True
+        try:
+            await live.session.save_when_idle()
+        except BaseException:
+            live.closing = False
+            raise
 
     async def delete(self, session_id: str) -> None:
         """``session/delete``: `NotAllowed` while loaded; else remove the record (valid or
@@ -508,6 +521,7 @@ class SessionManager:
                 live = self._live.get(session_id)
                 if live is not None and self._unloadable(live):
                     log.info("unloading an idle session", extra=fields(session_id=session_id))
+                    await self._saved_first(live)  # a refused save keeps it loaded
                     await self._retire(live)
         except Exception:
             log.exception("idle unload failed", extra=fields(session_id=session_id))

@@ -20,9 +20,16 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from protocol.shapes import ContextState, Message
+from robotad.agent.loop import open_calls
 from robotad.session.context_window import ContextTracker
 from robotad.session.reporting import SessionReporter
 from robotad.storage import log_events
+
+#: The result of a call a new prompt finds unanswered with nothing to answer it.
+NEVER_ANSWERED = (
+    "not run: nothing here holds this call's execution (the session was imported, or its "
+    "journal is gone), so it was closed when the next prompt came"
+)
 
 __all__ = ["CommitBarrier", "Conversation"]
 
@@ -63,6 +70,14 @@ class Conversation:
 
     def state(self) -> ContextState:
         return self.tracker.state(self.messages)
+
+    async def close_unheld_round(self) -> None:
+        """Close the calls of the last round that have no result, as failed, before a new
+        prompt. A new turn only starts when no execution holds such a round, so these are an
+        imported session's, or one whose journal is gone: never run after the prompt, and
+        never left between (a provider refuses a call without its result)."""
+        for call in open_calls(self.messages):
+            await self.commit(Message.tool(call.id, call.name, NEVER_ANSWERED, ok=False))
 
     async def commit(self, message: Message) -> None:
         """Append one message a turn produced, after the barrier (if any) accepted it."""

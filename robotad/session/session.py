@@ -308,6 +308,12 @@ class Session(RuntimeSettings):
                 self._gate, TurnContext(token), self._tools, name, arguments
             )
 
+    async def save_when_idle(self) -> None:
+        """Once nothing holds the claim, save what is not saved yet; raises when the store
+        does (a close that must not unload a history it could not write)."""
+        await self._claim.wait_released()
+        await self._persist()  # an unchanged snapshot is not written again
+
     async def shutdown(self) -> None:
         """Drain whatever holds the claim, save, fire SessionEnd once, close the provider.
         Idempotent: a second call waits for the first. Each step is best-effort (G-132)."""

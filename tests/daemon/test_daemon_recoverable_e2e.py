@@ -572,6 +572,99 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     }
 
 
+async def test_a_turn_cut_while_a_command_runs_without_approval_is_kept(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Killed while a command that needed no approval ran (its round's first command done,
+    the second running), the turn vanished: the record had never been saved with its open
+    round, so the prompt, both calls and the finished result were gone, though the commands
+    had run. Now the record holds the open round before anything runs, and recovery puts the
+    finished result back and lists the cut call as uncertain."""
+    home = DaemonHome(tmp_path_factory.mktemp("cut-unasked"))
+    effects = tmp_path / "effects.txt"
+    started = tmp_path / "started.pid"
+    first = bash(f"echo one >> {effects}")
+    second = bash(f"echo $$ > {started}; sleep 30; echo two >> {effects}")
+    steps = [{"toolCalls": [first]}, {"toolCalls": [second]}, {"text": "afterwards"}]
+    with orphan_reaped(started):
+        with running_daemon(home) as daemon:
+            with trio.fail_after(IO_TIMEOUT):
+                async with connect(daemon) as client:
+                    created = await client.call(
+                        "session/create",
+                        {
+                            "cwd": str(tmp_path),
+                            "script": steps,
+                            "permissionMode": "bypassPermissions",
+                        },
+                    )
+                    session_id = created["sessionId"]
+                    lost: list[BaseException] = []
+
+                    async def run_until_killed() -> None:
+                        try:
+                            await client.call(
+                                "session/run", {"sessionId": session_id, "prompt": "go"}
+                            )
+                        except (RpcError, ConnectionError) as exc:
+                            lost.append(exc)
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(run_until_killed)
+                        command_pid = int(await wait_for_file(started))
+                        sigkill(daemon)
+                    await gone(command_pid)
+        assert lost
+    with running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(daemon) as client:
+                pending = (await client.call("session/pending", {"sessionId": session_id}))[
+                    "pending"
+                ]
+                messages = await history(client, session_id)
+    assert lines(effects) == 1  # the first command ran; the second was cut before its echo
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[0]["content"] == "go"
+    (done,) = messages[1]["toolCalls"]
+    assert (messages[2]["toolCallId"], messages[2]["metadata"]["ok"]) == (done["id"], True)
+    (cut,) = messages[3]["toolCalls"]
+    assert pending is not None
+    assert pending["uncertain"] == [cut["id"]]
+
+
+async def test_an_imported_open_round_is_closed_before_the_next_prompt_never_run(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """An export of a session waiting for approval, imported: its open round has no
+    execution here. The next prompt used to run the stale call after the new user message
+    (history no provider accepts: a call's result after a later prompt)."""
+    home = DaemonHome(tmp_path_factory.mktemp("imported-open"))
+    effects = tmp_path / "effects.txt"
+    with running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(daemon) as client:
+                source, _waiting = await park(
+                    client,
+                    tmp_path,
+                    {"toolCalls": [bash(f"echo ran >> {effects}")]},
+                    {"text": "reply to the new prompt"},
+                )
+                artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
+                imported = await client.call(
+                    "session/import", {"artifact": artifact, "sessionId": "imported"}
+                )
+                pending = await client.call("session/pending", {"sessionId": "imported"})
+                result = await client.call("session/run", {"sessionId": "imported", "prompt": "p2"})
+                messages = await history(client, "imported")
+    assert imported["sessionId"] == "imported"
+    assert pending["pending"] is None
+    assert result["status"] == "completed", result
+    assert lines(effects) == 0  # the stale call never ran
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user", "assistant"]
+    assert messages[2]["content"].startswith("not run: nothing here holds this call")
+    assert messages[3]["content"] == "p2"
+
+
 async def test_a_redelivered_approval_of_a_cut_effect_is_effect_uncertain(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:

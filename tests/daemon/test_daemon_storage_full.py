@@ -79,3 +79,43 @@ async def test_a_full_disk_refuses_cleanly_and_the_session_goes_on_once_space_re
     contents = [m.content for m in after.record.messages]
     assert contents.count("one") == 1
     assert contents[-2:] == ["two", again["response"]]
+
+
+async def test_a_close_that_cannot_save_says_so_and_keeps_the_session(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The disk fills while a turn streams, so its save is refused. Closing the session then
+    answered ``closed`` and dropped that turn; now the close is refused too (-32016), the
+    session stays loaded with the turn, and once space is back the close saves it."""
+    home = DaemonHome(tmp_path_factory.mktemp("full-close"))
+    with small_tmpfs(home.state_dir), running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT * 3):
+            async with connect(daemon) as client:
+                steps = [{"text": "slow " * 20, "chunks": 20, "delayMs": 50}]
+                created = await client.call(
+                    "session/create", {"cwd": str(home.root), "script": steps}
+                )
+                session_id = created["sessionId"]
+                await client.call("session/subscribe", {"sessionId": session_id})
+                filler: list[Path] = []
+
+                async def run() -> None:
+                    with pytest.raises(StorageFailed):
+                        await client.call("session/run", {"sessionId": session_id, "prompt": "p"})
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(run)
+                    await client.wait_for_event(session_id, "text_delta")
+                    filler.append(fill(home.state_dir))
+                with pytest.raises(StorageFailed) as refused:
+                    await client.call("session/close", {"sessionId": session_id})
+                still = await client.call("session/get", {"sessionId": session_id})
+                filler[0].unlink()
+                closed = await client.call("session/close", {"sessionId": session_id})
+                stored = decode_record(home.record_path(session_id).read_bytes())
+    assert refused.value.data is not None
+    assert refused.value.data["path"] == f"sessions/{session_id}.json"
+    assert still["messageCount"] == 2  # the prompt and the reply the refused save held
+    assert closed == {"closed": True}
+    assert isinstance(stored, Valid)
+    assert [m.content for m in stored.record.messages if m.role == "user"] == ["p"]

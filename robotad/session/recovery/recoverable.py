@@ -5,7 +5,8 @@
 - `run`: journal ``started``, then the turn through the session's `TurnRunner` with the
   execution's `JournalBarrier` on the conversation and a `ParkingApprover` in the gate. A call
   that needs a person parks: its request is durable, the record holding the open round is saved,
-  and only then is ``waiting`` returned (G-073…G-077).
+  and only then is ``waiting`` returned (G-073…G-077). A call that runs at once waits for the
+  same save first, so a crash while it runs never loses the turn it belongs to.
 - `resume`: validated completely before anything changes (G-087) — the execution is known and
   journaled for this session id, cwd, provider and model (G-088, G-089), every response names a
   request of it, a response id reused with other content is stale (G-085), an identical
@@ -53,7 +54,7 @@ from protocol.errors import (
     TurnAborted,
 )
 from protocol.methods import ApprovalResponse
-from protocol.shapes import Message, Pending, TurnCompleted, TurnWaiting, new_id
+from protocol.shapes import Message, Pending, ToolCall, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.loop import CompletedTurn, ParkedTurn, open_calls
 from robotad.agent.provider import ToolChoice
 from robotad.session.conversation import Conversation
@@ -337,10 +338,22 @@ class RecoverableExecutions:
     ) -> TurnCompleted | TurnWaiting:
         """Run `body` with the execution's barrier and approver, then settle the execution."""
         barrier = JournalBarrier(execution)
+        saving = trio.Lock()
+
+        async def before_effect(call: ToolCall) -> None:
+            # The open round reaches the record before anything it asks for runs, as it does
+            # before a park: killed while a command runs, robotad then finds the prompt, the
+            # reply and the round in the record, and puts back what the journal holds after
+            # it (results; a call that never finished as uncertain), never losing the turn.
+            async with saving:
+                if not self._conversation.saved:
+                    await self._persist()
+            await barrier.before_effect(call)
+
         policy = GatePolicy(
             ParkingApprover(execution),
             denied=execution.denied_calls(),
-            before_effect=barrier.before_effect,
+            before_effect=before_effect,
         )
         execution.state = "running"
         self.pending = None

@@ -130,6 +130,7 @@ class TurnRunner:
             await self.session.lifecycle.prompt_submit(turn, prompt)
         if turn.abort.aborted:
             await self.aborted(turn, TurnAborted(self.session.session_id, turn.turn_id))
+        await self.session.conversation.close_unheld_round()
         user = user if user is not None else Message.user(prompt)
         await self.session.conversation.commit(user)
         self.session.reporter.log("user_message", log_events.UserMessageEntry(message=user))
