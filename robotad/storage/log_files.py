@@ -13,6 +13,7 @@ Construct them from a validated session id with `log_paths` (G-156).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -128,6 +129,8 @@ class FileLogSink:
         if b"\n" in line:
             raise ValueError("a log line must not contain a newline")
         with self._lock:
+            fd: int | None = None
+            size = 0
             try:
                 fd, size = self._descriptor()
                 data = line + b"\n"
@@ -137,6 +140,10 @@ class FileLogSink:
                 if self._durable:
                     os.fsync(fd)
             except BaseException as exc:
+                if fd is not None:
+                    # Take a torn line back (shrinking needs no space): the log stays whole.
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
                 self._close_locked()
                 refused = refusal(exc, self._path, self._root) if isinstance(exc, OSError) else exc
                 if refused is exc:

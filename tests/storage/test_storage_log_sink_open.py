@@ -192,3 +192,24 @@ def test_the_least_recently_written_sink_gives_its_descriptor_up_first(
     finally:
         for sink in (first, second, third):
             sink.close()
+
+
+def test_a_line_the_disk_cut_short_is_taken_back(
+    sink: FileLogSink, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk mid-write left half a line, and `robotactl log` called the log incomplete
+    for good, even after space came back."""
+    path = path_of(tmp_path)
+    sink.append(b'{"n":1}')
+    real_write_all = log_files.fsio.write_all
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log_files.fsio, "write_all", half_then_full)
+    with pytest.raises(StorageError):
+        sink.append(b'{"n":2,"padding":"' + b"x" * 200 + b'"}')
+    monkeypatch.setattr(log_files.fsio, "write_all", real_write_all)
+    sink.append(b'{"n":3}')
+    assert lines(path) == ['{"n":1}', '{"n":3}']
