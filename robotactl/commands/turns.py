@@ -28,6 +28,7 @@ import click
 from robotactl.cli import (
     ClientOptions,
     CommandFailed,
+    RpcFailed,
     TurnAbortedFailed,
     call_daemon,
     run_with_daemon,
@@ -173,10 +174,17 @@ def _answer(
         if pending is None:
             raise CommandFailed(f"nothing in session {session_id} is waiting for approval")
         if isinstance(pending.uncertain, list) and pending.uncertain:
-            raise CommandFailed(
+            # What robotad answers a resume here (-32015), said without asking it to.
+            raise RpcFailed(
+                -32015,
                 f"session {session_id} stopped while {', '.join(pending.uncertain)} ran, so "
-                "its outcome is unknown and it cannot be approved or denied; check its effect, "
-                f"then `robotactl abandon -s {session_id}`"
+                "its outcome is unknown and it cannot be approved or denied",
+                {
+                    "sessionId": session_id,
+                    "executionId": pending.execution_id,
+                    "calls": list(pending.uncertain),
+                },
+                hint=f"check its effect, then `robotactl abandon -s {session_id}`",
             )
         chosen = select_requests(pending.requests, request_ids)
         for request in chosen:

@@ -711,6 +711,9 @@ async def test_robotactl_leads_out_of_an_uncertain_effect(
     with running_daemon(home) as daemon:
         show = await trio.to_thread.run_sync(robotactl, daemon, "show", "-s", session_id)
         approve = await trio.to_thread.run_sync(robotactl, daemon, "approve", "-s", session_id)
+        as_json = await trio.to_thread.run_sync(
+            robotactl, daemon, "--json", "deny", "-s", session_id
+        )
         abandon = await trio.to_thread.run_sync(robotactl, daemon, "abandon", "-s", session_id)
         again = await trio.to_thread.run_sync(robotactl, daemon, "abandon", "-s", session_id)
         with trio.fail_after(IO_TIMEOUT):
@@ -723,6 +726,10 @@ async def test_robotactl_leads_out_of_an_uncertain_effect(
     assert approve.returncode == 1
     assert f"robotactl abandon -s {session_id}" in approve.stderr
     assert "-32603" not in approve.stderr
+    assert "error -32015" in approve.stderr
+    (call,) = json.loads(as_json.stderr)["error"]["data"]["calls"]
+    assert json.loads(as_json.stderr)["error"]["code"] == -32015  # as robotad would answer
+    assert call.startswith("call")
     assert abandon.returncode == 0, abandon.stderr
     assert abandon.stdout.startswith("abandoned execution ")
     assert "outcome unknown for " in abandon.stdout
