@@ -47,8 +47,10 @@ DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
 """Characters of one line shown before it is cut."""
 
-MAX_OUTPUT_CHARS = 200_000
-"""Characters of numbered output in one answer; past it the answer says where to continue."""
+MAX_OUTPUT_CHARS = 60_000
+"""Characters of numbered output in one answer; past it the answer says where to continue.
+Below the size at which a session spills a tool result to its store (64 K characters), so
+a read always reaches the model as text, never as an opaque ``tool-result:`` reference."""
 
 WHOLE_FILE_MAX_BYTES = 256 * 1024
 """A file larger than this must be read with `offset` and/or `limit`."""

@@ -300,6 +300,35 @@ async def test_oversized_result_is_spilled(workspace: Path, tmp_path: Path) -> N
         assert spill.get(tool.content or "") == ("ABC" * 70_000)[:200_000]
 
 
+async def test_a_long_read_reaches_the_model_as_text_never_spilled(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Read's answer stops below the spill threshold (with where to continue): a 2,000-line
+    file used to come back as an opaque tool-result: reference the model could not read."""
+    from robotad.session.turn.tool_admission import DEFAULT_SPILL_THRESHOLD
+    from robotad.tools import ReadTool
+    from robotad.tools.read import MAX_OUTPUT_CHARS
+
+    assert MAX_OUTPUT_CHARS < DEFAULT_SPILL_THRESHOLD
+    (workspace / "long.txt").write_text(
+        "".join(f"line {n:05d} " + "x" * 60 + "\n" for n in range(2000))
+    )
+    read = {"name": "Read", "arguments": {"file_path": str(workspace / "long.txt")}}
+    with SpillStore(tmp_path / "run") as spill:
+        session = new_session(
+            workspace,
+            scripted([{"toolCalls": [read]}, {"text": "read"}]),
+            tools=[ReadTool()],
+            spill=spill,
+        )
+        await session.run("read it")
+        tool = next(m for m in session.get_history() if m.role == "tool")
+    content = tool.content or ""
+    assert not content.startswith("tool-result:")
+    assert "line 00000" in content
+    assert "continue with offset=" in content.splitlines()[-1]
+
+
 async def test_classifier_denial_streak_hands_back_to_a_person(workspace: Path) -> None:
     """G-123: after three classifier denials in a row the next call that needs a decision
     goes to a person instead of being denied."""
