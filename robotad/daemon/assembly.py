@@ -307,6 +307,7 @@ class SessionAssembler:
                         sandbox, probe=self.sandbox_probe, protected=self.protected_folders
                     ),
                     self.key_variables,
+                    self.spill,
                 ),
                 options=self._options_of(record, project, sandbox),
                 services=SessionServices(

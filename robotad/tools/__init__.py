@@ -19,6 +19,7 @@ from robotad.agent.tool import (
     TypedTool,
 )
 from robotad.sandbox.confinement import Confinement
+from robotad.storage.spill import SpillStore
 from robotad.tools.bash import BashTool
 from robotad.tools.edit import EditTool
 from robotad.tools.glob import GlobTool
@@ -50,13 +51,16 @@ __all__ = [
 
 
 def builtin_tools(
-    confinement: Confinement | None = None, hidden_variables: frozenset[str] = frozenset()
+    confinement: Confinement | None = None,
+    hidden_variables: frozenset[str] = frozenset(),
+    spill: SpillStore | None = None,
 ) -> list[Tool]:
     """A new instance of every built-in tool, in PROTOCOL.md §4's order; Bash, Write and Edit
     held to `confinement` (the session's sandbox; default: none), Bash's commands never given
-    `hidden_variables` (the providers' key variables)."""
+    `hidden_variables` (the providers' key variables), Read reading `spill`'s stored results
+    by their references."""
     return [
-        ReadTool(),
+        ReadTool(spill),
         WriteTool(confinement),
         EditTool(confinement),
         BashTool(confinement, hidden_variables),

@@ -9,6 +9,10 @@ brackets on lines of their own, so they never pose as numbered file content.
 Refused, as failed results: a missing path, a directory, a special file, a binary or non-UTF-8
 file (see `textfile`), an offset past the end, and a file over `WHOLE_FILE_MAX_BYTES` read
 without `offset` or `limit` (the message suggests reading it in parts).
+
+A ``tool-result:`` reference — what the model gets in place of a tool result too long to show
+(the session's spill store) — is read the same way, from the store, so a stored result is
+never lost to the model.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
+from robotad.storage.spill import REFERENCE_PREFIX, SpillError, SpillNotFound, SpillStore
 from robotad.tools.paths import canonical_path
 from robotad.tools.textfile import (
     SNIFF_BYTES,
@@ -92,20 +97,44 @@ class ReadTool(TypedTool[ReadArguments]):
         "Read a text file from the local file system. Returns numbered lines (`cat -n` style). "
         f"Reads up to {DEFAULT_LINE_LIMIT} lines from the start by default; use offset and "
         f"limit for a window, and always for files over {WHOLE_FILE_MAX_BYTES // 1024} KiB. "
-        f"Lines over {MAX_LINE_CHARS} characters are truncated. Binary files are refused."
+        f"Lines over {MAX_LINE_CHARS} characters are truncated. Binary files are refused. "
+        "A `tool-result:` reference (an earlier tool result too long to show) reads the same "
+        "way: pass it as file_path."
     )
     profile = ToolProfile(risk="inspect", argument_key="file_path", argument_kind="path")
     Arguments = ReadArguments
 
+    def __init__(self, spill: SpillStore | None = None) -> None:
+        #: Where results too long to show were stored (their ``tool-result:`` references).
+        self.spill = spill
+
     async def run(self, arguments: ReadArguments, ctx: ToolContext) -> ToolResult:
+        whole = arguments.offset is UNSET and arguments.limit is UNSET
+        offset = 1 if arguments.offset is UNSET else arguments.offset
+        limit = DEFAULT_LINE_LIMIT if arguments.limit is UNSET else arguments.limit
+        if arguments.file_path.startswith(REFERENCE_PREFIX):
+            return await trio.to_thread.run_sync(
+                self._read_stored, arguments.file_path, offset, limit
+            )
         try:
             path = canonical_path(arguments.file_path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"file_path: {exc}")
-        whole = arguments.offset is UNSET and arguments.limit is UNSET
-        offset = 1 if arguments.offset is UNSET else arguments.offset
-        limit = DEFAULT_LINE_LIMIT if arguments.limit is UNSET else arguments.limit
         return await trio.to_thread.run_sync(_read_window, path, offset, limit, whole)
+
+    def _read_stored(self, reference: str, offset: int, limit: int) -> ToolResult:
+        """A window of a result the session stored instead of showing (its reference is all
+        the model got): numbered like a file's, however long the result."""
+        if self.spill is None:
+            return _failed(f"{reference}: no tool result is stored under that name", reference)
+        try:
+            data = self.spill.get(reference)
+        except SpillNotFound:
+            return _failed(f"{reference} is unknown or has expired", reference)
+        except SpillError as exc:
+            return _failed(f"{reference}: {exc}", reference)
+        text = io.TextIOWrapper(io.BytesIO(data.encode("utf-8")), encoding="utf-8", newline=None)
+        return _numbered_window(text, reference, offset, limit)
 
 
 def _read_window(path: str, offset: int, limit: int, whole: bool) -> ToolResult:

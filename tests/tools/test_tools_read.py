@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from robotad.storage.spill import SpillStore
 from robotad.tools import ReadTool
 from robotad.tools import read as read_module
 from robotad.tools.read import DEFAULT_LINE_LIMIT, MAX_LINE_CHARS, WHOLE_FILE_MAX_BYTES
@@ -168,3 +169,28 @@ async def test_absolute_and_home_paths(tmp_path: Path, monkeypatch: pytest.Monke
     by_home = await call(ReadTool(), Path("/"), file_path="~/h.txt")
     by_absolute = await call(ReadTool(), Path("/"), file_path=str(home / "h.txt"))
     assert by_home.content == by_absolute.content == "     1\tat home"
+
+
+async def test_a_stored_result_reads_by_its_reference_in_windows(tmp_path: Path) -> None:
+    """A tool result too long to show reaches the model as a `tool-result:` reference only;
+    nothing could read it back. Read takes the reference like a file path."""
+    with SpillStore(tmp_path / "run") as spill:
+        reference = spill.put("".join(f"entry {n}\n" for n in range(1, 5001)))
+        read = ReadTool(spill)
+        window = await call(read, tmp_path, file_path=reference, offset=2, limit=2)
+        first = await call(read, tmp_path, file_path=reference)
+        unknown = await call(read, tmp_path, file_path="tool-result:" + "A" * 32)
+        without_store = await call(ReadTool(), tmp_path, file_path=reference)
+    assert window.ok
+    assert window.content.splitlines() == [
+        "     2\tentry 2",
+        "     3\tentry 3",
+        "[more lines follow; continue with offset=4]",
+    ]
+    assert (
+        first.content.splitlines()[-1]
+        == f"[more lines follow; continue with offset={DEFAULT_LINE_LIMIT + 1}]"
+    )
+    assert not unknown.ok
+    assert "unknown or has expired" in unknown.content
+    assert not without_store.ok
