@@ -45,7 +45,13 @@ from robotad.server.daemon_methods import (
     daemon_version,
     register_daemon_methods,
 )
-from robotad.server.listener import Listener, ListenerError, activated_listener, bind_listener
+from robotad.server.listener import (
+    Listener,
+    ListenerError,
+    activated_listener,
+    bind_listener,
+    refuse_non_socket,
+)
 from robotad.server.lock import LOCK_NAME, AlreadyRunning, InstanceLock
 from robotad.server.notify import Notifier
 from robotad.server.paths import RuntimeDirError, check_socket_path, ensure_private_dir
@@ -166,7 +172,8 @@ def _open_listener(
     path = resolve_socket_path(settings.socket, env)
     try:
         check_socket_path(path)
-    except RuntimeDirError as exc:
+        refuse_non_socket(path)  # before the lock file is made beside it
+    except (RuntimeDirError, ListenerError) as exc:
         raise StartupError(str(exc)) from exc
     lock = _take_lock(path.parent, cleanup)
     try:

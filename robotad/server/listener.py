@@ -32,6 +32,7 @@ __all__ = [
     "ListenerError",
     "activated_listener",
     "bind_listener",
+    "refuse_non_socket",
 ]
 
 #: The first descriptor systemd passes (``SD_LISTEN_FDS_START``).
@@ -138,15 +139,24 @@ def _filesystem_name(sock: socket.socket) -> Path | None:
     return Path(name)
 
 
-def _remove_stale_socket(path: Path) -> None:
+def refuse_non_socket(path: Path) -> bool:
+    """Whether something is at `path`; `ListenerError` when that is not a socket (a file
+    robotad must never replace). Checked before anything is created beside it, and again
+    under the instance lock when binding."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
-        return
+        return False
     except OSError as exc:
         raise ListenerError(f"cannot inspect {path}: {exc.strerror}") from exc
     if not stat.S_ISSOCK(info.st_mode):
         raise ListenerError(f"{path} exists and is not a socket; refusing to replace it")
+    return True
+
+
+def _remove_stale_socket(path: Path) -> None:
+    if not refuse_non_socket(path):
+        return
     try:
         os.unlink(path)
     except FileNotFoundError:

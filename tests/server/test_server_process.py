@@ -210,6 +210,20 @@ async def test_loose_runtime_dir_is_refused(mode: int) -> None:
         assert not (run / "robotad.sock").exists()
 
 
+async def test_a_socket_path_naming_a_file_is_refused_leaving_its_folder_as_it_was() -> None:
+    """``--socket`` at a regular file: robotad refuses before it makes anything beside it
+    (no lock file, no log), and the file is left byte for byte."""
+    with private_base() as base:
+        run = base / "run"
+        run.mkdir(mode=0o700)
+        (run / "notes.txt").write_text("mine")
+        code, stderr = await run_daemon_to_exit(run / "notes.txt", base)
+        assert code == 1
+        assert f"{run / 'notes.txt'} exists and is not a socket" in stderr
+        assert [p.name for p in run.iterdir()] == ["notes.txt"]
+        assert (run / "notes.txt").read_text() == "mine"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 async def test_foreign_runtime_dir_is_refused() -> None:
     with private_base() as base:
