@@ -5,6 +5,7 @@ Pure evaluation: nothing here reads a file, and the paths under a made-up home n
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,23 @@ def test_accept_edits_writes_freely_only_inside_the_workspace(tmp_path: Path) ->
     assert named.evaluate("Write", {"file_path": f"{tmp_path}/elsewhere.txt"}).outcome == "allow"
     # The workspace widens acceptEdits only: default mode still asks inside it.
     assert enforcer(cwd).evaluate("Write", {"file_path": "src/new.py"}).outcome == "ask"
+
+
+def test_a_relative_additional_dir_is_taken_from_each_sessions_cwd(tmp_path: Path) -> None:
+    """``additional_dirs = ["../shared"]`` is the folder beside each session's project (as
+    the README says), never the daemon's own working folder."""
+    for project in ("one", "two"):
+        cwd = tmp_path / project / "app"
+        cwd.mkdir(parents=True)
+        gate = enforcer(cwd, "acceptEdits", additional_dirs=["../shared"])
+
+        def outcome(path: str, gate: PermissionEnforcer = gate) -> str:
+            return gate.evaluate("Write", {"file_path": path, "content": ""}).outcome
+
+        assert outcome(f"{tmp_path / project}/shared/x.md") == "allow"
+        assert outcome("../shared/x.md") == "allow"
+        assert outcome(f"{tmp_path}/shared/x.md") == "ask"
+        assert outcome(f"{os.getcwd()}/shared/x.md") == "ask"
 
 
 def test_always_for_webfetch_remembers_the_domain_and_exempts_only_the_exact_host(
