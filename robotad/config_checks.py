@@ -107,6 +107,15 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
         )
     if isinstance(providers, dict):
         for name, table in providers.items():
+            kind = table.get("kind") if isinstance(table, dict) else None
+            if name in builtin_kinds and isinstance(kind, str) and kind != name:
+                issues.append(
+                    {
+                        "path": join_path(join_path("$.providers", name), "kind"),
+                        "message": f"a table named after the built-in {name!r} must be of that "
+                        f"kind (it configures it); give a {kind!r} provider another name",
+                    }
+                )
             url = table.get("base_url") if isinstance(table, dict) else None
             if isinstance(url, str) and url and not _URL.match(url):
                 where = join_path(join_path("$.providers", name), "base_url")

@@ -227,3 +227,21 @@ def test_state_and_runtime_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert state_dir() == tmp_path / "mine"
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     assert runtime_dir().name.startswith("robota-")
+
+
+def test_a_table_named_after_a_built_in_kind_configures_that_kind_only(tmp_path: Path) -> None:
+    """``[providers.openai]`` of kind openai configures the built-in; ``[providers.scripted]``
+    of another kind would quietly put a real model behind every session that asks for the
+    offline provider (the default): refused, located at its kind."""
+    ok = load_config(
+        _write(
+            tmp_path, '[providers.openai]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n'
+        )
+    )
+    assert ok.providers["openai"].kind == "openai"
+    text = '[providers.scripted]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    assert set(located) == {"providers.scripted.kind"}
+    assert "built-in 'scripted'" in located["providers.scripted.kind"]
