@@ -121,6 +121,11 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
     if info.pending is not None:
         count = len(info.pending.requests)
         state = f"waiting for approval ({count} request{'s' if count != 1 else ''})"
+        if count == 0:
+            state = (
+                "waiting, with no approval request on record (robotad stopped while asking): "
+                f"`robotactl approve -s {info.session_id}` asks again"
+            )
         uncertain = info.pending.uncertain
         if isinstance(uncertain, list) and uncertain:
             state = (

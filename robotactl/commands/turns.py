@@ -187,6 +187,13 @@ def _answer(
                 hint=f"check its effect, then `robotactl abandon -s {session_id}`",
             )
         chosen = select_requests(pending.requests, request_ids)
+        if not pending.requests:
+            # robotad stopped after the model's reply and before its request was on record:
+            # going on asks again, for the person to answer what they see.
+            options.output.notice(
+                f"session {session_id} waits with no approval request on record (robotad "
+                "stopped while asking): asking again"
+            )
         for request in chosen:
             options.output.notice(f"{verb} {format_call(request.tool, request.arguments)}")
         params = {

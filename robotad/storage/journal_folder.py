@@ -18,12 +18,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import stat
 from pathlib import Path
 
 from . import fsio
 from .ids import is_safe_session_id
+
+log = logging.getLogger("robotad.storage")
 
 __all__ = ["SUFFIX", "Appeared", "DurabilityLost", "FolderLocked", "JournalFolder", "reason"]
 
@@ -139,6 +142,14 @@ class JournalFolder:
                 keep = _end_of_last_line(fd, keep)
                 os.ftruncate(fd, keep)
                 os.fsync(fd)
+                # Said, not silent: what a crash cut off never returned to anyone, but a
+                # file cut by hand (or by a failing disk) loses a record somebody saw.
+                log.warning(
+                    "journal %s: removed %d bytes of an unfinished last line (an append that "
+                    "never completed: robotad stopped while writing it)",
+                    name,
+                    info.st_size - keep,
+                )
         finally:
             os.close(fd)
         if keep == 0:

@@ -4,6 +4,7 @@ a waiting indicator on a terminal only."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import trio
 
 from robotactl.exit_codes import ExitCode
 from tests.daemon_helpers import connect
+from tests.robotad_process import start_robotad, stop_robotad
 
 from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon, child_environment
 from .ctl_helpers import Terminal, new_session, sock, write_script
@@ -124,3 +126,38 @@ def test_a_daemon_that_dies_mid_turn_is_said_to_have_stopped(
     assert "robotad has stopped" in errors
     assert "journalctl --user -u robotad" in errors
     assert "another user" not in errors
+
+
+def test_a_wait_whose_request_was_cut_off_says_so_and_approve_asks_again(
+    ctl: Ctl, robotad: RunningDaemon, work: Path, tmp_path: Path
+) -> None:
+    """robotad stopped after the model's reply was journaled and before the approval request
+    was complete (here: the request's line cut in half while it was down). The session waits
+    with no request on record: ``show`` says so and how to go on, the daemon's log names the
+    cut, and ``approve`` says it asks again, then the fresh request is answered as usual."""
+    session_id = new_session(ctl, robotad, work, write_script("out.txt", "hi\n", "Wrote it."))
+    assert ctl(*sock(robotad), "run", "-s", session_id, "write it", input="").returncode == 3
+    robotad.process.send_signal(signal.SIGKILL)
+    robotad.process.wait(PROCESS_TIMEOUT)
+    journal = Path(os.environ["XDG_STATE_HOME"]) / "robota" / "journal" / session_id
+    (execution,) = journal.iterdir()
+    lines = execution.read_bytes().splitlines(keepends=True)
+    assert b'"kind":"request"' in lines[-1]
+    execution.write_bytes(b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    log = tmp_path / "restarted.log"
+    restarted = start_robotad(robotad.socket_path, log)
+    try:
+        shown = ctl(*sock(restarted), "show", "-s", session_id)
+        assert "no approval request on record" in shown.stdout, shown.stdout
+        assert f"robotactl approve -s {session_id}` asks again" in shown.stdout
+        again = ctl(*sock(restarted), "approve", "-s", session_id, input="")
+        assert again.returncode == ExitCode.WAITING, again.stderr
+        assert "waits with no approval request on record" in again.stderr
+        assert "asking again" in again.stderr
+        assert "Write(" in again.stdout
+        done = ctl(*sock(restarted), "approve", "-s", session_id, input="")
+        assert done.returncode == ExitCode.COMPLETED, done.stderr
+        assert (work / "out.txt").read_text() == "hi\n"
+        assert f"journal {execution.name}: removed" in log.read_text()
+    finally:
+        stop_robotad(restarted)

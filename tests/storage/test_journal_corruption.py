@@ -6,6 +6,7 @@ execution pending, which needs the journal to say "corrupt" rather than "empty".
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -112,12 +113,23 @@ def write_file(state: Path, execution_id: str, data: bytes) -> Path:
         pytest.param(b"x" * 140_000, id="longer-than-the-scan-chunk"),
     ],
 )
-async def test_open_repairs_a_torn_tail(tmp_path: Path, tail: bytes) -> None:
+async def test_open_repairs_a_torn_tail(
+    tmp_path: Path, tail: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     """A tail after the last newline was never acknowledged (append returns only after the
-    whole line was fsynced), so open cuts it; the complete lines stay byte for byte."""
+    whole line was fsynced), so open cuts it, saying so in the daemon's log (a file cut by
+    hand loses a record somebody saw); the complete lines stay byte for byte."""
     state = tmp_path / "state"
     kept = lines_of("x-1", 3)
     path = write_file(state, "x-1", kept + tail)
+    with caplog.at_level(logging.WARNING, logger="robotad.storage"):
+        async with FileExecutionJournal(state, SESSION) as journal:
+            assert path.read_bytes() == kept
+    said = [r.getMessage() for r in caplog.records if r.name == "robotad.storage"]
+    assert said == [
+        f"journal x-1.jsonl: removed {len(tail)} bytes of an unfinished last line (an append "
+        "that never completed: robotad stopped while writing it)"
+    ]
     async with FileExecutionJournal(state, SESSION) as journal:
         assert path.read_bytes() == kept
         assert await journal.read("x-1") == decode_journal("x-1", kept)
