@@ -166,11 +166,15 @@ class Router:
 
 class CallContext(Struct, frozen=True):
     """What a handler knows about its call: the peer (to send notifications), the method, the
-    request id (None for a notification), and the connection-scoped `state` dict."""
+    request id (None for a notification), the connection-scoped `state` dict, and `arrival`:
+    where the message came in the connection's order (1 for the first request or notification
+    read, counting both). Handlers run as tasks in no set order; `arrival` tells which of two
+    messages the remote sent first."""
 
     peer: JsonRpcPeer
     method: str
     request_id: RequestId | None
+    arrival: int = 0
 
     @property
     def state(self) -> dict[str, Any]:
@@ -264,6 +268,8 @@ class JsonRpcPeer:
         self.router = router if router is not None else Router()
         #: Connection-scoped data of the application (e.g. its subscriptions).
         self.state: dict[str, Any] = {}
+        #: Requests and notifications read so far (`CallContext.arrival`).
+        self._arrivals = 0
         self._chosen_framing = framing
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._on_notification = on_notification
@@ -524,6 +530,7 @@ class JsonRpcPeer:
                 await deliver(jsonrpc.encode_error(message.id, message.error))
 
     async def _on_request(self, request: Request, deliver: _Deliver) -> None:
+        self._arrivals += 1
         route = self.router.get(request.method)
         if route is None:
             await deliver(jsonrpc.encode_error(request.id, MethodNotFound(request.method)))
@@ -532,7 +539,7 @@ class JsonRpcPeer:
             error = InvalidRequest(f"invalid request: request id {request.id!r} is in flight")
             await deliver(jsonrpc.encode_error(request.id, error))
             return
-        ctx = CallContext(self, request.method, request.id)
+        ctx = CallContext(self, request.method, request.id, self._arrivals)
         if route.inline:
             await deliver(await self._call(route, request.params, ctx))
             return
@@ -571,12 +578,13 @@ class JsonRpcPeer:
             return jsonrpc.encode_error(ctx.request_id, error)
 
     async def _on_notification_message(self, notice: Notification) -> None:
+        self._arrivals += 1
         if notice.method == CANCEL_METHOD:
             await self._cancel(notice.params)
             return
         route = self.router.get(notice.method)
         if route is not None:
-            ctx = CallContext(self, notice.method, None)
+            ctx = CallContext(self, notice.method, None, self._arrivals)
             if route.inline:
                 await self._call(route, notice.params, ctx)
             else:

@@ -75,8 +75,6 @@ _event_decoder = msgspec.json.Decoder(SessionEvent)
 #: The longest prompt sent on (bytes): robotad's default message limit less room for the
 #: request around it.
 _LARGEST_PROMPT = DEFAULT_MAX_FRAME_BYTES - 2**20
-#: How long a cancel that found no prompt waits for one its editor sent just before it.
-_EARLY_CANCEL_S = 0.05
 
 
 class AcpAgent:
@@ -88,8 +86,9 @@ class AcpAgent:
         self.router = Router()
         self._attachments: dict[str, Attachment] = {}
         self._prompts: dict[str, PromptDriver] = {}
-        #: Sessions whose cancel came before their prompt's handler ran (see `cancel`).
-        self._early_cancels: set[str] = set()
+        #: The arrival (`CallContext.arrival`) of each session's latest cancel that found no
+        #: prompt of an earlier arrival running (see `cancel`).
+        self._cancelled_through: dict[str, int] = {}
         self._editor: JsonRpcPeer | None = None
         self._robotad: JsonRpcPeer | None = None
         self._nursery: trio.Nursery | None = None
@@ -241,11 +240,10 @@ class AcpAgent:
         attachment = self._attached(params.session_id)
         if (running := self._prompts.get(params.session_id)) is not None:
             raise SessionBusy(params.session_id, running.turn_id)
-        driver = PromptDriver(attachment, self.robotad, self.editor)
+        driver = PromptDriver(attachment, self.robotad, self.editor, arrival=ctx.arrival)
         self._prompts[params.session_id] = driver
-        if params.session_id in self._early_cancels:
-            self._early_cancels.discard(params.session_id)
-            await driver.cancel()
+        if self._cancelled_through.pop(params.session_id, 0) > ctx.arrival:
+            await driver.cancel()  # its cancel was sent after it and handled before it
         try:
             stop = await driver.run(text)
         finally:
@@ -254,17 +252,16 @@ class AcpAgent:
         return PromptResult(stop)
 
     async def cancel(self, params: CancelParams, ctx: CallContext) -> None:
-        """Cancel the session's prompt. Requests run as tasks, so a cancel sent right behind
-        its prompt can be handled before that prompt's handler has started: it is then held
-        for a moment (`_EARLY_CANCEL_S`) for the prompt to pick up, never longer — a later
-        prompt is not cancelled by it."""
+        """Cancel the session's prompt: the one the editor sent before this cancel. Requests
+        run as tasks in no set order, so that prompt's handler may not have started yet; the
+        cancel is then left for it (`_cancelled_through`, by arrival), and a prompt the editor
+        sent after the cancel is never cancelled by it, whenever either runs."""
         driver = self._prompts.get(params.session_id)
-        if driver is not None:
+        if driver is not None and driver.arrival < ctx.arrival:
             await driver.cancel()
             return
-        self._early_cancels.add(params.session_id)
-        await trio.sleep(_EARLY_CANCEL_S)
-        self._early_cancels.discard(params.session_id)
+        latest = self._cancelled_through.get(params.session_id, 0)
+        self._cancelled_through[params.session_id] = max(latest, ctx.arrival)
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -56,7 +56,11 @@ class _EditorGone(Exception):
 class PromptDriver:
     """One prompt of the editor in `attachment`'s session."""
 
-    def __init__(self, attachment: Attachment, robotad: JsonRpcPeer, editor: JsonRpcPeer) -> None:
+    def __init__(
+        self, attachment: Attachment, robotad: JsonRpcPeer, editor: JsonRpcPeer, *, arrival: int = 0
+    ) -> None:
+        #: Where the prompt came in the editor connection's order (`CallContext.arrival`).
+        self.arrival = arrival
         self._attachment = attachment
         self._robotad = robotad
         self._editor = editor

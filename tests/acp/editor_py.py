@@ -158,6 +158,8 @@ async def handle(
         editor.on_chunk = on_chunk
         try:
             request = schema.PromptRequest.model_validate(command["params"])
+            if command.get("cancelFirst"):  # session/cancel right before session/prompt
+                await connection.cancel(session_id=session_id)
             prompting = asyncio.create_task(
                 connection.prompt(session_id=session_id, prompt=request.prompt)
             )

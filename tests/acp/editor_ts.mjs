@@ -4,7 +4,7 @@
 // Spawns the agent, connects to it with the SDK's client, then reads one JSON command per line
 // on stdin and answers each with one JSON line on stdout (see tests/acp/editors.py):
 //   {op:"request", method, params}          -> {result} | {error}
-//   {op:"prompt", params, answers, cancelAfterChunks, cancelAtOnce}
+//   {op:"prompt", params, answers, cancelAfterChunks, cancelAtOnce, cancelFirst}
 //                                           -> {result|error, permissions}
 //   {op:"updates"}                          -> {updates}: received since the last call
 //   {op:"audit"}                            -> {sent, received}: every session/update the agent
@@ -106,6 +106,10 @@ async function handle(command) {
         };
       }
       try {
+        if (command.cancelFirst) {
+          // session/cancel right before session/prompt: for nothing, not for that prompt
+          agent.notify("session/cancel", { sessionId: command.params.sessionId });
+        }
         const prompting = agent.request("session/prompt", command.params);
         if (command.cancelAtOnce) {
           // session/cancel right behind session/prompt

@@ -110,9 +110,11 @@ class Editor:
         answers: Sequence[str] = (),
         cancel_after_chunks: int | None = None,
         cancel_at_once: bool = False,
+        cancel_first: bool = False,
     ) -> dict[str, Any]:
         """Run a prompt; the reply holds `result` (or `error`) and the `permissions` asked.
-        `cancel_at_once` sends session/cancel right behind the prompt."""
+        `cancel_at_once` sends session/cancel right behind the prompt, `cancel_first` right
+        before it."""
         command: dict[str, Any] = {
             "op": "prompt",
             "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
@@ -122,6 +124,8 @@ class Editor:
             command["cancelAfterChunks"] = cancel_after_chunks
         if cancel_at_once:
             command["cancelAtOnce"] = True
+        if cancel_first:
+            command["cancelFirst"] = True
         return await self.call(**command)
 
     async def updates(self) -> list[dict[str, Any]]:

@@ -146,6 +146,20 @@ async def test_a_cancel_right_behind_the_prompt_still_stops_the_turn(
     assert not marker.exists()
 
 
+async def test_a_cancel_sent_before_the_prompt_does_not_cancel_it(
+    launch: Launch, workspace: Path
+) -> None:
+    """A cancel the editor sent while nothing ran is for nothing: the prompt right behind it
+    runs to its end, however the two requests' handlers happen to be scheduled."""
+    async with launch(script=[{"text": "answered", "chunks": 3}] * 5) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        for _ in range(5):
+            reply = await editor.prompt(session_id, "talk", cancel_first=True)
+            assert reply["result"] == {"stopReason": "end_turn"}, reply
+        await assert_editor_received_everything(editor)
+
+
 async def test_an_approval_left_parked_is_asked_again_at_the_next_prompt(
     launch: Launch, workspace: Path, acp_daemon: RobotadProcess
 ) -> None:

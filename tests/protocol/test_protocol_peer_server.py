@@ -147,6 +147,36 @@ async def test_inline_runs_in_the_reader_and_spawned_gets_its_own_task(app: App)
     assert inline[0] not in spawned
 
 
+async def test_each_handler_knows_where_its_message_came_in_the_connections_order() -> None:
+    """`CallContext.arrival` counts requests and notifications alike, from 1, in the order
+    they were read, whatever order their handler tasks then run in."""
+    router = Router()
+    seen: list[tuple[str, int]] = []
+
+    @router.method("spawned", Echo)
+    async def spawned(params: Echo, ctx: CallContext) -> dict[str, Any]:
+        seen.append((params.text, ctx.arrival))
+        return {}
+
+    @router.method("inline", Echo, inline=True)
+    async def inline(params: Echo, ctx: CallContext) -> dict[str, Any]:
+        seen.append((params.text, ctx.arrival))
+        return {}
+
+    async with serving(router) as served:
+        await served.client.send(call(1, "spawned", {"text": "a"}))
+        await served.client.send(notice("spawned", {"text": "b"}))
+        await served.client.send(call(2, "inline", {"text": "c"}))
+        await served.client.send(notice("inline", {"text": "d"}))
+        await served.client.send(call(3, "spawned", {"text": "e"}))
+        for _ in range(3):
+            await served.client.receive()
+        with trio.fail_after(10):
+            while len(seen) < 5:
+                await trio.sleep(0.01)
+    assert sorted(seen) == [("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 5)]
+
+
 async def test_a_waiting_spawned_request_does_not_hold_up_others(app: App) -> None:
     async with serving(app.router) as served:
         await served.client.send(call(1, "block"))
