@@ -102,7 +102,9 @@ def _finite(text: str) -> float:
 
 def _locate(exc: JSONDecodeError) -> str:
     """``<msg> at line L, column C`` plus that line with a caret under column C."""
-    line_text = exc.doc.splitlines()[exc.lineno - 1] if exc.doc.strip() else ""
+    lines = exc.doc.splitlines()
+    # The error may sit on the empty line after a last newline (input cut short).
+    line_text = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
     where = f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
     if not line_text:
         return where

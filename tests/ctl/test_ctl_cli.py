@@ -145,6 +145,16 @@ def test_scalar_params_are_refused(text: str, kind: str) -> None:
     assert f"must be a JSON object or array, not a {kind}" in result.output
 
 
+@pytest.mark.parametrize("text", ['{"query":\n', '[{"text": "a"},\n', "{\n\n"])
+def test_json_cut_off_after_a_newline_is_a_located_usage_error(text: str) -> None:
+    """The error sits on the empty line after the last newline: located there, no traceback."""
+    result = invoke("call", "history/search", "-", input=text)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "not valid JSON (stdin)" in result.output
+    assert f"line {text.count(chr(10)) + 1}, column 1" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_empty_stdin_is_refused() -> None:
     result = invoke("call", "daemon/status", "-", input="")
     assert result.exit_code == ExitCode.USAGE
