@@ -220,10 +220,13 @@ class LazyGroup(click.Group):
             if ctx.params.get("json_mode") and not isinstance(exc, JsonErrorShown):
                 raise JsonErrorShown(exc) from None
             raise
-        except click.Abort:
+        except (click.Abort, KeyboardInterrupt):
+            # A prompt's Ctrl-C is Abort; anywhere else (waiting for the daemon, for a key
+            # command…) it is still KeyboardInterrupt here: click turns it into "Aborted!"
+            # only above this method, which is no JSON.
             if ctx.params.get("json_mode"):
                 raise JsonErrorShown(CommandFailed("interrupted")) from None
-            raise
+            raise click.Abort() from None
 
 
 def first_command(args: list[str]) -> int:

@@ -45,6 +45,13 @@ def main() -> None:
         answered = quick_status(sys.argv[1:])
     except OSError:  # stdout refused the answer: the full command says so
         answered = False
+    except KeyboardInterrupt:  # Ctrl-C while the daemon is slow to answer: as click says it
+        parsed = status_request_options(sys.argv[1:])
+        if parsed is not None and parsed[1]:
+            sys.stderr.write('{"error": {"message": "interrupted"}}\n')
+        else:
+            sys.stderr.write("\nAborted!\n")
+        sys.exit(1)
     if not answered:
         from robotactl.console import main as full_main
 

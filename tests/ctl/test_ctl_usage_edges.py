@@ -4,13 +4,20 @@ other commands, usage errors are exit 2, and with ``--json`` every error is JSON
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from robotactl.cli import RpcFailed, cli
 from robotactl.exit_codes import ExitCode
 from robotactl.usage import as_usage_error
+from tests.robotad_process import PROCESS_TIMEOUT, REPO, child_environment
 
 
 def test_rm_refuses_no_session_and_two_different_ones_as_usage(tmp_path: Path) -> None:
@@ -136,3 +143,54 @@ def test_an_empty_socket_is_a_usage_error_on_both_sides() -> None:
     daemon = CliRunner().invoke(robotad.cli.main, ["--socket", ""])
     assert daemon.exit_code == 2
     assert "is empty" in daemon.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["status"], "Aborted!"),  # the quick path
+        (["--json", "status"], '{"error": {"message": "interrupted"}}'),
+        (["ls"], "Aborted!"),  # the full client
+        (["--json", "ls"], '{"error": {"message": "interrupted"}}'),
+    ],
+)
+def test_ctrl_c_while_robotad_does_not_answer_is_said_plainly(
+    tmp_path: Path, argv: list[str], expected: str
+) -> None:
+    """A daemon that accepts and never answers (stopped, or stuck): Ctrl-C ends any command
+    with click's words or, with ``--json``, one JSON line; never a traceback."""
+    socket_dir = tmp_path / "run"
+    socket_dir.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(socket_dir / "robotad.sock"))
+    listener.listen(8)
+    try:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "robotactl",
+                "--socket",
+                str(socket_dir / "robotad.sock"),
+                *argv,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_environment(),
+            cwd=REPO,
+        )
+        listener.settimeout(PROCESS_TIMEOUT)
+        accepted, _ = listener.accept()  # it asked; nobody answers
+        try:
+            time.sleep(0.2)  # into its wait for the reply
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=PROCESS_TIMEOUT)
+        finally:
+            accepted.close()
+    finally:
+        listener.close()
+    assert process.returncode == ExitCode.ERROR, stderr
+    assert "Traceback" not in stderr.decode()
+    assert stderr.decode().strip().splitlines()[-1] == expected
+    assert stdout == b""
