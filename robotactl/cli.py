@@ -217,6 +217,13 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
+            if isinstance(exc, click.NoSuchOption) and exc.option_name in _GLOBAL_OPTIONS:
+                command = ctx.invoked_subcommand or "COMMAND"
+                option = exc.option_name + (" PATH" if exc.option_name == "--socket" else "")
+                exc.message += (  # type: ignore[misc]
+                    f" It is a global option, given before the command: robotactl {option} "
+                    f"{command} …"
+                )
             if ctx.params.get("json_mode") and not isinstance(exc, JsonErrorShown):
                 raise JsonErrorShown(exc) from None
             raise
@@ -227,6 +234,10 @@ class LazyGroup(click.Group):
             if ctx.params.get("json_mode"):
                 raise JsonErrorShown(CommandFailed("interrupted")) from None
             raise click.Abort() from None
+
+
+#: The group's own options, which a user may well type after the command.
+_GLOBAL_OPTIONS = frozenset({"--json", "--socket", "--no-autostart"})
 
 
 def first_command(args: list[str]) -> int:

@@ -194,3 +194,20 @@ def test_ctrl_c_while_robotad_does_not_answer_is_said_plainly(
     assert "Traceback" not in stderr.decode()
     assert stderr.decode().strip().splitlines()[-1] == expected
     assert stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["ls", "--json"], "given before the command: robotactl --json ls"),
+        (
+            ["status", "--socket", "/tmp/x"],
+            "given before the command: robotactl --socket PATH status",
+        ),
+        (["new", "--no-autostart"], "given before the command: robotactl --no-autostart new"),
+    ],
+)
+def test_a_global_option_after_the_command_says_where_it_goes(argv: list[str], hint: str) -> None:
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == ExitCode.USAGE
+    assert f"No such option '{argv[1]}'. It is a global option, {hint}" in result.output
