@@ -408,11 +408,18 @@ class SessionOperations:
         return session_info(live)
 
     async def log(self, session_id: str) -> LogResult:
-        """``session/log``: the session log's decoded lines and every problem found."""
-        if self.manager.loaded(session_id) is None:
-            await self.manager.stored_record(session_id)
+        """``session/log``: the session log's decoded lines and every problem found, a log
+        that does not rebuild the session's history among them (unless a turn runs)."""
+        live = self.manager.loaded(session_id)
+        ids: list[str] | None
+        if live is None:
+            ids = [m.id for m in (await self.manager.stored_record(session_id)).messages]
+        elif live.busy:
+            ids = None  # history moves while the log is read: no comparison to make
+        else:
+            ids = [m.id for m in live.session.get_history()]
         source = FileLogSource.for_session(self.manager.logs_dir, session_id)
-        report = await trio.to_thread.run_sync(validate_log, source)
+        report = await trio.to_thread.run_sync(validate_log, source, ids)
         problems = [
             LogProblem(
                 message=problem.get("message", ""),

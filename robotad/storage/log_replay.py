@@ -16,7 +16,7 @@ matching — or the request cannot be rebuilt and that is a problem too (G-144).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -92,16 +92,39 @@ def _apply(history: list[Message], data: dict[str, Any]) -> str | None:
     return None
 
 
-def validate_log(source: LogSource) -> LogReport:
-    """Decode every line and check coverage; a read failure is a problem, not an exception."""
+def validate_log(source: LogSource, history_ids: Sequence[str] | None = None) -> LogReport:
+    """Decode every line and check coverage; a read failure is a problem, not an exception.
+    With `history_ids` (the session's messages, in order), a log whose history mutations do
+    not rebuild exactly those messages is incomplete too (G-145): a log removed, emptied or
+    cut short is never called complete for a session that holds more."""
     try:
         numbered, problems = decode_lines(source)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return LogReport(0, False, [LogProblem(message=f"the log cannot be read: {reason}")])
     if not problems:
-        problems = _coverage(numbered)
+        problems, history = _coverage(numbered)
+        if not problems and history_ids is not None:
+            problems = _rebuilds(history, history_ids)
     return LogReport(len(numbered), not problems, problems)
+
+
+def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogProblem]:
+    """A problem when the replayed `history` is not the session's messages `history_ids`."""
+    rebuilt = [message.id for message in history]
+    if rebuilt == list(history_ids):
+        return []
+    same = next(
+        (i for i, (a, b) in enumerate(zip(rebuilt, history_ids, strict=False)) if a != b),
+        min(len(rebuilt), len(history_ids)),
+    )
+    total = len(history_ids)
+    if not rebuilt:
+        what = "the log rebuilds none of them: its file was removed, emptied or replaced"
+    else:
+        what = f"the log rebuilds {len(rebuilt)}, the first {same} of them as the session has them"
+    noun = "message" if total == 1 else "messages"
+    return [LogProblem(message=f"the session holds {total} {noun}; {what}")]
 
 
 class _Openings:
@@ -149,7 +172,8 @@ def cut_off(source: LogSource) -> tuple[list[str], list[str]]:
     return list(openings.open_requests()), list(openings.open_calls())
 
 
-def _coverage(numbered: list[tuple[int, LogEntry]]) -> list[LogProblem]:
+def _coverage(numbered: list[tuple[int, LogEntry]]) -> tuple[list[LogProblem], list[Message]]:
+    """The log's gaps, and the history its mutations rebuild."""
     problems: list[LogProblem] = []
     openings = _Openings()
     history: list[Message] = []
@@ -173,7 +197,7 @@ def _coverage(numbered: list[tuple[int, LogEntry]]) -> list[LogProblem]:
     for line in openings.open_calls().values():
         problems.append(LogProblem(line=line, event="tool_call", message="tool call has no result"))
     problems.sort(key=lambda p: p.get("line", 0))
-    return problems
+    return problems, history
 
 
 def _unrebuildable(request: Any, history: list[Message]) -> str | None:

@@ -151,6 +151,38 @@ async def test_session_log_reports_entries_and_problems(
     assert [p["line"] for p in broken["problems"]] == [lines + 1]
 
 
+@pytest.mark.parametrize("how", ["removed", "emptied"])
+async def test_a_log_gone_from_a_session_with_history_is_not_complete(
+    daemon: RunningDaemon, tmp_path: Path, how: str
+) -> None:
+    """G-145: a missing log replays as empty (G-161), so it is no complete log of a session
+    that holds messages: session/log says so; a new session with no message is complete."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            session_id = await session_with_turns(client, tmp_path)
+            await client.call("session/close", {"sessionId": session_id})
+            log = daemon.home.state_dir / "logs" / f"{session_id}.jsonl"
+            if how == "removed":
+                log.unlink()
+            else:
+                log.write_bytes(b"")
+            gone = await client.call("session/log", {"sessionId": session_id})
+            await client.call("session/open", {"sessionId": session_id})
+            loaded = await client.call("session/log", {"sessionId": session_id})
+            fresh = (await client.call("session/create", {"cwd": str(tmp_path)}))["sessionId"]
+            empty = await client.call("session/log", {"sessionId": fresh})
+    assert gone["complete"] is False
+    (problem,) = gone["problems"]
+    assert problem["message"] == (
+        "the session holds 4 messages; the log rebuilds none of them: its file was "
+        "removed, emptied or replaced"
+    )
+    assert gone["entries"] == 0
+    # Opening the session starts its log afresh with the whole history: complete again.
+    assert loaded["complete"] is True
+    assert empty["complete"] is True
+
+
 async def test_prompt_history_outlives_records_and_never_rules_them(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:

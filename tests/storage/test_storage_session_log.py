@@ -305,6 +305,33 @@ def test_a_missing_log_replays_empty_but_a_malformed_one_fails(logs: Path) -> No
             replay_log(_source(logs))
 
 
+def test_a_log_that_does_not_rebuild_the_sessions_messages_is_incomplete(logs: Path) -> None:
+    """G-145 as a check: given the session's message ids, a log whose mutations rebuild other
+    messages (or fewer, or none) is incomplete, saying how far it goes."""
+    first, second, third = (Message(f"m-{i}", "user", "x", "complete", T0) for i in range(3))
+    assert validate_log(_source(logs), []).complete is True
+    missing = validate_log(_source(logs), ["m-0"])
+    assert missing.complete is False
+    assert missing.problems[0]["message"] == (
+        "the session holds 1 message; the log rebuilds none of them: its file was removed, "
+        "emptied or replaced"
+    )
+    logger = _logger(logs)
+    logger.log("history_mutation", {"op": "append", "messages": [first, second]})
+    assert validate_log(_source(logs), ["m-0", "m-1"]).complete is True
+    short = validate_log(_source(logs), ["m-0", "m-1", "m-2"])
+    assert short.problems[0]["message"] == (
+        "the session holds 3 messages; the log rebuilds 2, the first 2 of them as the session "
+        "has them"
+    )
+    other = validate_log(_source(logs), ["m-0", "m-9"])
+    assert other.problems[0]["message"].endswith(
+        "the log rebuilds 2, the first 1 of them as the session has them"
+    )
+    logger.log("history_mutation", {"op": "append", "messages": [third]})
+    assert validate_log(_source(logs)).complete is True  # no ids: coverage only
+
+
 def test_unreadable_logs_raise_and_are_reported(logs: Path) -> None:
     """G-161: a log that cannot be read is not an empty log."""
     log_paths(logs, SID)[0].mkdir(parents=True)
