@@ -20,7 +20,6 @@ import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
 
 import trio
 
@@ -36,13 +35,11 @@ from protocol.events import (
 from protocol.peer import JsonRpcPeer
 from robotactl.acp.schema import SessionUpdate
 from robotactl.acp.translate import EventTranslator
+from robotactl.current_text import read_small_text
 
-__all__ = ["WRITE_DIFF_BYTES", "Attachment", "TurnEvent", "TurnEvents"]
+__all__ = ["Attachment", "TurnEvent", "TurnEvents"]
 
 logger = logging.getLogger("robotactl.acp")
-
-#: A Write's diff shows the file's current text only up to this size.
-WRITE_DIFF_BYTES: Final = 256 * 1024
 
 TurnEvent = TurnStarted | ApprovalRequested | ApprovalResolved | TurnFinished
 SendUpdate = Callable[[str, SessionUpdate], Awaitable[None]]
@@ -88,7 +85,7 @@ class Attachment:
         self.session_id = session_id
         self.cwd = cwd
         self.mode = mode
-        self.translator = EventTranslator(read_current=_read_small_text)
+        self.translator = EventTranslator(read_current=read_small_text)
         self._robotad = robotad
         self._send_update = send_update
         self._inbox_send, self._inbox = trio.open_memory_channel[SessionEvent](math.inf)
@@ -157,18 +154,3 @@ class Attachment:
                 self._last_seq,
             )
             await self.subscribe()
-
-
-def _read_small_text(path: str) -> str | None:
-    """The text of the file at `path` when it is a small UTF-8 file; None otherwise."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read(WRITE_DIFF_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > WRITE_DIFF_BYTES:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None

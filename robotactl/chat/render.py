@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -22,6 +23,7 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from robotactl.chat.state import ToolCallRecord
+from robotactl.current_text import read_small_text
 from robotactl.formatting import format_arguments, format_call, shorten
 
 __all__ = ["Renderer", "describe_call"]
@@ -131,9 +133,19 @@ class Renderer:
 
 
 def _diff(tool: str, arguments: Mapping[str, Any]) -> list[str] | None:
-    """The change a Write or Edit makes, as unified diff lines (cut at `DIFF_LINES`)."""
+    """The change a Write or Edit makes, as unified diff lines (cut at `DIFF_LINES`). A Write
+    is compared with the file as it is now: what it replaces shows as removed lines (a file
+    whose text cannot be shown is said to be replaced)."""
+    notes: list[str] = []
     if tool == "Write" and isinstance(arguments.get("content"), str):
         before: list[str] = []
+        path = arguments.get("file_path")
+        if isinstance(path, str) and os.path.lexists(path):
+            current = read_small_text(path)
+            if current is None:
+                notes.append("(replaces an existing file whose text is not shown)")
+            else:
+                before = current.splitlines()
         after = str(arguments["content"]).splitlines()
     elif tool == "Edit" and isinstance(arguments.get("old_string"), str):
         before = str(arguments["old_string"]).splitlines()
@@ -147,4 +159,4 @@ def _diff(tool: str, arguments: Mapping[str, Any]) -> list[str] | None:
     ]
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"… {len(lines) - DIFF_LINES} more lines"]
-    return lines
+    return [*notes, *lines]

@@ -3,6 +3,7 @@ prompt-history order and the event follower (on a recording screen, no terminal)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,30 @@ def test_follower_streams_then_prints_blocks_and_drops_answered_requests() -> No
     follower.apply(TurnFinished(SID, 5, "t", "aborted"))
     assert not state.running
     assert "turn aborted" in screen.lines[-1]
+
+
+def test_a_write_over_a_file_shows_what_it_replaces(tmp_path: Path) -> None:
+    """The approval of a Write compares it with the file as it is: the lines it would destroy
+    show as removed, not as a new file's; a file that cannot be shown (a FIFO, never opened
+    to wait on it, or binary) is said to be replaced; a new file is all additions."""
+    renderer = Renderer(color=False, width=lambda: 80)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("IMPORTANT 1\nIMPORTANT 2\n")
+    shown = renderer.approval("Write", {"file_path": str(notes), "content": "new\n"}, "asks")
+    assert "-IMPORTANT 1" in shown
+    assert "-IMPORTANT 2" in shown
+    assert "+new" in shown
+    assert "@@ -1,2 +1 @@" in shown
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\xff\xfe\x00")
+    for path in (fifo, binary):
+        shown = renderer.approval("Write", {"file_path": str(path), "content": "x\n"}, "asks")
+        assert "(replaces an existing file whose text is not shown)" in shown
+        assert "+x" in shown
+    fresh = renderer.approval(
+        "Write", {"file_path": str(tmp_path / "new.txt"), "content": "y\n"}, "asks"
+    )
+    assert "@@ -0,0 +1 @@" in fresh
+    assert "replaces" not in fresh
