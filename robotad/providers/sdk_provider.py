@@ -29,6 +29,7 @@ stream into a reply (`_stream_reply`), and naming which of its SDK's exceptions 
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -192,9 +193,28 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
             failure = self._failure(exc)
             if failure is None and isinstance(exc, (self._sdk_error, httpx2.HTTPError)):
                 failure = ProviderFailure(f"provider client error ({type(exc).__name__})")
+            if failure is None and isinstance(exc, json.JSONDecodeError):
+                # The SDKs parse each event's data with json.loads and let its error out.
+                failure = ProviderFailure(
+                    "the server sent an event whose data is not JSON "
+                    f"({exc.msg} at line {exc.lineno}, column {exc.colno})"
+                )
             if failure is None:
                 raise  # not the SDK's: our own ProviderFailure, or a bug to see whole
             raise failure from None
+
+    @staticmethod
+    def require_event_stream(headers: Mapping[str, str]) -> None:
+        """Refuse an answer that is no event stream: a web page or other document a wrong
+        ``base_url`` leads to would otherwise read as a stream that ended before any reply
+        (and be asked for again)."""
+        kind = headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "text/event-stream":
+            raise ProviderFailure(
+                f"the server answered with {kind or 'no content type'}, not an event stream: "
+                "does base_url name the model API (an OpenAI-compatible one usually ends in "
+                "/v1)?"
+            )
 
     async def aclose(self) -> None:
         """Close an own SDK client and its connections, or release a pooled one; idempotent,

@@ -59,6 +59,8 @@ class Reply:
     framing: Literal["chunked", "close"] = "chunked"
     stall_after: int | None = None
     coalesce: bool = True
+    #: The Content-Type sent (default: text/event-stream with events, else application/json).
+    content_type: str | None = None
 
 
 @dataclass
@@ -150,10 +152,11 @@ class FakeModelServer:
         head = [f"HTTP/1.1 {reply.status} {reason}"]
         head += [f"{name}: {value}" for name, value in reply.headers]
         if not reply.events:
-            head += ["Content-Type: application/json", f"Content-Length: {len(reply.body)}"]
+            kind = reply.content_type or "application/json"
+            head += [f"Content-Type: {kind}", f"Content-Length: {len(reply.body)}"]
             await stream.send_all(_head(head) + reply.body)
             return True
-        head.append("Content-Type: text/event-stream")
+        head.append(f"Content-Type: {reply.content_type or 'text/event-stream'}")
         chunked = reply.framing == "chunked"
         head.append("Transfer-Encoding: chunked" if chunked else "Connection: close")
         await stream.send_all(_head(head))

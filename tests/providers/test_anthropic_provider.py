@@ -324,3 +324,16 @@ async def test_no_key_never_falls_back_to_the_environment(
     with trio.fail_after(10):
         await make_provider(server.base_url, api_key=None).complete(user_request(), recorder)
     assert server.requests[0].headers["authorization"] == "Bearer no-key"
+
+
+async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    page = Reply(body=b"<!doctype html><title>proxy</title>", content_type="text/html")
+    server = await serve(page, page)
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert cause_of(caught.value).startswith(
+        "the server answered with text/html, not an event stream: does base_url name the model API"
+    )
+    assert len(server.requests) == 1

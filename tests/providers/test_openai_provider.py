@@ -297,6 +297,37 @@ async def test_stream_cut_before_finish_is_a_failure(
     assert len(server.requests) == 1
 
 
+async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    """A wrong base_url often answers 200 with a web page: said so, once (a retry would get
+    the same page), instead of "a stream that ended before the reply"."""
+    page = Reply(body=b"<html><body>Welcome</body></html>", content_type="text/html; charset=utf-8")
+    server = await serve(page, page, page)
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert cause_of(caught.value) == (
+        "the server answered with text/html, not an event stream: does base_url name the "
+        "model API (an OpenAI-compatible one usually ends in /v1)?"
+    )
+    assert caught.value.retryable is False
+    assert len(server.requests) == 1
+
+
+async def test_an_event_that_is_not_json_is_named(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    events = [openai_chunk({"role": "assistant", "content": ""}), sse("{not json")]
+    server = await serve(Reply(events=events))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert cause_of(caught.value) == (
+        "the server sent an event whose data is not JSON (Expecting property name enclosed in "
+        "double quotes at line 1, column 2)"
+    )
+    assert len(server.requests) == 1
+
+
 async def test_stream_cut_before_any_text_is_retried(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
