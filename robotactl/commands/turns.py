@@ -172,7 +172,16 @@ def _answer(
             )
         ).pending
         if pending is None:
-            raise CommandFailed(f"nothing in session {session_id} is waiting for approval")
+            message = f"nothing in session {session_id} is waiting for approval"
+            if session is None:  # the folder's latest session: another one here may wait
+                others = await _waiting_here(peer, session_id)
+                if others:
+                    message += (
+                        f"; in this folder {', '.join(others)} "
+                        f"{'waits' if len(others) == 1 else 'wait'}: robotactl approve -s "
+                        f"{others[0]}"
+                    )
+            raise CommandFailed(message)
         if isinstance(pending.uncertain, list) and pending.uncertain:
             # What robotad answers a resume here (-32015), said without asking it to.
             raise RpcFailed(
@@ -205,6 +214,21 @@ def _answer(
         return result
 
     conduct(options, session, start)
+
+
+async def _waiting_here(peer: JsonRpcPeer, skip: str) -> list[str]:
+    """The sessions of the current folder that wait for approval, newest first, but `skip`."""
+    import os
+
+    from protocol.methods import SessionList
+
+    listing = await peer.request("session/list", {}, result_type=SessionList)
+    here = os.getcwd()
+    return [
+        s.session_id
+        for s in listing.sessions
+        if s.waiting and s.cwd == here and s.session_id != skip
+    ]
 
 
 def select_requests(

@@ -159,6 +159,23 @@ def test_approve_refuses_unknown_ids_and_an_empty_queue(
     assert pending(ctl, robotad, session_id).pending is not None
 
 
+def test_approve_in_a_folder_whose_latest_session_does_not_wait_names_the_one_that_does(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """A fork of a waiting session is the folder's newest: a bare ``approve`` picks it, finds
+    nothing waiting there, and says which session of the folder waits."""
+    waiting = new_session(ctl, robotad, work, write_script())
+    assert ctl(*sock(robotad), "run", "-s", waiting, "write it", input="").returncode == 3
+    fork = ctl(*sock(robotad), "fork", "-s", waiting, cwd=work)
+    assert fork.returncode == 0, fork.stderr
+    result = ctl(*sock(robotad), "approve", input="", cwd=work)
+    assert result.returncode == ExitCode.ERROR
+    assert f"in this folder {waiting} waits: robotactl approve -s {waiting}" in result.stderr
+    named = ctl(*sock(robotad), "approve", "-s", fork.stdout.split()[-1], input="", cwd=work)
+    assert f"nothing in session {fork.stdout.split()[-1]} is waiting" in named.stderr
+    assert "in this folder" not in named.stderr  # a session named with -s is the one meant
+
+
 def test_a_new_prompt_while_waiting_points_at_approve(
     ctl: Ctl, robotad: RunningDaemon, work: Path
 ) -> None:
