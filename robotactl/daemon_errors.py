@@ -24,11 +24,13 @@ class DaemonNotRunning(DaemonUnavailable):
     def __init__(self, socket_path: Path) -> None:
         import os
 
-        # Say what turned autostart off: the flag, or the variable set somewhere out of sight.
+        # Say what turned autostart off: the variable set somewhere out of sight (when it
+        # reads as true, as click reads it), else the flag.
+        variable = os.environ.get("ROBOTA_NO_AUTOSTART", "").strip().lower()
         switch = (
             "unset ROBOTA_NO_AUTOSTART"
-            if os.environ.get("ROBOTA_NO_AUTOSTART")
-            else ("drop --no-autostart")
+            if variable in ("1", "true", "t", "yes", "y", "on")
+            else "drop --no-autostart"
         )
         super().__init__(
             f"robotad is not running at {socket_path} (start it with `robotad` or {switch})",

@@ -90,7 +90,12 @@ def _check_private(directory: Path, info: os.stat_result) -> None:
         # Never advise changing a shared folder (/tmp, /run/user…): only a folder of one's own
         # may be tightened; for a shared one, the way out is a private subfolder.
         shared = bool(mode & (stat.S_ISVTX | stat.S_IWOTH))
-        advice = private_elsewhere if shared else f"run: chmod 700 {directory}"
+        advice = (
+            private_elsewhere
+            if shared
+            else f"run: chmod 700 {directory}, if nobody else should read it; or "
+            + private_elsewhere.replace(" instead", "", 1)
+        )
         raise RuntimeDirError(
             f"runtime directory {directory} has mode {mode:04o}; it must not be accessible to "
             f"group or others ({advice})"

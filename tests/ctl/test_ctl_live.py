@@ -256,6 +256,30 @@ def test_no_autostart_from_the_environment(ctl: Ctl, socket_dir: Path) -> None:
     assert not path.exists()
 
 
+def test_the_flag_is_named_when_the_variable_says_no(ctl: Ctl, socket_dir: Path) -> None:
+    """``ROBOTA_NO_AUTOSTART=0`` does not turn autostart off: the flag did, and is named."""
+    path = socket_dir / "robotad.sock"
+    result = ctl("--socket", str(path), "--no-autostart", "ls", ROBOTA_NO_AUTOSTART="0")
+    assert result.returncode == ExitCode.ERROR
+    assert "drop --no-autostart" in result.stderr
+    assert "ROBOTA_NO_AUTOSTART" not in result.stderr
+
+
+def test_a_relative_socket_is_taken_from_the_current_folder(
+    ctl: Ctl, socket_dir: Path, stray_daemons: Pidfds
+) -> None:
+    """``ROBOTA_SOCKET=relative.sock``: robotactl and the robotad it starts (which runs
+    elsewhere) agree on the folder it names, and every message names that folder."""
+    result = ctl("--json", "status", ROBOTA_SOCKET="relative.sock", cwd=socket_dir)
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    stray_daemons.track(status["pid"])
+    assert (socket_dir / "relative.sock").is_socket()
+    refused = ctl("--no-autostart", "ls", ROBOTA_SOCKET="nothing.sock", cwd=socket_dir)
+    assert f"robotad is not running at {socket_dir / 'nothing.sock'} " in refused.stderr
+    assert ctl("--socket", str(socket_dir / "relative.sock"), "shutdown", "--wait").returncode == 0
+
+
 def test_a_stale_socket_file_is_not_a_daemon(ctl: Ctl, socket_dir: Path) -> None:
     """A socket file nobody listens on (a killed daemon's) counts as no daemon."""
     import socket

@@ -132,5 +132,9 @@ def test_a_folder_of_ones_own_may_be_tightened(tmp_path: Path) -> None:
     own = tmp_path / "own"
     own.mkdir()
     os.chmod(own, 0o750)
-    with pytest.raises(RuntimeDirError, match=f"run: chmod 700 {own}"):
+    with pytest.raises(RuntimeDirError) as caught:
         ensure_private_dir(own)
+    message = str(caught.value)
+    # Tightening is one way; a folder others should read (a project's) has another.
+    assert f"run: chmod 700 {own}, if nobody else should read it; or put the socket" in message
+    assert f"--socket {own / f'robota-{os.geteuid()}' / 'robotad.sock'}" in message
