@@ -57,10 +57,14 @@ def format_rpc_error(code: int, message: str, data: Any = None) -> str:
     ``--json`` prints the whole error (`rpc_error_document`)."""
     text = f"error {code}: {message}"
     issues = data.get("issues") if isinstance(data, Mapping) else None
-    for issue in issues if isinstance(issues, list) else ():
-        if isinstance(issue, Mapping):
-            text += f"\n  {issue.get('path') or '$'}: {issue.get('message')}"
-    return text
+    lines = [
+        f"{issue.get('path') or '$'}: {issue.get('message')}"
+        for issue in (issues if isinstance(issues, list) else ())
+        if isinstance(issue, Mapping)
+    ]
+    if len(lines) == 1 and message.endswith(lines[0]):
+        return text  # the message is that one issue already: said once
+    return "\n  ".join([text, *lines])
 
 
 def rpc_error_document(code: int, message: str, data: Any = None) -> dict[str, Any]:

@@ -202,6 +202,17 @@ def test_rpc_error_layout() -> None:
         "error -32602: invalid params",
         "  $.a: m",
     ]
+    # One issue the message already states (robotad's usual form) is said once.
+    one = {"issues": [{"path": "$.provider", "message": "needs a key"}]}
+    assert format_rpc_error(-32602, "invalid params: $.provider: needs a key", one) == (
+        "error -32602: invalid params: $.provider: needs a key"
+    )
+    two = {"issues": [{"path": "$.a", "message": "m"}, {"path": "$.b", "message": "n"}]}
+    assert format_rpc_error(-32602, "invalid params: $.a: m (and 1 more)", two).splitlines() == [
+        "error -32602: invalid params: $.a: m (and 1 more)",
+        "  $.a: m",
+        "  $.b: n",
+    ]
 
 
 @pytest.mark.parametrize(
