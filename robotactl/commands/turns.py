@@ -343,6 +343,9 @@ def _stream(
         raise TurnWasAborted(
             resolved[0] if resolved else session, text_received=view.received_text
         ) from None
+    except BaseException:
+        view.end_line()  # the error gets a line of its own, not the end of streamed text
+        raise
     return resolved[0], result
 
 
