@@ -9,7 +9,9 @@ shared by every session and started when first needed; a session's servers
 `SessionTools` is one session's view: its `tools` are the current tools of every server it
 may use, as `McpTool`s — the session's tool table reads them before each turn, after starting
 the servers never tried yet (a server that failed is retried on its next call, not at every
-turn, so a broken server never slows every turn down). `listing` is ``mcp/list``'s answer.
+turn, so a broken server never slows every turn down; one that failed before it ever listed
+a tool, so has none to call, is restarted in the background, within its backoff).
+`listing` is ``mcp/list``'s answer.
 
 Nothing here imports the SDK; the first server start does.
 """
@@ -145,11 +147,21 @@ class SessionTools:
         servers = self.servers()
         if not servers:
             return []
-        untried = [s for s in servers if not s.attempted or s.status == "starting"]
-        if untried:
+        # Waited for: a first start (or a first start still under way). A server whose
+        # start failed before it ever listed a tool has no tool a call could restart it
+        # through: it is started again here, within its backoff, without being waited for,
+        # and its tools come for a later turn (an `npx -y` server whose first download
+        # outlasted the startup timeout is ready the next time).
+        first = [
+            s for s in servers if not s.attempted or (s.status == "starting" and not s.failures)
+        ]
+        if first:
             async with trio.open_nursery() as nursery:
-                for server in untried:
+                for server in first:
                     nursery.start_soon(server.ready)
+        for server in servers:
+            if server.status == "failed" and not server.tools:
+                server.start()
         tools: list[Tool] = []
         for server in servers:
             tools.extend(McpTool(server, info, self.hub.spill) for info in server.tools)

@@ -98,6 +98,11 @@ class McpServer:
         return self._closed
 
     @property
+    def failures(self) -> int:
+        """Attempts that failed in a row (0 once it is ready)."""
+        return self._failures
+
+    @property
     def pid(self) -> int | None:
         """The stdio server's process id while it runs (for diagnostics and tests)."""
         return self._connection.pid if self._connection is not None else None

@@ -12,6 +12,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+import trio
 
 from protocol.validate import ValidationFailed
 from robotad.agent.tool import Tool, ToolProfile, missing_tool_reason
@@ -357,3 +358,54 @@ def test_a_server_flooding_stderr_is_logged_at_a_bounded_rate(
         "stderr: 50 more lines not logged (over 200 a minute)",
         "stderr: next minute",
     ]
+
+
+FLAKY_START = '''
+import pathlib, sys
+
+marker = pathlib.Path(sys.argv[1])
+if not marker.exists():  # the first start fails, as an `npx -y` download outlasting its timeout
+    marker.write_text("tried")
+    sys.exit(1)
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("flaky")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+
+
+server.run("stdio")
+'''
+
+
+async def test_a_server_whose_first_start_failed_is_started_again_for_a_later_turn(
+    tmp_path: Path,
+) -> None:
+    """It never listed a tool, so no call could restart it: the next turn's tool listing
+    starts it again in the background (not waiting for it), and a later turn has its tools."""
+    from robotad.mcp.config import McpServerConfig
+    from robotad.mcp.hub import McpHub, SessionTools
+
+    script = tmp_path / "flaky.py"
+    script.write_text(FLAKY_START)
+    config = McpServerConfig(command=sys.executable, args=[str(script), str(tmp_path / "m")])
+    hub = McpHub({"flaky": config})
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            tools = SessionTools(hub, "s1", has_own=False)
+            assert await tools.tools() == []  # the first start, waited for, failed
+            (server,) = hub.daemon_servers()
+            assert server.error is not None
+            assert "status 1" in server.error
+            assert server.status != "failed"  # started again at once, not waited for
+            while server.status != "ready":
+                await trio.sleep(0.05)
+            assert [tool.name for tool in await tools.tools()] == ["mcp__flaky__echo"]
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
