@@ -409,3 +409,41 @@ async def test_a_server_whose_first_start_failed_is_started_again_for_a_later_tu
             assert [tool.name for tool in await tools.tools()] == ["mcp__flaky__echo"]
             await hub.aclose()
             nursery.cancel_scope.cancel()
+
+
+BIG_RESULT = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("big")
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A result of `size` characters on one stdout line."""
+    return "".join(chr(ord("a") + i % 26) for i in range(size))
+
+
+server.run("stdio")
+'''
+
+
+async def test_a_result_line_longer_than_any_pipe_read_comes_whole(tmp_path: Path) -> None:
+    """A result line arrives in many reads of the server's stdout: they are joined whole, in
+    order, with nothing lost at a read's edge."""
+    from robotad.mcp.config import McpServerConfig
+    from robotad.mcp.hub import McpHub
+
+    script = tmp_path / "big.py"
+    script.write_text(BIG_RESULT)
+    hub = McpHub({"big": McpServerConfig(command=sys.executable, args=[str(script)])})
+    size = 3_000_000
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            (server,) = hub.daemon_servers()
+            result = await server.call("big", {"size": size})
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    text = result.content[0].text
+    assert len(text) == size
+    assert text == "".join(chr(ord("a") + i % 26) for i in range(size))
