@@ -90,6 +90,11 @@ class ChatStreamAssembler:
         if chunk.usage is not None:
             self.usage = chunk.usage.model_dump(exclude_none=True)
         texted = False
+        # A chunk that says nothing (an empty delta, as a server's keep-alive) is no sign of
+        # life: the idle timeout is for a model that stopped producing, as Anthropic's pings
+        # do not count either. Anything else does: the role, a tool call piece, a finish, usage,
+        # or a member the SDK does not know (a reasoning model's thinking, ``reasoning_content``).
+        alive = chunk.usage is not None
         for choice in chunk.choices or ():
             if choice.index not in (0, None):
                 continue
@@ -102,9 +107,13 @@ class ChatStreamAssembler:
                     texted = True
                 for call in delta.tool_calls or ():
                     self._add_call_delta(call)
+                    alive = True
+                extra = delta.model_extra or {}
+                alive = alive or bool(delta.role) or any(value for value in extra.values())
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
-        if not texted:
+                alive = True
+        if alive and not texted:
             observer.on_activity()
 
     def _add_call_delta(self, call: Any) -> None:

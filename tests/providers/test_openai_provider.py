@@ -94,6 +94,26 @@ async def test_text_streams_in_order_with_usage(
     assert "tool_choice" not in body
 
 
+async def test_empty_chunks_are_no_sign_of_life_but_thinking_is(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    """A keep-alive of empty deltas must not hold the idle timeout off forever (Anthropic's
+    pings do not either); a reasoning model's thinking (``reasoning_content``, a member the
+    SDK does not name) is activity, as are the role, the finish and usage."""
+    events = [
+        openai_chunk({"role": "assistant", "content": ""}),
+        *[openai_chunk({}) for _ in range(5)],
+        *[openai_chunk({"reasoning_content": "hmm"}) for _ in range(2)],
+        openai_chunk({"content": "ok"}),
+        openai_chunk({}, finish_reason="stop"),
+    ]
+    server = await serve(Reply(events=events))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "ok"
+    assert recorder.activity == 1 + 2 + 1  # role, thinking twice, finish
+
+
 async def test_a_configured_max_tokens_bounds_every_request(
     serve: Serve, closing: ProviderCloser, recorder: Recorder
 ) -> None:
