@@ -11,9 +11,11 @@ The wait before retry *n* (1-based) is the server's Retry-After when it gave one
 `retry_after_cap`; otherwise exponential backoff ``base_delay * 2**(n-1)`` capped at
 `max_delay`, with "equal jitter" (a random point in its upper half) so clients that failed
 together do not return together. Cancellation by an enclosing trio scope passes straight
-through, also while waiting. With a `budget`, no retry starts (and no wait begins) that would
-end more than `budget` seconds after the call began: the last failure is raised instead, so a
-caller's idle window is never spent asleep and the real cause is what it sees.
+through, also while waiting. No retry starts (and no wait begins) unless, after the wait,
+`min_attempt` seconds are left before the earliest of `budget` seconds after the call began
+and every enclosing cancel scope's deadline (the turn's idle window, which a session may set
+shorter than the provider's): the last failure is raised instead, so a caller's idle window
+is never spent asleep and the real cause is what it sees.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ async def call_with_retries(
     sleep: Callable[[float], Awaitable[None]] = trio.sleep,
     jitter: Callable[[], float] = random.random,
     budget: float | None = None,
+    min_attempt: float = 0.0,
 ) -> T:
     """Run `attempt` until it succeeds, fails for good, the retries are spent, or the next
     retry would end past `budget` seconds from now (see the module docstring).
@@ -106,7 +109,10 @@ async def call_with_retries(
             if retry < policy.max_retries:
                 hint = err.retry_after if isinstance(err, ProviderFailure) else None
                 wait = policy.delay(retry + 1, hint, jitter())
-            out_of_time = deadline is not None and trio.current_time() + wait >= deadline
+            ends = trio.current_effective_deadline()
+            if deadline is not None:
+                ends = min(ends, deadline)
+            out_of_time = trio.current_time() + wait + min_attempt >= ends
             if retry >= policy.max_retries or out_of_time:
                 if retry == 0:
                     raise

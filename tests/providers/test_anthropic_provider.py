@@ -46,6 +46,8 @@ def make_provider(closing: ProviderCloser) -> MakeProvider:
                 context_window=None,
                 max_tokens=max_tokens,
                 retry_policy=policy,
+                # Loopback connects at once; a retry needs this much time left to start.
+                connect_timeout=2.0,
             )
         )
 

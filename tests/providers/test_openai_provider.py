@@ -45,6 +45,8 @@ def make_provider(closing: ProviderCloser) -> MakeProvider:
                 api_key=api_key,
                 context_window=None,
                 retry_policy=policy,
+                # Loopback connects at once; a retry needs this much time left to start.
+                connect_timeout=2.0,
             )
         )
 
@@ -277,6 +279,20 @@ async def test_500_repeatedly_gives_up_after_max_retries(
     assert caught.value.retryable is True
     assert caught.value.status == 500
     assert cause_of(caught.value) == "HTTP 500: server error: boom (gave up after 3 attempts)"
+
+
+async def test_a_turn_whose_idle_window_is_short_sees_the_real_failure(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder
+) -> None:
+    """The session's idle window (here 1.5 s, an enclosing deadline) leaves no room for a
+    retry that might need its whole connect timeout (2 s): the 500 is the answer at once,
+    never an idle timeout after a retry that could not finish."""
+    server = await serve(openai_error(500, "boom", "server_error"))
+    with trio.move_on_after(1.5) as idle, pytest.raises(ProviderError) as caught:
+        await make_provider(server.base_url).complete(user_request(), recorder)
+    assert not idle.cancelled_caught
+    assert len(server.requests) == 1
+    assert cause_of(caught.value) == "HTTP 500: server error: boom"
 
 
 async def test_400_is_not_retried_and_keeps_the_server_message(

@@ -204,14 +204,55 @@ async def test_cancellation_during_the_backoff_wait(
     recorder: Recorder, autojump_clock: trio.testing.MockClock
 ) -> None:
     attempt = Script(_busy(), _busy())
-    with trio.move_on_after(5) as scope:
+    with trio.CancelScope() as scope:  # no deadline: cancelled from outside, mid-wait
+
+        async def cancel_later() -> None:
+            await trio.sleep(5)
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cancel_later)
+            await call_with_retries(
+                attempt,
+                RetryPolicy(max_retries=2, base_delay=60.0, max_delay=60.0),
+                progress=StreamProgress(recorder),
+                provider="p",
+            )
+    assert scope.cancelled_caught
+    assert attempt.calls == 1
+
+
+async def test_no_retry_waits_past_an_enclosing_deadline(
+    recorder: Recorder, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The turn's idle window (any enclosing deadline) ends in 5 s and the wait would take
+    60: the failure is raised at once, the real cause, not an idle timeout after a sleep."""
+    attempt = Script(_busy(), _busy())
+    started = trio.current_time()
+    with trio.move_on_after(5), pytest.raises(ProviderError) as caught:
         await call_with_retries(
             attempt,
             RetryPolicy(max_retries=2, base_delay=60.0, max_delay=60.0),
             progress=StreamProgress(recorder),
             provider="p",
         )
-    assert scope.cancelled_caught
+    assert attempt.calls == 1
+    assert trio.current_time() == started
+    assert caught.value.reason == "HTTP 429: rate limited"
+
+
+async def test_no_retry_starts_that_could_not_connect_in_the_time_left(
+    recorder: Recorder, autojump_clock: trio.testing.MockClock
+) -> None:
+    attempt = Script(_busy(), _busy())
+    with trio.move_on_after(8), pytest.raises(ProviderError):
+        await call_with_retries(
+            attempt,
+            RetryPolicy(max_retries=2, base_delay=0.5, max_delay=0.5),
+            progress=StreamProgress(recorder),
+            provider="p",
+            min_attempt=10.0,
+        )
     assert attempt.calls == 1
 
 
