@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -62,18 +62,14 @@ def show(options: ClientOptions, session: str | None, limit: int | None) -> None
     Each message's id is shown beside it (for `robotactl fork --at`). With --json, prints
     the session/history result.
     """
-    from protocol.methods import HistoryResult
     from protocol.shapes import SessionInfo
 
     def read(client: BlockingClient) -> tuple[SessionInfo, HistoryResult, Fork | None]:
         session_id = resolve_session(client, session)
         ref = {"sessionId": session_id}
         info = client.request("session/get", ref, result_type=SessionInfo)
-        params: dict[str, Any] = dict(ref)
-        if limit is not None:
-            params["offset"] = max(0, info.message_count - limit)
-            params["limit"] = limit
-        history = client.request("session/history", params, result_type=HistoryResult)
+        offset = 0 if limit is None else max(0, info.message_count - limit)
+        history = _history_from(client, session_id, offset, limit)
         fork = None if options.output.json_mode else _fork_of(client, session_id)
         return info, history, fork
 
@@ -95,18 +91,51 @@ def show(options: ClientOptions, session: str | None, limit: int | None) -> None
             output.line(line)
 
 
+#: Messages asked for per ``session/history`` request: a long session's whole history can be
+#: more than one message of the wire carries (16 MiB).
+HISTORY_PAGE = 500
+
+
+def _history_from(
+    client: BlockingClient, session_id: str, offset: int, limit: int | None
+) -> HistoryResult:
+    """The history from `offset` (`limit` messages at most), read a page at a time and
+    returned as one result."""
+    from protocol.methods import HistoryResult
+
+    messages: list[Message] = []
+    total = offset
+    while True:
+        want = HISTORY_PAGE if limit is None else min(HISTORY_PAGE, limit - len(messages))
+        params = {"sessionId": session_id, "offset": offset + len(messages), "limit": want}
+        page = client.request("session/history", params, result_type=HistoryResult)
+        messages.extend(page.messages)
+        total = page.total
+        if not page.messages or offset + len(messages) >= total:
+            break
+        if limit is not None and len(messages) >= limit:
+            break
+    return HistoryResult(total=total, messages=messages)
+
+
 def _fork_of(client: BlockingClient, session_id: str) -> Fork | None:
     """The fork origin of `session_id`: the source from ``session/list``, the message from
     the record itself (only a fork pays for reading it)."""
     from msgspec import UNSET
 
+    from protocol.blocking_client import MalformedResponse
     from protocol.methods import ExportResult, SessionList
 
     listing = client.request("session/list", {}, result_type=SessionList)
     source = next((s.forked_from for s in listing.sessions if s.session_id == session_id), UNSET)
     if not isinstance(source, str):
         return None
-    exported = client.request("session/export", {"sessionId": session_id}, result_type=ExportResult)
+    try:
+        exported = client.request(
+            "session/export", {"sessionId": session_id}, result_type=ExportResult
+        )
+    except MalformedResponse:  # a record too big for one message: the source alone is known
+        return Fork(source, None)
     origin = exported.artifact.record.get("forkedFrom")
     message_id = origin.get("messageId") if isinstance(origin, dict) else None
     return Fork(source, message_id if isinstance(message_id, str) else None)

@@ -54,6 +54,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 import trio
 
@@ -422,9 +423,26 @@ class _Turn:
         return ()
 
 
+#: Characters one reply may stream before the call is stopped: far past any model's output
+#: limit, well inside what one message of robotad's wire carries (16 MiB), so a server that
+#: streams without end fails the turn instead of filling memory, the record and the log.
+MAX_REPLY_CHARS: Final = 4 * 2**20
+
+
+class ReplyTooLong(ProviderError):
+    """A reply passed `MAX_REPLY_CHARS`; raised inside the provider's stream, which ends it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the reply passed {MAX_REPLY_CHARS // 2**20} Mi characters without ending; "
+            "stopped there (a server that streams without end?)"
+        )
+
+
 class _StreamTap:
     """The `StreamObserver` of one provider call: keeps the partial text, moves the idle
-    deadline on every sign of life and forwards text to the Session's sink."""
+    deadline on every sign of life, forwards text to the Session's sink and stops a reply that
+    passes `MAX_REPLY_CHARS`."""
 
     def __init__(
         self,
@@ -437,6 +455,7 @@ class _StreamTap:
         self._idle = idle
         self._timeout = timeout
         self._sink = sink
+        self._chars = 0
         self.on_activity()
 
     def on_activity(self) -> None:
@@ -447,6 +466,9 @@ class _StreamTap:
         self.on_activity()
         if not delta:
             return
+        self._chars += len(delta)
+        if self._chars > MAX_REPLY_CHARS:
+            raise ReplyTooLong()
         self._partial.append(delta)
         if self._sink is not None:
             try:

@@ -134,3 +134,39 @@ async def test_an_abort_arriving_with_the_idle_deadline_is_an_abort(
 
     with pytest.raises(TurnAbortedError):
         await turn(AbortsWhenTimedOut(), Journal(start_history()), idle_timeout=1.0, abort=abort)
+
+
+class _Endless:
+    """Streams text and never finishes (a server gone wrong); counts what it sent."""
+
+    name = "endless"
+    kind = "test"
+    model = "test"
+    context_window: int | None = None
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
+        while True:
+            observer.on_text("x" * 65_536)
+            self.sent += 65_536
+            await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_reply_that_never_ends_is_stopped_at_its_bound() -> None:
+    """Lively is not enough: a stream past `MAX_REPLY_CHARS` fails the call (a named
+    provider failure) instead of growing the reply, the record and the log without end; the
+    history claims no reply."""
+    from robotad.agent.loop import MAX_REPLY_CHARS
+
+    journal = Journal(start_history())
+    provider = _Endless()
+    with trio.fail_after(60), pytest.raises(ModelCallFailed) as caught:
+        await turn(provider, journal, idle_timeout=1.0)
+    assert caught.value.reason.startswith("the reply passed 4 Mi characters without ending")
+    assert MAX_REPLY_CHARS < provider.sent + 65_536 <= MAX_REPLY_CHARS + 2 * 65_536
+    assert journal.roles() == ["system", "user"]

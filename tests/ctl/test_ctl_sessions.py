@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from protocol.methods import (
@@ -482,3 +483,47 @@ def test_a_script_step_of_the_wrong_type_is_a_usage_error_naming_the_option(
     result = ctl(*sock(robotad), "new", "--cwd", str(work), "--script", str(script))
     assert result.returncode == ExitCode.USAGE, result.stderr
     assert "--script ($.script[0].text)" in result.stderr
+
+
+def test_show_reads_a_long_history_a_page_at_a_time(
+    ctl: Ctl, robotad: RunningDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long session's history may be more than one wire message carries: ``show`` asks
+    for it a page at a time and shows it whole (``--limit`` and ``--json`` alike)."""
+    from click.testing import CliRunner
+
+    from protocol.blocking_client import BlockingClient
+    from robotactl.cli import cli
+    from robotactl.commands import show as show_module
+
+    work = tmp_path / "w"
+    work.mkdir()
+    session_id = new_session(ctl, robotad, work, [{"text": f"answer {n}"} for n in range(5)])
+    for n in range(5):
+        assert ctl(*sock(robotad), "run", "-s", session_id, f"question {n}").returncode == 0
+    pages: list[object] = []
+    real_request = BlockingClient.request
+
+    def request(self: BlockingClient, method: str, params: object = None, **kw: object) -> object:
+        if method == "session/history":
+            pages.append(params)
+        return real_request(self, method, params, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BlockingClient, "request", request)
+    monkeypatch.setattr(show_module, "HISTORY_PAGE", 3)
+    runner = CliRunner()
+    full = runner.invoke(cli, [*sock(robotad), "--json", "show", "-s", session_id])
+    assert full.exit_code == 0, full.output
+    history = msgspec.json.decode(full.stdout.encode(), type=HistoryResult)
+    assert history.total == len(history.messages) == 10
+    assert [m.content for m in history.messages if m.role == "user"] == [
+        f"question {n}" for n in range(5)
+    ]
+    assert len(pages) == 4  # 3 + 3 + 3 + 1
+    pages.clear()
+    shown = runner.invoke(cli, [*sock(robotad), "show", "-s", session_id, "--limit", "7"])
+    assert shown.exit_code == 0, shown.output
+    assert "(the last 7 of 10 messages)" in shown.stdout
+    assert "answer 1" in shown.stdout  # the last 7: answer 1 … answer 4
+    assert "question 1" not in shown.stdout
+    assert len(pages) == 3  # 3 + 3 + 1
