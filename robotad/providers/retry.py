@@ -106,16 +106,23 @@ async def call_with_retries(
             if not err.retryable or progress.text_sent:
                 raise
             wait = 0.0
+            hint = err.retry_after if isinstance(err, ProviderFailure) else None
             if retry < policy.max_retries:
-                hint = err.retry_after if isinstance(err, ProviderFailure) else None
                 wait = policy.delay(retry + 1, hint, jitter())
             ends = trio.current_effective_deadline()
             if deadline is not None:
                 ends = min(ends, deadline)
             out_of_time = trio.current_time() + wait + min_attempt >= ends
             if retry >= policy.max_retries or out_of_time:
+                if out_of_time and hint is not None and retry < policy.max_retries:
+                    # Given up for want of time: say how long the server asked for.
+                    err = ProviderFailure(
+                        f"{err.reason} (the server asks to wait {hint:g} s)",
+                        retryable=True,
+                        status=err.status,
+                    )
                 if retry == 0:
-                    raise
+                    raise err from None
                 raise ProviderFailure(
                     f"{err.reason} (gave up after {retry + 1} attempts)",
                     retryable=True,
