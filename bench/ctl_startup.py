@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status"}\n'
 
 #: ``status`` through the click CLI and the blocking client, as it ran before the quick path.
-CLICK_STATUS = "from robotactl.cli import main; main()"
+CLICK_STATUS = "from robotactl.console import main; main()"
 
 #: ``status`` as it ran before the blocking client: trio.run around a JsonRpcPeer.
 TRIO_STATUS = """
