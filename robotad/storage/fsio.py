@@ -6,10 +6,7 @@
   written and fsynced, renamed over the target, then the folder fsynced. A crash at any point
   leaves either the old file or the new one under the target's name, never a mix; leftover temp
   files start with ``.`` and end in ``.tmp`` so no reader mistakes them for data. The file
-  tools replace users' files through it too, asking to keep an existing file's mode. The file
-  replaced is held by an ``O_PATH`` descriptor across the rename and let go by a background
-  thread (`_late_closer`): on ext4 (with ``discard`` above all) freeing a replaced file's
-  blocks costs ~0.1 ms, which then runs beside the caller instead of inside its rename.
+  tools replace users' files through it too, asking to keep an existing file's mode.
 - `read_regular`: ``O_NOFOLLOW`` read of a regular file; a symlink, FIFO, folder or device in its
   place is `UnsafePath` (never followed, never blocked on); a missing file is `None`.
 - `create_exclusive`: content-addressed files made by exclusive link, never check-then-write.
@@ -24,10 +21,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import queue
 import secrets
 import stat
-import threading
 from pathlib import Path
 
 __all__ = [
@@ -166,66 +161,17 @@ def atomic_write(
     """
     directory = path.parent
     temp = _write_temp(directory, path.name, data, mode)
-    replaced = _hold(path)
     try:
         os.rename(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    finally:
-        if replaced is not None:
-            _late_closer.close(replaced)
     if strict_dir_sync:
         fsync_dir(directory)
     else:
         with contextlib.suppress(OSError):
             fsync_dir(directory)
-
-
-def _hold(path: Path) -> int | None:
-    """An ``O_PATH`` descriptor of what `path` names now (never followed, never opened for
-    reading: no device or FIFO sees an open), or None when nothing is there to hold."""
-    try:
-        return os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-class _LateCloser:
-    """Closes descriptors on a thread of its own, so the last close of a replaced file (the
-    kernel frees its blocks then) is not paid by the writer. Started on first use; where no
-    thread can be started, descriptors are closed at once."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def close(self, fd: int) -> None:
-        if self._thread is None and not self._start():
-            os.close(fd)
-            return
-        self._queue.put(fd)
-
-    def _start(self) -> bool:
-        with self._lock:
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="robota-late-close", daemon=True)
-                try:
-                    thread.start()
-                except RuntimeError:
-                    return False
-                self._thread = thread
-        return True
-
-    def _run(self) -> None:
-        while True:
-            with contextlib.suppress(OSError):
-                os.close(self._queue.get())
-
-
-_late_closer = _LateCloser()
 
 
 def create_exclusive(path: Path, data: bytes) -> bool:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -184,50 +182,3 @@ def test_a_new_file_is_chmodded_only_when_the_umask_took_an_owner_bit(
         os.umask(previous)
     assert len(calls) == changes
     assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o600
-
-
-def _open_descriptors() -> set[str]:
-    """What this process's descriptors name (one closed while we look is left out)."""
-    names = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(FileNotFoundError):
-            names.add(os.readlink(f"/proc/self/fd/{fd}"))
-    return names
-
-
-def test_the_replaced_file_is_held_across_the_rename_and_let_go_later(tmp_path: Path) -> None:
-    """The file a write replaces is held (so the rename does not free it) and closed by the
-    background closer: nothing of it stays open, and the new content is in place."""
-    target = tmp_path / "r.json"
-    fsio.atomic_write(target, b"old")
-    held: list[int] = []
-    real_hold = fsio._hold
-
-    def hold(path: Path) -> int | None:
-        fd = real_hold(path)
-        if fd is not None:
-            held.append(fd)
-            assert os.readlink(f"/proc/self/fd/{fd}") == str(target)
-        return fd
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fsio, "_hold", hold)
-        for round_number in range(20):
-            fsio.atomic_write(target, f"new {round_number}".encode())
-    assert len(held) == 20
-    assert target.read_bytes() == b"new 19"
-    deleted = f"{target} (deleted)"
-    for _ in range(500):  # the closer runs beside us: give it up to ~5 s
-        if deleted not in _open_descriptors():
-            break
-        time.sleep(0.01)
-    assert deleted not in _open_descriptors()
-
-
-def test_a_fifo_in_place_is_replaced_without_being_opened(tmp_path: Path) -> None:
-    """Holding what is replaced never opens it: a FIFO (whose open would block) or a
-    device at the path sees no open; the write replaces it."""
-    target = tmp_path / "r.json"
-    os.mkfifo(target)
-    fsio.atomic_write(target, b"data")
-    assert target.read_bytes() == b"data"
