@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, overload
 
@@ -374,18 +374,7 @@ class JsonRpcPeer:
         """
         await self._send(jsonrpc.encode_notification(method, params), checkpoint=checkpoint)
 
-    async def notify_each(
-        self, method: str, params: Sequence[Any], *, checkpoint: bool = True
-    ) -> None:
-        """Send one notification of `method` for each of `params`, in order, written
-        together: the frames leave in one write when the socket takes them (one wake-up of
-        the remote, not one each). Otherwise as `notify`."""
-        frames = [
-            encode_frame(jsonrpc.encode_notification(method, each), self.framing) for each in params
-        ]
-        await self._send(b"".join(frames), checkpoint=checkpoint, framed=True)
-
-    async def _send(self, body: bytes, *, checkpoint: bool = True, framed: bool = False) -> None:
+    async def _send(self, body: bytes, *, checkpoint: bool = True) -> None:
         """Write one frame whole; the only way anything reaches the stream.
 
         The fast path (decision 1 of docs/architecture.md): when no writer holds the lock,
@@ -394,19 +383,18 @@ class JsonRpcPeer:
         does not take it all is the lock taken (still free: nothing was awaited since the
         check) and the rest written with the shielded ``send_all``, so frames stay whole and
         in order. A caller other than this peer's reader then passes one checkpoint, as every
-        trio operation does; the reader needs none (its next receive is one). With `framed`,
-        `body` is one or more frames already encoded in this peer's framing.
+        trio operation does; the reader needs none (its next receive is one).
         """
         if not self._sending:
             raise ConnectionLost("connection closed")
         await trio.lowlevel.checkpoint_if_cancelled()
-        frame = body if framed else encode_frame(body, self.framing)
         lock = self._write_lock
         if lock.locked():
-            await self._send_queued(frame)
+            await self._send_queued(body)
             return
         if not self._sending:
             raise ConnectionLost("connection closed")
+        frame = encode_frame(body, self.framing)
         written = _write_nonblocking(self.stream, frame)
         if written < len(frame):
             lock.acquire_nowait()
@@ -417,12 +405,12 @@ class JsonRpcPeer:
         if checkpoint and trio.lowlevel.current_task() is not self._reader_task:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
-    async def _send_queued(self, frame: bytes) -> None:
+    async def _send_queued(self, body: bytes) -> None:
         """`_send` behind a writer holding the lock: wait in FIFO order, then write."""
         async with self._write_lock:
             if not self._sending:
                 raise ConnectionLost("connection closed")
-            await self._send_shielded(frame)
+            await self._send_shielded(encode_frame(body, self.framing))
 
     async def _send_shielded(self, data: bytes) -> None:
         """``send_all`` of `data` (the caller holds the lock), never torn by cancellation."""

@@ -9,10 +9,7 @@ events) and offers it to every subscriber's bounded queue.
 
 Each subscriber has a delivery task in the hub's nursery (`EventHub.run`) that awaits the
 subscriber's ``send(event)`` — in the daemon, the connection's
-``peer.notify("session/event", event)`` — one send at a time, in seq order. A subscriber that
-also gives ``send_many`` gets the events that are waiting together (a turn publishes several
-between two checkpoints) in one call: the daemon's connection writes them in one write, so
-the client is woken once for them, not once each.
+``peer.notify("session/event", event)`` — one event at a time, in seq order:
 
 - A subscriber whose queue is full when an event arrives is unsubscribed at once; its task
   delivers what it had queued, then ONE ``{type:"overflow", sessionId, latestSeq}`` notice, and
@@ -58,7 +55,6 @@ __all__ = [
     "Event",
     "EventHub",
     "Send",
-    "SendMany",
     "stamp",
 ]
 
@@ -78,9 +74,6 @@ Event = dict[str, Any]
 #: Delivers one event to a subscriber; raising means the subscriber is gone. It need not pass
 #: a checkpoint once done: the delivery loop waits for the next event, or checkpoints itself.
 Send = Callable[[Event], Awaitable[object]]
-#: Delivers several events in order, as one send (a connection writes them together); the
-#: same contract as `Send`.
-SendMany = Callable[[list[Event]], Awaitable[object]]
 
 
 #: Set to anything but "" or "0" to have every published event decoded with the clients' strict
@@ -129,14 +122,12 @@ class _Subscription:
         self,
         key: Hashable,
         send: Send,
-        send_many: SendMany | None,
         backlog: list[Event],
         limit: int,
         predecessor: _Subscription | None,
     ) -> None:
         self.key = key
         self.send = send
-        self.send_many = send_many
         self.pending: deque[Event] = deque(backlog)
         self.backlog_left = len(backlog)
         self.limit = limit
@@ -163,18 +154,6 @@ class _Subscription:
         if self.backlog_left:
             self.backlog_left -= 1
         return self.pending.popleft()
-
-    def take_ready(self, after_seq: int, most: int) -> list[Event]:
-        """Up to `most` pending events after `after_seq`, in order (those at or below it:
-        already delivered on this key, dropped); empty when none is pending."""
-        ready: list[Event] = []
-        while len(ready) < most:
-            event = self.take()
-            if event is None:
-                break
-            if event["seq"] > after_seq:
-                ready.append(event)
-        return ready
 
     def hand_over(self) -> list[Event]:
         """Retire, giving up the events not yet taken (for the subscription replacing this)."""
@@ -312,16 +291,8 @@ class EventHub:
 
     # -- subscribing -----------------------------------------------------------------------
 
-    def subscribe(
-        self,
-        key: Hashable,
-        send: Send,
-        *,
-        after_seq: int | None = None,
-        send_many: SendMany | None = None,
-    ) -> int:
+    def subscribe(self, key: Hashable, send: Send, *, after_seq: int | None = None) -> int:
         """Deliver this session's events to `send`; returns the latest seq published so far.
-        With `send_many`, events that are ready together go to it as one send instead.
 
         With `after_seq`, the buffered events after it are delivered first, in order, then live
         ones; raises `EventsLost` (nothing changed) when events after `after_seq` are no longer
@@ -345,7 +316,7 @@ class EventHub:
             backlog = self._buffered_after(after_seq)
             if current is not None:
                 current.stop("retired")
-        sub = _Subscription(key, send, send_many, backlog, self._subscriber_queue, tail)
+        sub = _Subscription(key, send, backlog, self._subscriber_queue, tail)
         self._subs[key] = sub
         self._tails[key] = sub
         self._nursery.start_soon(self._deliver, sub)
@@ -415,21 +386,17 @@ class EventHub:
                 sub.last_seq = sub.predecessor.last_seq
                 sub.predecessor = None
             while True:
-                # Events at or below last_seq: the previous subscription on this key sent them.
-                room = _SENDS_PER_ROUND - sent % _SENDS_PER_ROUND
-                ready = sub.take_ready(sub.last_seq, room if sub.send_many is not None else 1)
-                if not ready:
+                event = sub.take()
+                if event is None:
                     if sub.state != "active":
                         break
                     await sub.wait_for_more()
                     continue
-                sub.last_seq = ready[-1]["seq"]
-                if len(ready) > 1:
-                    assert sub.send_many is not None
-                    await sub.send_many(ready)
-                else:
-                    await sub.send(ready[0])
-                sent += len(ready)
+                if event["seq"] <= sub.last_seq:
+                    continue  # the previous subscription on this key already sent it
+                sub.last_seq = event["seq"]
+                await sub.send(event)
+                sent += 1
                 if sub.pending and sent % _SENDS_PER_ROUND == 0:
                     await trio.lowlevel.checkpoint()  # a long backlog: let others run too
             if sub.state == "overflowed":

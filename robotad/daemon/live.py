@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -72,10 +72,6 @@ class Subscriber(Hashable, Protocol):
     def closed(self) -> bool: ...
 
     async def notify(self, method: str, params: Any = None, *, checkpoint: bool = True) -> None: ...
-
-    async def notify_each(
-        self, method: str, params: Sequence[Any], *, checkpoint: bool = True
-    ) -> None: ...
 
 
 def iso_now() -> str:

@@ -320,10 +320,7 @@ class SessionOperations:
             # The hub's delivery loop passes the checkpoint itself (`EventHub._deliver`).
             await subscriber.notify(EVENT_METHOD, event, checkpoint=False)
 
-        async def send_many(events: list[dict[str, Any]]) -> None:
-            await subscriber.notify_each(EVENT_METHOD, events, checkpoint=False)
-
-        return hub.subscribe(subscriber, send, after_seq=after_seq, send_many=send_many)
+        return hub.subscribe(subscriber, send, after_seq=after_seq)
 
     async def unsubscribe(self, session_id: str, subscriber: Subscriber) -> None:
         live = await self.manager.require_exists(session_id)

@@ -4,9 +4,8 @@ failures, and the shutdown drain (the wire is covered by the other test_daemon_*
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -198,36 +197,3 @@ async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
         )
         await live.journal.settled()
     assert [p.name for p in journal_dir.iterdir()] == [f"{waiting.execution_id}.jsonl"]
-
-
-class _Caller:
-    """A `Subscriber` that records each send: single notifications and batches apart."""
-
-    def __init__(self) -> None:
-        self.sends: list[list[dict[str, Any]]] = []
-        self.closed = False
-
-    async def notify(self, method: str, params: Any = None, *, checkpoint: bool = True) -> None:
-        self.sends.append([params])
-
-    async def notify_each(
-        self, method: str, params: Sequence[Any], *, checkpoint: bool = True
-    ) -> None:
-        self.sends.append(list(params))
-
-
-async def test_a_callers_events_ready_together_are_sent_together(
-    manager: SessionManager, tmp_path: Path
-) -> None:
-    """The caller of ``session/run`` gets every event of the turn in seq order, and the ones a
-    turn publishes between two checkpoints in one send (one write of its connection)."""
-    ops = SessionOperations(manager)
-    caller = _Caller()
-    with trio.fail_after(TIMEOUT):
-        info = await manager.create(CreateParams(cwd=str(tmp_path)))
-        await ops.run(RunParams(session_id=info.session_id, prompt="hi"), caller)
-        while not any(e["type"] == "turn_finished" for send in caller.sends for e in send):
-            await trio.sleep(0.01)
-    seqs = [event["seq"] for send in caller.sends for event in send]
-    assert seqs == list(range(1, len(seqs) + 1))
-    assert len(caller.sends) < len(seqs)

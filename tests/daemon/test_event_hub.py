@@ -50,8 +50,6 @@ class Recorder:
         self.in_flight = 0
         #: The most sends ever in progress at once: a destination gets one event at a time.
         self.max_in_flight = 0
-        #: The seqs of each `send_many` call.
-        self.batches: list[list[int]] = []
         self._changed = trio.Event()
 
     async def send(self, event: Event) -> None:
@@ -61,19 +59,6 @@ class Recorder:
             if self.gate is not None:
                 await self.gate.wait()
             self.events.append(event)
-            self._changed.set()
-        finally:
-            self.in_flight -= 1
-
-    async def send_many(self, events: list[Event]) -> None:
-        """One send of several events (a connection writes them together)."""
-        self.batches.append([event["seq"] for event in events])
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if self.gate is not None:
-                await self.gate.wait()
-            self.events.extend(events)
             self._changed.set()
         finally:
             self.in_flight -= 1
@@ -307,51 +292,6 @@ async def test_a_stalled_subscriber_gets_one_overflow_and_never_slows_another(
     assert notice == {"type": "overflow", "sessionId": SID, "latestSeq": 10}
     assert as_wire(notice) == Overflow(SID, 10)
     await healthy.wait_for(42)
-
-
-async def test_events_ready_together_go_to_send_many_as_one_send(
-    hub: EventHub, autojump_clock: trio.testing.MockClock
-) -> None:
-    """Events published between two checkpoints reach a subscriber with `send_many` in one
-    call, in order; one event alone still goes to `send`; a subscriber without `send_many`
-    gets them one send each."""
-    batched, single = Recorder(), Recorder()
-    hub.subscribe("batched", batched.send, send_many=batched.send_many)
-    hub.subscribe("single", single.send)
-    for _ in range(5):
-        hub.publish(delta())
-    await batched.wait_for(5)
-    await single.wait_for(5)
-    assert batched.batches == [[1, 2, 3, 4, 5]]
-    assert batched.seqs == single.seqs == [1, 2, 3, 4, 5]
-    assert single.batches == []
-    hub.publish(delta())
-    await batched.wait_for(6)
-    assert batched.batches == [[1, 2, 3, 4, 5]]  # the lone event went to `send`
-    assert batched.max_in_flight == 1
-
-
-async def test_a_batch_in_flight_is_neither_lost_nor_repeated_by_a_new_subscription(
-    hub: EventHub, autojump_clock: trio.testing.MockClock
-) -> None:
-    """A subscription replaced while a batch is being sent: the new one starts once that
-    send returns, and goes on after its last event."""
-    first = Recorder()
-    first.gate = trio.Event()
-    hub.subscribe("c1", first.send, send_many=first.send_many)
-    for _ in range(3):
-        hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()
-    assert first.batches == [[1, 2, 3]]  # stalled in its send
-    second = Recorder()
-    hub.subscribe("c1", second.send, send_many=second.send_many)
-    hub.publish(delta())
-    hub.publish(delta())
-    first.gate.set()
-    await first.wait_for(3)
-    await second.wait_for(2)
-    assert first.seqs == [1, 2, 3]
-    assert second.seqs == [4, 5]
 
 
 async def test_an_overflowed_subscriber_resubscribes_and_misses_nothing(

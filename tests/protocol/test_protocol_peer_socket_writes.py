@@ -17,7 +17,6 @@ import pytest
 import trio
 import trio.testing
 
-from protocol import peer as peer_module
 from protocol.peer import CallContext, JsonRpcPeer, Router
 from tests.protocol.wire_harness import HANG_GUARD_SECONDS, Empty, RawEnd, call, ping_router
 
@@ -181,35 +180,3 @@ class StepCounter(trio.abc.Instrument):
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if task is self.task:
             self.count += 1
-
-
-async def test_notifications_sent_together_leave_in_one_write(
-    counter: SendAllCounter, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`notify_each` frames every notification and writes them at once: the remote gets
-    them whole and in order from one write; a batch the socket cannot take at once is
-    finished whole by ``send_all`` before anything written after it."""
-    writes: list[bytes] = []
-    real_write = peer_module._write_nonblocking
-
-    def counting(stream: trio.abc.Stream, frame: bytes) -> int:
-        writes.append(frame)
-        return real_write(stream, frame)
-
-    monkeypatch.setattr(peer_module, "_write_nonblocking", counting)
-    async with socket_peer(counter) as (peer, client):
-        await peer.notify_each("note", [{"index": index} for index in range(5)])
-        seen = [await client.receive() for _ in range(5)]
-        assert [m["params"] for m in seen] == [{"index": index} for index in range(5)]
-        assert len(writes) == 1
-        assert writes[0].count(b"\n") == 5
-        assert counter.calls == 0
-
-        big = [{"index": index, "pad": str(index) * (BIG // 4)} for index in range(3)]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(peer.notify_each, "big", big)
-            await trio.testing.wait_all_tasks_blocked()  # stuck: the socket is full
-            nursery.start_soon(peer.notify, "after", {})
-            seen = [await client.receive() for _ in range(4)]
-        assert [m["params"] for m in seen[:3]] == big
-        assert seen[3]["method"] == "after"
