@@ -22,8 +22,7 @@ SOCKET_NAME = "robotad.sock"
 def resolve_socket_path(
     explicit: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Path:
-    """The socket path a daemon binds and a client connects to, absolute. Reads `environ`
-    (and the current folder, for a relative path) only."""
+    """The socket path a daemon binds and a client connects to. Pure: reads `environ` only."""
     from pathlib import Path
 
     return Path(resolve_socket_name(explicit, environ))
@@ -34,12 +33,10 @@ def resolve_socket_name(
 ) -> str:
     """`resolve_socket_path` as a string, for callers that must not pay for `pathlib`."""
     env = os.environ if environ is None else environ
-    # A relative path is taken from the current folder once, here: the daemon a client starts
-    # runs elsewhere, and messages name the folder itself, never ".".
     if explicit:
-        return os.path.abspath(os.fspath(explicit))
+        return os.fspath(explicit)
     if env.get("ROBOTA_SOCKET"):
-        return os.path.abspath(env["ROBOTA_SOCKET"])
+        return env["ROBOTA_SOCKET"]
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime:
         return os.path.join(runtime, "robota", SOCKET_NAME)

@@ -211,7 +211,7 @@ def _start_failure(socket_path: Path, status: int | None, log: _DaemonLog) -> st
     else:
         what = f"exited with status {status}"
     output = log.read_new_output()
-    text = f"robotad {what} before serving at {socket_path}"
+    text = f"robotad {what} before serving at {os.path.abspath(socket_path)}"
     if output:
         text += ":\n" + "\n".join(f"  {line}" for line in output.splitlines())
     elif log.path:

@@ -33,7 +33,8 @@ class DaemonNotRunning(DaemonUnavailable):
             else "drop --no-autostart"
         )
         super().__init__(
-            f"robotad is not running at {socket_path} (start it with `robotad` or {switch})",
+            f"robotad is not running at {os.path.abspath(socket_path)} (start it with "
+            f"`robotad` or {switch})",
             socket_path,
         )
 

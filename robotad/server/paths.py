@@ -68,6 +68,7 @@ def _create_private(directory: Path) -> None:
 
 
 def _check_private(directory: Path, info: os.stat_result) -> None:
+    directory = directory.absolute()  # named as a person finds it, never "."
     if stat.S_ISLNK(info.st_mode):
         raise RuntimeDirError(
             f"runtime directory {directory} is a symbolic link; refusing to use it "

@@ -278,6 +278,15 @@ def test_a_relative_socket_is_taken_from_the_current_folder(
     refused = ctl("--no-autostart", "ls", ROBOTA_SOCKET="nothing.sock", cwd=socket_dir)
     assert f"robotad is not running at {socket_dir / 'nothing.sock'} " in refused.stderr
     assert ctl("--socket", str(socket_dir / "relative.sock"), "shutdown", "--wait").returncode == 0
+    # A short name in a folder whose own path is longer than a socket path may be works: the
+    # name is bound and connected to as given, from that folder.
+    deep = socket_dir / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True, mode=0o700)
+    assert len(str(deep / "r.sock")) > 107
+    result = ctl("--json", "--socket", "r.sock", "status", cwd=deep)
+    assert result.returncode == 0, result.stderr
+    stray_daemons.track(json.loads(result.stdout)["pid"])
+    assert ctl("--socket", "r.sock", "shutdown", "--wait", cwd=deep).returncode == 0
 
 
 def test_a_stale_socket_file_is_not_a_daemon(ctl: Ctl, socket_dir: Path) -> None:
