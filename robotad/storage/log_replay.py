@@ -95,7 +95,7 @@ def _apply(history: list[Message], data: dict[str, Any]) -> str | None:
 def validate_log(source: LogSource, history_ids: Sequence[str] | None = None) -> LogReport:
     """Decode every line and check coverage; a read failure is a problem, not an exception.
     With `history_ids` (the session's messages, in order), a log whose history mutations do
-    not rebuild exactly those messages is incomplete too (G-145): a log removed, emptied or
+    not rebuild those messages (first) is incomplete too (G-145): a log removed, emptied or
     cut short is never called complete for a session that holds more."""
     try:
         numbered, problems = decode_lines(source)
@@ -110,9 +110,12 @@ def validate_log(source: LogSource, history_ids: Sequence[str] | None = None) ->
 
 
 def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogProblem]:
-    """A problem when the replayed `history` is not the session's messages `history_ids`."""
+    """A problem when the replayed `history` does not begin with the session's messages
+    `history_ids`. A log that tells more is no gap in the log: a turn logged while it was
+    read, or one a crash cut off before its record was saved (loading the session puts the
+    record right)."""
     rebuilt = [message.id for message in history]
-    if rebuilt == list(history_ids):
+    if rebuilt[: len(history_ids)] == list(history_ids):
         return []
     same = next(
         (i for i, (a, b) in enumerate(zip(rebuilt, history_ids, strict=False)) if a != b),
