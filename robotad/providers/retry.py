@@ -12,10 +12,12 @@ The wait before retry *n* (1-based) is the server's Retry-After when it gave one
 `max_delay`, with "equal jitter" (a random point in its upper half) so clients that failed
 together do not return together. Cancellation by an enclosing trio scope passes straight
 through, also while waiting. No retry starts (and no wait begins) unless, after the wait,
-`min_attempt` seconds are left before the earliest of `budget` seconds after the call began
-and every enclosing cancel scope's deadline (the turn's idle window, which a session may set
-shorter than the provider's): the last failure is raised instead, so a caller's idle window
-is never spent asleep and the real cause is what it sees.
+as much time is left as the failed attempt took, before the earliest of `budget` seconds
+after the call began and every enclosing cancel scope's deadline (the turn's idle window,
+which a session may set shorter than the provider's): the last failure is raised instead, so
+a caller's idle window is never spent asleep, nor on an attempt that would be cut off as the
+last one failed (a connection that timed out), and the real cause is what it sees. A quick
+failure (a refused connection, an HTTP 500) is still retried in a short window.
 """
 
 from __future__ import annotations
@@ -89,7 +91,6 @@ async def call_with_retries(
     sleep: Callable[[float], Awaitable[None]] = trio.sleep,
     jitter: Callable[[], float] = random.random,
     budget: float | None = None,
-    min_attempt: float = 0.0,
 ) -> T:
     """Run `attempt` until it succeeds, fails for good, the retries are spent, or the next
     retry would end past `budget` seconds from now (see the module docstring).
@@ -100,9 +101,11 @@ async def call_with_retries(
     deadline = None if budget is None else trio.current_time() + budget
     retry = 0
     while True:
+        began = trio.current_time()
         try:
             return await attempt()
         except ProviderError as err:
+            took = trio.current_time() - began
             if not err.retryable or progress.text_sent:
                 raise
             wait = 0.0
@@ -112,7 +115,7 @@ async def call_with_retries(
             ends = trio.current_effective_deadline()
             if deadline is not None:
                 ends = min(ends, deadline)
-            out_of_time = trio.current_time() + wait + min_attempt >= ends
+            out_of_time = trio.current_time() + wait + took >= ends
             if retry >= policy.max_retries or out_of_time:
                 if out_of_time and hint is not None and retry < policy.max_retries:
                     # Given up for want of time: say how long the server asked for.

@@ -180,9 +180,6 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
                 progress=progress,
                 provider=self.name,
                 budget=self.idle_timeout,
-                # A retry that could not even connect in the time left would end as an idle
-                # timeout, hiding the failure that caused it.
-                min_attempt=self.connect_timeout or 0.0,
             )
         except ProviderError as err:
             raise ProviderFailure(

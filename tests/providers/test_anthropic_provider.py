@@ -46,8 +46,6 @@ def make_provider(closing: ProviderCloser) -> MakeProvider:
                 context_window=None,
                 max_tokens=max_tokens,
                 retry_policy=policy,
-                # Loopback connects at once; a retry needs this much time left to start.
-                connect_timeout=2.0,
             )
         )
 

@@ -105,7 +105,6 @@ async def test_a_refused_connection_names_the_endpoint_after_our_retries(
             api_key=None,
             context_window=None,
             retry_policy=RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.002),
-            connect_timeout=2.0,
         )
     )
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:

@@ -241,19 +241,40 @@ async def test_no_retry_waits_past_an_enclosing_deadline(
     assert caught.value.reason == "HTTP 429: rate limited"
 
 
-async def test_no_retry_starts_that_could_not_connect_in_the_time_left(
+async def test_no_retry_starts_that_would_be_cut_off_as_the_last_one_failed(
     recorder: Recorder, autojump_clock: trio.testing.MockClock
 ) -> None:
-    attempt = Script(_busy(), _busy())
-    with trio.move_on_after(8), pytest.raises(ProviderError):
+    """An attempt that failed after 10 s (a connection that timed out) with 15 s of the idle
+    window left at its start: a retry would need as long, so the failure is the answer; one
+    that failed at once is retried in the same window."""
+    calls = 0
+
+    async def slow_failure() -> str:
+        nonlocal calls
+        calls += 1
+        await trio.sleep(10)
+        raise ProviderFailure("no connection within 10 s", retryable=True)
+
+    with trio.move_on_after(15) as idle, pytest.raises(ProviderError) as caught:
         await call_with_retries(
-            attempt,
+            slow_failure,
             RetryPolicy(max_retries=2, base_delay=0.5, max_delay=0.5),
             progress=StreamProgress(recorder),
             provider="p",
-            min_attempt=10.0,
         )
-    assert attempt.calls == 1
+    assert not idle.cancelled_caught
+    assert calls == 1
+    assert caught.value.reason == "no connection within 10 s"
+    quick = Script(_busy(), _busy(), _busy())
+    with trio.move_on_after(5), pytest.raises(ProviderError) as caught:
+        await call_with_retries(
+            quick,
+            RetryPolicy(max_retries=2, base_delay=0.5, max_delay=0.5),
+            progress=StreamProgress(recorder),
+            provider="p",
+        )
+    assert quick.calls == 3
+    assert caught.value.reason.endswith("(gave up after 3 attempts)")
 
 
 async def test_real_waits_follow_the_policy(
