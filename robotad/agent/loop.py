@@ -423,10 +423,12 @@ class _Turn:
         return ()
 
 
-#: Characters one reply may stream before the call is stopped: far past any model's output
-#: limit, well inside what one message of robotad's wire carries (16 MiB), so a server that
-#: streams without end fails the turn instead of filling memory, the record and the log.
-MAX_REPLY_CHARS: Final = 4 * 2**20
+#: Characters of text one reply may stream before the call is stopped: far past any model's
+#: output limit, and inside what one message of robotad's wire carries (16 MiB) even as JSON
+#: at its widest (6 bytes for an escaped control character), so a server that streams without
+#: end fails the turn instead of filling memory, the record and the log. Tool-call arguments
+#: and thinking are not counted (the idle timeout and the model's own limit bound those).
+MAX_REPLY_CHARS: Final = 2 * 2**20
 
 
 class ReplyTooLong(ProviderError):

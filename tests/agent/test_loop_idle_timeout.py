@@ -167,6 +167,6 @@ async def test_a_reply_that_never_ends_is_stopped_at_its_bound() -> None:
     provider = _Endless()
     with trio.fail_after(60), pytest.raises(ModelCallFailed) as caught:
         await turn(provider, journal, idle_timeout=1.0)
-    assert caught.value.reason.startswith("the reply passed 4 Mi characters without ending")
+    assert caught.value.reason.startswith("the reply passed 2 Mi characters without ending")
     assert MAX_REPLY_CHARS < provider.sent + 65_536 <= MAX_REPLY_CHARS + 2 * 65_536
     assert journal.roles() == ["system", "user"]
