@@ -101,14 +101,27 @@ def _history_from(
 ) -> HistoryResult:
     """The history from `offset` (`limit` messages at most), read a page at a time and
     returned as one result."""
+    from protocol.blocking_client import MalformedResponse
     from protocol.methods import HistoryResult
+    from robotactl.cli import CommandFailed
 
     messages: list[Message] = []
     total = offset
     while True:
         want = HISTORY_PAGE if limit is None else min(HISTORY_PAGE, limit - len(messages))
         params = {"sessionId": session_id, "offset": offset + len(messages), "limit": want}
-        page = client.request("session/history", params, result_type=HistoryResult)
+        try:
+            page = client.request("session/history", params, result_type=HistoryResult)
+        except MalformedResponse as exc:
+            if "larger than" not in str(exc):
+                raise
+            first = offset + len(messages)
+            raise CommandFailed(
+                f"messages {first}–{first + want - 1} of session {session_id} are more than one "
+                "reply of robotad carries (16 MiB): show fewer with --limit N, or read them "
+                "one by one with `robotactl call session/history "
+                f'\'{{"sessionId": "{session_id}", "offset": {first}, "limit": 1}}\'`'
+            ) from None
         messages.extend(page.messages)
         total = page.total
         if not page.messages or offset + len(messages) >= total:

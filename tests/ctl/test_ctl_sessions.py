@@ -527,3 +527,25 @@ def test_show_reads_a_long_history_a_page_at_a_time(
     assert "answer 1" in shown.stdout  # the last 7: answer 1 … answer 4
     assert "question 1" not in shown.stdout
     assert len(pages) == 3  # 3 + 3 + 1
+
+
+def test_a_history_page_too_big_for_one_reply_says_how_to_read_it() -> None:
+    """A page whose reply is over the wire's 16 MiB: a message a person can act on (fewer
+    with --limit, or one message at a time), never the framing error alone."""
+    import click
+
+    from protocol.blocking_client import MalformedResponse
+    from robotactl.commands import show as show_module
+
+    class TooBig:
+        def request(self, method: str, params: object = None, **kw: object) -> object:
+            raise MalformedResponse(
+                "the reply breaks the framing: frame larger than 16777216 bytes"
+            )
+
+    with pytest.raises(click.ClickException) as refused:
+        show_module._history_from(TooBig(), "s1", 0, None)  # type: ignore[arg-type]
+    message = refused.value.format_message()
+    assert message.startswith("messages 0–499 of session s1 are more than one reply")
+    assert "--limit N" in message
+    assert '"offset": 0, "limit": 1' in message
