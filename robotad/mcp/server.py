@@ -211,11 +211,19 @@ class McpServer:
         if self._closed or failure is None:
             self.status = "stopped"
         else:
+            # The same failure again (a server retried in the background) is noted, not
+            # warned of anew: a broken server must not fill the log every 30 s.
+            again = self._failures > 0 and failure == self.error
             self.status = "failed"
             self.error = failure
             self._failures += 1
             self._retry_at = trio.current_time() + backoff(self._failures)
-            log.warning("mcp server failed: %s", failure, extra=fields(mcp_server=self.name))
+            log.log(
+                logging.INFO if again else logging.WARNING,
+                "mcp server failed: %s",
+                failure,
+                extra=fields(mcp_server=self.name, failures=self._failures),
+            )
         self._settled.set()
 
     def _tools_changed(self) -> None:

@@ -4,6 +4,7 @@ backoff, the session's tool table, and that nothing loads the SDK before a serve
 from __future__ import annotations
 
 import base64
+import logging
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -381,6 +382,30 @@ def echo(text: str) -> str:
 
 server.run("stdio")
 '''
+
+
+async def test_a_server_that_fails_the_same_way_again_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broken server retried in the background fails the same way each time: the first
+    failure is a warning, the ones like it after are noted at info level."""
+    from robotad.mcp.config import McpServerConfig
+    from robotad.mcp.hub import McpHub
+
+    broken = McpServerConfig(command=sys.executable, args=["-c", "raise SystemExit(3)"])
+    hub = McpHub({"broken": broken})
+    with trio.fail_after(60), caplog.at_level(logging.INFO, logger="robotad.mcp"):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            (server,) = hub.daemon_servers()
+            for _ in range(3):
+                await server.ready()
+                while trio.current_time() < server._retry_at:
+                    await trio.sleep(0.05)
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    failed = [r for r in caplog.records if r.getMessage().startswith("mcp server failed")]
+    assert [r.levelno for r in failed] == [logging.WARNING, logging.INFO, logging.INFO]
 
 
 async def test_a_server_whose_first_start_failed_is_started_again_for_a_later_turn(
