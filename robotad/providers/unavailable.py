@@ -29,7 +29,9 @@ class UnavailableProvider:
         self.context_window = context_window
         self.reason = (
             f"{reason}. The session's history is kept: restore [providers.{name}] in "
-            "config.toml (or what it needs) and restart robotad to go on with it"
+            "config.toml (or what it needs) and restart robotad to go on with it; when only "
+            "its key was out of reach for a moment, `robotactl close` the session and use it "
+            "again (its provider is built anew when it loads)"
         )
 
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> NoReturn:

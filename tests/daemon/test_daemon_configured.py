@@ -142,3 +142,38 @@ async def test_a_session_whose_provider_is_gone_stays_readable(tmp_path: Path) -
     assert record["record"]["settings"]["provider"] == "local"  # the record still names it
     assert f"config={home.config_path}" in said  # the log says which file it read
     assert "loads without its provider local" in said
+
+
+async def test_a_key_out_of_reach_for_a_moment_comes_back_when_the_session_loads_again(
+    tmp_path: Path,
+) -> None:
+    """The key command failed when the session loaded: a turn fails saying that closing the
+    session and using it again is enough, and it is — the provider is built anew at load."""
+    home = DaemonHome(tmp_path / "home")
+    work = tmp_path / "work"
+    work.mkdir()
+    gate = tmp_path / "key-ok"
+    gate.write_text("")
+    command = f"test -e {gate} && echo sk-test"
+    home.write_config(
+        '[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        f"api_key_command = {json.dumps(command)}\n"
+    )
+    run = {"sessionId": "keyed", "prompt": "hi"}
+    with running_daemon(home) as daemon:
+        async with connect(daemon) as client:
+            with trio.fail_after(IO_TIMEOUT):
+                create = {"cwd": str(work), "sessionId": "keyed", "provider": "local"}
+                await client.call("session/create", create)
+                await client.call("session/close", {"sessionId": "keyed"})
+                gate.unlink()  # the key is out of reach when the session loads again
+                with pytest.raises(ProviderFailed) as without_key:
+                    await client.call("session/run", run)
+                gate.write_text("")
+                await client.call("session/close", {"sessionId": "keyed"})
+                with pytest.raises(ProviderFailed) as with_key:
+                    await client.call("session/run", run)
+    assert "`robotactl close` the session and use it again" in without_key.value.data["reason"]
+    # Built anew with its key: the call reached the network (nothing listens on port 9).
+    assert "127.0.0.1:9" in with_key.value.data["reason"]
+    assert "restore [providers.local]" not in with_key.value.data["reason"]
