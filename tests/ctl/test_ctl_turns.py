@@ -48,16 +48,6 @@ def test_run_streams_the_reply_and_exits_0(ctl: Ctl, robotad: RunningDaemon, wor
     assert history.messages[0].content == "say hello"
 
 
-def test_a_failure_after_streamed_text_starts_its_own_line(
-    ctl: Ctl, robotad: RunningDaemon, work: Path
-) -> None:
-    session_id = new_session(ctl, robotad, work, [{"text": "partial text", "error": "cut off"}])
-    result = ctl(*sock(robotad), "run", "-s", session_id, "go")
-    assert result.returncode == ExitCode.ERROR
-    assert result.stdout == "partial text\n"  # ended, so the error's line stands alone
-    assert result.stderr.startswith("robotactl: error -32007: ")
-
-
 def test_run_json_prints_only_the_final_turn_result(
     ctl: Ctl, robotad: RunningDaemon, work: Path
 ) -> None:
@@ -94,6 +84,7 @@ def test_a_provider_failure_exits_1_with_its_reason(
     # One line, prefixed like every robotactl error (README "Using robotactl").
     assert result.stderr.startswith("robotactl: error -32007: provider ")
     assert "upstream 503" in result.stderr
+    assert result.stdout == "partial \n"  # the streamed text's line ended: the error's stands alone
 
 
 # -- approvals without a terminal ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -222,6 +223,16 @@ async def test_cancellation_during_the_backoff_wait(
     assert attempt.calls == 1
 
 
+async def _retried(attempt: Callable[[], Awaitable[str]], recorder: Recorder, delay: float) -> str:
+    """`call_with_retries` with two retries at a fixed `delay` (no jitter to speak of)."""
+    return await call_with_retries(
+        attempt,
+        RetryPolicy(max_retries=2, base_delay=delay, max_delay=delay),
+        progress=StreamProgress(recorder),
+        provider="p",
+    )
+
+
 async def test_no_retry_waits_past_an_enclosing_deadline(
     recorder: Recorder, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -230,12 +241,7 @@ async def test_no_retry_waits_past_an_enclosing_deadline(
     attempt = Script(_busy(), _busy())
     started = trio.current_time()
     with trio.move_on_after(5), pytest.raises(ProviderError) as caught:
-        await call_with_retries(
-            attempt,
-            RetryPolicy(max_retries=2, base_delay=60.0, max_delay=60.0),
-            progress=StreamProgress(recorder),
-            provider="p",
-        )
+        await _retried(attempt, recorder, 60.0)
     assert attempt.calls == 1
     assert trio.current_time() == started
     assert caught.value.reason == "HTTP 429: rate limited"
@@ -256,23 +262,13 @@ async def test_no_retry_starts_that_would_be_cut_off_as_the_last_one_failed(
         raise ProviderFailure("no connection within 10 s", retryable=True)
 
     with trio.move_on_after(15) as idle, pytest.raises(ProviderError) as caught:
-        await call_with_retries(
-            slow_failure,
-            RetryPolicy(max_retries=2, base_delay=0.5, max_delay=0.5),
-            progress=StreamProgress(recorder),
-            provider="p",
-        )
+        await _retried(slow_failure, recorder, 0.5)
     assert not idle.cancelled_caught
     assert calls == 1
     assert caught.value.reason == "no connection within 10 s"
     quick = Script(_busy(), _busy(), _busy())
     with trio.move_on_after(5), pytest.raises(ProviderError) as caught:
-        await call_with_retries(
-            quick,
-            RetryPolicy(max_retries=2, base_delay=0.5, max_delay=0.5),
-            progress=StreamProgress(recorder),
-            provider="p",
-        )
+        await _retried(quick, recorder, 0.5)
     assert quick.calls == 3
     assert caught.value.reason.endswith("(gave up after 3 attempts)")
 
