@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
+
+from protocol.pattern_text import escape_pattern_text, url_host
 
 __all__ = ["ARGUMENT_KEYS", "escape_pattern_text", "exact_call_rule", "url_host"]
 
@@ -26,26 +27,6 @@ ARGUMENT_KEYS: Final[dict[str, str]] = {
     "WebFetch": "url",
 }
 _PATH_KEYS: Final = frozenset({"file_path", "path"})
-
-
-def escape_pattern_text(text: str) -> str:
-    """`text` as a pattern argument that matches exactly itself (``*``, ``(``, ``)`` and
-    ``\\`` escaped; a leading ``domain:`` escaped so it is not read as the domain form)."""
-    escaped = "".join("\\" + ch if ch in "*()\\" else ch for ch in text)
-    return escaped.replace("domain:", "domain\\:", 1) if text.startswith("domain:") else escaped
-
-
-def url_host(url: str) -> str | None:
-    """The lowercased host of an absolute URL without a trailing dot (an IPv6 one in
-    brackets); None when it has none."""
-    try:
-        host = urlsplit(url.strip()).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    host = host.rstrip(".")
-    return f"[{host}]" if ":" in host else host
 
 
 def exact_call_rule(tool: str, arguments: Mapping[str, Any], cwd: str) -> str | None:

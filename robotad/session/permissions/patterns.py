@@ -26,9 +26,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
 
 from protocol.errors import Issue
+from protocol.pattern_text import escape_pattern_text, url_host
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
 
@@ -77,12 +77,6 @@ class Rule:
 
 class _Malformed(ValueError):
     """One pattern's defect; `parse_rules` turns each into a located issue."""
-
-
-def escape_pattern_text(text: str) -> str:
-    """`text` written as a pattern argument that matches exactly itself."""
-    escaped = "".join("\\" + ch if ch in "*()\\" else ch for ch in text)
-    return escaped.replace("domain:", "domain\\:", 1) if text.startswith("domain:") else escaped
 
 
 def _unescaped(text: str) -> list[tuple[str, bool]]:
@@ -263,18 +257,6 @@ class Matcher:
             return host is not None and host_matches(host, self.host)
         assert self.regex is not None
         return self.regex.fullmatch(value) is not None
-
-
-def url_host(url: str) -> str | None:
-    """The lowercased host of an absolute URL, without a trailing dot; None when it has none."""
-    try:
-        host = urlsplit(url.strip()).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    host = host.rstrip(".")
-    return f"[{host}]" if ":" in host else host
 
 
 def host_matches(host: str, domain: str) -> bool:
