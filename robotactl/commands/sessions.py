@@ -248,8 +248,8 @@ def list_rows(
     now: datetime,
     prompts: Mapping[str, str] | None = None,
 ) -> list[tuple[str, ...]]:
-    """``ls`` rows: id, title (else the first prompt in `prompts`; ``↳ from X:`` before a
-    fork's), cwd, updated, messages, state."""
+    """``ls`` rows: id, title (else the first prompt in `prompts` of a session that kept a
+    message; ``↳ from X:`` before a fork's), cwd, updated, messages, state."""
     from msgspec import UNSET
 
     from robotactl.formatting import format_when, home_relative, shorten
@@ -257,7 +257,8 @@ def list_rows(
     rows: list[tuple[str, ...]] = []
     for summary in sessions:
         if summary.title is UNSET:
-            title = (prompts or {}).get(summary.session_id, "")
+            # A prompt is in the history once sent; with no message kept, its turn was lost.
+            title = (prompts or {}).get(summary.session_id, "") if summary.message_count else ""
         else:
             title = summary.title
         if summary.forked_from is not UNSET:

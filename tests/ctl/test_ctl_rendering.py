@@ -236,9 +236,23 @@ def test_untitled_sessions_are_shown_by_their_first_prompt() -> None:
     prompts = first_prompts(search)
     assert prompts == {"a": "first of a", "b": "other"}
     rows = list_rows(
-        [summary("a", "/w", "x"), summary("b", "/w", "x", title="Titled")], now=NOW, prompts=prompts
+        [summary("a", "/w", "x", messageCount=4), summary("b", "/w", "x", title="Titled")],
+        now=NOW,
+        prompts=prompts,
     )
     assert [row[1] for row in rows] == ["first of a", "Titled"]
+
+
+def test_a_session_that_kept_no_message_is_not_titled_by_a_lost_prompt() -> None:
+    """The prompt history keeps what was sent; a turn refused before its prompt entered the
+    session (a full disk, a provider that cannot be reached) left nothing to title."""
+    prompts = {"lost": "never answered", "kept": "answered"}
+    rows = list_rows(
+        [summary("lost", "/w", "x"), summary("kept", "/w", "x", messageCount=2)],
+        now=NOW,
+        prompts=prompts,
+    )
+    assert [row[1] for row in rows] == ["—", "answered"]
 
 
 # -- show ----------------------------------------------------------------------------------------
