@@ -54,7 +54,6 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final
 
 import trio
 
@@ -70,6 +69,7 @@ from robotad.agent.provider import (
     ToolChoice,
     idle_timeout_reason,
 )
+from robotad.agent.stream_tap import StreamTap
 from robotad.agent.tool import Tool, ToolContext
 from robotad.agent.tool_round import ParkedCall, ToolRound
 
@@ -343,8 +343,11 @@ class _Turn:
         self._partial = []
         try:
             with trio.CancelScope() as idle:
-                tap = _StreamTap(
-                    self._partial, idle, self._options.idle_timeout, self._callbacks.on_text
+                tap = StreamTap(
+                    idle,
+                    self._options.idle_timeout,
+                    partial=self._partial,
+                    sink=self._callbacks.on_text,
                 )
                 reply = await self._provider.complete(request, tap)
         except ProviderError as exc:
@@ -421,59 +424,3 @@ class _Turn:
             tool_round, self._tool_round = self._tool_round, None
             return await tool_round.close_after_abort()
         return ()
-
-
-#: Characters of text one reply may stream before the call is stopped: far past any model's
-#: output limit, and inside what one message of robotad's wire carries (16 MiB) even as JSON
-#: at its widest (6 bytes for an escaped control character), so a server that streams without
-#: end fails the turn instead of filling memory, the record and the log. Tool-call arguments
-#: and thinking are not counted (the idle timeout and the model's own limit bound those).
-MAX_REPLY_CHARS: Final = 2 * 2**20
-
-
-class ReplyTooLong(ProviderError):
-    """A reply passed `MAX_REPLY_CHARS`; raised inside the provider's stream, which ends it."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            f"the reply passed {MAX_REPLY_CHARS // 2**20} Mi characters without ending; "
-            "stopped there (a server that streams without end?)"
-        )
-
-
-class _StreamTap:
-    """The `StreamObserver` of one provider call: keeps the partial text, moves the idle
-    deadline on every sign of life, forwards text to the Session's sink and stops a reply that
-    passes `MAX_REPLY_CHARS`."""
-
-    def __init__(
-        self,
-        partial: list[str],
-        idle: trio.CancelScope,
-        timeout: float | None,
-        sink: Callable[[str], None] | None,
-    ) -> None:
-        self._partial = partial
-        self._idle = idle
-        self._timeout = timeout
-        self._sink = sink
-        self._chars = 0
-        self.on_activity()
-
-    def on_activity(self) -> None:
-        if self._timeout is not None:
-            self._idle.deadline = trio.current_time() + self._timeout
-
-    def on_text(self, delta: str) -> None:
-        self.on_activity()
-        if not delta:
-            return
-        self._chars += len(delta)
-        if self._chars > MAX_REPLY_CHARS:
-            raise ReplyTooLong()
-        self._partial.append(delta)
-        if self._sink is not None:
-            try:
-                self._sink(delta)
-            except Exception:
-                logger.warning("on_text callback raised; delta not forwarded", exc_info=True)

@@ -83,7 +83,9 @@ class StreamObserver(Protocol):
 
     def on_text(self, delta: str) -> None: ...
 
-    def on_activity(self) -> None: ...
+    def on_activity(self, chars: int = 0) -> None:
+        """Progress that is not text; `chars` counts what it added to the reply besides its
+        text (a piece of a tool call's arguments, of thinking), so a reply is bounded whole."""
 
 
 class ProviderError(Exception):

@@ -88,8 +88,10 @@ class MessageStreamAssembler:
         self.stopped = False
 
     def feed(self, event: RawMessageStreamEvent, observer: StreamObserver) -> None:
+        kept = 0  # characters of a tool call's input or of thinking kept from this event
         if isinstance(event, RawContentBlockDeltaEvent):
-            if self._delta(event.index, event.delta, observer):
+            kept = self._delta(event.index, event.delta, observer)
+            if kept < 0:
                 return
         elif isinstance(event, RawContentBlockStartEvent):
             block = event.content_block.model_dump(exclude_none=True)
@@ -107,22 +109,26 @@ class MessageStreamAssembler:
             self.usage.update(event.usage.model_dump(exclude_none=True))
         elif isinstance(event, RawMessageStopEvent):
             self.stopped = True
-        observer.on_activity()
+        observer.on_activity(kept)
 
-    def _delta(self, index: int, delta: object, observer: StreamObserver) -> bool:
-        """Apply one block delta; True when it was text (already reported)."""
+    def _delta(self, index: int, delta: object, observer: StreamObserver) -> int:
+        """Apply one block delta: -1 when it was text (already reported), else the number of
+        characters it kept (a piece of a tool call's input, of thinking)."""
+        piece = ""
         if isinstance(delta, TextDelta):
             if not delta.text:
-                return False
+                return 0
             self._text(index, delta.text, observer)
-            return True
+            return -1
         if isinstance(delta, InputJSONDelta):
-            self.pieces.setdefault(index, []).append(delta.partial_json)
+            piece = delta.partial_json
         elif isinstance(delta, ThinkingDelta):
-            self.pieces.setdefault(index, []).append(delta.thinking)
+            piece = delta.thinking
         elif isinstance(delta, SignatureDelta):
             self.blocks.setdefault(index, {})["signature"] = delta.signature
-        return False
+        if piece:
+            self.pieces.setdefault(index, []).append(piece)
+        return len(piece)
 
     def _text(self, index: int, piece: str, observer: StreamObserver) -> None:
         self.pieces.setdefault(index, []).append(piece)

@@ -90,6 +90,7 @@ class ChatStreamAssembler:
         if chunk.usage is not None:
             self.usage = chunk.usage.model_dump(exclude_none=True)
         texted = False
+        kept = 0  # characters of tool calls kept from this chunk
         # A chunk that says nothing (an empty delta, as a server's keep-alive) is no sign of
         # life: the idle timeout is for a model that stopped producing, as Anthropic's pings
         # do not count either. Anything else does: the role, a tool call piece, a finish, usage,
@@ -106,17 +107,18 @@ class ChatStreamAssembler:
                     observer.on_text(piece)
                     texted = True
                 for call in delta.tool_calls or ():
-                    self._add_call_delta(call)
+                    kept += self._add_call_delta(call)
                     alive = True
                 extra = delta.model_extra or {}
                 alive = alive or bool(delta.role) or any(value for value in extra.values())
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
                 alive = True
-        if alive and not texted:
-            observer.on_activity()
+        if (alive and not texted) or kept:
+            observer.on_activity(kept)
 
-    def _add_call_delta(self, call: Any) -> None:
+    def _add_call_delta(self, call: Any) -> int:
+        """Fold one tool-call delta in; the number of characters it added."""
         index = call.index
         if not isinstance(index, int):
             last = max(self.calls, default=-1)
@@ -127,17 +129,20 @@ class ChatStreamAssembler:
             slot.id = call.id
         function = call.function
         if function is None:
-            return
+            return 0
+        added = 0
         name = function.name
         if name and name != slot.name:
             # A name comes once, whole; some servers repeat it on every delta.
             slot.name = name if not slot.name else slot.name + name
+            added += len(name)
         arguments = function.arguments
-        if isinstance(arguments, str):
-            slot.arguments.append(arguments)
-        elif arguments is not None:
+        if arguments is not None:
             # Some servers send the arguments as an object rather than JSON text.
-            slot.arguments.append(_compact_json(arguments))
+            piece = arguments if isinstance(arguments, str) else _compact_json(arguments)
+            slot.arguments.append(piece)
+            added += len(piece)
+        return added
 
     def reply(self) -> ModelReply:
         """The assembled reply; a stream that never said how it finished is a failure."""

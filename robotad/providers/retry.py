@@ -78,8 +78,8 @@ class StreamProgress:
         self.text_sent = True
         self.observer.on_text(delta)
 
-    def on_activity(self) -> None:
-        self.observer.on_activity()
+    def on_activity(self, chars: int = 0) -> None:
+        self.observer.on_activity(chars)
 
 
 async def call_with_retries(

@@ -137,19 +137,25 @@ async def test_an_abort_arriving_with_the_idle_deadline_is_an_abort(
 
 
 class _Endless:
-    """Streams text and never finishes (a server gone wrong); counts what it sent."""
+    """Streams text (or a tool call's arguments, or thinking: what a provider reports as
+    activity with the characters it kept) and never finishes (a server gone wrong); counts
+    what it sent."""
 
     name = "endless"
     kind = "test"
     model = "test"
     context_window: int | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, streams: str) -> None:
+        self.streams = streams
         self.sent = 0
 
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
         while True:
-            observer.on_text("x" * 65_536)
+            if self.streams == "text":
+                observer.on_text("x" * 65_536)
+            else:
+                observer.on_activity(65_536)
             self.sent += 65_536
             await trio.lowlevel.checkpoint()
 
@@ -157,14 +163,15 @@ class _Endless:
         pass
 
 
-async def test_a_reply_that_never_ends_is_stopped_at_its_bound() -> None:
-    """Lively is not enough: a stream past `MAX_REPLY_CHARS` fails the call (a named
-    provider failure) instead of growing the reply, the record and the log without end; the
-    history claims no reply."""
-    from robotad.agent.loop import MAX_REPLY_CHARS
+@pytest.mark.parametrize("streams", ["text", "tool-call arguments"])
+async def test_a_reply_that_never_ends_is_stopped_at_its_bound(streams: str) -> None:
+    """Lively is not enough: a stream past `MAX_REPLY_CHARS` — text, or what is not text
+    (a tool call's arguments, thinking) — fails the call (a named provider failure) instead of
+    growing the reply, the record and the log without end; the history claims no reply."""
+    from robotad.agent.stream_tap import MAX_REPLY_CHARS
 
     journal = Journal(start_history())
-    provider = _Endless()
+    provider = _Endless(streams)
     with trio.fail_after(60), pytest.raises(ModelCallFailed) as caught:
         await turn(provider, journal, idle_timeout=1.0)
     assert caught.value.reason.startswith("the reply passed 2 Mi characters without ending")

@@ -28,7 +28,7 @@ class Tap:
         self.deltas.append(delta)
         self.times.append(trio.current_time())
 
-    def on_activity(self) -> None:
+    def on_activity(self, chars: int = 0) -> None:
         self.activity += 1
 
 

@@ -43,14 +43,17 @@ class Recorder:
     def __init__(self) -> None:
         self.texts: list[str] = []
         self.activity = 0
+        #: Characters the activity added besides text (tool-call arguments, thinking).
+        self.chars = 0
         self.order: list[str] = []
 
     def on_text(self, delta: str) -> None:
         self.texts.append(delta)
         self.order.append("text")
 
-    def on_activity(self) -> None:
+    def on_activity(self, chars: int = 0) -> None:
         self.activity += 1
+        self.chars += chars
         self.order.append("activity")
 
 

@@ -76,6 +76,8 @@ def test_openai_call_pieces_interleaved_in_any_order_reassemble(
     reply = assembler.reply()
     assert reply.tool_calls == [tool_call(f"id{i}", "T", text) for i, text in enumerate(texts)]
     assert recorder.texts == []
+    # What is kept besides text is counted against the reply's bound: names and arguments.
+    assert recorder.chars == sum(len("T") + len(text) for text in texts)
 
 
 @settings(max_examples=100, deadline=None)
@@ -101,6 +103,7 @@ def test_anthropic_deltas_split_anywhere_reassemble(
     assert "".join(recorder.texts) == text
     expected = tool_call("tu", "T", json_text) if json_text else ToolCall("tu", "T", {})
     assert reply.tool_calls == [expected]
+    assert recorder.chars == len(json_text)  # the input's pieces count against the bound
 
 
 def test_openai_refusal_counts_as_text_and_other_choices_are_ignored() -> None:
@@ -213,6 +216,7 @@ async def test_anthropic_thinking_and_cache_usage(serve: Serve, recorder: Record
         await provider.aclose()
     assert reply.text == "Hi!"
     assert recorder.texts == ["Hi", "!"]
+    assert recorder.chars == len("hm")  # thinking counts against the reply's bound
     assert reply.usage == Usage(125, 12)
     assert reply.raw is not None
     assert reply.raw["content"] == [

@@ -213,6 +213,9 @@ class SummaryControl:
             raise RuntimeError("bug")
         if self.mode == "wait":
             await trio.sleep_forever()
+        while self.mode == "endless":  # a summary that never ends
+            observer.on_text("x" * 65_536)
+            await trio.lowlevel.checkpoint()
         reply = await self.inner.complete(request, observer)
         if self.mode == "abort-on-return":
             assert self.session is not None
@@ -234,6 +237,20 @@ async def test_provider_failure_is_compaction_failed(workspace: Path, mode: str)
     control.mode = mode
     with pytest.raises(CompactionFailed):
         await session.compact()
+    assert session.get_history() == history
+
+
+async def test_a_summary_that_never_ends_is_stopped_at_the_reply_bound(workspace: Path) -> None:
+    """A summary is a reply like any other: past its bound the compaction fails, naming it,
+    instead of filling memory; history is untouched."""
+    control = SummaryControl(scripted([{"text": "a"}]))
+    session = new_session(workspace, control)
+    await session.run("hi")
+    history = session.get_history()
+    control.mode = "endless"
+    with trio.fail_after(60), pytest.raises(CompactionFailed) as caught:
+        await session.compact()
+    assert "the reply passed 2 Mi characters without ending" in str(caught.value)
     assert session.get_history() == history
 
 

@@ -28,6 +28,7 @@ import trio
 
 from protocol.errors import CompactionAborted, CompactionFailed
 from robotad.agent.provider import idle_timeout_reason
+from robotad.agent.stream_tap import StreamTap
 from robotad.session.compaction.summary import (
     DEFAULT_SUMMARY_TEMPLATE,
     CompactionError,
@@ -128,7 +129,7 @@ class CompactionProcedure:
                     list(self._conversation.messages),
                     trigger=trigger,
                     instructions=instructions,
-                    observer=_IdleDeadline(idle, self.idle_timeout),
+                    observer=StreamTap(idle, self.idle_timeout),
                 )
             reason = idle_timeout_reason(compactor.provider, self.idle_timeout)
         except CompactionError as exc:
@@ -142,20 +143,3 @@ class CompactionProcedure:
             raise CompactionAborted(self._session_id, trigger)
         self._reporter.compaction(turn.turn_id, trigger, "failed")
         raise CompactionFailed(self._session_id, trigger, reason)
-
-
-class _IdleDeadline:
-    """The summary call's `StreamObserver`: every sign of life moves the idle deadline, as
-    for a turn's provider calls (the session's idle timeout applies per provider call)."""
-
-    def __init__(self, scope: trio.CancelScope, timeout: float | None) -> None:
-        self._scope = scope
-        self._timeout = timeout
-        self.on_activity()
-
-    def on_text(self, delta: str) -> None:
-        self.on_activity()
-
-    def on_activity(self) -> None:
-        if self._timeout is not None:
-            self._scope.deadline = trio.current_time() + self._timeout

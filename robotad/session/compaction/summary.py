@@ -203,8 +203,8 @@ class _Quiet:
     def on_text(self, delta: str) -> None:
         del delta
 
-    def on_activity(self) -> None:
-        pass
+    def on_activity(self, chars: int = 0) -> None:
+        del chars
 
 
 class Compactor:
