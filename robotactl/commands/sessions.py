@@ -249,7 +249,8 @@ def list_rows(
     prompts: Mapping[str, str] | None = None,
 ) -> list[tuple[str, ...]]:
     """``ls`` rows: id, title (else the first prompt in `prompts` of a session that kept a
-    message; ``↳ from X:`` before a fork's), cwd, updated, messages, state."""
+    message: a prompt whose turn was lost titles nothing; ``↳ from X:`` before a fork's), cwd,
+    updated, messages, state."""
     from msgspec import UNSET
 
     from robotactl.formatting import format_when, home_relative, shorten
@@ -257,7 +258,6 @@ def list_rows(
     rows: list[tuple[str, ...]] = []
     for summary in sessions:
         if summary.title is UNSET:
-            # A prompt is in the history once sent; with no message kept, its turn was lost.
             title = (prompts or {}).get(summary.session_id, "") if summary.message_count else ""
         else:
             title = summary.title
