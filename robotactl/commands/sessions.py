@@ -249,8 +249,7 @@ def list_rows(
     prompts: Mapping[str, str] | None = None,
 ) -> list[tuple[str, ...]]:
     """``ls`` rows: id, title (else the first prompt in `prompts` of a session that kept a
-    message: a prompt whose turn was lost titles nothing; ``↳ from X:`` before a fork's), cwd,
-    updated, messages, state."""
+    message, not a lost turn's; ``↳ from X:`` before a fork's), cwd, updated, messages, state."""
     from msgspec import UNSET
 
     from robotactl.formatting import format_when, home_relative, shorten
