@@ -3,7 +3,9 @@
 `EventHub.publish` is what a Session's ``event_sink`` calls from inside a turn: it is
 synchronous, never blocks and never waits for a subscriber. It stamps ``sessionId`` and the next
 ``seq`` (strictly increasing for the hub's lifetime; the manager passes ``next_seq`` when it
-rebuilds a hub for a reloaded session so seq never goes backwards within the process), keeps the
+rebuilds a hub for a reloaded session so seq never goes backwards within the process, and
+`first_seq_after_restart` for a session an earlier process served, so a seq a client kept from
+that process is never taken for one of this process's), keeps the
 event in a bounded replay buffer (`replay.ReplayBuffer`, which compresses all but the newest
 events) and offers it to every subscriber's bounded queue.
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Final, Literal
@@ -55,6 +58,7 @@ __all__ = [
     "Event",
     "EventHub",
     "Send",
+    "first_seq_after_restart",
     "stamp",
 ]
 
@@ -64,6 +68,16 @@ log = logging.getLogger("robotad.daemon.events")
 DEFAULT_BUFFER_SIZE: Final = 10_000
 #: Live events one subscriber may have waiting before it overflows.
 DEFAULT_SUBSCRIBER_QUEUE: Final = 1024
+
+
+def first_seq_after_restart() -> int:
+    """The first seq of a session this process did not create (it was stored by an earlier
+    one): the microseconds since the epoch, plus one. An earlier process numbered that
+    session's events from a smaller start at fewer than one event a microsecond, so its seqs
+    all lie below; a client's ``afterSeq`` from it is then older than the buffer (-32012)
+    instead of silently skipping this process's first events. Within 2**53 until year 2255."""
+    return time.time_ns() // 1000 + 1
+
 
 #: Events one delivery task sends back to back, at most, before it lets other tasks run (a send
 #: the socket takes at once passes no checkpoint: a replayed backlog would hold the loop).
@@ -201,6 +215,7 @@ class EventHub:
         self.session_id = session_id
         self._subscriber_queue = subscriber_queue
         self._buffer = ReplayBuffer(buffer_size)
+        self._first_seq = next_seq
         self._next_seq = next_seq
         self._check_shapes = os.environ.get(CHECK_EVENTS_ENV, "") not in ("", "0")
         self._subs: dict[Hashable, _Subscription] = {}
@@ -328,7 +343,8 @@ class EventHub:
         oldest = self.oldest_seq
         if after_seq > self.latest_seq:
             raise EventsLost(self.session_id, oldest, latest_seq=self.latest_seq)
-        if after_seq < oldest - 1:
+        # 0 is a client that saw nothing: every event is its due while none was dropped here.
+        if after_seq < oldest - 1 and (after_seq > 0 or oldest > self._first_seq):
             raise EventsLost(self.session_id, oldest)
         return self._buffer.after(after_seq)
 

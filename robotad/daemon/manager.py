@@ -61,7 +61,7 @@ from protocol.errors import (
 from protocol.methods import CreateParams, SessionSummary
 from protocol.shapes import SessionInfo, new_id
 from robotad.daemon.assembly import SessionAssembler
-from robotad.daemon.events import DEFAULT_BUFFER_SIZE, EventHub
+from robotad.daemon.events import DEFAULT_BUFFER_SIZE, EventHub, first_seq_after_restart
 from robotad.daemon.info import newest_first, session_info, session_summary
 from robotad.daemon.keyed_locks import KeyedLocks
 from robotad.daemon.live import (
@@ -412,9 +412,10 @@ class SessionManager:
             new_at=new_at,
         )
         writer.remember(session.snapshot())
-        hub = EventHub(
-            record.id, buffer_size=self.event_buffer, next_seq=self._next_seq.get(record.id, 1)
-        )
+        next_seq = self._next_seq.get(record.id)
+        if next_seq is None:
+            next_seq = 1 if source == "startup" else first_seq_after_restart()
+        hub = EventHub(record.id, buffer_size=self.event_buffer, next_seq=next_seq)
         hub_done = trio.Event()
         await self.nursery.start(_run_hub, hub, hub_done)
         forward.hub = hub

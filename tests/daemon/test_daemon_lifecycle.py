@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import TurnAborted
+from protocol.errors import EventsLost, RecordCorrupt, TurnAborted
 from tests.daemon_helpers import (
     IO_TIMEOUT,
     Client,
@@ -166,7 +166,9 @@ async def test_a_restart_keeps_records_settings_forks_and_the_script(
 ) -> None:
     """G-010: after a daemon restart every session is there as it was closed: history,
     turnCount, permission mode, forkedFrom (record and list) and the scripted provider's
-    remaining steps."""
+    remaining steps. The session's seqs go on above the earlier process's: a client's
+    ``afterSeq`` from it is EventsLost, never a silent skip. A copy of a record made by hand
+    under another name is corrupt, never loaded as the original."""
     home = DaemonHome(tmp_path_factory.mktemp("restart"))
     with running_daemon(home) as daemon:
         with trio.fail_after(IO_TIMEOUT):
@@ -181,6 +183,9 @@ async def test_a_restart_keeps_records_settings_forks_and_the_script(
                     "session/setPermissionMode", {"sessionId": source, "mode": "plan"}
                 )
                 fork = await client.call("session/fork", {"sessionId": source})
+                earlier = await client.wait_for_event(source, "turn_finished")
+    backup = home.record_path(source).with_name("backup.json")
+    backup.write_bytes(home.record_path(source).read_bytes())
     with running_daemon(home) as again:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(again) as client:
@@ -191,6 +196,24 @@ async def test_a_restart_keeps_records_settings_forks_and_the_script(
                 fork_reply = await client.call(
                     "session/run", {"sessionId": fork["sessionId"], "prompt": "c"}
                 )
+                now = await client.wait_for_event(source, "turn_finished")
+                async with connect(again) as late:
+                    with pytest.raises(EventsLost) as stale:
+                        await late.call(
+                            "session/subscribe", {"sessionId": source, "afterSeq": earlier["seq"]}
+                        )
+                    everything = await late.call(
+                        "session/subscribe", {"sessionId": source, "afterSeq": 0}
+                    )
+                with pytest.raises(RecordCorrupt) as copied:
+                    await client.call("session/get", {"sessionId": "backup"})
+    assert now["seq"] > earlier["seq"]
+    assert stale.value.data is not None
+    assert stale.value.data["oldestSeq"] > earlier["seq"] + 1
+    assert everything == {"latestSeq": now["seq"]}
+    assert copied.value.data is not None
+    assert [issue["path"] for issue in copied.value.data["issues"]] == ["$.record.id"]
+    assert rows["backup"]["status"] == "corrupt"
     assert (restored["messageCount"], restored["turnCount"]) == (2, 1)
     assert restored["permissionMode"] == "plan"
     assert restored["createdAt"] == info["createdAt"]

@@ -26,7 +26,7 @@ from protocol.events import (
     TurnStarted,
 )
 from protocol.peer import ConnectionLost, JsonRpcPeer
-from robotad.daemon.events import Event, EventHub
+from robotad.daemon.events import Event, EventHub, first_seq_after_restart
 
 SID = "s1"
 
@@ -162,6 +162,42 @@ async def test_a_reloaded_session_continues_from_the_seq_it_is_given(
         await recorder.wait_for(1)
         reloaded.close()
     assert recorder.seqs == [42, 43]
+
+
+async def test_a_session_an_earlier_process_served_starts_above_every_seq_it_gave() -> None:
+    """After a restart a client's ``afterSeq`` from the earlier process (however high) is older
+    than the buffer: -32012, never a silent skip of this process's first events. A client
+    that saw nothing (``afterSeq`` 0) still gets every buffered event."""
+    reloaded = EventHub(SID, next_seq=first_seq_after_restart())
+    assert reloaded.oldest_seq > 10**15  # microseconds since the epoch
+    early = Recorder()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(reloaded.run)
+            first = reloaded.publish(delta())
+            reloaded.publish(delta())
+            with pytest.raises(EventsLost) as lost:
+                reloaded.subscribe("stale", Recorder().send, after_seq=30)
+            assert lost.value.data == {"sessionId": SID, "oldestSeq": first}
+            assert reloaded.subscribe("c1", early.send, after_seq=0) == first + 1
+            await early.wait_for(2)
+            assert early.seqs == [first, first + 1]
+            assert first_seq_after_restart() > first + 1  # a later process starts above
+            reloaded.close()
+
+
+async def test_after_seq_zero_is_refused_once_an_event_was_dropped() -> None:
+    """0 means "everything": once the buffer dropped an event, that is no longer on offer."""
+    hub = EventHub(SID, buffer_size=1, next_seq=first_seq_after_restart())
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            hub.publish(delta())
+            kept = hub.publish(delta())
+            with pytest.raises(EventsLost) as lost:
+                hub.subscribe("c1", Recorder().send, after_seq=0)
+            assert lost.value.data == {"sessionId": SID, "oldestSeq": kept}
+            hub.close()
 
 
 # -- fan-out and replay ---------------------------------------------------------------------
