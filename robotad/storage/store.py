@@ -53,12 +53,14 @@ from protocol.errors import (
     SessionExists,
     SessionNotFound,
 )
+from protocol.shapes import UtcDatetime
 
 from . import fsio
 from .failure import refusing_writes
 from .ids import is_safe_session_id, validate_session_id
 from .record import (
     Corrupt,
+    DecodeOutcome,
     ForkedFrom,
     SessionRecord,
     Unsupported,
@@ -190,7 +192,7 @@ class FileSessionStore:
             return _not_regular()
         if data is None:
             return Missing()
-        outcome = decode_record(data)
+        outcome = decode_record_of(session_id, data)
         if isinstance(outcome, Valid):
             self._remember(session_id, data, outcome.record)
         return outcome
@@ -300,7 +302,7 @@ class FileSessionStore:
             known = self._known.get(session_id)
         if known is not None and known.digest == _digest(data):
             return _kept_decoder.decode(known.kept)
-        outcome = decode_record(data)
+        outcome = decode_record_of(session_id, data)
         if not isinstance(outcome, Valid):
             raise _damaged(session_id, outcome)
         return _Kept.of(outcome.record)
@@ -412,8 +414,22 @@ class _Summary(msgspec.Struct):
     title: Any = None
 
 
-def _summarise(session_id: str, data: bytes) -> StoredSession:
+def decode_record_of(session_id: str, data: bytes) -> DecodeOutcome:
+    """`decode_record`, and a record must name the session its file is named after: a copy
+    under another name (a backup made by hand) would otherwise load as the original, and its
+    saves would overwrite the original's newer history."""
     outcome = decode_record(data)
+    if isinstance(outcome, Valid) and outcome.record.id != session_id:
+        message = (
+            f"names session {outcome.record.id!r}, but its file is {session_id}{_SUFFIX}: "
+            f"a record is read only under its own id (rename the file, or import it)"
+        )
+        return Corrupt([{"path": "$.record.id", "message": message}])
+    return outcome
+
+
+def _summarise(session_id: str, data: bytes) -> StoredSession:
+    outcome = decode_record_of(session_id, data)
     if isinstance(outcome, Valid):
         record = outcome.record
         return StoredSession(
@@ -432,6 +448,14 @@ def _summarise(session_id: str, data: bytes) -> StoredSession:
     def text(value: Any) -> str:
         return value if isinstance(value, str) else ""
 
+    def instant(value: Any) -> str:
+        """A readable timestamp, else "" (listed as null)."""
+        try:
+            msgspec.convert(value, UtcDatetime)
+        except msgspec.ValidationError:
+            return ""
+        return str(value)
+
     count = len(summary.messages) if isinstance(summary.messages, list) else 0
     title = summary.title if isinstance(summary.title, str) else None
     if isinstance(outcome, Unsupported):
@@ -444,8 +468,8 @@ def _summarise(session_id: str, data: bytes) -> StoredSession:
         session_id,
         status,
         text(summary.cwd),
-        text(summary.created_at),
-        text(summary.updated_at),
+        instant(summary.created_at),
+        instant(summary.updated_at),
         count,
         title,
         None,

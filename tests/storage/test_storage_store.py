@@ -153,6 +153,40 @@ def test_list_shows_damaged_records_with_their_status(store: FileSessionStore) -
     assert by_id["garbage"].status == "corrupt"
 
 
+def test_a_record_copied_under_another_name_is_corrupt_and_never_saved_over(
+    store: FileSessionStore,
+) -> None:
+    """A backup made by hand (``cp V.json V-backup.json``) names V inside: loading it as V
+    would let its saves overwrite V's newer history. It is corrupt at ``$.record.id``, listed
+    so (its readable members shown), and never written over."""
+    store.save(make_record("v"))
+    copied = store.path_for("v").read_bytes()
+    path = _plant(store, "v-backup", copied)
+    outcome = store.load("v-backup")
+    assert isinstance(outcome, Corrupt)
+    [issue] = outcome.issues
+    assert issue["path"] == "$.record.id"
+    assert "names session 'v', but its file is v-backup.json" in issue["message"]
+    row = {row.session_id: row for row in store.list()}["v-backup"]
+    assert (row.status, row.cwd) == ("corrupt", "/home/user/project")
+    assert row.updated_at == "2024-05-01T12:05:00.250Z"
+    with pytest.raises(RecordCorrupt):
+        store.save(msgspec.structs.replace(make_record("v"), id="v-backup"))
+    assert path.read_bytes() == copied
+    assert isinstance(store.load("v"), Valid)
+
+
+def test_a_damaged_records_unreadable_timestamps_are_listed_as_none(
+    store: FileSessionStore,
+) -> None:
+    """`session/list` shows null for a member it cannot read, never the damaged text."""
+    obj = record_builtins(make_record("d"))
+    obj["updatedAt"] = "not a day"
+    _plant(store, "d", envelope_bytes(obj))
+    [row] = store.list()
+    assert (row.status, row.created_at, row.updated_at) == ("corrupt", "2024-05-01T12:00:00Z", "")
+
+
 def test_list_notices_a_record_changed_behind_its_back(store: FileSessionStore) -> None:
     """The listing cache never hides damage done after an earlier listing."""
     store.save(make_record("s"))
