@@ -105,7 +105,10 @@ SUMMARIES: Final[dict[str, str]] = {
     "session/subscribe": (
         "Receive `session/event` notifications. Buffered events after `afterSeq` come first "
         "(the last 10,000 of the session, `robotad --event-buffer N`); -32012 when `afterSeq` "
-        "is older than the replay buffer."
+        "is older than the replay buffer, or a seq of an earlier robotad process (a session's "
+        "seqs go on rising across restarts). On a connection already subscribed to the session, "
+        "events it was sent are not sent again (seqs on a connection only rise): unsubscribe "
+        "first to replay them."
     ),
     "session/unsubscribe": "Stop receiving the session's events on this connection.",
     "session/export": "The session as an artifact; lossless unless `redact`.",
