@@ -25,9 +25,11 @@ import msgspec
 import trio
 from msgspec import UNSET, UnsetType
 
+from protocol.errors import SessionBusy
 from protocol.events import SessionEvent
 from protocol.methods import CompactResult
 from protocol.shapes import Pending, TurnCompleted, TurnWaiting, utc_now
+from robotad.agent.abort import AbortSignal
 from robotad.daemon.events import EventHub
 from robotad.daemon.turns import TurnRegistry
 from robotad.session.ports import SessionSnapshot
@@ -63,6 +65,9 @@ class Work:
     id: str
     kind: WorkKind
     done: trio.Event = field(default_factory=trio.Event)
+    #: The work's abort signal, made at admission: an abort that comes before the work has
+    #: claimed the session (it was answered "running" already) is not lost.
+    abort: AbortSignal = field(default_factory=AbortSignal)
 
 
 class Subscriber(Hashable, Protocol):
@@ -189,14 +194,25 @@ class LiveSession:
             work.done.set()
         self.touch()
 
-    def holder_turn_id(self) -> str | None:
-        """The turn id `SessionBusy` names: the Session's current turn, else a turn the
-        manager started and has not seen begin, else None (a compaction, resume or direct
-        execution)."""
-        current = self.session.current_turn_id
-        if current is not None:
-            return current
-        return next((w.id for w in self.work.values() if w.kind == "turn"), None)
+    def abort_admitted(self) -> bool:
+        """Fire the abort signal of every admitted work (it starts aborted if it has not
+        claimed the session yet); True when there was any."""
+        for work in self.work.values():
+            work.abort.abort()
+        return bool(self.work)
+
+    def busy_error(self) -> SessionBusy:
+        """The `SessionBusy` this session answers now: naming the Session's current turn, else
+        a turn the manager started and has not seen begin, else the work outside any turn
+        (a compaction, a resume, a direct call) by its kind."""
+        holder = self.session.claim_holder
+        if holder is not None and holder.turn_id is not None:
+            return SessionBusy(self.session_id, holder.turn_id)
+        turn = next((w.id for w in self.work.values() if w.kind == "turn"), None)
+        if turn is not None:
+            return SessionBusy(self.session_id, turn)
+        kind = holder.kind if holder is not None else next(iter(self.work.values())).kind
+        return SessionBusy(self.session_id, None, kind)
 
     async def wait_idle(self) -> None:
         """Return once no work the manager started is left (at once when there is none)."""

@@ -37,7 +37,6 @@ from msgspec import UNSET
 from protocol.errors import (
     InternalError,
     NotAllowed,
-    SessionBusy,
 )
 from protocol.events import EVENT_METHOD
 from protocol.methods import (
@@ -70,7 +69,14 @@ from protocol.shapes import (
 from robotad.agent.provider import NamedTool, ToolChoice
 from robotad.daemon.fork import fork_history
 from robotad.daemon.info import session_info
-from robotad.daemon.live import LiveSession, Subscriber, WorkKind, WorkOutcome, iso_now
+from robotad.daemon.live import (
+    LiveSession,
+    Subscriber,
+    Work,
+    WorkKind,
+    WorkOutcome,
+    iso_now,
+)
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.turns import Turn
 from robotad.log import fields
@@ -121,7 +127,7 @@ class SessionOperations:
         source_id = params.session_id
         live = await self.manager.session(source_id)
         if live.busy:
-            raise SessionBusy(source_id, live.holder_turn_id())
+            raise live.busy_error()
         at = params.at_message_id if params.at_message_id is not UNSET else None
         forked = fork_history(source_id, live.session.get_history(), at, live.session.turn_count)
         snapshot = live.session.snapshot()
@@ -154,8 +160,8 @@ class SessionOperations:
         turn_id = params.turn_id if params.turn_id is not UNSET else new_id("turn-")
         turn = live.turns.get(turn_id)
         if turn is None:
-            self.manager.admit(live, "turn", turn_id)
-            turn = live.turns.start(turn_id, lambda: self._turn(live, params, turn_id))
+            admitted = self.manager.admit(live, "turn", turn_id)
+            turn = live.turns.start(turn_id, lambda: self._turn(live, params, admitted))
         if not params.wait:
             return (
                 _turn_result(turn_id, turn.outcome()) if turn.done else TurnRunning(turn_id=turn_id)
@@ -163,9 +169,10 @@ class SessionOperations:
         return _turn_result(turn_id, await turn.wait())
 
     async def _turn(
-        self, live: LiveSession, params: RunParams, turn_id: str
+        self, live: LiveSession, params: RunParams, admitted: Work
     ) -> TurnCompleted | TurnWaiting:
         session = live.session
+        turn_id = admitted.id
         choice = _tool_choice(params.tool_choice)
         context = params.system_context if params.system_context is not UNSET else None
         live.hub.hold(AFTER_WORK)
@@ -182,6 +189,7 @@ class SessionOperations:
                 tool_choice=choice,
                 system_context=context,
                 max_rounds=params.max_rounds if params.max_rounds is not UNSET else None,
+                abort=admitted.abort,
             )
         finally:
             live.end(turn_id)
@@ -213,10 +221,10 @@ class SessionOperations:
         if running is not None:
             return _turn_result(params.execution_id, await running.wait())
 
-        async def work() -> TurnCompleted | TurnWaiting:
+        async def work(admitted: Work) -> TurnCompleted | TurnWaiting:
             try:
                 return await live.session.resume_recoverable(
-                    params.execution_id, live.journal, responses
+                    params.execution_id, live.journal, responses, abort=admitted.abort
                 )
             finally:
                 self._resuming.pop(key, None)
@@ -225,9 +233,12 @@ class SessionOperations:
         return outcome
 
     async def abort(self, session_id: str) -> bool:
-        """``session/abort``: True when a running turn or compaction was signalled (G-193)."""
+        """``session/abort``: True when a running turn or compaction was signalled (G-193),
+        also one that was accepted and has not begun yet (it begins aborted)."""
         live = await self.manager.require_exists(session_id)
-        return live.session.abort() if live is not None else False
+        if live is None:
+            return False
+        return live.session.abort() or live.abort_admitted()
 
     async def pending(self, session_id: str) -> Pending | None:
         return (await self.manager.session(session_id, closing_ok=True)).pending()
@@ -254,8 +265,8 @@ class SessionOperations:
             self._attach(live, caller)
         instructions = params.instructions if params.instructions is not UNSET else None
 
-        async def work() -> CompactResult:
-            outcome = await live.session.compact(instructions)
+        async def work(admitted: Work) -> CompactResult:
+            outcome = await live.session.compact(instructions, abort=admitted.abort)
             return CompactResult(
                 compacted=outcome.compacted, before=outcome.before, after=outcome.after
             )
@@ -267,7 +278,7 @@ class SessionOperations:
         self,
         live: LiveSession,
         kind: WorkKind,
-        work: Callable[[], Awaitable[W]],
+        work: Callable[[Work], Awaitable[W]],
         *,
         track: tuple[str, str, bytes] | None = None,
     ) -> W:
@@ -275,12 +286,12 @@ class SessionOperations:
         the manager's nursery (it outlives its requester) and wait for its outcome; with
         `track`, identical requests arriving meanwhile find it in `_resuming`."""
         work_id = new_id(f"{kind}-")
-        self.manager.admit(live, kind, work_id)
+        admitted = self.manager.admit(live, kind, work_id)
 
         async def body() -> WorkOutcome:
             live.hub.hold(AFTER_WORK)
             try:
-                return await work()
+                return await work(admitted)
             finally:
                 live.end(work_id)
                 live.hub.release()

@@ -37,6 +37,7 @@ import trio
 from protocol.errors import ExecutionPending, NotAllowed
 from protocol.methods import ApprovalResponse
 from protocol.shapes import ContextState, Message, Pending, TurnCompleted, TurnWaiting, new_id
+from robotad.agent.abort import AbortSignal
 from robotad.agent.provider import Provider, ToolChoice
 from robotad.agent.tool import Tool, ToolResult
 from robotad.sandbox.policy import SandboxPolicy
@@ -238,12 +239,14 @@ class Session(RuntimeSettings):
         tool_choice: ToolChoice | None = None,
         system_context: str | None = None,
         max_rounds: int | None = None,
+        abort: AbortSignal | None = None,
     ) -> TurnCompleted | TurnWaiting:
         """Run one journaled turn: a call that needs a person parks it and ``waiting`` comes
         back once its request is durable (see `robotad.session.recovery.recoverable`).
         `max_rounds` overrides the session's round limit for this turn (and its
-        continuations)."""
-        with self._claimed("turn", turn_id or new_id("turn-")) as token:
+        continuations); `abort` is the turn's signal when the caller made it (a daemon that
+        answered "running" before the turn began must be able to abort it)."""
+        with self._claimed("turn", turn_id or new_id("turn-"), abort) as token:
             threshold = self._threshold
             await self.start()
             return await self._executions.run(
@@ -260,10 +263,14 @@ class Session(RuntimeSettings):
         execution_id: str,
         journal: ExecutionJournal,
         responses: Sequence[ApprovalResponse],
+        *,
+        abort: AbortSignal | None = None,
     ) -> TurnCompleted | TurnWaiting:
         """Answer a waiting execution's requests and continue it without new input; raises
-        `SessionBusy`, `StaleResponse`, or a reconciliation error for an uncertain effect."""
-        with self._claimed("resume", self._executions.turn_id_of(execution_id)) as token:
+        `SessionBusy`, `StaleResponse`, or a reconciliation error for an uncertain effect.
+        `abort` as for `run_recoverable`."""
+        turn_id = self._executions.turn_id_of(execution_id)
+        with self._claimed("resume", turn_id, abort) as token:
             await self.start()
             return await self._executions.resume(
                 TurnContext(token, round_cap=self.round_cap), execution_id, journal, responses
@@ -291,11 +298,16 @@ class Session(RuntimeSettings):
         return self._claim.abort()
 
     async def compact(
-        self, instructions: str | None = None, *, trigger: Literal["manual", "auto"] = "manual"
+        self,
+        instructions: str | None = None,
+        *,
+        trigger: Literal["manual", "auto"] = "manual",
+        abort: AbortSignal | None = None,
     ) -> CompactOutcome:
         """Summarise the conversation now (G-176 instructions; G-183 no-op). Its hooks get no
-        TRACEPARENT (G-137). Raises `SessionBusy`, `CompactionFailed`, `CompactionAborted`."""
-        with self._claimed("compaction", None) as token:
+        TRACEPARENT (G-137). Raises `SessionBusy`, `CompactionFailed`, `CompactionAborted`.
+        `abort` as for `run_recoverable`."""
+        with self._claimed("compaction", None, abort) as token:
             await self.start()
             turn = TurnContext(token)
             return await self._compaction.run(turn, trigger=trigger, instructions=instructions)
@@ -416,13 +428,16 @@ class Session(RuntimeSettings):
     # -- internals ------------------------------------------------------------------------
 
     @contextmanager
-    def _claimed(self, kind: ClaimKind, turn_id: str | None) -> Iterator[ClaimToken]:
+    def _claimed(
+        self, kind: ClaimKind, turn_id: str | None, abort: AbortSignal | None = None
+    ) -> Iterator[ClaimToken]:
         """Hold the claim for the block. Claims on entry, synchronously (G-058), or refuses:
         shut down (`NotAllowed`), busy (`SessionBusy`), an execution waiting
-        (`ExecutionPending`, for new input). Released by this holder only, on exit (G-062)."""
+        (`ExecutionPending`, for new input). Released by this holder only, on exit (G-062).
+        `abort`: the holder's signal, made by a caller that may fire it before the claim."""
         if self._closing:
             raise NotAllowed(f"session {self.session_id} is shut down")
-        token = self._claim.claim(kind, turn_id)
+        token = self._claim.claim(kind, turn_id, abort)
         try:
             pending = self._executions.pending
             if pending is not None and kind in ("turn", "compaction"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol.errors import NotAllowed, SessionExists
+from protocol.errors import NotAllowed, SessionExists, TurnAborted
 from protocol.methods import (
     AddRuleParams,
     ApprovalResponse,
@@ -151,6 +151,29 @@ async def test_shutdown_drains_closes_and_persists_every_session(
     assert [m["content"] for m in record["messages"]] == ["go", "slow reply"]
     with pytest.raises(NotAllowed):
         await manager.session(busy.session_id)
+
+
+async def test_an_abort_right_after_running_was_answered_finds_the_turn(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """PROTOCOL §5: once ``session/run {wait:false}`` answered "running", ``session/abort``
+    must find the turn, also before its task has begun: it begins aborted."""
+    ops = SessionOperations(manager)
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path)))
+        live = await manager.session(info.session_id)
+        started = await ops.run(
+            RunParams(session_id=info.session_id, prompt="go", wait=False), None
+        )
+        assert isinstance(started, TurnRunning)
+        assert not live.session.is_running()  # accepted, not begun: the window at issue
+        assert await ops.abort(info.session_id) is True
+        with pytest.raises(TurnAborted):
+            await ops.run(
+                RunParams(session_id=info.session_id, prompt="go", turn_id=started.turn_id), None
+            )
+        assert await ops.abort(info.session_id) is False  # nothing left to abort
+    assert live.session.get_history() == []  # it never began: nothing claims it did
 
 
 async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(

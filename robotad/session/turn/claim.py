@@ -56,12 +56,16 @@ class TurnClaim:
     def holder(self) -> ClaimToken | None:
         return self._holder
 
-    def claim(self, kind: ClaimKind, turn_id: str | None = None) -> ClaimToken:
+    def claim(
+        self, kind: ClaimKind, turn_id: str | None = None, abort: AbortSignal | None = None
+    ) -> ClaimToken:
         """Take the claim now, or raise `SessionBusy(session_id, holder's turn id)`.
-        Synchronous: nothing can interleave between the check and the take."""
+        Synchronous: nothing can interleave between the check and the take. `abort` is the
+        holder's signal when the caller made it earlier (fired already: the work starts
+        aborted)."""
         if self._holder is not None:
-            raise SessionBusy(self.session_id, self._holder.turn_id)
-        token = ClaimToken(kind, turn_id)
+            raise SessionBusy(self.session_id, self._holder.turn_id, self._holder.kind)
+        token = ClaimToken(kind, turn_id, abort if abort is not None else AbortSignal())
         self._holder = token
         self._released = trio.Event()
         return token
