@@ -137,9 +137,20 @@ class SessionBusy(RpcError):
     code = -32001
     default_message = "session busy"
 
-    def __init__(self, session_id: str, turn_id: str | None) -> None:
+    #: What holds a session outside any turn (``turnId`` null), by the kind of its work.
+    WORK: ClassVar[dict[str, str]] = {
+        "compaction": "a compaction",
+        "resume": "the continuation of an answered approval",
+        "direct": "a tool called directly",
+    }
+
+    def __init__(self, session_id: str, turn_id: str | None, kind: str | None = None) -> None:
+        if turn_id is not None:
+            what = f"turn {turn_id}"
+        else:
+            what = self.WORK.get(kind or "", "work that belongs to no turn")
         super().__init__(
-            f"session {session_id} is busy with turn {turn_id}",
+            f"session {session_id} is busy with {what}",
             {"sessionId": session_id, "turnId": turn_id},
         )
 

@@ -19,7 +19,8 @@ def hint_for(code: int, data: Any) -> str | None:
     sid = facts.get("sessionId")
     session = f" -s {sid}" if isinstance(sid, str) else ""
     if code == -32001:
-        return f"a turn is running: wait for it, or stop it with `robotactl abort{session}`"
+        running = "a turn" if isinstance(facts.get("turnId"), str) else "something"
+        return f"{running} is running: wait for it, or stop it with `robotactl abort{session}`"
     if code == -32002:
         message_id = facts.get("messageId")
         if isinstance(message_id, str):

@@ -54,7 +54,6 @@ from protocol.errors import (
     NotAllowed,
     RecordCorrupt,
     RecordUnsupported,
-    SessionBusy,
     SessionExists,
     SessionNotFound,
 )
@@ -337,7 +336,7 @@ class SessionManager:
         """
         self._refuse_if_closing()
         if live.busy:
-            raise SessionBusy(live.session_id, live.holder_turn_id())
+            raise live.busy_error()
         if kind == "turn":
             pending = live.pending()
             if pending is not None:

@@ -19,7 +19,7 @@ from robotad.session.permissions.classifier import AutoModeGate
 from robotad.session.permissions.enforcer import Denial, ModeGuard, PermissionEnforcer
 from robotad.session.recovery.recoverable import RecoverableExecutions
 from robotad.session.registered_tool import register
-from robotad.session.turn.claim import TurnClaim
+from robotad.session.turn.claim import ClaimToken, TurnClaim
 
 __all__ = ["RuntimeSettings"]
 
@@ -116,10 +116,16 @@ class RuntimeSettings:
         holder = self._claim.holder
         return holder.turn_id if holder is not None else None
 
+    @property
+    def claim_holder(self) -> ClaimToken | None:
+        """What holds the session now (its kind and turn id), if anything."""
+        return self._claim.holder
+
     def _refuse_while_running(self) -> None:
         """For edits between turns: refused while anything runs or an execution waits."""
-        if self._claim.running:
-            raise SessionBusy(self.session_id, self.current_turn_id)
+        holder = self._claim.holder
+        if holder is not None:
+            raise SessionBusy(self.session_id, holder.turn_id, holder.kind)
         pending = self._executions.pending
         if pending is not None:
             raise ExecutionPending(self.session_id, pending.execution_id)

@@ -140,7 +140,11 @@ def test_home_relative_and_tokens() -> None:
 def test_hints_name_the_command_that_helps() -> None:
     busy = hint_for(-32001, {"sessionId": "s1", "turnId": "t"})
     assert busy is not None
+    assert busy.startswith("a turn is running")
     assert "robotactl abort -s s1" in busy
+    compacting = hint_for(-32001, {"sessionId": "s1", "turnId": None})
+    assert compacting is not None
+    assert compacting.startswith("something is running")
     pending = hint_for(-32005, {"sessionId": "s1", "executionId": "e"})
     assert pending is not None
     assert "robotactl approve -s s1" in pending

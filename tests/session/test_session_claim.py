@@ -30,7 +30,14 @@ def test_claim_release_only_by_holder() -> None:
     with pytest.raises(SessionBusy) as busy:
         claim.claim("turn", "t2")
     assert busy.value.data == {"sessionId": "s1", "turnId": "t1"}
+    assert busy.value.message == "session s1 is busy with turn t1"
     assert claim.release(first)
+    compaction = claim.claim("compaction")
+    with pytest.raises(SessionBusy) as busy:
+        claim.claim("turn", "t2")
+    assert busy.value.data == {"sessionId": "s1", "turnId": None}
+    assert busy.value.message == "session s1 is busy with a compaction"
+    assert claim.release(compaction)
     second = claim.claim("turn", "t2")
     assert not claim.release(first)  # the late finisher
     assert claim.running
@@ -104,6 +111,8 @@ async def test_compaction_and_direct_share_the_claim(tmp_path: Path) -> None:
         with pytest.raises(SessionBusy) as busy:
             await session.run("again")
         assert busy.value.data == {"sessionId": session.session_id, "turnId": None}
+        # The work outside any turn is named by its kind, never as "turn None".
+        assert busy.value.message.endswith("is busy with a tool called directly")
         with pytest.raises(SessionBusy):
             await session.compact()
         with pytest.raises(SessionBusy):
