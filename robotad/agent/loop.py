@@ -9,7 +9,8 @@ the injected async `commit` (the Session journals, then appends). Per round:
 2. ``await callbacks.on_request(request)`` (the Session's estimate and PreModelCall);
 3. one provider call, streamed: each text delta goes to ``callbacks.on_text`` and refreshes the
    idle deadline, as does any other streamed activity (G-039…G-041);
-4. commit the reply as one assistant message, usage in its metadata; then
+4. commit the reply as one assistant message, usage in its metadata, each tool-call id the
+   history already holds replaced by a fresh one (`distinct_call_ids`); then
    ``await callbacks.on_reply(reply)`` (exact usage, PostModelCall);
 5. no tool calls: the turn is completed. Otherwise run the calls (`ToolRound`): admitted by the
    gate in call order, at most five bodies at once, results committed in call order.
@@ -55,10 +56,12 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import msgspec
 import trio
 
 from protocol.shapes import Message, StopReason, ToolCall, utc_now
 from robotad.agent.abort import AbortSignal
+from robotad.agent.call_ids import distinct_call_ids
 from robotad.agent.gate import ToolGate
 from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
 from robotad.agent.provider import (
@@ -301,6 +304,9 @@ class _Turn:
             if self._callbacks.on_request is not None:
                 await self._callbacks.on_request(request)
             reply = await self._call_provider(request)
+            if reply.tool_calls:
+                calls = distinct_call_ids(reply.tool_calls, self._history)
+                reply = msgspec.structs.replace(reply, tool_calls=calls)
             content = reply.text if reply.text or not reply.tool_calls else None
             self._last_text = reply.text
             await self._commit(Message.assistant(content, reply.tool_calls, usage=reply.usage))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from protocol.shapes import Message
+from protocol.shapes import Message, ToolCall
 from robotad.agent import (
     MAX_CONCURRENT_TOOLS,
     CompletedTurn,
@@ -18,6 +18,8 @@ from .loop_fakes import (
     EchoTool,
     Journal,
     Recording,
+    Replies,
+    ScriptedGate,
     call_step,
     paired,
     scripted,
@@ -199,3 +201,39 @@ async def test_history_is_read_not_mutated() -> None:
 
     assert history == before
     assert isinstance(journal.messages[-1], Message)
+
+
+async def test_a_repeated_call_id_gets_a_fresh_one_before_it_is_committed() -> None:
+    """A server that reuses a call id (one already in history, or twice in one reply) gets
+    each later call under a fresh id: the gate, the results and the reply the callback sees
+    all name it, so every call is paired with its own result."""
+    earlier = [
+        Message.assistant(None, [ToolCall("call_0", "echo", {"value": "old"})]),
+        Message.tool("call_0", "echo", "echo:old", ok=True),
+    ]
+    journal = Journal([*start_history("go"), *earlier])
+    repeated = [ToolCall("call_0", "echo", {"value": "a"}), ToolCall("call_0", "echo", {})]
+    provider = Replies(ModelReply("", repeated))
+    gate = ScriptedGate()
+    seen: list[ModelReply] = []
+
+    async def on_reply(reply: ModelReply) -> None:
+        seen.append(reply)
+
+    await turn(
+        provider,
+        journal,
+        toolbox(EchoTool()),
+        gate=gate,
+        callbacks=TurnCallbacks(on_reply=on_reply),
+    )
+
+    committed = journal.messages[len(earlier) + 2]
+    ids = [call.id for call in committed.calls]
+    assert "call_0" not in ids
+    assert len(set(ids)) == 2
+    assert [call.arguments for call in committed.calls] == [c.arguments for c in repeated]
+    assert gate.asked == ids
+    assert [call.id for call in seen[0].tool_calls] == ids
+    assert [m.tool_call_id for m in journal.tool_results()] == ["call_0", *ids]
+    assert paired(journal.messages)
