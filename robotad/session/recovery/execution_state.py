@@ -10,9 +10,13 @@ it replaces history, and ``effect_started`` right before a body is admitted (G-0
 write raises and the result never enters history (G-097). Each is durable, but for the one
 line recovery can never use: a plain turn's answer, staged (`_recoverable_reply`).
 
-`ParkingApprover` answers "ask" in a recoverable run: a call a person already approved (its
-own request, answered) is admitted — after the current rules and hooks re-checked it (G-081) —
-and any other call's request is journaled durably, then the call parks (G-075).
+`ParkingApprover` answers "ask" in a recoverable run: a call a person already approved is
+admitted — after the current rules and hooks re-checked it (G-081) — only when its request
+showed that very action: the same tool, effective arguments and reason for asking. Any other
+call, or the same call whose re-check now asks for another reason (its file became a link to a
+persistence path), gets a new request, journaled durably, and parks (G-075): the person
+answers what is true now. Tool-call ids are unique within the history (the agent loop renames
+a repeated one), so a request, an answer and an effect name one call.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Literal
 
 from protocol.methods import ApprovalResponse
 from protocol.shapes import ApprovalRequest, Message, ToolCall, TurnCompleted, TurnWaiting, new_id
-from robotad.agent.gate import Admission, Admit, Park
+from robotad.agent.gate import Admission, Admit, Park, Refuse
 from robotad.agent.loop import open_calls
 from robotad.storage.journal import (
     CompactionRecord,
@@ -93,13 +97,15 @@ class Execution:
         return f"{self.execution_id}:{kind}:{key}"
 
     def request_of(self, call_id: str) -> RequestRecord | None:
-        return next(
-            (request for request in self.requests.values() if request.call_id == call_id), None
-        )
+        """The call's latest request: the one that stands when a re-check asked again."""
+        latest = None
+        for request in self.requests.values():  # in journal order
+            if request.call_id == call_id:
+                latest = request
+        return latest
 
-    def answer_of(self, call_id: str) -> ResponseRecord | None:
-        request = self.request_of(call_id)
-        return None if request is None else self.responses.get(request.request_id)
+    def requests_of(self, call_id: str) -> int:
+        return sum(1 for request in self.requests.values() if request.call_id == call_id)
 
     def uncertain(self, history: Sequence[Message]) -> list[ToolCall]:
         """Open calls whose effect started but whose outcome was never recorded (G-094)."""
@@ -110,14 +116,15 @@ class Execution:
         ]
 
     def waits(self, history: Sequence[Message]) -> list[RequestRecord]:
-        """Unanswered requests of calls still open in history whose effect never started."""
-        open_ids = {call.id for call in open_calls(history)}
+        """Unanswered requests of calls still open in history whose effect never started
+        (a call's latest request only: an earlier one was answered, or superseded)."""
+        latest = {request.call_id: request for request in self.requests.values()}
         return [
             request
-            for request in self.requests.values()
-            if request.request_id not in self.responses
-            and request.call_id in open_ids
-            and request.call_id not in self.effects_started
+            for call in open_calls(history)
+            if (request := latest.get(call.id)) is not None
+            and request.request_id not in self.responses
+            and call.id not in self.effects_started
         ]
 
     def approval_requests(self, history: Sequence[Message]) -> list[ApprovalRequest]:
@@ -131,13 +138,6 @@ class Execution:
             )
             for request in self.waits(history)
         ]
-
-    def approved_calls(self) -> set[str]:
-        return {
-            request.call_id
-            for request in self.requests.values()
-            if (answer := self.responses.get(request.request_id)) is not None and answer.approved
-        }
 
     def denied_calls(self) -> dict[str, str]:
         """Calls a person denied (call id → reason): binding on every continuation (G-083)."""
@@ -280,27 +280,42 @@ def _recoverable_reply(execution: Execution, message: Message) -> bool:
 
 
 class ParkingApprover:
-    """The approver of a recoverable run: approved calls run, the rest park (module doc)."""
+    """The approver of a recoverable run: a call runs on an approval of exactly what the
+    person was shown; the rest park (module doc)."""
 
     def __init__(self, execution: Execution) -> None:
         self._execution = execution
-        self._approved = execution.approved_calls()
 
     async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+        """`Admit` when the call's latest request shows this tool, these effective arguments
+        and this reason and was approved; `Refuse` when it was denied. Otherwise the person
+        was never asked this — no request, or the call's id, arguments or the re-check's
+        reason changed since (a file that became a link to a persistence path asks for
+        another reason) — and a new request is journaled; the call parks."""
         execution = self._execution
-        if call.id in self._approved:
-            return Admit(dict(arguments))
         request = execution.request_of(call.id)
-        if request is None:
-            request = RequestRecord(
-                id=execution.record_id("request", call.id),
-                execution_id=execution.execution_id,
-                request_id=new_id("req-"),
-                call_id=call.id,
-                tool=call.name,
-                arguments=dict(arguments),
-                reason=reason,
-            )
-            await execution.journal.append(request)
-            execution.requests[request.request_id] = request
+        if request is not None and _shows(request, call, arguments, reason):
+            answer = execution.responses.get(request.request_id)
+            if answer is None:
+                return Park(reason)
+            if answer.approved:
+                return Admit(dict(arguments))
+            return Refuse(f"{call.name} was denied by the user")
+        asked = execution.requests_of(call.id)
+        request = RequestRecord(
+            id=execution.record_id("request", call.id if not asked else f"{call.id}:{asked}"),
+            execution_id=execution.execution_id,
+            request_id=new_id("req-"),
+            call_id=call.id,
+            tool=call.name,
+            arguments=dict(arguments),
+            reason=reason,
+        )
+        await execution.journal.append(request)
+        execution.requests[request.request_id] = request
         return Park(reason)
+
+
+def _shows(request: RequestRecord, call: ToolCall, arguments: dict[str, Any], reason: str) -> bool:
+    """Whether `request` showed the person exactly this action and why it asked."""
+    return (request.tool, request.arguments, request.reason) == (call.name, arguments, reason)
