@@ -165,8 +165,9 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
         state = f"waiting for approval ({count} request{'s' if count != 1 else ''})"
         if count == 0:
             state = (
-                "waiting, with no approval request on record (robotad stopped while asking): "
-                f"`robotactl approve -s {info.session_id}` asks again"
+                "waiting, with no open approval request (robotad stopped while asking, or "
+                "before an approved call started): "
+                f"`robotactl approve -s {info.session_id}` goes on"
             )
         uncertain = info.pending.uncertain
         if isinstance(uncertain, list) and uncertain:

@@ -197,11 +197,12 @@ def _answer(
             )
         chosen = select_requests(pending.requests, request_ids)
         if not pending.requests:
-            # robotad stopped after the model's reply and before its request was on record:
-            # going on asks again, for the person to answer what they see.
+            # robotad stopped after the model's reply and before its request was on record
+            # (going on asks, for the person to answer what they see), or after an answer was
+            # on record and before its call started (going on runs it, checked again).
             options.output.notice(
-                f"session {session_id} waits with no approval request on record (robotad "
-                "stopped while asking): asking again"
+                f"session {session_id} waits with no open approval request (robotad stopped "
+                "while asking, or before an approved call started): going on"
             )
         for request in chosen:
             options.output.notice(f"{verb} {format_call(request.tool, request.arguments)}")

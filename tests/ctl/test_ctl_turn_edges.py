@@ -134,7 +134,8 @@ def test_a_wait_whose_request_was_cut_off_says_so_and_approve_asks_again(
     """robotad stopped after the model's reply was journaled and before the approval request
     was complete (here: the request's line cut in half while it was down). The session waits
     with no request on record: ``show`` says so and how to go on, the daemon's log names the
-    cut, and ``approve`` says it asks again, then the fresh request is answered as usual."""
+    cut, and ``approve`` says it goes on, which asks again; the fresh request is answered as
+    usual."""
     session_id = new_session(ctl, robotad, work, write_script("out.txt", "hi\n", "Wrote it."))
     assert ctl(*sock(robotad), "run", "-s", session_id, "write it", input="").returncode == 3
     robotad.process.send_signal(signal.SIGKILL)
@@ -148,12 +149,12 @@ def test_a_wait_whose_request_was_cut_off_says_so_and_approve_asks_again(
     restarted = start_robotad(robotad.socket_path, log)
     try:
         shown = ctl(*sock(restarted), "show", "-s", session_id)
-        assert "no approval request on record" in shown.stdout, shown.stdout
-        assert f"robotactl approve -s {session_id}` asks again" in shown.stdout
+        assert "no open approval request" in shown.stdout, shown.stdout
+        assert f"robotactl approve -s {session_id}` goes on" in shown.stdout
         again = ctl(*sock(restarted), "approve", "-s", session_id, input="")
         assert again.returncode == ExitCode.WAITING, again.stderr
-        assert "waits with no approval request on record" in again.stderr
-        assert "asking again" in again.stderr
+        assert "waits with no open approval request" in again.stderr
+        assert "going on" in again.stderr
         assert "Write(" in again.stdout
         done = ctl(*sock(restarted), "approve", "-s", session_id, input="")
         assert done.returncode == ExitCode.COMPLETED, done.stderr

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from protocol.errors import InternalError, StorageFailed
 from protocol.shapes import Message, ToolCall, TurnCompleted, TurnWaiting
 from robotad.agent.gate import Admit, Park
 from robotad.agent.loop import open_calls
@@ -19,7 +20,7 @@ from robotad.session.session import Session
 from robotad.storage.journal import RequestRecord, ResponseRecord
 from robotad.tools import builtin_tools
 from tests.agent.loop_fakes import paired
-from tests.journal_fakes import MemoryJournal
+from tests.journal_fakes import FaultyJournal, MemoryJournal, of_kind, once
 from tests.session.session_harness import (
     LIMIT,
     MemoryStore,
@@ -217,3 +218,46 @@ async def test_an_approval_does_not_cover_a_target_its_request_did_not_show(
     assert (git / "config").read_text() == "[core]\n"
     (result,) = [m for m in session.get_history() if m.role == "tool"]
     assert not result.ok
+
+
+async def test_a_redelivered_answer_goes_on_with_an_approved_call_that_never_started(
+    workspace: Path,
+) -> None:
+    """robotad stopped after an answer was on record and before its call started (here the
+    ``effect_started`` write fails; then the session is loaded again from its record): the
+    execution waits with no request left to answer, and delivering the same answer again
+    goes on with it — the call runs once and the turn completes."""
+    session = new_session(
+        workspace,
+        scripted([{"toolCalls": [write_call()]}, {"text": "unused"}]),
+        tools=builtin_tools(),
+        store=(store := MemoryStore()),
+        session_id="s-redo",
+    )
+    journal = FaultyJournal(MemoryJournal(), fail_on=once(of_kind("effect_started")))
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("write it", journal)
+    assert isinstance(waiting, TurnWaiting)
+    response = answer(waiting.requests[0].request_id, True, "resp-1")
+    with trio.fail_after(LIMIT), pytest.raises((InternalError, StorageFailed)):
+        await session.resume_recoverable(waiting.execution_id, journal, [response])
+    assert not (workspace / "out.txt").exists()
+    again = new_session(
+        workspace,
+        scripted([{"text": "written"}]),
+        tools=builtin_tools(),
+        session_id="s-redo",
+        history=store.last.messages,
+        source="resume",
+    )
+    await again.recover(journal)
+    pending = again.get_pending_execution()
+    assert pending is not None
+    assert pending.requests == []
+    with trio.fail_after(LIMIT):
+        done = await again.resume_recoverable(waiting.execution_id, journal, [response])
+    assert done == TurnCompleted(turn_id=waiting.turn_id, response="written")
+    assert (workspace / "out.txt").read_text() == "hello"
+    assert again.get_pending_execution() is None
+    with trio.fail_after(LIMIT):
+        assert await again.resume_recoverable(waiting.execution_id, journal, [response]) == done

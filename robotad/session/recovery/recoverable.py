@@ -14,6 +14,9 @@
   `EffectUncertain` (-32015) and never re-run (G-094). Then the answers are journaled and the open
   round continues without a user message and without turn-level hooks (G-080, G-133); approved
   calls are re-checked by the current rules and hooks, denied ones stay denied (G-081…G-083).
+  A redelivery continues the round too when nothing of it waits for a person any more (robotad
+  stopped after the answer was on record and before its call started): it is the same answer,
+  and it goes on as ``responses: []`` does; the call runs once.
 - `abandon`: runs nothing and journals nothing; the open calls close in history as failed and
   the session is saved (G-099…G-101). A call whose effect started and never finished closes
   with a result starting ``outcome unknown:`` (PROTOCOL.md §10.2), never "not run".
@@ -239,7 +242,7 @@ class RecoverableExecutions:
         uncertain = execution.uncertain(history)
         if uncertain:
             raise EffectUncertain(self._session_id, execution_id, [c.id for c in uncertain])
-        if not fresh and responses:
+        if not fresh and responses and execution.waits(history):
             return execution.result or self._waiting(execution)
         execution.journal = journal  # the host's journal as it is now (it may have been reopened)
         for answer in fresh:
