@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from protocol.shapes import Message, ToolCall, Usage
-from robotad.agent.provider import ModelRequest, NamedTool, ProviderError, ToolSchema
+from robotad.agent.provider import ModelRequest, NamedTool, ToolSchema
 from robotad.providers.anthropic import AnthropicProvider
 from robotad.providers.retry import RetryPolicy
 
@@ -18,12 +18,21 @@ from .conftest import (
     ProviderCloser,
     Recorder,
     Serve,
-    cancel_when_stalled,
     cause_of,
-    refused_port,
     user_request,
 )
 from .fake_servers import Reply, anthropic_error, anthropic_stream, sse
+from .provider_checks import (
+    check_401_fails_at_once,
+    check_cancellation_closes_the_http_stream,
+    check_gives_up_after_max_retries,
+    check_no_key_sends_a_placeholder,
+    check_retried_then_fine,
+    check_stalled_stream_is_left_to_the_caller_deadline,
+    connection_refused_failure,
+    failure_of,
+    web_page_failure,
+)
 
 MakeProvider = Callable[..., AnthropicProvider]
 
@@ -199,12 +208,7 @@ async def test_401_fails_at_once(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(anthropic_error(401, "invalid x-api-key", "authentication_error"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == "HTTP 401: authentication failed"
-    assert caught.value.retryable is False
-    assert caught.value.status == 401
-    assert len(server.requests) == 1
+    await check_401_fails_at_once(server, make_provider(server.base_url), recorder)
 
 
 async def test_429_then_success_is_retried_with_retry_after_capped(
@@ -213,36 +217,25 @@ async def test_429_then_success_is_retried_with_retry_after_capped(
     limited = anthropic_error(429, "rate limited", "rate_limit_error")
     limited.headers.append(("retry-after", "3600"))
     server = await serve(limited, Reply(events=anthropic_stream([{"text": ["fine"]}])))
-    with trio.fail_after(10):
-        reply = await make_provider(server.base_url).complete(user_request(), recorder)
-    assert reply.text == "fine"
-    assert len(server.requests) == 2
+    await check_retried_then_fine(server, make_provider(server.base_url), recorder)
 
 
 async def test_overloaded_repeatedly_gives_up_after_max_retries(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(anthropic_error(529, "Overloaded", "overloaded_error"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert len(server.requests) == 3
-    assert caught.value.retryable is True
-    assert caught.value.status == 529
-    assert (
-        cause_of(caught.value)
-        == "HTTP 529: server overloaded: Overloaded (gave up after 3 attempts)"
+    cause = "HTTP 529: server overloaded: Overloaded (gave up after 3 attempts)"
+    await check_gives_up_after_max_retries(
+        server, make_provider(server.base_url), recorder, 529, cause
     )
 
 
 async def test_connection_refused_is_a_retryable_connection_failure(
     make_provider: MakeProvider, recorder: Recorder
 ) -> None:
-    port = await refused_port()
-    provider = make_provider(f"http://127.0.0.1:{port}", policy=NO_RETRIES)
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await provider.complete(user_request(), recorder)
-    assert caught.value.reason == f"127.0.0.1:{port}: connection refused"
-    assert caught.value.retryable is True
+    await connection_refused_failure(
+        lambda url: make_provider(url, policy=NO_RETRIES), "", recorder
+    )
 
 
 async def test_error_event_before_text_is_retried(
@@ -263,10 +256,9 @@ async def test_error_event_after_text_is_not_retried(
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     broken = [*anthropic_stream([{"text": ["shown"]}])[:4], sse(overloaded, "error")]
     server = await serve(Reply(events=broken))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == "stream error reported by the server: Overloaded"
-    assert caught.value.retryable is True
+    error = await failure_of(make_provider(server.base_url), recorder)
+    assert cause_of(error) == "stream error reported by the server: Overloaded"
+    assert error.retryable is True
     assert recorder.texts == ["shown"]
     assert len(server.requests) == 1
 
@@ -276,9 +268,8 @@ async def test_stream_without_message_stop_is_a_failure(
 ) -> None:
     events = anthropic_stream([{"text": ["cut"]}], stop=False)
     server = await serve(Reply(events=events, framing="close"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == "stream ended before the reply was complete"
+    error = await failure_of(make_provider(server.base_url), recorder)
+    assert cause_of(error) == "stream ended before the reply was complete"
 
 
 async def test_cancellation_closes_the_http_stream(
@@ -290,11 +281,7 @@ async def test_cancellation_closes_the_http_stream(
         Reply(events=events, stall_after=5), Reply(events=anthropic_stream([{"text": ["again"]}]))
     )
     provider = make_provider(server.base_url)
-    with trio.fail_after(10):
-        await cancel_when_stalled(provider, server, recorder)
-        # The provider is still usable: the cancelled connection did not poison its pool.
-        again = await provider.complete(user_request(), Recorder())
-    assert again.text == "again"
+    await check_cancellation_closes_the_http_stream(server, provider, recorder)
     assert recorder.texts[0] == "first"
 
 
@@ -303,13 +290,9 @@ async def test_a_stalled_stream_is_left_to_the_caller_deadline(
 ) -> None:
     """The provider has no idle timeout of its own; the loop's trio deadline ends the call."""
     server = await serve(Reply(events=anthropic_stream([{"text": ["tick"]}]), stall_after=4))
-    provider = make_provider(server.base_url)
-    with trio.fail_after(10):
-        with trio.move_on_after(0.2) as idle:
-            await provider.complete(user_request(), recorder)
-        await server.peer_closed.wait()
-    assert idle.cancelled_caught
-    assert recorder.texts == ["tick"]
+    await check_stalled_stream_is_left_to_the_caller_deadline(
+        server, make_provider(server.base_url), recorder
+    )
 
 
 async def test_no_key_never_falls_back_to_the_environment(
@@ -321,9 +304,9 @@ async def test_no_key_never_falls_back_to_the_environment(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     server = await serve(Reply(events=anthropic_stream([{"text": ["ok"]}])))
-    with trio.fail_after(10):
-        await make_provider(server.base_url, api_key=None).complete(user_request(), recorder)
-    assert server.requests[0].headers["authorization"] == "Bearer no-key"
+    await check_no_key_sends_a_placeholder(
+        server, make_provider(server.base_url, api_key=None), recorder
+    )
 
 
 async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
@@ -331,9 +314,4 @@ async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
 ) -> None:
     page = Reply(body=b"<!doctype html><title>proxy</title>", content_type="text/html")
     server = await serve(page, page)
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value).startswith(
-        "the server answered with text/html, not an event stream: does base_url name the model API"
-    )
-    assert len(server.requests) == 1
+    await web_page_failure(server, make_provider(server.base_url), recorder)

@@ -20,12 +20,21 @@ from .conftest import (
     ProviderCloser,
     Recorder,
     Serve,
-    cancel_when_stalled,
     cause_of,
-    refused_port,
     user_request,
 )
 from .fake_servers import Reply, openai_chunk, openai_error, openai_stream, sse
+from .provider_checks import (
+    check_401_fails_at_once,
+    check_cancellation_closes_the_http_stream,
+    check_gives_up_after_max_retries,
+    check_no_key_sends_a_placeholder,
+    check_retried_then_fine,
+    check_stalled_stream_is_left_to_the_caller_deadline,
+    connection_refused_failure,
+    failure_of,
+    web_page_failure,
+)
 
 USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
 
@@ -245,12 +254,7 @@ async def test_401_fails_at_once(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(openai_error(401, "Incorrect API key provided", "invalid_api_key"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == "HTTP 401: authentication failed"
-    assert caught.value.status == 401
-    assert caught.value.retryable is False
-    assert len(server.requests) == 1
+    await check_401_fails_at_once(server, make_provider(server.base_url), recorder)
 
 
 async def test_429_then_success_is_retried_with_retry_after_capped(
@@ -260,10 +264,7 @@ async def test_429_then_success_is_retried_with_retry_after_capped(
     # An hour-long Retry-After: only the policy's cap (10 ms) lets this finish in time.
     limited.headers.append(("Retry-After", "3600"))
     server = await serve(limited, Reply(events=openai_stream(["fine"])))
-    with trio.fail_after(10):
-        reply = await make_provider(server.base_url).complete(user_request(), recorder)
-    assert reply.text == "fine"
-    assert len(server.requests) == 2
+    await check_retried_then_fine(server, make_provider(server.base_url), recorder)
     assert server.requests[1].headers["x-stainless-retry-count"] == "0"
 
 
@@ -271,12 +272,10 @@ async def test_500_repeatedly_gives_up_after_max_retries(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(openai_error(500, "boom", "server_error"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert len(server.requests) == 3
-    assert caught.value.retryable is True
-    assert caught.value.status == 500
-    assert cause_of(caught.value) == "HTTP 500: server error: boom (gave up after 3 attempts)"
+    cause = "HTTP 500: server error: boom (gave up after 3 attempts)"
+    await check_gives_up_after_max_retries(
+        server, make_provider(server.base_url), recorder, 500, cause
+    )
 
 
 async def test_a_turn_whose_idle_window_is_short_sees_the_real_failure(
@@ -298,25 +297,19 @@ async def test_400_is_not_retried_and_keeps_the_server_message(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(openai_error(400, "maximum context length is 128000 tokens"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == (
-        "HTTP 400: request rejected: maximum context length is 128000 tokens"
-    )
-    assert caught.value.retryable is False
+    error = await failure_of(make_provider(server.base_url), recorder)
+    assert cause_of(error) == "HTTP 400: request rejected: maximum context length is 128000 tokens"
+    assert error.retryable is False
     assert len(server.requests) == 1
 
 
 async def test_connection_refused_is_a_retryable_connection_failure(
     make_provider: MakeProvider, recorder: Recorder
 ) -> None:
-    port = await refused_port()
-    provider = make_provider(f"http://127.0.0.1:{port}/v1", policy=NO_RETRIES)
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await provider.complete(user_request(), recorder)
-    assert caught.value.reason == f"127.0.0.1:{port}: connection refused"
-    assert caught.value.retryable is True
-    assert caught.value.status is None
+    error = await connection_refused_failure(
+        lambda url: make_provider(url, policy=NO_RETRIES), "/v1", recorder
+    )
+    assert error.status is None
 
 
 async def test_stream_cut_before_finish_is_a_failure(
@@ -324,9 +317,8 @@ async def test_stream_cut_before_finish_is_a_failure(
 ) -> None:
     events = [openai_chunk({"role": "assistant", "content": ""}), openai_chunk({"content": "par"})]
     server = await serve(Reply(events=events, framing="close"))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == "stream ended before the reply was complete"
+    error = await failure_of(make_provider(server.base_url), recorder)
+    assert cause_of(error) == "stream ended before the reply was complete"
     # Text had been shown, so the retryable failure was not retried.
     assert recorder.texts == ["par"]
     assert len(server.requests) == 1
@@ -339,14 +331,12 @@ async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
     the same page), instead of "a stream that ended before the reply"."""
     page = Reply(body=b"<html><body>Welcome</body></html>", content_type="text/html; charset=utf-8")
     server = await serve(page, page, page)
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == (
+    error = await web_page_failure(server, make_provider(server.base_url), recorder)
+    assert cause_of(error) == (
         "the server answered with text/html, not an event stream: does base_url name the "
         "model API (an OpenAI-compatible one usually ends in /v1)?"
     )
-    assert caught.value.retryable is False
-    assert len(server.requests) == 1
+    assert error.retryable is False
 
 
 async def test_an_event_that_is_not_json_is_named(
@@ -354,9 +344,8 @@ async def test_an_event_that_is_not_json_is_named(
 ) -> None:
     events = [openai_chunk({"role": "assistant", "content": ""}), sse("{not json")]
     server = await serve(Reply(events=events))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == (
+    error = await failure_of(make_provider(server.base_url), recorder)
+    assert cause_of(error) == (
         "the server sent an event whose data is not JSON (Expecting property name enclosed in "
         "double quotes at line 1, column 2)"
     )
@@ -383,9 +372,8 @@ async def test_error_payload_inside_the_stream(
         sse({"error": {"message": "model overloaded", "type": "server_error"}}),
     ]
     server = await serve(Reply(events=events))
-    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
-        await make_provider(server.base_url).complete(user_request(), recorder)
-    assert cause_of(caught.value) == "stream error reported by the server: model overloaded"
+    error = await failure_of(make_provider(server.base_url), recorder)
+    assert cause_of(error) == "stream error reported by the server: model overloaded"
     assert len(server.requests) == 1
 
 
@@ -397,11 +385,7 @@ async def test_cancellation_closes_the_http_stream(
         Reply(events=events, stall_after=3), Reply(events=openai_stream(["again"]))
     )
     provider = make_provider(server.base_url)
-    with trio.fail_after(10):
-        await cancel_when_stalled(provider, server, recorder)
-        # The provider is still usable: the cancelled connection did not poison its pool.
-        again = await provider.complete(user_request(), Recorder())
-    assert again.text == "again"
+    await check_cancellation_closes_the_http_stream(server, provider, recorder)
     assert recorder.texts == ["first", "second"]
 
 
@@ -410,13 +394,9 @@ async def test_a_stalled_stream_is_left_to_the_caller_deadline(
 ) -> None:
     """The provider has no idle timeout of its own; the loop's trio deadline ends the call."""
     server = await serve(Reply(events=openai_stream(["tick"]), stall_after=2))
-    provider = make_provider(server.base_url)
-    with trio.fail_after(10):
-        with trio.move_on_after(0.2) as idle:
-            await provider.complete(user_request(), recorder)
-        await server.peer_closed.wait()
-    assert idle.cancelled_caught
-    assert recorder.texts == ["tick"]
+    await check_stalled_stream_is_left_to_the_caller_deadline(
+        server, make_provider(server.base_url), recorder
+    )
 
 
 async def test_aclose_is_idempotent_and_ends_the_provider(
@@ -440,9 +420,9 @@ async def test_no_key_sends_a_placeholder_not_the_environment(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/nowhere")
     server = await serve(Reply(events=openai_stream(["ok"])))
-    with trio.fail_after(10):
-        await make_provider(server.base_url, api_key=None).complete(user_request(), recorder)
-    assert server.requests[0].headers["authorization"] == "Bearer no-key"
+    await check_no_key_sends_a_placeholder(
+        server, make_provider(server.base_url, api_key=None), recorder
+    )
 
 
 async def test_a_callers_http_client_is_used_and_closed_with_the_provider(
