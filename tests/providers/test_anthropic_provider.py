@@ -12,6 +12,7 @@ from robotad.agent.provider import ModelRequest, NamedTool, ToolSchema
 from robotad.providers.anthropic import AnthropicProvider
 from robotad.providers.retry import RetryPolicy
 
+from . import provider_checks as checks
 from .conftest import (
     NO_RETRIES,
     QUICK_RETRIES,
@@ -22,17 +23,6 @@ from .conftest import (
     user_request,
 )
 from .fake_servers import Reply, anthropic_error, anthropic_stream, sse
-from .provider_checks import (
-    check_401_fails_at_once,
-    check_cancellation_closes_the_http_stream,
-    check_gives_up_after_max_retries,
-    check_no_key_sends_a_placeholder,
-    check_retried_then_fine,
-    check_stalled_stream_is_left_to_the_caller_deadline,
-    connection_refused_failure,
-    failure_of,
-    web_page_failure,
-)
 
 MakeProvider = Callable[..., AnthropicProvider]
 
@@ -208,7 +198,7 @@ async def test_401_fails_at_once(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(anthropic_error(401, "invalid x-api-key", "authentication_error"))
-    await check_401_fails_at_once(server, make_provider(server.base_url), recorder)
+    await checks.check_401_fails_at_once(server, make_provider(server.base_url), recorder)
 
 
 async def test_429_then_success_is_retried_with_retry_after_capped(
@@ -217,7 +207,7 @@ async def test_429_then_success_is_retried_with_retry_after_capped(
     limited = anthropic_error(429, "rate limited", "rate_limit_error")
     limited.headers.append(("retry-after", "3600"))
     server = await serve(limited, Reply(events=anthropic_stream([{"text": ["fine"]}])))
-    await check_retried_then_fine(server, make_provider(server.base_url), recorder)
+    await checks.check_retried_then_fine(server, make_provider(server.base_url), recorder)
 
 
 async def test_overloaded_repeatedly_gives_up_after_max_retries(
@@ -225,7 +215,7 @@ async def test_overloaded_repeatedly_gives_up_after_max_retries(
 ) -> None:
     server = await serve(anthropic_error(529, "Overloaded", "overloaded_error"))
     cause = "HTTP 529: server overloaded: Overloaded (gave up after 3 attempts)"
-    await check_gives_up_after_max_retries(
+    await checks.check_gives_up_after_max_retries(
         server, make_provider(server.base_url), recorder, 529, cause
     )
 
@@ -233,7 +223,7 @@ async def test_overloaded_repeatedly_gives_up_after_max_retries(
 async def test_connection_refused_is_a_retryable_connection_failure(
     make_provider: MakeProvider, recorder: Recorder
 ) -> None:
-    await connection_refused_failure(
+    await checks.connection_refused_failure(
         lambda url: make_provider(url, policy=NO_RETRIES), "", recorder
     )
 
@@ -256,7 +246,7 @@ async def test_error_event_after_text_is_not_retried(
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     broken = [*anthropic_stream([{"text": ["shown"]}])[:4], sse(overloaded, "error")]
     server = await serve(Reply(events=broken))
-    error = await failure_of(make_provider(server.base_url), recorder)
+    error = await checks.failure_of(make_provider(server.base_url), recorder)
     assert cause_of(error) == "stream error reported by the server: Overloaded"
     assert error.retryable is True
     assert recorder.texts == ["shown"]
@@ -268,7 +258,7 @@ async def test_stream_without_message_stop_is_a_failure(
 ) -> None:
     events = anthropic_stream([{"text": ["cut"]}], stop=False)
     server = await serve(Reply(events=events, framing="close"))
-    error = await failure_of(make_provider(server.base_url), recorder)
+    error = await checks.failure_of(make_provider(server.base_url), recorder)
     assert cause_of(error) == "stream ended before the reply was complete"
 
 
@@ -281,7 +271,7 @@ async def test_cancellation_closes_the_http_stream(
         Reply(events=events, stall_after=5), Reply(events=anthropic_stream([{"text": ["again"]}]))
     )
     provider = make_provider(server.base_url)
-    await check_cancellation_closes_the_http_stream(server, provider, recorder)
+    await checks.check_cancellation_closes_the_http_stream(server, provider, recorder)
     assert recorder.texts[0] == "first"
 
 
@@ -290,7 +280,7 @@ async def test_a_stalled_stream_is_left_to_the_caller_deadline(
 ) -> None:
     """The provider has no idle timeout of its own; the loop's trio deadline ends the call."""
     server = await serve(Reply(events=anthropic_stream([{"text": ["tick"]}]), stall_after=4))
-    await check_stalled_stream_is_left_to_the_caller_deadline(
+    await checks.check_stalled_stream_is_left_to_the_caller_deadline(
         server, make_provider(server.base_url), recorder
     )
 
@@ -304,7 +294,7 @@ async def test_no_key_never_falls_back_to_the_environment(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     server = await serve(Reply(events=anthropic_stream([{"text": ["ok"]}])))
-    await check_no_key_sends_a_placeholder(
+    await checks.check_no_key_sends_a_placeholder(
         server, make_provider(server.base_url, api_key=None), recorder
     )
 
@@ -314,4 +304,4 @@ async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
 ) -> None:
     page = Reply(body=b"<!doctype html><title>proxy</title>", content_type="text/html")
     server = await serve(page, page)
-    await web_page_failure(server, make_provider(server.base_url), recorder)
+    await checks.web_page_failure(server, make_provider(server.base_url), recorder)

@@ -14,6 +14,7 @@ from robotad.agent.provider import ModelRequest, NamedTool, ProviderError, ToolS
 from robotad.providers.openai import OpenAIProvider
 from robotad.providers.retry import RetryPolicy
 
+from . import provider_checks as checks
 from .conftest import (
     NO_RETRIES,
     QUICK_RETRIES,
@@ -24,17 +25,6 @@ from .conftest import (
     user_request,
 )
 from .fake_servers import Reply, openai_chunk, openai_error, openai_stream, sse
-from .provider_checks import (
-    check_401_fails_at_once,
-    check_cancellation_closes_the_http_stream,
-    check_gives_up_after_max_retries,
-    check_no_key_sends_a_placeholder,
-    check_retried_then_fine,
-    check_stalled_stream_is_left_to_the_caller_deadline,
-    connection_refused_failure,
-    failure_of,
-    web_page_failure,
-)
 
 USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
 
@@ -254,7 +244,7 @@ async def test_401_fails_at_once(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(openai_error(401, "Incorrect API key provided", "invalid_api_key"))
-    await check_401_fails_at_once(server, make_provider(server.base_url), recorder)
+    await checks.check_401_fails_at_once(server, make_provider(server.base_url), recorder)
 
 
 async def test_429_then_success_is_retried_with_retry_after_capped(
@@ -264,7 +254,7 @@ async def test_429_then_success_is_retried_with_retry_after_capped(
     # An hour-long Retry-After: only the policy's cap (10 ms) lets this finish in time.
     limited.headers.append(("Retry-After", "3600"))
     server = await serve(limited, Reply(events=openai_stream(["fine"])))
-    await check_retried_then_fine(server, make_provider(server.base_url), recorder)
+    await checks.check_retried_then_fine(server, make_provider(server.base_url), recorder)
     assert server.requests[1].headers["x-stainless-retry-count"] == "0"
 
 
@@ -273,7 +263,7 @@ async def test_500_repeatedly_gives_up_after_max_retries(
 ) -> None:
     server = await serve(openai_error(500, "boom", "server_error"))
     cause = "HTTP 500: server error: boom (gave up after 3 attempts)"
-    await check_gives_up_after_max_retries(
+    await checks.check_gives_up_after_max_retries(
         server, make_provider(server.base_url), recorder, 500, cause
     )
 
@@ -297,7 +287,7 @@ async def test_400_is_not_retried_and_keeps_the_server_message(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
     server = await serve(openai_error(400, "maximum context length is 128000 tokens"))
-    error = await failure_of(make_provider(server.base_url), recorder)
+    error = await checks.failure_of(make_provider(server.base_url), recorder)
     assert cause_of(error) == "HTTP 400: request rejected: maximum context length is 128000 tokens"
     assert error.retryable is False
     assert len(server.requests) == 1
@@ -306,7 +296,7 @@ async def test_400_is_not_retried_and_keeps_the_server_message(
 async def test_connection_refused_is_a_retryable_connection_failure(
     make_provider: MakeProvider, recorder: Recorder
 ) -> None:
-    error = await connection_refused_failure(
+    error = await checks.connection_refused_failure(
         lambda url: make_provider(url, policy=NO_RETRIES), "/v1", recorder
     )
     assert error.status is None
@@ -317,7 +307,7 @@ async def test_stream_cut_before_finish_is_a_failure(
 ) -> None:
     events = [openai_chunk({"role": "assistant", "content": ""}), openai_chunk({"content": "par"})]
     server = await serve(Reply(events=events, framing="close"))
-    error = await failure_of(make_provider(server.base_url), recorder)
+    error = await checks.failure_of(make_provider(server.base_url), recorder)
     assert cause_of(error) == "stream ended before the reply was complete"
     # Text had been shown, so the retryable failure was not retried.
     assert recorder.texts == ["par"]
@@ -331,7 +321,7 @@ async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
     the same page), instead of "a stream that ended before the reply"."""
     page = Reply(body=b"<html><body>Welcome</body></html>", content_type="text/html; charset=utf-8")
     server = await serve(page, page, page)
-    error = await web_page_failure(server, make_provider(server.base_url), recorder)
+    error = await checks.web_page_failure(server, make_provider(server.base_url), recorder)
     assert cause_of(error) == (
         "the server answered with text/html, not an event stream: does base_url name the "
         "model API (an OpenAI-compatible one usually ends in /v1)?"
@@ -344,7 +334,7 @@ async def test_an_event_that_is_not_json_is_named(
 ) -> None:
     events = [openai_chunk({"role": "assistant", "content": ""}), sse("{not json")]
     server = await serve(Reply(events=events))
-    error = await failure_of(make_provider(server.base_url), recorder)
+    error = await checks.failure_of(make_provider(server.base_url), recorder)
     assert cause_of(error) == (
         "the server sent an event whose data is not JSON (Expecting property name enclosed in "
         "double quotes at line 1, column 2)"
@@ -372,7 +362,7 @@ async def test_error_payload_inside_the_stream(
         sse({"error": {"message": "model overloaded", "type": "server_error"}}),
     ]
     server = await serve(Reply(events=events))
-    error = await failure_of(make_provider(server.base_url), recorder)
+    error = await checks.failure_of(make_provider(server.base_url), recorder)
     assert cause_of(error) == "stream error reported by the server: model overloaded"
     assert len(server.requests) == 1
 
@@ -385,7 +375,7 @@ async def test_cancellation_closes_the_http_stream(
         Reply(events=events, stall_after=3), Reply(events=openai_stream(["again"]))
     )
     provider = make_provider(server.base_url)
-    await check_cancellation_closes_the_http_stream(server, provider, recorder)
+    await checks.check_cancellation_closes_the_http_stream(server, provider, recorder)
     assert recorder.texts == ["first", "second"]
 
 
@@ -394,7 +384,7 @@ async def test_a_stalled_stream_is_left_to_the_caller_deadline(
 ) -> None:
     """The provider has no idle timeout of its own; the loop's trio deadline ends the call."""
     server = await serve(Reply(events=openai_stream(["tick"]), stall_after=2))
-    await check_stalled_stream_is_left_to_the_caller_deadline(
+    await checks.check_stalled_stream_is_left_to_the_caller_deadline(
         server, make_provider(server.base_url), recorder
     )
 
@@ -420,7 +410,7 @@ async def test_no_key_sends_a_placeholder_not_the_environment(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/nowhere")
     server = await serve(Reply(events=openai_stream(["ok"])))
-    await check_no_key_sends_a_placeholder(
+    await checks.check_no_key_sends_a_placeholder(
         server, make_provider(server.base_url, api_key=None), recorder
     )
 
