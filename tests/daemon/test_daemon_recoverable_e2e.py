@@ -131,6 +131,43 @@ async def history(client: Client, session_id: str) -> list[dict[str, Any]]:
     return messages
 
 
+async def pending_of(client: Client, session_id: str) -> dict[str, Any] | None:
+    """What session/pending lists for the session (None when nothing is pending)."""
+    pending: dict[str, Any] | None = (
+        await client.call("session/pending", {"sessionId": session_id})
+    )["pending"]
+    return pending
+
+
+def completed(turn_id: str, response: str = "done") -> dict[str, Any]:
+    """The TurnResult of a turn that completed with `response`."""
+    return {"turnId": turn_id, "status": "completed", "response": response, "stopReason": "end"}
+
+
+async def call_until_killed(
+    client: Client, method: str, params: dict[str, Any], lost: list[BaseException]
+) -> None:
+    """Make a call the daemon is killed during; what it fails with is added to `lost`."""
+    try:
+        await client.call(method, params)
+    except (RpcError, ConnectionError) as exc:
+        lost.append(exc)
+
+
+async def sigkill_while_a_command_runs(
+    daemon: RunningDaemon, client: Client, method: str, params: dict[str, Any], started: Path
+) -> list[BaseException]:
+    """Make the call, SIGKILL the daemon once its Bash command wrote its pid to `started`, and
+    return once that command died with the daemon. Returns what the call failed with."""
+    lost: list[BaseException] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call_until_killed, client, method, params, lost)
+        command_pid = int(await wait_for_file(started))  # the body runs
+        sigkill(daemon)
+    await gone(command_pid)  # the command died with the daemon
+    return lost
+
+
 # -- a parked approval survives SIGKILL ---------------------------------------------------------
 
 
@@ -158,9 +195,7 @@ async def test_a_parked_approval_survives_sigkill_and_runs_exactly_once(
     with running_daemon(home) as second:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(second) as client:
-                pending = (await client.call("session/pending", {"sessionId": session_id}))[
-                    "pending"
-                ]
+                pending = await pending_of(client, session_id)
                 resumed = await client.call(
                     "session/resume",
                     resume_params(
@@ -170,12 +205,7 @@ async def test_a_parked_approval_survives_sigkill_and_runs_exactly_once(
                 after = await client.call("session/get", {"sessionId": session_id})
                 messages = await history(client, session_id)
     assert pending == {"executionId": waiting["executionId"], "requests": waiting["requests"]}
-    assert resumed == {
-        "turnId": waiting["turnId"],
-        "status": "completed",
-        "response": "done",
-        "stopReason": "end",
-    }
+    assert resumed == completed(waiting["turnId"])
     assert lines(effects) == 1
     assert after["pending"] is None
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
@@ -206,16 +236,11 @@ async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
                 params = resume_params(
                     session_id, waiting["executionId"], answer(request, "r1", approved=True)
                 )
-                completed = await client.call("session/resume", params)
+                result = await client.call("session/resume", params)
                 again = await client.call("session/resume", params)
         sigkill(first)
-    assert completed == {
-        "turnId": waiting["turnId"],
-        "status": "completed",
-        "response": "done",
-        "stopReason": "end",
-    }
-    assert again == completed
+    assert result == completed(waiting["turnId"])
+    assert again == result
     with running_daemon(home) as second:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(second) as client:
@@ -232,7 +257,7 @@ async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
                         )
                     stale.append(refused.value)
                 messages = await history(client, session_id)
-    assert after_restart == completed
+    assert after_restart == result
     assert lines(effects) == 1
     assert [e.code for e in stale] == [-32011, -32011]
     assert all((e.data or {}).get("executionId") == waiting["executionId"] for e in stale)
@@ -367,9 +392,7 @@ async def test_a_denial_stays_binding_when_the_round_continues_after_sigkill(
     with running_daemon(home) as second:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(second) as client:
-                pending = (await client.call("session/pending", {"sessionId": session_id}))[
-                    "pending"
-                ]
+                pending = await pending_of(client, session_id)
                 await loosen(client, session_id)
                 resumed = await client.call(
                     "session/resume",
@@ -379,12 +402,7 @@ async def test_a_denial_stays_binding_when_the_round_continues_after_sigkill(
                 )
                 messages = await history(client, session_id)
     assert pending == {"executionId": execution_id, "requests": again["requests"]}
-    assert resumed == {
-        "turnId": waiting["turnId"],
-        "status": "completed",
-        "response": "done",
-        "stopReason": "end",
-    }
+    assert resumed == completed(waiting["turnId"])
     assert (lines(denied_effect), lines(approved_effect)) == (0, 1)
     results = tool_results(messages)
     assert results[denied_command]["metadata"]["ok"] is False
@@ -419,12 +437,6 @@ async def test_a_denial_cut_off_by_sigkill_stays_binding(
                 )
                 lost: list[BaseException] = []
 
-                async def resume_until_killed() -> None:
-                    try:
-                        await client.call("session/resume", denial)
-                    except (RpcError, ConnectionError) as exc:
-                        lost.append(exc)
-
                 def model_called_after_denial(events: list[dict[str, Any]]) -> bool:
                     """The continuation asked the model again: the denied call's failed
                     result is in history (and, before that, in the journal)."""
@@ -438,16 +450,14 @@ async def test_a_denial_cut_off_by_sigkill_stays_binding(
                     )
 
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(resume_until_killed)
+                    nursery.start_soon(call_until_killed, client, "session/resume", denial, lost)
                     await client.wait_for(model_called_after_denial)
                     sigkill(first)
         assert lost, "the resume cannot have completed: its model call waits for 60 s"
     with running_daemon(home) as second:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(second) as client:
-                pending = (await client.call("session/pending", {"sessionId": session_id}))[
-                    "pending"
-                ]
+                pending = await pending_of(client, session_id)
                 await loosen(client, session_id)
                 refusals: list[RpcError] = []
                 for params in (
@@ -486,19 +496,9 @@ async def cut_an_effect(home: DaemonHome, cwd: Path) -> tuple[str, str, dict[str
                     approval = resume_params(
                         session_id, execution_id, answer(request, "r1", approved=True)
                     )
-                    lost: list[BaseException] = []
-
-                    async def resume_until_killed() -> None:
-                        try:
-                            await client.call("session/resume", approval)
-                        except (RpcError, ConnectionError) as exc:
-                            lost.append(exc)
-
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(resume_until_killed)
-                        command_pid = int(await wait_for_file(started))  # the body runs
-                        sigkill(daemon)
-                    await gone(command_pid)  # the command died with the daemon
+                    lost = await sigkill_while_a_command_runs(
+                        daemon, client, "session/resume", approval, started
+                    )
         assert lost, "the resume cannot have completed: its body sleeps for 30 s"
     started.unlink()
     return session_id, execution_id, approval
@@ -521,15 +521,13 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     with running_daemon(home) as daemon:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(daemon) as client:
-                pending = (await client.call("session/pending", {"sessionId": session_id}))[
-                    "pending"
-                ]
+                pending = await pending_of(client, session_id)
                 log_report = await client.call("session/log", {"sessionId": session_id})
                 with pytest.raises(RpcError) as refused:
                     await client.call("session/resume", resume_params(session_id, execution_id))
                 with contextlib.suppress(RpcError):  # its answer: see the next test
                     await client.call("session/resume", approval)
-                still = (await client.call("session/pending", {"sessionId": session_id}))["pending"]
+                still = await pending_of(client, session_id)
                 abandoned = await client.call(
                     "session/abandon", {"sessionId": session_id, "executionId": execution_id}
                 )
@@ -564,12 +562,7 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     assert closed["content"].startswith("outcome unknown: Bash was running when robotad stopped")
     assert "killed when robotad stopped" in closed["content"]
     assert not journal_file.exists()
-    assert after == {
-        "turnId": after["turnId"],
-        "status": "completed",
-        "response": "afterwards",
-        "stopReason": "end",
-    }
+    assert after == completed(after["turnId"], "afterwards")
 
 
 async def test_a_turn_cut_while_a_command_runs_without_approval_is_kept(
@@ -599,28 +592,18 @@ async def test_a_turn_cut_while_a_command_runs_without_approval_is_kept(
                         },
                     )
                     session_id = created["sessionId"]
-                    lost: list[BaseException] = []
-
-                    async def run_until_killed() -> None:
-                        try:
-                            await client.call(
-                                "session/run", {"sessionId": session_id, "prompt": "go"}
-                            )
-                        except (RpcError, ConnectionError) as exc:
-                            lost.append(exc)
-
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(run_until_killed)
-                        command_pid = int(await wait_for_file(started))
-                        sigkill(daemon)
-                    await gone(command_pid)
+                    lost = await sigkill_while_a_command_runs(
+                        daemon,
+                        client,
+                        "session/run",
+                        {"sessionId": session_id, "prompt": "go"},
+                        started,
+                    )
         assert lost
     with running_daemon(home) as daemon:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(daemon) as client:
-                pending = (await client.call("session/pending", {"sessionId": session_id}))[
-                    "pending"
-                ]
+                pending = await pending_of(client, session_id)
                 messages = await history(client, session_id)
     assert lines(effects) == 1  # the first command ran; the second was cut before its echo
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
