@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,15 @@ async def park(client: Client, cwd: Path, *steps: dict[str, Any]) -> tuple[str, 
     waiting = await client.call("session/run", {"sessionId": session_id, "prompt": "go"})
     assert waiting["status"] == "waiting", waiting
     return session_id, waiting
+
+
+@contextlib.asynccontextmanager
+async def connected(home: DaemonHome) -> AsyncIterator[Client]:
+    """A client of a new daemon on `home`'s state folder, bounded by IO_TIMEOUT; the daemon
+    stops when the block ends."""
+    with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            yield client
 
 
 def sigkill(daemon: RunningDaemon) -> None:
@@ -192,18 +201,14 @@ async def test_a_parked_approval_survives_sigkill_and_runs_exactly_once(
     assert (request["tool"], request["arguments"]) == ("Bash", {"command": command})
     assert request["executionId"] == waiting["executionId"]
     assert lines(effects) == 0
-    with running_daemon(home) as second:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(second) as client:
-                pending = await pending_of(client, session_id)
-                resumed = await client.call(
-                    "session/resume",
-                    resume_params(
-                        session_id, waiting["executionId"], answer(request, "r1", approved=True)
-                    ),
-                )
-                after = await client.call("session/get", {"sessionId": session_id})
-                messages = await history(client, session_id)
+    async with connected(home) as client:
+        pending = await pending_of(client, session_id)
+        resumed = await client.call(
+            "session/resume",
+            resume_params(session_id, waiting["executionId"], answer(request, "r1", approved=True)),
+        )
+        after = await client.call("session/get", {"sessionId": session_id})
+        messages = await history(client, session_id)
     assert pending == {"executionId": waiting["executionId"], "requests": waiting["requests"]}
     assert resumed == completed(waiting["turnId"])
     assert lines(effects) == 1
@@ -241,22 +246,20 @@ async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
         sigkill(first)
     assert result == completed(waiting["turnId"])
     assert again == result
-    with running_daemon(home) as second:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(second) as client:
-                after_restart = await client.call("session/resume", params)
-                stale: list[RpcError] = []
-                for changed in (
-                    answer(request, "r1", approved=False),  # the response id, other content
-                    answer(request, "r2", approved=True),  # another answer to the request
-                ):
-                    with pytest.raises(StaleResponse) as refused:
-                        await client.call(
-                            "session/resume",
-                            resume_params(session_id, waiting["executionId"], changed),
-                        )
-                    stale.append(refused.value)
-                messages = await history(client, session_id)
+    async with connected(home) as client:
+        after_restart = await client.call("session/resume", params)
+        stale: list[RpcError] = []
+        for changed in (
+            answer(request, "r1", approved=False),  # the response id, other content
+            answer(request, "r2", approved=True),  # another answer to the request
+        ):
+            with pytest.raises(StaleResponse) as refused:
+                await client.call(
+                    "session/resume",
+                    resume_params(session_id, waiting["executionId"], changed),
+                )
+            stale.append(refused.value)
+        messages = await history(client, session_id)
     assert after_restart == result
     assert lines(effects) == 1
     assert [e.code for e in stale] == [-32011, -32011]
@@ -389,18 +392,14 @@ async def test_a_denial_stays_binding_when_the_round_continues_after_sigkill(
     assert (again["status"], again["executionId"]) == ("waiting", execution_id)
     (second_request,) = again["requests"]
     assert second_request["arguments"] == {"command": approved_command}
-    with running_daemon(home) as second:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(second) as client:
-                pending = await pending_of(client, session_id)
-                await loosen(client, session_id)
-                resumed = await client.call(
-                    "session/resume",
-                    resume_params(
-                        session_id, execution_id, answer(second_request, "yes", approved=True)
-                    ),
-                )
-                messages = await history(client, session_id)
+    async with connected(home) as client:
+        pending = await pending_of(client, session_id)
+        await loosen(client, session_id)
+        resumed = await client.call(
+            "session/resume",
+            resume_params(session_id, execution_id, answer(second_request, "yes", approved=True)),
+        )
+        messages = await history(client, session_id)
     assert pending == {"executionId": execution_id, "requests": again["requests"]}
     assert resumed == completed(waiting["turnId"])
     assert (lines(denied_effect), lines(approved_effect)) == (0, 1)
@@ -454,20 +453,18 @@ async def test_a_denial_cut_off_by_sigkill_stays_binding(
                     await client.wait_for(model_called_after_denial)
                     sigkill(first)
         assert lost, "the resume cannot have completed: its model call waits for 60 s"
-    with running_daemon(home) as second:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(second) as client:
-                pending = await pending_of(client, session_id)
-                await loosen(client, session_id)
-                refusals: list[RpcError] = []
-                for params in (
-                    denial,
-                    resume_params(session_id, execution_id, answer(request, "yes", approved=True)),
-                ):
-                    with pytest.raises(StaleResponse) as refused:
-                        await client.call("session/resume", params)
-                    refusals.append(refused.value)
-                messages = await history(client, session_id)
+    async with connected(home) as client:
+        pending = await pending_of(client, session_id)
+        await loosen(client, session_id)
+        refusals: list[RpcError] = []
+        for params in (
+            denial,
+            resume_params(session_id, execution_id, answer(request, "yes", approved=True)),
+        ):
+            with pytest.raises(StaleResponse) as refused:
+                await client.call("session/resume", params)
+            refusals.append(refused.value)
+        messages = await history(client, session_id)
     assert pending is None
     assert [e.code for e in refusals] == [-32011, -32011]
     assert lines(effect) == 0
@@ -518,23 +515,21 @@ async def test_an_effect_cut_by_sigkill_is_never_rerun_and_can_be_abandoned(
     session_id, execution_id, approval = await cut_an_effect(home, tmp_path)
     journal_file = home.state_dir / "journal" / session_id / f"{execution_id}.jsonl"
     assert journal_file.exists()
-    with running_daemon(home) as daemon:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(daemon) as client:
-                pending = await pending_of(client, session_id)
-                log_report = await client.call("session/log", {"sessionId": session_id})
-                with pytest.raises(RpcError) as refused:
-                    await client.call("session/resume", resume_params(session_id, execution_id))
-                with contextlib.suppress(RpcError):  # its answer: see the next test
-                    await client.call("session/resume", approval)
-                still = await pending_of(client, session_id)
-                abandoned = await client.call(
-                    "session/abandon", {"sessionId": session_id, "executionId": execution_id}
-                )
-                with pytest.raises(StaleResponse):
-                    await client.call("session/resume", approval)
-                messages = await history(client, session_id)
-                after = await client.call("session/run", {"sessionId": session_id, "prompt": "on"})
+    async with connected(home) as client:
+        pending = await pending_of(client, session_id)
+        log_report = await client.call("session/log", {"sessionId": session_id})
+        with pytest.raises(RpcError) as refused:
+            await client.call("session/resume", resume_params(session_id, execution_id))
+        with contextlib.suppress(RpcError):  # its answer: see the next test
+            await client.call("session/resume", approval)
+        still = await pending_of(client, session_id)
+        abandoned = await client.call(
+            "session/abandon", {"sessionId": session_id, "executionId": execution_id}
+        )
+        with pytest.raises(StaleResponse):
+            await client.call("session/resume", approval)
+        messages = await history(client, session_id)
+        after = await client.call("session/run", {"sessionId": session_id, "prompt": "on"})
     (call,) = messages[1]["toolCalls"]
     assert pending == {"executionId": execution_id, "requests": [], "uncertain": [call["id"]]}
     # The kill cut the call off; the restart closed it in the log with what is known.
@@ -600,11 +595,9 @@ async def test_a_turn_cut_while_a_command_runs_without_approval_is_kept(
                         started,
                     )
         assert lost
-    with running_daemon(home) as daemon:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(daemon) as client:
-                pending = await pending_of(client, session_id)
-                messages = await history(client, session_id)
+    async with connected(home) as client:
+        pending = await pending_of(client, session_id)
+        messages = await history(client, session_id)
     assert lines(effects) == 1  # the first command ran; the second was cut before its echo
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[0]["content"] == "go"
@@ -623,22 +616,20 @@ async def test_an_imported_open_round_is_closed_before_the_next_prompt_never_run
     (history no provider accepts: a call's result after a later prompt)."""
     home = DaemonHome(tmp_path_factory.mktemp("imported-open"))
     effects = tmp_path / "effects.txt"
-    with running_daemon(home) as daemon:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(daemon) as client:
-                source, _waiting = await park(
-                    client,
-                    tmp_path,
-                    {"toolCalls": [bash(f"echo ran >> {effects}")]},
-                    {"text": "reply to the new prompt"},
-                )
-                artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
-                imported = await client.call(
-                    "session/import", {"artifact": artifact, "sessionId": "imported"}
-                )
-                pending = await client.call("session/pending", {"sessionId": "imported"})
-                result = await client.call("session/run", {"sessionId": "imported", "prompt": "p2"})
-                messages = await history(client, "imported")
+    async with connected(home) as client:
+        source, _waiting = await park(
+            client,
+            tmp_path,
+            {"toolCalls": [bash(f"echo ran >> {effects}")]},
+            {"text": "reply to the new prompt"},
+        )
+        artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
+        imported = await client.call(
+            "session/import", {"artifact": artifact, "sessionId": "imported"}
+        )
+        pending = await client.call("session/pending", {"sessionId": "imported"})
+        result = await client.call("session/run", {"sessionId": "imported", "prompt": "p2"})
+        messages = await history(client, "imported")
     assert imported["sessionId"] == "imported"
     assert pending["pending"] is None
     assert result["status"] == "completed", result
@@ -656,11 +647,9 @@ async def test_a_redelivered_approval_of_a_cut_effect_is_effect_uncertain(
     "waiting" result with nothing left to answer."""
     home = DaemonHome(tmp_path_factory.mktemp("uncertain-redelivery"))
     session_id, execution_id, approval = await cut_an_effect(home, tmp_path)
-    with running_daemon(home) as daemon:
-        with trio.fail_after(IO_TIMEOUT):
-            async with connect(daemon) as client:
-                with pytest.raises(RpcError) as refused:
-                    await client.call("session/resume", approval)
+    async with connected(home) as client:
+        with pytest.raises(RpcError) as refused:
+            await client.call("session/resume", approval)
     assert refused.value.code == UNCERTAIN_CODE
     data = refused.value.data or {}
     assert (data.get("sessionId"), data.get("executionId"), len(data.get("calls", []))) == (
