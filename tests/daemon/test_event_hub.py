@@ -63,6 +63,11 @@ class Recorder:
         finally:
             self.in_flight -= 1
 
+    def open_gate(self) -> None:
+        """Let the blocked send, and every later one, through."""
+        assert self.gate is not None
+        self.gate.set()
+
     async def wait_for(self, count: int) -> list[Event]:
         """Wait until `count` events arrived; on the autojump clock a delivery that never
         comes fails at once."""
@@ -90,6 +95,29 @@ async def hub() -> AsyncIterator[EventHub]:
 
 def delta(text: str = "x", turn_id: str = "t1") -> dict[str, Any]:
     return {"type": "text_delta", "turnId": turn_id, "text": text}
+
+
+def publish_deltas(hub: EventHub, count: int) -> None:
+    """Publish `count` text deltas at once (no checkpoint between them)."""
+    for _ in range(count):
+        hub.publish(delta())
+
+
+def stalled_subscriber(hub: EventHub, key: str = "c1") -> Recorder:
+    """A subscriber of `hub` under `key` whose every send blocks until its gate is set."""
+    recorder = Recorder()
+    recorder.gate = trio.Event()
+    hub.subscribe(key, recorder.send)
+    return recorder
+
+
+async def release_one_at_a_time(recorder: Recorder, count: int) -> None:
+    """Open `recorder`'s gate and wait until `count` events arrived and every delivery
+    settled: it was never sent two events at once."""
+    recorder.open_gate()
+    await recorder.wait_for(count)
+    await trio.testing.wait_all_tasks_blocked()
+    assert recorder.max_in_flight == 1
 
 
 def as_wire(event: Event) -> Any:
@@ -225,12 +253,10 @@ async def test_reconnect_with_after_seq_sees_exactly_the_missed_events(
 ) -> None:
     before = Recorder()
     hub.subscribe("conn-1", before.send)
-    for _ in range(3):
-        hub.publish(delta())
+    publish_deltas(hub, 3)
     await before.wait_for(3)
     assert hub.unsubscribe("conn-1") is True  # the connection went away
-    for _ in range(4):
-        hub.publish(delta())
+    publish_deltas(hub, 4)
 
     after = Recorder()
     assert hub.subscribe("conn-2", after.send, after_seq=before.seqs[-1]) == 7
@@ -244,8 +270,7 @@ async def test_reconnect_with_after_seq_sees_exactly_the_missed_events(
 async def test_after_seq_older_than_the_buffer_is_events_lost_with_the_oldest_seq(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    for _ in range(60):  # the buffer keeps 50
-        hub.publish(delta())
+    publish_deltas(hub, 60)  # the buffer keeps 50
     assert hub.oldest_seq == 11
     recorder = Recorder()
     with pytest.raises(EventsLost) as lost:
@@ -272,12 +297,10 @@ async def test_after_seq_beyond_the_latest_seq_is_events_lost(
 async def test_a_replayed_backlog_larger_than_the_queue_does_not_overflow(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    for _ in range(30):  # more than the subscriber queue of 8
-        hub.publish(delta())
+    publish_deltas(hub, 30)  # more than the subscriber queue of 8
     recorder = Recorder()
     hub.subscribe("c1", recorder.send, after_seq=0)
-    for _ in range(8):  # and a full queue of live ones on top
-        hub.publish(delta())
+    publish_deltas(hub, 8)  # and a full queue of live ones on top
     await recorder.wait_for(38)
     assert recorder.seqs == list(range(1, 39))
     assert hub.subscribers == {"c1"}
@@ -286,8 +309,7 @@ async def test_a_replayed_backlog_larger_than_the_queue_does_not_overflow(
     recorder.gate = trio.Event()
     hub.publish(delta())
     await trio.testing.wait_all_tasks_blocked()  # 39 in flight
-    for _ in range(8):
-        hub.publish(delta())
+    publish_deltas(hub, 8)
     assert hub.subscribers == {"c1"}
     hub.publish(delta())
     assert hub.subscribers == frozenset()
@@ -333,12 +355,9 @@ async def test_a_stalled_subscriber_gets_one_overflow_and_never_slows_another(
 async def test_an_overflowed_subscriber_resubscribes_and_misses_nothing(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    slow = Recorder()
-    slow.gate = trio.Event()
-    hub.subscribe("c1", slow.send)
-    for _ in range(20):
-        hub.publish(delta())
-    slow.gate.set()
+    slow = stalled_subscriber(hub)
+    publish_deltas(hub, 20)
+    slow.open_gate()
     events = await slow.wait_for(9)  # the 8 it had queued, then the notice
     assert events[-1]["type"] == "overflow"
     slow.gate = None
@@ -364,8 +383,7 @@ async def test_a_subscriber_whose_send_raises_is_dropped(
     hub.subscribe("broken", broken)
     hub.subscribe("buggy", buggy)
     hub.subscribe("healthy", healthy.send)
-    for _ in range(5):
-        hub.publish(delta())
+    publish_deltas(hub, 5)
     await healthy.wait_for(5)
     await trio.testing.wait_all_tasks_blocked()
     assert calls == [1, 2]
@@ -381,58 +399,40 @@ async def test_a_subscriber_whose_send_raises_is_dropped(
 async def test_resubscribing_a_key_without_after_seq_takes_over_its_queue(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    recorder = Recorder()
-    recorder.gate = trio.Event()
-    hub.subscribe("c1", recorder.send)
+    recorder = stalled_subscriber(hub)
     hub.publish(delta())
     await trio.testing.wait_all_tasks_blocked()  # event 1 in flight on the old subscription
-    for _ in range(4):
-        hub.publish(delta())
+    publish_deltas(hub, 4)
     assert hub.subscribe("c1", recorder.send) == 5
     hub.publish(delta())
-    recorder.gate.set()
-    await recorder.wait_for(6)
-    await trio.testing.wait_all_tasks_blocked()
+    await release_one_at_a_time(recorder, 6)
     assert recorder.seqs == [1, 2, 3, 4, 5, 6]
-    assert recorder.max_in_flight == 1
 
 
 async def test_resubscribing_a_key_with_an_older_after_seq_never_repeats_or_reorders(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    recorder = Recorder()
-    recorder.gate = trio.Event()
-    hub.subscribe("c1", recorder.send)
-    for _ in range(5):
-        hub.publish(delta())
+    recorder = stalled_subscriber(hub)
+    publish_deltas(hub, 5)
     await trio.testing.wait_all_tasks_blocked()  # event 1 in flight
     hub.subscribe("c1", recorder.send, after_seq=0)
-    recorder.gate.set()
-    await recorder.wait_for(5)
-    await trio.testing.wait_all_tasks_blocked()
+    await release_one_at_a_time(recorder, 5)
     assert recorder.seqs == [1, 2, 3, 4, 5]
-    assert recorder.max_in_flight == 1
 
 
 async def test_resubscribing_while_an_overflowed_subscription_drains_repeats_nothing(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    recorder = Recorder()
-    recorder.gate = trio.Event()
-    hub.subscribe("c1", recorder.send)
+    recorder = stalled_subscriber(hub)
     hub.publish(delta())
     await trio.testing.wait_all_tasks_blocked()  # 1 in flight
-    for _ in range(9):  # 2..9 queued, 10 overflows
-        hub.publish(delta())
+    publish_deltas(hub, 9)  # 2..9 queued, 10 overflows
     assert hub.subscribers == frozenset()
     hub.subscribe("c1", recorder.send, after_seq=0)  # before the client saw anything
     hub.publish(delta())
-    recorder.gate.set()
-    await recorder.wait_for(12)  # 1..9, the notice, 10, 11
-    await trio.testing.wait_all_tasks_blocked()
+    await release_one_at_a_time(recorder, 12)  # 1..9, the notice, 10, 11
     assert recorder.seqs == list(range(1, 12))
     assert [e["type"] for e in recorder.events].count("overflow") == 1
-    assert recorder.max_in_flight == 1
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -510,16 +510,13 @@ async def test_subscribe_before_run_is_refused(autojump_clock: trio.testing.Mock
 async def test_unsubscribe_stops_delivery_and_reports_whether_it_was_subscribed(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    recorder = Recorder()
-    recorder.gate = trio.Event()
-    hub.subscribe("c1", recorder.send)
-    for _ in range(3):
-        hub.publish(delta())
+    recorder = stalled_subscriber(hub)
+    publish_deltas(hub, 3)
     await trio.testing.wait_all_tasks_blocked()  # 1 in flight, 2 and 3 queued
     assert hub.unsubscribe("c1") is True
     assert hub.unsubscribe("c1") is False
     hub.publish(delta())
-    recorder.gate.set()
+    recorder.open_gate()
     await trio.testing.wait_all_tasks_blocked()
     assert recorder.seqs == [1]  # the send in progress finished; nothing after it
 
@@ -595,8 +592,7 @@ async def test_a_long_backlog_lets_other_tasks_run_every_64_sends(
     seen: list[int] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(hub.run)
-        for _ in range(200):
-            hub.publish(delta())
+        publish_deltas(hub, 200)
         hub.subscribe("c1", recorder.send, after_seq=0)
 
         async def watcher() -> None:
