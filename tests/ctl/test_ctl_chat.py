@@ -65,8 +65,12 @@ class Env:
         return terminal
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.python("-m", "robotactl", "--socket", str(self.daemon.socket_path), *args)
+
+    def python(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """This Python with `args` in the module's environment (bounded)."""
         return subprocess.run(
-            [sys.executable, "-m", "robotactl", "--socket", str(self.daemon.socket_path), *args],
+            [sys.executable, *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -74,6 +78,23 @@ class Env:
             timeout=PROCESS_TIMEOUT,
             check=False,
         )
+
+    def attached(
+        self, name: str, script: list[dict[str, Any]] | None = None, *, width: int = 100
+    ) -> tuple[Path, str, ChatTerminal]:
+        """A new workspace `name`, a session in it (on `script`) and a chat attached to that
+        session, ready for input."""
+        ws = self.workspace(name)
+        sid = self.session(ws, script)
+        term = self.chat(ws, "-s", sid, width=width)
+        term.ready()
+        return ws, sid, term
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.call("session/history", {"sessionId": session_id})[
+            "messages"
+        ]
+        return messages
 
     def wait_idle(self, session_id: str) -> dict[str, Any]:
         """The session's info once no turn runs in it (bounded)."""
@@ -131,11 +152,8 @@ def write_step(name: str, text: str = "Writing.") -> dict[str, Any]:
 
 
 def test_a_streamed_reply_is_shown_live_then_rendered_as_markdown(chat: Env) -> None:
-    ws = chat.workspace("stream")
     reply = "# Plan\n\nThe **answer** is `42`.\n\n```python\nprint(42)\n```\n"
-    sid = chat.session(ws, [{"text": reply, "chunks": 8, "delayMs": 400}])
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, _sid, term = chat.attached("stream", [{"text": reply, "chunks": 8, "delayMs": 400}])
     term.send("what is it?")
     # While it streams, the text is shown as it comes (not yet rendered).
     term.wait_for("# Plan", "the raw text streaming into the live area")
@@ -146,7 +164,6 @@ def test_a_streamed_reply_is_shown_live_then_rendered_as_markdown(chat: Env) -> 
 
 
 def test_approvals_answered_once_always_and_no(chat: Env) -> None:
-    ws = chat.workspace("approvals")
     script = [
         write_step("a.txt"),
         {"text": "one done"},
@@ -156,9 +173,7 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
         write_step("c.txt"),
         {"text": "three done"},
     ]
-    sid = chat.session(ws, script)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    ws, sid, term = chat.attached("approvals", script)
     term.send("first")
     term.wait_for(f"Allow Write {ws}/a.txt?")
     term.wait_for("+a.txt")  # the Write is shown as a diff
@@ -194,10 +209,7 @@ def test_approvals_answered_once_always_and_no(chat: Env) -> None:
 
 
 def test_an_approval_answered_elsewhere_leaves_the_prompt(chat: Env) -> None:
-    ws = chat.workspace("elsewhere")
-    sid = chat.session(ws, [write_step("d.txt"), {"text": "elsewhere done"}])
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    ws, sid, term = chat.attached("elsewhere", [write_step("d.txt"), {"text": "elsewhere done"}])
     term.send("go")
     term.wait_for("Allow Write")
     result = chat.ctl("approve", "-s", sid)
@@ -208,10 +220,9 @@ def test_an_approval_answered_elsewhere_leaves_the_prompt(chat: Env) -> None:
 
 
 def test_ctrl_c_during_a_slow_step_aborts_the_turn_once(chat: Env) -> None:
-    ws = chat.workspace("abort")
-    sid = chat.session(ws, [{"text": "a very slow reply indeed", "chunks": 5, "delayMs": 4000}])
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, sid, term = chat.attached(
+        "abort", [{"text": "a very slow reply indeed", "chunks": 5, "delayMs": 4000}]
+    )
     term.send("take your time")
     term.wait_for("thinking")
     # A prompt sent while the turn runs is refused and kept in the input line …
@@ -230,10 +241,7 @@ def test_ctrl_c_during_a_slow_step_aborts_the_turn_once(chat: Env) -> None:
 
 
 def test_ctrl_c_twice_leaves_and_the_abort_goes_through(chat: Env) -> None:
-    ws = chat.workspace("twice")
-    sid = chat.session(ws, [{"text": "slow", "chunks": 5, "delayMs": 4000}])
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, sid, term = chat.attached("twice", [{"text": "slow", "chunks": 5, "delayMs": 4000}])
     term.send("go slowly")
     term.wait_for("thinking")
     term.keys("C-c")
@@ -241,7 +249,7 @@ def test_ctrl_c_twice_leaves_and_the_abort_goes_through(chat: Env) -> None:
     term.keys("C-c")
     assert term.wait_exit() == 0
     assert chat.wait_idle(sid)["running"] is False
-    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    history = chat.history(sid)
     assert not any(m["role"] == "assistant" and m["state"] == "complete" for m in history)
 
 
@@ -261,10 +269,7 @@ def test_up_recalls_the_last_prompt_of_another_session(chat: Env) -> None:
 
 
 def test_ctrl_r_searches_the_prompt_history(chat: Env) -> None:
-    ws = chat.workspace("search")
-    sid = chat.session(ws)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, _sid, term = chat.attached("search")
     for prompt in ("paint the fence", "walk the dog", "feed the cat"):
         term.send(prompt)
         term.wait_for(f"echo: {prompt}")
@@ -279,10 +284,7 @@ def test_ctrl_r_searches_the_prompt_history(chat: Env) -> None:
 
 
 def test_slash_mode_compact_fork_and_sessions(chat: Env) -> None:
-    ws = chat.workspace("slash")
-    sid = chat.session(ws)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, sid, term = chat.attached("slash")
     term.send("hello")
     term.wait_for("echo: hello")
     term.idle()
@@ -314,11 +316,8 @@ def test_slash_mode_compact_fork_and_sessions(chat: Env) -> None:
 
 
 def test_ctrl_d_leaves_a_running_turn_running(chat: Env) -> None:
-    ws = chat.workspace("leave")
     reply = "finished while you were away"
-    sid = chat.session(ws, [{"text": reply, "chunks": 3, "delayMs": 700}])
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    ws, sid, term = chat.attached("leave", [{"text": reply, "chunks": 3, "delayMs": 700}])
     term.send("work on it")
     term.wait_for("thinking")
     term.keys("C-d")
@@ -326,7 +325,7 @@ def test_ctrl_d_leaves_a_running_turn_running(chat: Env) -> None:
     assert "the turn goes on in robotad" in term.screen()
     info = chat.wait_idle(sid)
     assert info["running"] is False
-    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    history = chat.history(sid)
     assert history[-1]["role"] == "assistant"
     assert history[-1]["content"] == reply
     assert history[-1]["state"] == "complete"
@@ -357,11 +356,10 @@ def test_no_color_output_has_no_escape_codes(chat: Env) -> None:
 
 
 def test_a_terminal_40_columns_wide(chat: Env) -> None:
-    ws = chat.workspace("narrow")
     words = " ".join(f"word{i}" for i in range(30))
-    sid = chat.session(ws, [{"text": words, "chunks": 4, "delayMs": 100}])
-    term = chat.chat(ws, "-s", sid, width=40)
-    term.ready()
+    _ws, _sid, term = chat.attached(
+        "narrow", [{"text": words, "chunks": 4, "delayMs": 100}], width=40
+    )
     term.send("talk")
     # While the model works the status line keeps the session, the mode and the time.
     term.wait_for(lambda s: any("default · thinking" in line for line in s.splitlines()))
@@ -378,15 +376,7 @@ def test_a_terminal_40_columns_wide(chat: Env) -> None:
 
 def test_one_shot_commands_never_import_the_chat_libraries(chat: Env) -> None:
     def imported(*args: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "-X", "importtime", *args],
-            capture_output=True,
-            text=True,
-            env=chat.env,
-            cwd=REPO,
-            timeout=PROCESS_TIMEOUT,
-            check=False,
-        )
+        result = chat.python("-X", "importtime", *args)
         assert result.returncode == 0, result.stderr
         return " ".join(line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines())
 
@@ -404,10 +394,7 @@ def test_chat_refuses_without_a_terminal(chat: Env) -> None:
 
 
 def test_export_writes_the_artifact(chat: Env) -> None:
-    ws = chat.workspace("export")
-    sid = chat.session(ws)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    ws, _sid, term = chat.attached("export")
     term.send("/export out.json")
     term.wait_for("exported")
     artifact = json.loads((ws / "out.json").read_text())
@@ -415,20 +402,14 @@ def test_export_writes_the_artifact(chat: Env) -> None:
 
 
 def test_another_clients_turn_shows_live(chat: Env) -> None:
-    ws = chat.workspace("two")
-    sid = chat.session(ws)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, sid, term = chat.attached("two")
     result = chat.ctl("run", "-s", sid, "from afar")
     assert result.returncode == 0, result.stderr
     term.wait_for(lambda s: "echo: from afar" in s and "» from afar  (another client)" in s)
 
 
 def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
-    ws = chat.workspace("lines")
-    sid = chat.session(ws)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    _ws, sid, term = chat.attached("lines")
     term.type("one \\")
     term.keys("Enter")
     term.type("two")
@@ -441,16 +422,13 @@ def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
     term.keys("Enter")
     term.wait_for("echo: pasted", "the reply to the paste")
     chat.wait_idle(sid)
-    history = chat.call("session/history", {"sessionId": sid})["messages"]
+    history = chat.history(sid)
     prompts = [message["content"] for message in history if message["role"] == "user"]
     assert prompts == ["one \ntwo\nthree", "pasted\nlines"]
 
 
 def test_more_slash_commands(chat: Env) -> None:
-    ws = chat.workspace("more")
-    sid = chat.session(ws)
-    term = chat.chat(ws, "-s", sid)
-    term.ready()
+    ws, sid, term = chat.attached("more")
     term.send("/help")
     term.wait_for("/export FILE")
     term.send("hi")
