@@ -17,7 +17,7 @@ from protocol.errors import InvalidParams
 from tests.daemon_helpers import PROCESS_TIMEOUT, RunningDaemon, connect, module_daemon
 from tests.mcp.conftest import MCP_TIMEOUT, FakeServers, NpmServers
 from tests.mcp.processes import processes_with
-from tests.mcp.test_mcp_daemon import call, tool_messages
+from tests.mcp.test_mcp_daemon import call, new_session, tool_messages
 
 daemon = module_daemon()
 
@@ -36,29 +36,15 @@ async def test_a_session_brings_its_own_server(
     echo = call("mcp__mine__echo", message="own")
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
-            info = await client.call(
-                "session/create",
-                {
-                    "cwd": str(tmp_path),
-                    "permissionMode": "bypassPermissions",
-                    "mcpServers": [mine],
-                    "script": [{"toolCalls": [echo]}, {"text": "done"}],
-                },
+            owner = await new_session(
+                client, tmp_path, [{"toolCalls": [echo]}, {"text": "done"}], mcpServers=[mine]
             )
-            owner = info["sessionId"]
             listed = await client.call("mcp/list", {"sessionId": owner})
             result = await client.call("session/run", {"sessionId": owner, "prompt": "go"})
             own = await tool_messages(client, owner)
-            other = await client.call(
-                "session/create",
-                {
-                    "cwd": str(tmp_path),
-                    "permissionMode": "bypassPermissions",
-                    "script": [{"toolCalls": [echo]}, {"text": "done"}],
-                },
-            )
-            await client.call("session/run", {"sessionId": other["sessionId"], "prompt": "go"})
-            foreign = await tool_messages(client, other["sessionId"])
+            other = await new_session(client, tmp_path, [{"toolCalls": [echo]}, {"text": "done"}])
+            await client.call("session/run", {"sessionId": other, "prompt": "go"})
+            foreign = await tool_messages(client, other)
             assert processes_with("MARK=mine-server", parent=daemon.pid)
             await client.call("session/close", {"sessionId": owner})
     assert listed["servers"] == [
@@ -86,16 +72,12 @@ async def test_a_sessions_servers_come_back_when_it_is_opened_again(
     echo = call("mcp__kept__echo", message="again")
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
-            info = await client.call(
-                "session/create",
-                {
-                    "cwd": str(tmp_path),
-                    "permissionMode": "bypassPermissions",
-                    "mcpServers": [mine],
-                    "script": [{"text": "first"}, {"toolCalls": [echo]}, {"text": "done"}],
-                },
+            session_id = await new_session(
+                client,
+                tmp_path,
+                [{"text": "first"}, {"toolCalls": [echo]}, {"text": "done"}],
+                mcpServers=[mine],
             )
-            session_id = info["sessionId"]
             await client.call("session/run", {"sessionId": session_id, "prompt": "one"})
             await client.call("session/close", {"sessionId": session_id})
             await client.call("session/open", {"sessionId": session_id})
@@ -113,7 +95,7 @@ async def test_a_changed_tool_list_is_offered_from_the_next_turn(
     """After notifications/tools/list_changed the server's tools are read again: mcp/list
     shows the new tool and the next turn offers it."""
     growing = {"name": "g", "command": fake_servers.python, "args": [str(fake_servers.growing)]}
-    script = [
+    script: list[dict[str, Any]] = [
         {"toolCalls": [call("mcp__g__grow")]},
         {"text": "grown"},
         {"toolCalls": [call("mcp__g__late")]},
@@ -121,16 +103,7 @@ async def test_a_changed_tool_list_is_offered_from_the_next_turn(
     ]
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
-            info = await client.call(
-                "session/create",
-                {
-                    "cwd": str(tmp_path),
-                    "permissionMode": "bypassPermissions",
-                    "mcpServers": [growing],
-                    "script": script,
-                },
-            )
-            session_id = info["sessionId"]
+            session_id = await new_session(client, tmp_path, script, mcpServers=[growing])
             listed = await client.call("mcp/list", {"sessionId": session_id})
             await client.call("session/run", {"sessionId": session_id, "prompt": "grow"})
             while True:
@@ -227,21 +200,17 @@ async def test_an_http_server_and_its_death(
     again = call("mcp__web__echo", message="gone")
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
-            info = await client.call(
-                "session/create",
-                {
-                    "cwd": str(tmp_path),
-                    "permissionMode": "bypassPermissions",
-                    "mcpServers": [{"name": "web", "url": url}],
-                    "script": [
-                        {"toolCalls": [echo]},
-                        {"text": "one"},
-                        {"toolCalls": [again]},
-                        {"text": "two"},
-                    ],
-                },
+            session_id = await new_session(
+                client,
+                tmp_path,
+                [
+                    {"toolCalls": [echo]},
+                    {"text": "one"},
+                    {"toolCalls": [again]},
+                    {"text": "two"},
+                ],
+                mcpServers=[{"name": "web", "url": url}],
             )
-            session_id = info["sessionId"]
             first = await client.call("session/run", {"sessionId": session_id, "prompt": "a"})
             process.kill()
             process.wait(PROCESS_TIMEOUT)
