@@ -6,8 +6,9 @@ root it actually uses (G-104)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,6 +87,23 @@ class BlockingJournal:
         await self.inner.discard(execution_id, durable=durable)
 
 
+@contextlib.asynccontextmanager
+async def write_held(
+    journal: BlockingJournal, turn: Callable[[], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """Run `turn` until its journal write blocks; the block runs while the write is held.
+    When the block ends, pass or fail, the write is released (never left blocked) and the
+    turn is waited for. Bounded by LIMIT."""
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(turn)
+            try:
+                await journal.entered.wait()
+                yield
+            finally:
+                journal.release.set()
+
+
 async def assert_busy(session: Session, turn_id: str | None) -> None:
     """Every way of starting work on `session` is refused with SessionBusy naming `turn_id`,
     and none of them changes history."""
@@ -119,17 +137,11 @@ async def test_claim_is_held_while_the_parks_request_is_being_journaled(workspac
     async def turn() -> None:
         results.append(await session.run_recoverable("write it", journal, turn_id="t-1"))
 
-    with trio.fail_after(LIMIT):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(turn)
-            try:
-                await journal.entered.wait()
-                await trio.testing.wait_all_tasks_blocked()
-                assert session.is_running()
-                await assert_busy(session, "t-1")
-                assert not results  # the turn has not answered while its write is pending
-            finally:  # never leave the shielded write blocked, pass or fail
-                journal.release.set()
+    async with write_held(journal, turn):
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.is_running()
+        await assert_busy(session, "t-1")
+        assert not results  # the turn has not answered while its write is pending
     (waiting,) = results
     assert isinstance(waiting, TurnWaiting)
     assert not session.is_running()
@@ -154,16 +166,10 @@ async def test_claim_is_held_until_the_finished_record_is_journaled(workspace: P
     async def turn() -> None:
         results.append(await session.run_recoverable("one", journal, turn_id="t-1"))
 
-    with trio.fail_after(LIMIT):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(turn)
-            try:
-                await journal.entered.wait()
-                await trio.testing.wait_all_tasks_blocked()
-                assert session.is_running()
-                await assert_busy(session, "t-1")
-            finally:  # never leave the shielded write blocked, pass or fail
-                journal.release.set()
+    async with write_held(journal, turn):
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.is_running()
+        await assert_busy(session, "t-1")
     assert results == [TurnCompleted(turn_id="t-1", response="first")]
     assert not session.is_running()
     (execution_id,) = await journal.executions()
@@ -185,18 +191,12 @@ async def test_an_abort_keeps_the_claim_until_the_journal_write_settles(workspac
         except TurnAborted as exc:
             ended.append(exc)
 
-    with trio.fail_after(LIMIT):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(turn)
-            try:
-                await journal.entered.wait()
-                assert session.abort()
-                await trio.testing.wait_all_tasks_blocked()
-                assert session.is_running()
-                await assert_busy(session, "t-1")
-                assert not ended
-            finally:  # never leave the shielded write blocked, pass or fail
-                journal.release.set()
+    async with write_held(journal, turn):
+        assert session.abort()
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.is_running()
+        await assert_busy(session, "t-1")
+        assert not ended
     (outcome,) = ended
     assert isinstance(outcome, TurnAborted)
     assert not session.is_running()
