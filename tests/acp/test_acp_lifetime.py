@@ -15,7 +15,7 @@ import trio
 
 from protocol.blocking_client import open_blocking_connection
 from tests.acp.conftest import Launch, agent_argv
-from tests.acp.editors import EDITOR_TIMEOUT, open_editor
+from tests.acp.editors import EDITOR_TIMEOUT, Editor, open_editor
 from tests.acp.proof import assert_editor_received_everything
 from tests.acp.sdk_cache import typescript_sdk
 from tests.providers.fake_servers import FakeModelServer, Reply, openai_stream
@@ -32,6 +32,33 @@ from tests.robotad_process import (
 def robotad_call(daemon: RobotadProcess, method: str, params: dict[str, Any]) -> Any:
     with open_blocking_connection(daemon.socket_path, timeout=30) as client:
         return client.request(method, params)
+
+
+async def approve_from_a_terminal(daemon: RobotadProcess, session_id: str) -> None:
+    """``robotactl approve`` of `session_id`'s pending request, against `daemon` only; it
+    succeeds (bounded by PROCESS_TIMEOUT)."""
+    ctl = [sys.executable, "-m", "robotactl", "--socket", str(daemon.socket_path)]
+    with trio.fail_after(PROCESS_TIMEOUT):
+        approved = await trio.run_process(
+            [*ctl, "--no-autostart", "approve", "-s", session_id],
+            capture_stdout=True,
+            capture_stderr=True,
+            env=child_environment(),
+            cwd=REPO,
+            check=False,
+        )
+    assert approved.returncode == 0, approved.stderr.decode()
+
+
+async def prompt_until_held(editor: Editor, session_id: str) -> None:
+    """Prompt ``write``; return once the editor holds the permission question it is asked."""
+    await editor.send(
+        op="prompt",
+        params={"sessionId": session_id, "prompt": [{"type": "text", "text": "write"}]},
+        answers=["hold"],
+    )
+    held = await editor.next_event()
+    assert held["event"] == "held"
 
 
 async def wait_exit(pid: int) -> None:
@@ -63,39 +90,14 @@ async def test_editor_killed_while_asking_leaves_the_approval_for_robotactl_appr
         await editor.initialize()
         session_id = await editor.new_session(workspace)
         agent_pid = await editor.agent_pid()
-        await editor.send(
-            op="prompt",
-            params={"sessionId": session_id, "prompt": [{"type": "text", "text": "write"}]},
-            answers=["hold"],
-        )
-        held = await editor.next_event()
-        assert held["event"] == "held"
+        await prompt_until_held(editor, session_id)
         editor.process.kill()  # the editor dies with the question open
         await editor.process.wait()
         await wait_exit(agent_pid)  # the agent sees its stdin end and leaves
     pending = robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"]
     assert [r["tool"] for r in pending["requests"]] == ["Write"]
     assert not target.exists()
-    approved = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "robotactl",
-            "--socket",
-            str(acp_daemon.socket_path),
-            "--no-autostart",
-            "approve",
-            "-s",
-            session_id,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
-        env=child_environment(),
-        cwd=REPO,
-        check=False,
-    )
-    assert approved.returncode == 0, approved.stderr
+    await approve_from_a_terminal(acp_daemon, session_id)
     assert target.read_text() == "yes\n"
     history = robotad_call(acp_daemon, "session/history", {"sessionId": session_id})
     assert history["messages"][-1]["content"] == "written after all"
@@ -111,31 +113,8 @@ async def test_an_approval_answered_from_a_terminal_ends_the_editors_question(
     async with launch(script=[{"toolCalls": [write]}, {"text": "thanks, terminal"}]) as editor:
         await editor.initialize()
         session_id = await editor.new_session(workspace)
-        await editor.send(
-            op="prompt",
-            params={"sessionId": session_id, "prompt": [{"type": "text", "text": "write"}]},
-            answers=["hold"],
-        )
-        assert (await editor.next_event())["event"] == "held"
-        approved = await trio.run_process(
-            [
-                sys.executable,
-                "-m",
-                "robotactl",
-                "--socket",
-                str(acp_daemon.socket_path),
-                "--no-autostart",
-                "approve",
-                "-s",
-                session_id,
-            ],
-            capture_stdout=True,
-            capture_stderr=True,
-            env=child_environment(),
-            cwd=REPO,
-            check=False,
-        )
-        assert approved.returncode == 0, approved.stderr
+        await prompt_until_held(editor, session_id)
+        await approve_from_a_terminal(acp_daemon, session_id)
         reply = await editor.reply()
         assert reply["result"] == {"stopReason": "end_turn"}
         assert target.read_text() == "t\n"
