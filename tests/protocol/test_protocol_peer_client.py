@@ -93,6 +93,35 @@ async def client_against_raw(
         nursery.cancel_scope.cancel()
 
 
+async def request_failing(
+    client: JsonRpcPeer,
+    method: str,
+    error: type[BaseException],
+    failures: list[BaseException],
+) -> None:
+    """Request `method`; the `error` it fails with is added to `failures`."""
+    try:
+        await client.request(method)
+    except error as exc:
+        failures.append(exc)
+
+
+async def withdrawn_request(client: JsonRpcPeer, server: RawEnd, method: str) -> dict[str, Any]:
+    """Request `method`, then cancel the requester once the request is on the wire. Returns
+    the request as the remote received it."""
+    scope = trio.CancelScope()
+
+    async def impatient() -> None:
+        with scope:
+            await client.request(method)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(impatient)
+        first: dict[str, Any] = await server.receive()
+        scope.cancel()
+    return first
+
+
 @pytest.mark.parametrize("framing", FRAMINGS)
 async def test_typed_request_and_notifications_before_the_reply(framing: Framing) -> None:
     events: list[tuple[str, Any]] = []
@@ -128,14 +157,7 @@ async def test_unusable_reply_is_a_malformed_response() -> None:
     async with client_against_raw() as (client, server):
         async with trio.open_nursery() as nursery:
             outcome: list[BaseException] = []
-
-            async def ask() -> None:
-                try:
-                    await client.request("x")
-                except MalformedResponse as exc:
-                    outcome.append(exc)
-
-            nursery.start_soon(ask)
+            nursery.start_soon(request_failing, client, "x", MalformedResponse, outcome)
             request = await server.receive()
             await server.send({"jsonrpc": "2.0", "id": request["id"]})
         assert len(outcome) == 1
@@ -145,16 +167,9 @@ async def test_unusable_reply_is_a_malformed_response() -> None:
 async def test_pending_requests_fail_when_the_remote_goes_away(framing: Framing) -> None:
     async with client_against_raw(framing) as (client, server):
         failures: list[BaseException] = []
-
-        async def ask(method: str) -> None:
-            try:
-                await client.request(method)
-            except ConnectionLost as exc:
-                failures.append(exc)
-
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ask, "a")
-            nursery.start_soon(ask, "b")
+            nursery.start_soon(request_failing, client, "a", ConnectionLost, failures)
+            nursery.start_soon(request_failing, client, "b", ConnectionLost, failures)
             assert {(await server.receive())["method"] for _ in range(2)} == {"a", "b"}
             await server.stream.aclose()
         assert len(failures) == 2
@@ -167,15 +182,8 @@ async def test_pending_requests_fail_when_the_remote_goes_away(framing: Framing)
 async def test_half_closed_remote_fails_pending_requests() -> None:
     async with client_against_raw() as (client, server):
         failures: list[BaseException] = []
-
-        async def ask() -> None:
-            try:
-                await client.request("a")
-            except ConnectionLost as exc:
-                failures.append(exc)
-
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ask)
+            nursery.start_soon(request_failing, client, "a", ConnectionLost, failures)
             await server.receive()
             await server.send_eof()
         assert len(failures) == 1
@@ -187,16 +195,7 @@ async def test_a_withdrawn_request_is_announced_as_the_remote_expects() -> None:
     from robotactl.acp.serve import acp_cancel_notice
 
     async with client_against_raw(cancel_notice=acp_cancel_notice) as (client, server):
-        scope = trio.CancelScope()
-
-        async def impatient() -> None:
-            with scope:
-                await client.request("session/request_permission")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(impatient)
-            first = await server.receive()
-            scope.cancel()
+        first = await withdrawn_request(client, server, "session/request_permission")
         assert await server.receive() == {
             "jsonrpc": "2.0",
             "method": "$/cancel_request",
@@ -206,16 +205,7 @@ async def test_a_withdrawn_request_is_announced_as_the_remote_expects() -> None:
 
 async def test_cancelled_requester_does_not_deadlock_the_connection() -> None:
     async with client_against_raw() as (client, server):
-        scope = trio.CancelScope()
-
-        async def impatient() -> None:
-            with scope:
-                await client.request("slow")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(impatient)
-            first = await server.receive()
-            scope.cancel()
+        first = await withdrawn_request(client, server, "slow")
         cancel = await server.receive()
         assert cancel == {
             "jsonrpc": "2.0",
