@@ -158,14 +158,24 @@ class Recording:
         await self.inner.aclose()
 
 
-class Replies:
+class FakeProvider:
+    """What every hand-written test provider shares: a test kind and model, no context
+    window, nothing to close. A subclass sets `name` and writes `complete`."""
+
+    name = "fake"
+    kind = "test"
+    model = "test"
+    context_window: int | None = None
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Replies(FakeProvider):
     """A provider returning prepared `ModelReply`s in order (for shapes a script cannot make,
     such as unparseable argument text), then plain ``done``."""
 
     name = "replies"
-    kind = "test"
-    model = "test"
-    context_window: int | None = None
 
     def __init__(self, *replies: ModelReply) -> None:
         self._replies = list(replies)
@@ -176,9 +186,6 @@ class Replies:
             return self._replies.pop(0)
         observer.on_text("done")
         return ModelReply("done", [])
-
-    async def aclose(self) -> None:
-        pass
 
 
 class ScriptedGate:

@@ -17,6 +17,7 @@ from robotad.agent.tool import Tool
 
 from .loop_fakes import (
     EchoTool,
+    FakeProvider,
     Journal,
     Recording,
     ScriptedGate,
@@ -291,11 +292,8 @@ async def test_a_provider_turning_the_abort_into_an_error_still_ends_in_the_abor
 
     abort = AbortSignal()
 
-    class SwallowsCancellation:
+    class SwallowsCancellation(FakeProvider):
         name = "sloppy"
-        kind = "test"
-        model = "test"
-        context_window: int | None = None
 
         async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
             observer.on_text("partial ")
@@ -304,9 +302,6 @@ async def test_a_provider_turning_the_abort_into_an_error_still_ends_in_the_abor
                 await trio.sleep_forever()
             except trio.Cancelled:
                 raise ProviderError("stream closed") from None
-
-        async def aclose(self) -> None:
-            pass
 
     journal = Journal(start_history())
     with pytest.raises(TurnAbortedError):

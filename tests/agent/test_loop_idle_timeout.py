@@ -16,7 +16,16 @@ from robotad.agent import (
 )
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 
-from .loop_fakes import EchoTool, Journal, call_step, scripted, start_history, toolbox, turn
+from .loop_fakes import (
+    EchoTool,
+    FakeProvider,
+    Journal,
+    call_step,
+    scripted,
+    start_history,
+    toolbox,
+    turn,
+)
 
 
 async def test_g039_a_silent_provider_call_fails_with_an_idle_timeout_reason(
@@ -76,22 +85,16 @@ async def test_g041_the_timeout_applies_to_each_call_separately(
     assert trio.current_time() - started >= 6.3
 
 
-class _Heartbeat:
+class _Heartbeat(FakeProvider):
     """Streams no text, only activity (e.g. tool-call argument chunks), every 0.5 s for 4 s."""
 
     name = "heartbeat"
-    kind = "test"
-    model = "test"
-    context_window: int | None = None
 
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
         for _ in range(8):
             await trio.sleep(0.5)
             observer.on_activity()
         return ModelReply("ok", [])
-
-    async def aclose(self) -> None:
-        pass
 
 
 async def test_other_streamed_activity_also_restarts_the_idle_timer(
@@ -115,11 +118,8 @@ async def test_an_abort_arriving_with_the_idle_deadline_is_an_abort(
 ) -> None:
     abort = AbortSignal()
 
-    class AbortsWhenTimedOut:
+    class AbortsWhenTimedOut(FakeProvider):
         name = "racer"
-        kind = "test"
-        model = "test"
-        context_window: int | None = None
 
         async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
             try:
@@ -129,22 +129,16 @@ async def test_an_abort_arriving_with_the_idle_deadline_is_an_abort(
                 raise
             raise AssertionError("the idle deadline should have fired")
 
-        async def aclose(self) -> None:
-            pass
-
     with pytest.raises(TurnAbortedError):
         await turn(AbortsWhenTimedOut(), Journal(start_history()), idle_timeout=1.0, abort=abort)
 
 
-class _Endless:
+class _Endless(FakeProvider):
     """Streams text (or a tool call's arguments, or thinking: what a provider reports as
     activity with the characters it kept) and never finishes (a server gone wrong); counts
     what it sent."""
 
     name = "endless"
-    kind = "test"
-    model = "test"
-    context_window: int | None = None
 
     def __init__(self, streams: str) -> None:
         self.streams = streams
@@ -158,9 +152,6 @@ class _Endless:
                 observer.on_activity(65_536)
             self.sent += 65_536
             await trio.lowlevel.checkpoint()
-
-    async def aclose(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("streams", ["text", "tool-call arguments"])

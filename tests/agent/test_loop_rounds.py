@@ -16,6 +16,7 @@ from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 
 from .loop_fakes import (
     EchoTool,
+    FakeProvider,
     Journal,
     Recording,
     Replies,
@@ -166,17 +167,11 @@ async def test_g207_provider_error_fails_the_turn_keeping_completed_rounds() -> 
     assert paired(journal.messages)
 
 
-class _Exploding:
+class _Exploding(FakeProvider):
     name = "exploding"
-    kind = "test"
-    model = "test"
-    context_window: int | None = None
 
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
         raise KeyError("Authorization: Bearer sk-live-123")
-
-    async def aclose(self) -> None:
-        pass
 
 
 async def test_an_unexpected_provider_exception_is_a_provider_failure_without_its_text() -> None:
