@@ -31,6 +31,15 @@ RunningDaemon = RobotadProcess
 
 
 @pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """A session's working directory (resolved: the daemon stores canonical paths). A module
+    that wants another overrides it."""
+    directory = tmp_path / "work"
+    directory.mkdir()
+    return directory.resolve()
+
+
+@pytest.fixture
 def socket_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private directory with a short path (Unix socket paths are capped at 107 bytes)."""
     directory = tmp_path_factory.mktemp("sock")

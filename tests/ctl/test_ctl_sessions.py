@@ -33,14 +33,6 @@ from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon, child_environment
 from .ctl_helpers import decoded, new_session, sock
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """A session's working directory (resolved: the daemon stores canonical paths)."""
-    directory = tmp_path / "work"
-    directory.mkdir()
-    return directory.resolve()
-
-
 def ran(ctl: Ctl, daemon: RunningDaemon, session_id: str, prompt: str) -> TurnCompleted:
     return decoded(ctl(*sock(daemon), "--json", "run", "-s", session_id, prompt), TurnCompleted)
 

@@ -21,13 +21,6 @@ from .ctl_helpers import Terminal, new_session, sock, write_script
 from .test_ctl_turns import SLOW, slow_run
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    directory = tmp_path / "work"
-    directory.mkdir()
-    return directory.resolve()
-
-
 def test_approving_prints_the_decision_once(ctl: Ctl, robotad: RunningDaemon, work: Path) -> None:
     session_id = new_session(ctl, robotad, work, write_script("out.txt", "hi\n", "Wrote it."))
     waiting = ctl(*sock(robotad), "run", "-s", session_id, "write it", input="")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
 
 from protocol.methods import HistoryResult, PendingResult, SessionList
 from protocol.shapes import SessionInfo, TurnCompleted, TurnWaiting
@@ -22,13 +21,6 @@ from robotactl.exit_codes import ExitCode
 
 from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon, child_environment
 from .ctl_helpers import Terminal, decoded, new_session, sock, write_script
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    directory = tmp_path / "work"
-    directory.mkdir()
-    return directory.resolve()
 
 
 def pending(ctl: Ctl, daemon: RunningDaemon, session_id: str) -> PendingResult:
