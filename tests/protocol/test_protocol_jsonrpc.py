@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import InternalError, InvalidRequest, ParseError, SessionBusy
+from protocol.errors import InternalError, InvalidRequest, ParseError, RpcError, SessionBusy
 from protocol.jsonrpc import (
     Frame,
     Invalid,
@@ -31,6 +31,14 @@ def only(frame: Frame) -> Any:
     assert not frame.batch
     assert len(frame.messages) == 1
     return frame.messages[0]
+
+
+def invalid(body: bytes, error: type[RpcError]) -> Invalid:
+    """The one message `body` parses to: an `Invalid` whose error is an `error`."""
+    message = only(parse_frame(body))
+    assert isinstance(message, Invalid)
+    assert isinstance(message.error, error)
+    return message
 
 
 def raw_json(raw: msgspec.Raw | None) -> Any:
@@ -86,25 +94,19 @@ def test_extra_members_are_tolerated_on_input() -> None:
     ],
 )
 def test_invalid_json_is_one_parse_error_with_null_id(body: bytes) -> None:
-    message = only(parse_frame(body))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, ParseError)
+    message = invalid(body, ParseError)
     assert message.error.code == -32700
     assert message.id is None
 
 
 def test_invalid_request_object() -> None:
-    message = only(parse_frame(b'{"jsonrpc": "2.0", "method": 1, "params": "bar"}'))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, InvalidRequest)
+    message = invalid(b'{"jsonrpc": "2.0", "method": 1, "params": "bar"}', InvalidRequest)
     assert message.id is None
 
 
 @pytest.mark.parametrize("bad_id", [b"true", b"1.5", b"null", b"{}", b"[1]", b"1e3"])
 def test_ids_must_be_strings_or_integers(bad_id: bytes) -> None:
-    message = only(parse_frame(b'{"jsonrpc":"2.0","method":"m","id":' + bad_id + b"}"))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, InvalidRequest)
+    message = invalid(b'{"jsonrpc":"2.0","method":"m","id":' + bad_id + b"}", InvalidRequest)
     assert message.id is None
 
 
@@ -120,17 +122,13 @@ def test_ids_must_be_strings_or_integers(bad_id: bytes) -> None:
     ],
 )
 def test_invalid_request_echoes_a_readable_id(body: bytes) -> None:
-    message = only(parse_frame(body))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, InvalidRequest)
+    message = invalid(body, InvalidRequest)
     assert message.id == 5
 
 
 @pytest.mark.parametrize("body", [b"1", b'"x"', b"null", b"true", b'{"foo": "boo"}'])
 def test_non_message_values_are_invalid_requests(body: bytes) -> None:
-    message = only(parse_frame(body))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, InvalidRequest)
+    message = invalid(body, InvalidRequest)
     assert message.id is None
 
 
@@ -139,15 +137,11 @@ def test_batch_with_invalid_json_is_one_parse_error() -> None:
         b'[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},'
         b'{"jsonrpc": "2.0", "method"]'
     )
-    message = only(parse_frame(body))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, ParseError)
+    invalid(body, ParseError)
 
 
 def test_empty_batch_is_one_invalid_request_not_an_array() -> None:
-    message = only(parse_frame(b" [ ] "))
-    assert isinstance(message, Invalid)
-    assert isinstance(message.error, InvalidRequest)
+    message = invalid(b" [ ] ", InvalidRequest)
     assert message.id is None
 
 
