@@ -109,29 +109,38 @@ async def test_the_session_logs_every_text_delta(workspace: Path) -> None:
     assert {d["requestId"] for d in deltas} == {request["requestId"]}
 
 
-async def test_a_refused_save_fails_a_manual_compaction_and_the_next_save_holds_it(
+async def test_a_refused_save_fails_a_manual_compaction_and_puts_history_back(
     workspace: Path,
 ) -> None:
-    """PROTOCOL §10.1: a manual compaction is acknowledged only once saved; on a refused
-    write it answers StorageFailed, keeps the compacted history in memory, and the next save
-    (once space returns) writes it."""
+    """PROTOCOL §10.1: a manual compaction is done only once saved. On a refused write it
+    answers StorageFailed, its event says "failed" (never "completed"), and history is as it
+    was: a client told it failed never finds it done, and the next save holds no summary."""
+    events = Events()
     store = MemoryStore()
     session = new_session(
         workspace,
         scripted([{"text": "first"}, {"summary": "they said one"}, {"text": "second"}]),
         store=store,
+        event_sink=events,
         session_id="s-compact",
     )
     with trio.fail_after(LIMIT):
         await session.run("one")
+    history = session.get_history()
     saved_before = len(store.saved)
     store.fail = True
     with trio.fail_after(LIMIT), pytest.raises(StorageFailed) as refused:
         await session.compact()
     assert refused.value.data["path"] == "sessions/s-compact.json"
     assert len(store.saved) == saved_before  # nothing claimed saved
-    assert any("they said one" in (m.content or "") for m in session.get_history())
+    assert [e["phase"] for e in events.of("compaction")] == ["started", "failed"]
+    assert session.get_history() == history
     store.fail = False
     with trio.fail_after(LIMIT):
         assert await session.run("two") == "second"
-    assert any("they said one" in (m.content or "") for m in store.last.messages)
+    assert [m.content for m in store.last.messages if m.role != "system"] == [
+        "one",
+        "first",
+        "two",
+        "second",
+    ]

@@ -8,7 +8,9 @@
 - otherwise a ``compaction`` event and log entry with phase "started", PreCompact, the
   summary call (text-only, G-172), then the summary replaces history after the commit barrier
   accepted it — system messages first, then the summary (G-175) — the context tracker starts
-  over, phase "completed", PostCompact, and the session is saved;
+  over, phase "completed", PostCompact, and the session is saved (a manual compaction is
+  saved before "completed": a refused write puts history back, phase "failed", and answers
+  `StorageFailed`);
 - an empty summary, a provider failure or an idle timeout of the summary call: phase
   "failed" and `CompactionFailed` (G-177, G-210) with history, tracker and stored record as
   they were (G-178);
@@ -27,6 +29,7 @@ from typing import Literal
 import trio
 
 from protocol.errors import CompactionAborted, CompactionFailed
+from protocol.shapes import Message
 from robotad.agent.provider import idle_timeout_reason
 from robotad.agent.stream_tap import StreamTap
 from robotad.session.compaction.summary import (
@@ -92,24 +95,25 @@ class CompactionProcedure:
         if isinstance(result, CompactionNoOp):  # history changed under us: nothing left
             self._reporter.compaction(turn.turn_id, trigger, "completed")
             return CompactOutcome(False, before, conversation.state())
+        kept = list(conversation.messages)
         try:
             await conversation.apply_compaction(result.history, trigger)
+            if trigger == "manual":
+                await self._persist_manual(kept)
         except Exception:
             self._reporter.compaction(turn.turn_id, trigger, "failed")
             raise
         after = conversation.state()
         self._reporter.compaction(turn.turn_id, trigger, "completed")
         await self._lifecycle.post_compact(turn, trigger, result.summarized)
-        await self._save_compacted(trigger)
+        if trigger != "manual":
+            await self._session.save()  # an automatic one is saved with its turn
         return CompactOutcome(True, before, after)
 
-    async def _save_compacted(self, trigger: Trigger) -> None:
-        """Save the compacted history. A manual compaction is acknowledged only once saved: a
-        refused write answers `StorageFailed` (PROTOCOL §10.1) while the compacted history
-        stays in memory for the next save. An automatic one is saved with its turn."""
-        if trigger != "manual":
-            await self._session.save()
-            return
+    async def _persist_manual(self, kept: list[Message]) -> None:
+        """A manual compaction is done only once saved: a refused write puts the history back
+        as it was (`kept`) and answers `StorageFailed` (PROTOCOL §10.1), so a client told it
+        failed never finds it done, and compacting again starts from the same history."""
         try:
             with trio.CancelScope(shield=True):
                 await self._session.persist()
@@ -117,6 +121,7 @@ class CompactionProcedure:
             refused = storage_failed(exc, self._session_id)
             if refused is None:
                 raise
+            self._conversation.replace(kept)
             raise refused from exc
 
     async def _summarise(
