@@ -156,6 +156,10 @@ class EventTranslator:
     def _finished(self, event: ToolFinished) -> list[SessionUpdate]:
         self._open.discard(event.call_id)
         status: ToolStatus = "completed" if event.ok else "failed"
+        if event.call_id not in self._shown:  # a call that could not run: never started
+            view = describe_call(event.tool, {})
+            self._shown[event.call_id] = view
+            return [_tool_call(event.call_id, view, {}, status, event.preview)]
         shown = self._shown.get(event.call_id)
         diff = shown.diff if shown is not None else []
         return [

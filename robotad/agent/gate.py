@@ -70,6 +70,12 @@ class ToolGate(Protocol):
         structurally failed or abort-interrupted calls."""
         ...
 
+    def reject(self, call: ToolCall, reason: str) -> None:
+        """Told of a call that failed before admission — an unknown tool, arguments that are
+        not JSON or that the tool refuses — whose failed result (`reason`) is committed; the
+        gate never decided it, so this is the one word a client gets of it."""
+        ...
+
 
 class AdmitAll:
     """A gate that admits every call with its own arguments and changes no result.
@@ -80,3 +86,6 @@ class AdmitAll:
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
         return result
+
+    def reject(self, call: ToolCall, reason: str) -> None:
+        pass

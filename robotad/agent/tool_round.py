@@ -155,6 +155,7 @@ class ToolRound:
             for index, slot in enumerate(self._slots):
                 tool = self._runnable(slot.call)
                 if isinstance(tool, str):
+                    self._gate.reject(slot.call, tool)
                     slot.finish(_failed(slot.call, tool))
                     continue
                 if not await self._admit(slot, tool):

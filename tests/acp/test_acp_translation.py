@@ -155,6 +155,20 @@ def test_a_denied_call_never_shown_becomes_a_failed_tool_call() -> None:
     ]
 
 
+def test_a_call_that_could_not_run_becomes_a_failed_tool_call() -> None:
+    """An unknown tool or arguments the tool refuses: robotad says only ``tool_finished``
+    (the call never started); the editor is shown the call, failed, with the reason."""
+    translator = EventTranslator()
+    [failed] = translator.updates_for(
+        event(ToolFinished, 1, call_id="c7", tool="Teleport", ok=False, preview="unknown tool")
+    )
+    assert wire(failed)["sessionUpdate"] == "tool_call"
+    assert (wire(failed)["toolCallId"], wire(failed)["status"]) == ("c7", "failed")
+    assert wire(failed)["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "unknown tool"}}
+    ]
+
+
 def test_a_call_cut_off_by_an_abort_is_closed_as_failed() -> None:
     """Cancelled while a command ran, the call stayed "in progress" in the editor (history
     had it failed, so a reload disagreed with the live view)."""

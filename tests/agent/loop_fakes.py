@@ -195,12 +195,16 @@ class ScriptedGate:
         self._decide = decide or (lambda call: Admit(call.arguments))
         self.asked: list[str] = []
         self.settled: list[str] = []
+        self.rejected: list[str] = []
         self.settle_content: Callable[[str], str] | None = None
 
     async def admit(self, call: ToolCall, tool: Tool) -> Admission:
         await trio.lowlevel.checkpoint()
         self.asked.append(call.id)
         return self._decide(call)
+
+    def reject(self, call: ToolCall, reason: str) -> None:
+        self.rejected.append(call.id)
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
         self.settled.append(call.id)

@@ -53,6 +53,7 @@ async def test_g204_unknown_tool_is_a_failed_result_without_asking_the_gate() ->
     assert "unknown tool 'Teleport'" in (result.content or "")
     assert "echo" in (result.content or "")  # the model is told what exists
     assert gate.asked == []
+    assert gate.rejected == [result.tool_call_id]  # the gate is told, so clients can be
     assert paired(journal.messages)
 
 

@@ -225,8 +225,19 @@ async def test_errors_are_failed_results(workspace: Path) -> None:
         async def aclose(self) -> None:
             pass
 
-    session = new_session(workspace, RawProvider(), tools=builtin_tools(), permission_mode="plan")
+    events = Events()
+    session = new_session(
+        workspace, RawProvider(), tools=builtin_tools(), permission_mode="plan", event_sink=events
+    )
     assert await session.run("try") == "done"
+    # Calls that could not run at all still reach clients: finished, failed, never started.
+    finished = {e["callId"]: e for e in events.of("tool_finished")}
+    assert {call: (e["tool"], e["ok"]) for call, e in finished.items()} == {
+        "c2": ("Teleport", False),
+        "c3": ("Read", False),
+    }
+    assert "unknown tool" in finished["c2"]["preview"]
+    assert events.of("tool_started") == []
     results = {m.tool_call_id: m for m in session.get_history() if m.role == "tool"}
     assert set(results) == {"c1", "c2", "c3"}
     assert all(not m.ok for m in results.values())

@@ -221,6 +221,11 @@ class SessionToolGate:
         )
         return result
 
+    def reject(self, call: ToolCall, reason: str) -> None:
+        """A call that could not run at all finishes failed where clients watch: a
+        ``tool_finished`` (it never started, so no ``tool_started``) with the reason."""
+        self._s.reporter.tool_finished(self._turn.turn_id, call.id, call.name, False, reason)
+
     # -- helpers ----------------------------------------------------------------------------
 
     async def _decided(
