@@ -521,7 +521,13 @@ class JsonRpcPeer:
         self._arrivals += 1
         route = self.router.get(request.method)
         if route is None:
-            await deliver(jsonrpc.encode_error(request.id, MethodNotFound(request.method)))
+            if request.method == CANCEL_METHOD:  # known, but only as a notification
+                error: RpcError = InvalidRequest(
+                    f"invalid request: {CANCEL_METHOD} is a notification: send it without an id"
+                )
+            else:
+                error = MethodNotFound(request.method)
+            await deliver(jsonrpc.encode_error(request.id, error))
             return
         if request.id in self._in_flight:
             error = InvalidRequest(f"invalid request: request id {request.id!r} is in flight")

@@ -289,9 +289,14 @@ async def test_unknown_methods_and_dollar_notifications(app: App) -> None:
         await served.client.send(notice("no/such", {}))
         await served.client.send(call(1, "no/such"))
         await served.client.send(call(2, "$/whatever"))
+        await served.client.send(call(3, "$/cancelRequest", {"id": 1}))
         first = error_of(await served.client.receive())
         assert first["code"] == -32601
         assert error_of(await served.client.receive())["code"] == -32601
+        # It exists, as a notification: sent with an id, it is an invalid request, not unknown.
+        cancel = error_of(await served.client.receive())
+        assert cancel["code"] == -32600
+        assert "$/cancelRequest is a notification" in cancel["message"]
 
 
 async def test_responses_nobody_awaits_are_ignored(app: App) -> None:
