@@ -312,6 +312,16 @@ def _walk_union(value: Any, info: mi.UnionType, path: str, issues: list[Issue]) 
         if not member_issues:
             return
         first = member_issues if first is None else first
+    if (
+        len(candidates) < len(info.types)
+        and all(isinstance(c, mi.LiteralType) for c in candidates)
+        and not isinstance(value, dict | list)
+    ):
+        # A value of a literal's kind, but not the literal (``true`` for ``number | false``):
+        # naming the literal alone would hide the other members. (The value is not echoed.)
+        message = f"expected {_expected(info)}, got another {_kind(value)}"
+        issues.append({"path": path, "message": message})
+        return
     issues.extend(first or [])
 
 
