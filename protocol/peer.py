@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, overload
@@ -55,6 +56,7 @@ from protocol.errors import (
     InternalError,
     InvalidParams,
     InvalidRequest,
+    Issue,
     MethodNotFound,
     ParseError,
     RequestCancelled,
@@ -116,6 +118,10 @@ class Route:
     handler: Handler
     inline: bool
     decoder: msgspec.json.Decoder[Any]
+    #: The method's own checks of well-shaped params (a path that must exist, a pattern that
+    #: must parse), run on what is left of params refused for their shape, so one -32602
+    #: lists every problem (PROTOCOL §2).
+    more_issues: Callable[[Any], list[Issue]] | None = None
 
 
 class Router:
@@ -126,32 +132,46 @@ class Router:
         self._routes: dict[str, Route] = {}
 
     def method(
-        self, name: str, params_type: type[P], *, inline: bool = False
+        self,
+        name: str,
+        params_type: type[P],
+        *,
+        inline: bool = False,
+        more_issues: Callable[[P], list[Issue]] | None = None,
     ) -> Callable[
         [Callable[[P, CallContext], Awaitable[R]]], Callable[[P, CallContext], Awaitable[R]]
     ]:
         """Register the decorated ``async def handler(params: P, ctx) -> result`` for `name`.
 
         ``inline=True`` answers in the reader task: only for handlers that never wait on
-        anything slow, since the connection reads nothing else meanwhile.
+        anything slow, since the connection reads nothing else meanwhile. `more_issues`: the
+        handler's own checks as a quick, side-effect-free function (see `Route`).
         """
 
         def register(
             handler: Callable[[P, CallContext], Awaitable[R]],
         ) -> Callable[[P, CallContext], Awaitable[R]]:
-            self.add(name, params_type, handler, inline=inline)
+            self.add(name, params_type, handler, inline=inline, more_issues=more_issues)
             return handler
 
         return register
 
-    def add(self, name: str, params_type: Any, handler: Handler, *, inline: bool = False) -> None:
+    def add(
+        self,
+        name: str,
+        params_type: Any,
+        handler: Handler,
+        *,
+        inline: bool = False,
+        more_issues: Callable[[Any], list[Issue]] | None = None,
+    ) -> None:
         """Register `handler` for `name`; a name may be registered once."""
         if name in self._routes:
             raise ValueError(f"method {name!r} is already registered")
         if name == CANCEL_METHOD:
             raise ValueError(f"{CANCEL_METHOD} is handled by the peer itself")
         decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(params_type)
-        self._routes[name] = Route(name, params_type, handler, inline, decoder)
+        self._routes[name] = Route(name, params_type, handler, inline, decoder, more_issues)
 
     def get(self, name: str) -> Route | None:
         return self._routes.get(name)
@@ -638,9 +658,40 @@ def _decode_params(route: Route, params: msgspec.Raw | None) -> Any:
     try:
         validate.decode_json(bytes(data), route.params_type)
     except validate.ValidationFailed as exc:
-        raise InvalidParams(exc.issues) from None
+        raise InvalidParams(exc.issues + _more_issues(route, bytes(data), exc.issues)) from None
     # The walker accepted what msgspec refused; msgspec is the authority on validity.
     raise InvalidParams([{"path": "$", "message": "params do not match the method's schema"}])
+
+
+def _more_issues(route: Route, data: bytes, issues: list[Issue]) -> list[Issue]:
+    """The route's own issues of what is left of refused params once every member at fault
+    is taken out (nothing when a required member is at fault, or nothing is checked)."""
+    if route.more_issues is None:
+        return []
+    try:
+        params = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return []
+    if not isinstance(params, dict):
+        return []
+    at_fault = {_top_member(issue["path"]) for issue in issues}
+    if None in at_fault:
+        return []
+    kept = {key: value for key, value in params.items() if key not in at_fault}
+    try:
+        value = msgspec.convert(kept, route.params_type)
+    except msgspec.ValidationError:
+        return []
+    return [
+        issue for issue in route.more_issues(value) if _top_member(issue["path"]) not in at_fault
+    ]
+
+
+def _top_member(path: str) -> str | None:
+    """The top-level member a ``$.name…`` path starts in (None for ``$`` itself, or a name in
+    brackets: rare, and then nothing is taken out)."""
+    match = re.match(r"\$\.([A-Za-z_][A-Za-z0-9_]*)", path)
+    return match.group(1) if match else None
 
 
 def _write_nonblocking(stream: trio.abc.Stream, frame: bytes) -> int:

@@ -168,6 +168,15 @@ class SessionAssembler:
 
     # -- new sessions ------------------------------------------------------------------------
 
+    def create_issues(self, params: CreateParams) -> list[Issue]:
+        """What `settings_for_create` refuses in `params` (nothing is built or written): the
+        checks a ``session/create`` refused for its shape still reports (PROTOCOL §2)."""
+        try:
+            self.settings_for_create(params)
+        except InvalidParams as exc:
+            return exc.issues
+        return []
+
     def settings_for_create(self, params: CreateParams) -> SessionSettings:
         """The settings of a new session, or one `InvalidParams` listing every problem."""
         issues: list[Issue] = []

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from protocol.errors import InvalidParams
+from protocol.errors import InvalidParams, Issue
 from protocol.peer import CallContext, Router
 from robotad.session.errors import InvalidSetting
 from robotad.storage.failure import storage_failed
@@ -43,9 +43,14 @@ class DomainEdge:
         self._router = router
 
     def method(
-        self, name: str, params_type: type[P], *, inline: bool = False
+        self,
+        name: str,
+        params_type: type[P],
+        *,
+        inline: bool = False,
+        more_issues: Callable[[P], list[Issue]] | None = None,
     ) -> Callable[[Handler[P, R]], Handler[P, R]]:
-        register = self._router.method(name, params_type, inline=inline)
+        register = self._router.method(name, params_type, inline=inline, more_issues=more_issues)
 
         def wrap(handler: Handler[P, R]) -> Handler[P, R]:
             @functools.wraps(handler)

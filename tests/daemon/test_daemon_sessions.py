@@ -174,11 +174,14 @@ async def test_every_malformed_pattern_is_listed_in_one_refusal(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
     """G-108, G-215: one -32602 lists every malformed pattern (and every other bad param)
-    with its own path, and no session is created."""
+    with its own path — a member of the wrong shape besides (``maxRounds: 0``, ``model: 7``)
+    does not hide the others — and no session is created."""
     before = snapshot_files(daemon)
     params = {
         "cwd": str(tmp_path / "missing"),
         "sessionId": "never-made",
+        "maxRounds": 0,
+        "model": 7,
         "permissions": {
             "allow": ["Read(*)", "Read(", "Bad Name"],
             "ask": ["Bash(:*)"],
@@ -194,6 +197,8 @@ async def test_every_malformed_pattern_is_listed_in_one_refusal(
     assert paths == sorted(
         [
             "$.cwd",
+            "$.maxRounds",
+            "$.model",
             "$.permissions.allow[1]",
             "$.permissions.allow[2]",
             "$.permissions.ask[0]",
