@@ -155,6 +155,11 @@ PERSISTENCE = [
     ".git/hooks/pre-commit",
     ".git/config",
     "vendor/lib/.git/hooks/post-checkout",
+    ".git/modules/lib/config",
+    ".git/modules/lib/hooks/post-checkout",
+    ".git/config.worktree",
+    ".git/worktrees/other/config.worktree",
+    "sub/.git",
 ]
 
 

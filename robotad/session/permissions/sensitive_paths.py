@@ -6,8 +6,9 @@
   robota's own configuration? Read, Grep and Glob on one ask in every mode but
   ``bypassPermissions``. ``[permissions] protected_reads`` replaces `DEFAULT_PROTECTED_READS`.
 - `persistence`: would writing it make something run later — a shell start-up file, an SSH
-  key or ``authorized_keys``, an autostart or systemd user unit, a git hook or ``.git/config``,
-  robota's configuration? Write and Edit there ask in every mode but ``bypassPermissions``,
+  key or ``authorized_keys``, an autostart or systemd user unit, anything in a ``.git`` folder
+  (hooks, config, a submodule's under ``.git/modules/``) or a ``.git`` file, robota's
+  configuration? Write and Edit there ask in every mode but ``bypassPermissions``,
   inside the workspace or not.
 - `touched_by`: does a shell command name one of those (auto mode then asks a person)?
 - `in_workspace`: is it inside the session's cwd tree or a ``[permissions] additional_dirs``
@@ -58,15 +59,18 @@ DEFAULT_PROTECTED_READS: Final[tuple[str, ...]] = (
     "**/.env.*",
 )
 
-#: Files whose change runs code later: shell start-up files, keys, autostart, git hooks.
+#: Files whose change runs code later: shell start-up files, keys, autostart, git's folder.
 PERSISTENCE_PATHS: Final[tuple[str, ...]] = (
     *(f"~/{name}" for name in sorted(SHELL_RC_FILES)),
     "~/.config/fish/**",
     "~/.ssh/**",
     "~/.config/autostart/**",
     "~/.config/systemd/**",
-    "**/.git/hooks/**",
-    "**/.git/config",
+    # All of a repository's git folder: hooks and config (also a submodule's under
+    # .git/modules/, a worktree's config.worktree) make git run code the next time it is used,
+    # and a .git *file* names the folder git takes them from.
+    "**/.git",
+    "**/.git/**",
 )
 
 _PATH_PROFILE: Final = ToolProfile("inspect", "file_path", "path")
