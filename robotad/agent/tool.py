@@ -69,7 +69,7 @@ class ToolPolicy(Protocol):
 
     def withholds(self, tool_name: str, path: str) -> bool:
         """Whether a search by the tool must skip the file `path`: a protected secret that
-        a call naming it would have to ask about."""
+        a call naming it would have to ask about, or a file a deny rule covers."""
         ...
 
 

@@ -277,7 +277,7 @@ async def test_grep_over_a_folder_skips_protected_secrets_unless_allowed(tmp_pat
     guarded = await grep(enforcer(tmp_path, "acceptEdits"))
     assert "s3cr3t" not in guarded
     assert "app.py:1:" in guarded
-    assert "1 protected secret file(s)" in guarded
+    assert "1 file(s) the permission rules withhold" in guarded
     assert "s3cr3t" in await grep(enforcer(tmp_path, "bypassPermissions"))
     assert "s3cr3t" in await grep(enforcer(tmp_path, rules={"allow": ["Grep(.env)"]}))
     # A search of the home folder skips the keys under it.
@@ -331,3 +331,39 @@ def test_auto_mode_hands_commands_naming_secrets_to_a_person(
 ) -> None:
     decision = enforcer(tmp_path, "auto").evaluate("Bash", {"command": command})
     assert (decision.outcome, decision.classifier_eligible) == ("ask", eligible)
+
+
+@pytest.mark.parametrize("rule", ["Read(secret/**)", "Grep(secret/**)", "Read(**/key)"])
+@pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
+def test_a_deny_rule_withholds_a_file_from_a_folder_search(
+    tmp_path: Path, rule: str, mode: str
+) -> None:
+    """A deny rule of Read or of the searching tool holds for a search of a parent folder, in
+    every mode; a deny rule of another tool does not."""
+    gate = enforcer(tmp_path, mode, rules={"deny": [rule, "Glob(other/**)"]})
+    assert gate.withholds("Grep", str(tmp_path / "secret" / "key"))
+    assert not gate.withholds("Grep", str(tmp_path / "other" / "notes"))
+    assert not gate.withholds("Grep", str(tmp_path / "src" / "app.py"))
+
+
+async def test_grep_over_a_parent_skips_what_a_deny_rule_covers(tmp_path: Path) -> None:
+    """The reviewer's case: deny Read/Grep/Glob(secret/**), then Grep the cwd: the denied
+    file's lines do not come back, and the answer counts it."""
+    import trio
+
+    from robotad.tools import GrepTool, ToolContext
+
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key").write_text("TOKEN=abc123\n")
+    (tmp_path / "app.py").write_text("TOKEN = 1\n")
+    rules = {"deny": ["Read(secret/**)", "Grep(secret/**)", "Glob(secret/**)"]}
+    gate = enforcer(tmp_path, rules=rules)
+    tool = GrepTool()
+    with trio.fail_after(10):
+        result = await tool.run(
+            tool.decode_arguments({"pattern": "TOKEN"}), ToolContext(tmp_path, "s", gate)
+        )
+    assert result.ok
+    assert "abc123" not in result.content
+    assert "app.py:1:" in result.content
+    assert "1 file(s) the permission rules withhold" in result.content

@@ -117,6 +117,10 @@ MODE_TABLE: Final[Mapping[PermissionMode, Mapping[Risk, Outcome]]] = {
     "auto": {"inspect": "allow", "modify": "ask", "execute": "ask", "network": "ask"},
 }
 
+#: The tool whose deny rules a folder search also honours: what Read may not show, no search
+#: shows either.
+_READ_TOOL: Final = "Read"
+
 _VERB: Final[Mapping[Outcome, str]] = {"allow": "allows", "ask": "asks before", "deny": "denies"}
 
 
@@ -362,16 +366,30 @@ class PermissionEnforcer:
 
     def withholds(self, tool_name: str, path: str) -> bool:
         """Whether a search by `tool_name` (Grep walking a folder) must skip the file `path`:
-        a protected secret (§10.7) in any mode but bypassPermissions, unless an allow rule
-        names it. Reads rules only; safe to call from the search's worker thread."""
+        one a deny rule of `tool_name` or of ``Read`` covers (in every mode: rules come
+        first), or a protected secret (§10.7) in any mode but bypassPermissions, unless an
+        allow rule names it. Reads rules only; safe to call from the search's worker thread."""
         profile = self._profiles.get(tool_name)
-        if self._mode == "bypassPermissions" or profile is None or not profile.argument_key:
+        if profile is None or not profile.argument_key:
             return False
         call = _Call(self, tool_name, profile, {profile.argument_key: path})
-        if call.sensitive() is None:
+        if call.caught_by("deny") is not None or self._read_denied(tool_name, path):
+            return True
+        if self._mode == "bypassPermissions" or call.sensitive() is None:
             return False
         rule = call.admitted()
         return rule is None or not _names_path(rule)
+
+    def _read_denied(self, tool_name: str, path: str) -> bool:
+        """Whether a deny rule of ``Read`` covers `path` (a search must not show what Read
+        may not), when `tool_name` is another tool."""
+        read = self._profiles.get(_READ_TOOL)
+        if tool_name == _READ_TOOL or read is None or read.argument_kind != "path":
+            return False
+        if read.argument_key is None:
+            return False
+        reading = _Call(self, _READ_TOOL, read, {read.argument_key: path})
+        return reading.caught_by("deny") is not None
 
     def exempts(self, tool_name: str, host: str) -> bool:
         """Whether an allow rule of `tool_name` names exactly `host` (``WebFetch(domain:HOST)``,
