@@ -43,12 +43,16 @@ ArgumentKind = Literal["path", "command", "url", "text"]
 class ToolProfile(Struct, frozen=True):
     """The permission profile: risk class, and the argument a `Tool(pattern)` rule matches.
     `confined`: the tool runs inside the session's sandbox (PROTOCOL.md §10.4), which bounds
-    what it can do where the mode table would otherwise ask a person."""
+    what it can do where the mode table would otherwise ask a person. `anchor_key` names an
+    argument holding a file pattern whose wildcard-free leading folders move where the call
+    looks (Glob's ``pattern``): the gate moves them into the path argument, so rules judge
+    the folder actually searched (`glob_pattern.split_anchor`)."""
 
     risk: Risk
     argument_key: str | None = None
     argument_kind: ArgumentKind | None = None
     confined: bool = False
+    anchor_key: str | None = None
 
 
 class ToolResult(Struct):

@@ -3,9 +3,10 @@
 The pattern (see `glob_pattern` for the language; ``**`` crosses directories) is matched
 against each file's path relative to the search directory: `path`, default the session's cwd.
 Leading segments without wildcards move the search directory, so ``../lib/**/*.py`` and
-absolute patterns such as ``/etc/*.conf`` work. Only files are listed (symlinks to files
-included; directories and broken links are not), as absolute paths, newest first, at most
-`MAX_RESULTS` with a note when more matched.
+absolute patterns such as ``/etc/*.conf`` work; the permission gate sees the directory actually
+searched as the call's `path` (the profile's `anchor_key`, `glob_pattern.split_anchor`).
+Only files are listed (symlinks to files included; directories and broken links are not), as
+absolute paths, newest first, at most `MAX_RESULTS` with a note when more matched.
 
 Version-control internals (`SKIPPED_DIRECTORIES`: ``.git``, ``.hg``, ``.svn``) are never
 descended into unless the search starts inside one: they are large, and nearly never what a
@@ -19,14 +20,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated
 
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
-from robotad.tools.glob_pattern import GlobError, compile_glob, max_depth
+from robotad.tools.glob_pattern import GlobError, compile_glob, max_depth, split_anchor
 from robotad.tools.paths import canonical_path
 
 __all__ = [
@@ -42,8 +42,6 @@ MAX_RESULTS = 1000
 
 SKIPPED_DIRECTORIES = frozenset({".git", ".hg", ".svn"})
 """Directory names a walk never enters (the walk's own starting directory excepted)."""
-
-_MAGIC = frozenset("*?[{\\")
 
 
 class GlobArguments(Struct, forbid_unknown_fields=True, frozen=True):
@@ -92,34 +90,19 @@ class GlobTool(TypedTool[GlobArguments]):
         "`{a,b}` alternatives), searching under path (default: the session's cwd). Returns "
         f"absolute file paths, most recently modified first, at most {MAX_RESULTS}."
     )
-    profile = ToolProfile(risk="inspect", argument_key="path", argument_kind="path")
+    profile = ToolProfile(
+        risk="inspect", argument_key="path", argument_kind="path", anchor_key="pattern"
+    )
     Arguments = GlobArguments
 
     async def run(self, arguments: GlobArguments, ctx: ToolContext) -> ToolResult:
         try:
             root = canonical_path("." if arguments.path is UNSET else arguments.path, ctx.cwd)
-            base, relative = _anchor(arguments.pattern, root)
+            base, relative = split_anchor(arguments.pattern, root)
             compile_glob(relative)
         except (ArgumentError, GlobError) as exc:
             return ToolResult(ok=False, content=str(exc))
         return await trio.to_thread.run_sync(_glob, base, relative, arguments.pattern)
-
-
-def _anchor(pattern: str, root: str) -> tuple[str, str]:
-    """Split `pattern` into the directory its wildcard-free leading segments name (taken from
-    `root`) and the rest, which always keeps the last segment."""
-    segments = os.path.expanduser(pattern).split("/")
-    literal: list[str] = []
-    while len(segments) > 1 and not _MAGIC.intersection(segments[0]):
-        literal.append(segments.pop(0))
-    prefix = "/".join(literal)
-    if literal and prefix == "":
-        prefix = "/"
-    base = canonical_path(prefix, Path(root)) if prefix else root
-    rest = "/".join(segments)
-    if rest == "" and literal:
-        raise GlobError(f"{pattern!r} names a directory; add a file pattern, e.g. {pattern}*")
-    return base, rest
 
 
 def _glob(base: str, relative: str, pattern: str) -> ToolResult:

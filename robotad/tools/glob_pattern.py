@@ -9,21 +9,60 @@ Matched against a ``/``-separated path relative to the search root:
 - ``{a,b}`` stands for either alternative (nesting allowed, e.g. ``*.{ts,tsx}``);
 - ``\\`` makes the next character literal.
 
-Dot files are matched like any other name. Pure functions over strings; no file system access.
+Dot files are matched like any other name. `split_anchor` separates a pattern's leading
+wildcard-free folders (``../lib/**/*.py``, ``~/.ssh/*``, ``/etc/*.conf``) from the rest: those
+folders are where a search starts, which the permission gate must judge as the search's path.
+
+Pure functions over strings; no file system access.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
-__all__ = ["MAX_ALTERNATIVES", "GlobError", "compile_glob", "expand_braces", "max_depth"]
+from robotad.tools.paths import canonical_path
+
+__all__ = [
+    "MAX_ALTERNATIVES",
+    "GlobError",
+    "compile_glob",
+    "expand_braces",
+    "max_depth",
+    "split_anchor",
+]
 
 MAX_ALTERNATIVES = 256
 """Brace expansion beyond this many patterns is refused."""
 
 
+_MAGIC = frozenset("*?[{\\")
+
+
 class GlobError(ValueError):
     """A pattern that cannot be compiled; the message says why."""
+
+
+def split_anchor(pattern: str, root: str) -> tuple[str, str]:
+    """`pattern` split into the folder its wildcard-free leading segments name, taken from
+    `root` (absolute, canonical; ``~`` and an absolute pattern leave it), and the rest, which
+    always keeps the last segment: ``("../lib/**/*.py", "/p/app")`` gives ``("/p/lib",
+    "**/*.py")``; a pattern without such segments gives ``(root, pattern)``. Raises
+    `GlobError` for a pattern that names only a folder, `ValueError` (an `ArgumentError`)
+    for one holding a NUL byte."""
+    segments = os.path.expanduser(pattern).split("/")
+    literal: list[str] = []
+    while len(segments) > 1 and not _MAGIC.intersection(segments[0]):
+        literal.append(segments.pop(0))
+    prefix = "/".join(literal)
+    if literal and prefix == "":
+        prefix = "/"
+    base = canonical_path(prefix, Path(root)) if prefix else root
+    rest = "/".join(segments)
+    if rest == "" and literal:
+        raise GlobError(f"{pattern!r} names a directory; add a file pattern, e.g. {pattern}*")
+    return base, rest
 
 
 def compile_glob(pattern: str) -> re.Pattern[str]:

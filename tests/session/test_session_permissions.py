@@ -96,6 +96,38 @@ def test_relative_path_is_canonicalised_before_the_gate(tmp_path: Path) -> None:
     assert canonical == {"file_path": f"{tmp_path}/protected/x"}
 
 
+@pytest.mark.parametrize(
+    ("arguments", "judged"),
+    [
+        ({"pattern": "~/.ssh/*"}, {"path": "{home}/.ssh", "pattern": "*"}),
+        ({"pattern": "../private/*"}, {"path": "{tmp}/private", "pattern": "*"}),
+        ({"pattern": "{tmp}/private/**/*.txt"}, {"path": "{tmp}/private", "pattern": "**/*.txt"}),
+        ({"pattern": "x/*", "path": "../private"}, {"path": "{tmp}/private/x", "pattern": "*"}),
+        ({"pattern": "*.py", "path": "src"}, {"path": "{tmp}/project/src", "pattern": "*.py"}),
+        ({"pattern": "**/*.py"}, {"pattern": "**/*.py"}),
+    ],
+)
+def test_glob_is_judged_at_the_folder_it_searches(
+    tmp_path: Path, arguments: dict[str, str], judged: dict[str, str]
+) -> None:
+    """G-116: a Glob pattern's wildcard-free leading folders are where it searches, so they
+    are the path the rules judge: a deny rule on a folder holds whether the folder is
+    written in `path` or in `pattern`."""
+    from robotad.tools import GlobTool
+
+    home = os.path.expanduser("~")
+    project = tmp_path / "project"
+
+    def spelled(values: dict[str, str]) -> dict[str, str]:
+        return {k: v.format(home=home, tmp=tmp_path) for k, v in values.items()}
+
+    deny = [f"Glob({tmp_path}/private/**)", "Glob(~/**)"]
+    gate = enforcer(project, profiles={"Glob": GlobTool.profile}, rules={"deny": deny}, home=home)
+    assert gate.canonical_arguments("Glob", spelled(arguments)) == spelled(judged)
+    outcome = gate.evaluate("Glob", spelled(arguments)).outcome
+    assert outcome == ("deny" if "{home}" in str(judged) or "private" in str(judged) else "allow")
+
+
 def test_symlink_cannot_carry_an_allow_rule_elsewhere(tmp_path: Path) -> None:
     """G-116: a path is also judged with symlinks resolved — a deny rule catches the real
     target, and an allow rule must admit both spellings."""

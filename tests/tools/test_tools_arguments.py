@@ -18,7 +18,7 @@ EXPECTED = {
         {"replace_all"},
     ),
     "Bash": (ToolProfile("execute", "command", "command"), {"command"}, {"timeout", "description"}),
-    "Glob": (ToolProfile("inspect", "path", "path"), {"pattern"}, {"path"}),
+    "Glob": (ToolProfile("inspect", "path", "path", anchor_key="pattern"), {"pattern"}, {"path"}),
     "Grep": (ToolProfile("inspect", "path", "path"), {"pattern"}, {"path", "glob"}),
     "WebFetch": (ToolProfile("network", "url", "url"), {"url"}, set()),
 }

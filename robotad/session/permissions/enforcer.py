@@ -30,7 +30,9 @@ unless a person is required — a critical removal, a protected or sensitive pat
 rule always goes to a person (G-121). A tool with no registered profile is judged as ``execute``.
 
 Arguments are judged in their effective form: a path argument is canonicalised against the
-session's cwd first (G-116, `canonical_arguments`). A path is also judged with its symlinks
+session's cwd first (G-116, `canonical_arguments`), and a pattern's wildcard-free leading
+folders are moved into it where the profile says they move the search (Glob's
+``pattern: "~/.ssh/*"`` is judged as ``path: "~/.ssh"``). A path is also judged with its symlinks
 resolved: a deny or ask rule catches either spelling, an allow rule must admit both, so a link
 inside an allowed tree cannot lead an allow rule somewhere else. A shell command is judged part
 by part (`hazards.split_compound`): a deny or ask rule catches any part, an allow rule admits a
@@ -77,6 +79,7 @@ from robotad.session.permissions.patterns import (
     parse_rules,
 )
 from robotad.session.permissions.sensitive_paths import SensitivePaths
+from robotad.tools.glob_pattern import split_anchor
 from robotad.tools.paths import canonical_path
 
 __all__ = [
@@ -323,10 +326,19 @@ class PermissionEnforcer:
         args = dict(arguments)
         profile = self._profiles.get(tool_name)
         if profile is not None and profile.argument_kind == "path" and profile.argument_key:
-            value = args.get(profile.argument_key)
+            key = profile.argument_key
+            value = args.get(key)
             if isinstance(value, str):
                 with contextlib.suppress(ArgumentError):
-                    args[profile.argument_key] = canonical_path(value, self.cwd)
+                    args[key] = canonical_path(value, self.cwd)
+            pattern = args.get(profile.anchor_key) if profile.anchor_key else None
+            root = args.get(key, str(self.cwd))
+            if isinstance(pattern, str) and isinstance(root, str) and os.path.isabs(root):
+                # Glob's "~/.ssh/*" searches ~/.ssh: that folder is the path rules judge.
+                with contextlib.suppress(ValueError):
+                    base, rest = split_anchor(pattern, root)
+                    if rest != pattern:
+                        args[key], args[profile.anchor_key] = base, rest
         return args
 
     def evaluate(self, tool_name: str, arguments: Mapping[str, Any]) -> Decision:
