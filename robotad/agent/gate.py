@@ -8,8 +8,9 @@ results without asking anyone (nobody should be asked to approve a call that can
 
 Decisions:
 
-- `Admit(arguments)`: run the body with these (possibly canonicalised or hook-rewritten)
-  arguments; the loop decodes them again with the tool before running.
+- `Admit(arguments, real_path)`: run the body with these (possibly canonicalised or
+  hook-rewritten) arguments; the loop decodes them again with the tool before running, and
+  hands the body the real path the check judged (`ToolContext.real_path`).
 - `Refuse(reason)`: the call gets a failed tool result carrying `reason`, paired with it in
   history — never an exception (G-202, G-203).
 - `Park(reason)`: a person must decide and none is live (a checkpointed approval whose request
@@ -38,9 +39,12 @@ __all__ = ["Admission", "Admit", "AdmitAll", "Park", "Refuse", "ToolGate"]
 
 
 class Admit(Struct, frozen=True):
-    """Run the call's body with `arguments` (a JSON object for `Tool.decode_arguments`)."""
+    """Run the call's body with `arguments` (a JSON object for `Tool.decode_arguments`).
+    `real_path`: the path argument with its symlinks resolved, as the permission check judged
+    it (None when nothing was judged); the body gets it as `ToolContext.real_path`."""
 
     arguments: dict[str, Any]
+    real_path: str | None = None
 
 
 class Refuse(Struct, frozen=True):

@@ -79,11 +79,18 @@ class ToolPolicy(Protocol):
 
 class ToolContext(Struct):
     """What a running tool may know about its session. Without a `policy` the address guard
-    is lifted for no host and no file is withheld from a search."""
+    is lifted for no host and no file is withheld from a search.
+
+    `real_path` is this call's path argument with its symlinks resolved as the permission
+    check judged it (None when no check judged one). A tool that opens that path must open
+    that file and no other: a link on the path changed after the check (by a command running
+    meanwhile) could otherwise lead the open to a file the rules protect
+    (`textfile.moved_since_check`)."""
 
     cwd: Path
     session_id: str
     policy: ToolPolicy | None = None
+    real_path: str | None = None
 
 
 class ArgumentError(ValueError):

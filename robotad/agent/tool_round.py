@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 import trio
 
 from protocol.shapes import Message, ToolCall, utc_now
@@ -176,7 +177,10 @@ class ToolRound:
             if isinstance(decision, Admit):
                 slot.state = "running"
                 assert self._nursery is not None
-                self._nursery.start_soon(self._run_body, slot, tool, decision.arguments)
+                ctx = self._ctx
+                if decision.real_path is not None:
+                    ctx = msgspec.structs.replace(ctx, real_path=decision.real_path)
+                self._nursery.start_soon(self._run_body, slot, tool, decision.arguments, ctx)
                 started = True
             elif isinstance(decision, Refuse):
                 slot.finish(_failed(slot.call, decision.reason))
@@ -192,7 +196,9 @@ class ToolRound:
                 self._limiter.release_on_behalf_of(slot)
         return True
 
-    async def _run_body(self, slot: _Slot, tool: Tool, arguments: dict[str, Any]) -> None:
+    async def _run_body(
+        self, slot: _Slot, tool: Tool, arguments: dict[str, Any], ctx: ToolContext
+    ) -> None:
         try:
             try:
                 typed = tool.decode_arguments(arguments)
@@ -200,7 +206,7 @@ class ToolRound:
                 slot.finish(_failed(slot.call, _argument_problem(slot.call, exc)))
                 return
             try:
-                result = await tool.run(typed, self._ctx)
+                result = await tool.run(typed, ctx)
             except Exception as exc:
                 logger.warning("tool %s raised %s", slot.call.name, type(exc).__name__)
                 result = ToolResult(False, f"{slot.call.name} failed: {type(exc).__name__}: {exc}")

@@ -16,6 +16,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from protocol.shapes import ToolCall, new_id
 from robotad.agent.gate import Admit
 from robotad.agent.tool import ArgumentError, Tool, ToolContext, ToolResult
@@ -74,6 +76,8 @@ async def _gated(gate: SessionToolGate, call: ToolCall, tool: Tool, ctx: ToolCon
     if problem is not None:
         return ToolResult(False, problem)
     typed = tool.decode_arguments(decision.arguments)
+    if decision.real_path is not None:
+        ctx = msgspec.structs.replace(ctx, real_path=decision.real_path)
     try:
         result = await tool.run(typed, ctx)
     except Exception as exc:

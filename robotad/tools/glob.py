@@ -28,6 +28,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.glob_pattern import GlobError, compile_glob, max_depth, split_anchor
 from robotad.tools.paths import canonical_path
+from robotad.tools.textfile import moved_since_check
 
 __all__ = [
     "MAX_RESULTS",
@@ -102,26 +103,31 @@ class GlobTool(TypedTool[GlobArguments]):
             compile_glob(relative)
         except (ArgumentError, GlobError) as exc:
             return ToolResult(ok=False, content=str(exc))
-        return await trio.to_thread.run_sync(_glob, base, relative, arguments.pattern)
+        if ctx.real_path is not None and base != root:
+            # The gate moves a pattern's leading folders into `path`; this one did not.
+            return ToolResult(ok=False, content=f"{base} is not the folder that was checked")
+        return await trio.to_thread.run_sync(
+            _glob, base, relative, arguments.pattern, ctx.real_path
+        )
 
 
-def _glob(base: str, relative: str, pattern: str) -> ToolResult:
-    if not os.path.isdir(base):
+def _glob(base: str, relative: str, pattern: str, real_path: str | None) -> ToolResult:
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         what = "is not a directory" if os.path.exists(base) else "does not exist"
         return ToolResult(
             ok=False, content=f"search directory {base} {what}", metadata={"path": base}
         )
-    regex = compile_glob(relative)
-    found: list[tuple[int, str]] = []
-    for path, relative_path in walk_files(base, depth_limit=max_depth(relative)):
-        if not regex.fullmatch(relative_path):
-            continue
-        try:
-            status = os.stat(path)  # follows a symlink: a link to a file counts, a broken one not
-        except OSError:
-            continue
-        if not stat.S_ISDIR(status.st_mode):
-            found.append((status.st_mtime_ns, path))
+    try:
+        moved = moved_since_check(fd, base, real_path)
+        if moved is not None:
+            return ToolResult(ok=False, content=moved, metadata={"path": base})
+        # Walked through the descriptor: the folder checked, whatever its name leads to now.
+        pinned = base if real_path is None else f"/proc/self/fd/{fd}"
+        found = _matches(pinned, base, relative)
+    finally:
+        os.close(fd)
     found.sort(key=lambda entry: (-entry[0], entry[1]))
     metadata = {"path": base, "matches": len(found), "truncated": len(found) > MAX_RESULTS}
     if not found:
@@ -135,3 +141,20 @@ def _glob(base: str, relative: str, pattern: str) -> ToolResult:
             "Narrow the pattern or the path to see the rest.]"
         )
     return ToolResult(ok=True, content="\n".join(lines), metadata=metadata)
+
+
+def _matches(walked: str, base: str, relative: str) -> list[tuple[int, str]]:
+    """``(mtime, path under base)`` of each file under `walked` (`base`, or the descriptor
+    it is open at) whose relative path matches `relative`."""
+    regex = compile_glob(relative)
+    found: list[tuple[int, str]] = []
+    for path, relative_path in walk_files(walked, depth_limit=max_depth(relative)):
+        if not regex.fullmatch(relative_path):
+            continue
+        try:
+            status = os.stat(path)  # follows a symlink: a link to a file counts, a broken one not
+        except OSError:
+            continue
+        if not stat.S_ISDIR(status.st_mode):
+            found.append((status.st_mtime_ns, os.path.join(base, relative_path)))
+    return found

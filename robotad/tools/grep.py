@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -30,7 +30,14 @@ from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResu
 from robotad.tools.glob import walk_files
 from robotad.tools.glob_pattern import GlobError, compile_glob
 from robotad.tools.paths import canonical_path
-from robotad.tools.textfile import SNIFF_BYTES, FileRefused, describe_os_error, open_regular_file
+from robotad.tools.textfile import (
+    SNIFF_BYTES,
+    FileRefused,
+    describe_os_error,
+    moved_since_check,
+    open_regular_file,
+    opened_real_path,
+)
 
 __all__ = ["MAX_FILE_BYTES", "MAX_LINE_CHARS", "MAX_MATCHES", "GrepArguments", "GrepTool"]
 
@@ -118,8 +125,9 @@ class GrepTool(TypedTool[GrepArguments]):
         def withheld(path: str) -> bool:
             return policy is not None and policy.withholds(self.name, path)
 
+        search = _Search(regex)
         return await trio.to_thread.run_sync(
-            _grep, root, _Search(regex), name_filter, by_name, arguments.pattern, withheld
+            _grep, root, search, name_filter, by_name, arguments.pattern, withheld, ctx.real_path
         )
 
 
@@ -130,11 +138,16 @@ def _grep(
     by_name: bool,
     pattern: str,
     withheld: Callable[[str], bool],
+    real_path: str | None,
 ) -> ToolResult:
     if os.path.isdir(root):
         tree = _search_tree(root, search, name_filter, by_name, withheld)
         return _render(tree, root, pattern)
-    skipped = _search_file(root, search)
+
+    def vet(raw: BinaryIO) -> str | None:
+        return moved_since_check(raw.fileno(), root, real_path)
+
+    skipped = _search_file(root, search, vet)
     if skipped == "binary":
         return _failed(f"cannot search {root}: it looks binary (contains NUL bytes)", root)
     if skipped == "oversized":
@@ -161,29 +174,45 @@ def _search_tree(
                 continue
             yield path
 
-    return _search_files(chosen(), search)
+    def vet(raw: BinaryIO) -> str | None:
+        # Judged again by the file actually opened: a link swapped in after the check above
+        # cannot lead the search to a file the rules withhold.
+        try:
+            real = opened_real_path(raw.fileno())
+        except OSError:
+            return "withheld"
+        return "withheld" if withheld(real) else None
+
+    return _search_files(chosen(), search, vet)
 
 
-def _search_files(paths: Iterable[str], search: _Search) -> _Search:
+def _search_files(
+    paths: Iterable[str], search: _Search, vet: Callable[[BinaryIO], str | None]
+) -> _Search:
     for path in paths:
         trio.from_thread.check_cancelled()
         if search.full:
             break
-        skipped = _search_file(path, search)
+        skipped = _search_file(path, search, vet)
         if skipped == "binary":
             search.binary += 1
         elif skipped == "oversized":
             search.oversized += 1
+        elif skipped == "withheld":
+            search.withheld += 1
         elif skipped is not None:
             search.unreadable += 1
     return search
 
 
-def _search_file(path: str, search: _Search) -> str | None:
+def _search_file(path: str, search: _Search, vet: Callable[[BinaryIO], str | None]) -> str | None:
     """Search one file; None when searched, else why it was skipped: "binary", "oversized",
-    or a description of why it could not be read."""
+    what `vet` said of the opened file ("withheld", or why it is not the file checked), or a
+    description of why it could not be read."""
     try:
         with open_regular_file(path) as raw:
+            if (refusal := vet(raw)) is not None:
+                return refusal
             if os.fstat(raw.fileno()).st_size > MAX_FILE_BYTES:
                 return "oversized"
             data = raw.read(MAX_FILE_BYTES + 1)

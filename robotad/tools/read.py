@@ -7,8 +7,10 @@ at `MAX_OUTPUT_CHARS` with a note giving the offset to continue from. Notes are 
 brackets on lines of their own, so they never pose as numbered file content.
 
 Refused, as failed results: a missing path, a directory, a special file, a binary or non-UTF-8
-file (see `textfile`), an offset past the end, and a file over `WHOLE_FILE_MAX_BYTES` read
-without `offset` or `limit` (the message suggests reading it in parts).
+file (see `textfile`), an offset past the end, a file over `WHOLE_FILE_MAX_BYTES` read
+without `offset` or `limit` (the message suggests reading it in parts), and a file that is not
+the one the permission check judged (`ToolContext.real_path`: a link on the path changed
+after the check).
 
 A ``tool-result:`` reference — what the model gets in place of a tool result too long to show
 (the session's spill store) — is read the same way, from the store, so a stored result is
@@ -32,6 +34,7 @@ from robotad.tools.textfile import (
     FileRefused,
     binary_reason,
     describe_os_error,
+    moved_since_check,
     open_regular_file,
     read_line,
 )
@@ -120,7 +123,9 @@ class ReadTool(TypedTool[ReadArguments]):
             path = canonical_path(arguments.file_path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"file_path: {exc}")
-        return await trio.to_thread.run_sync(_read_window, path, offset, limit, whole)
+        return await trio.to_thread.run_sync(
+            _read_window, path, offset, limit, whole, ctx.real_path
+        )
 
     def _read_stored(self, reference: str, offset: int, limit: int) -> ToolResult:
         """A window of a result the session stored instead of showing (its reference is all
@@ -137,9 +142,14 @@ class ReadTool(TypedTool[ReadArguments]):
         return _numbered_window(text, reference, offset, limit)
 
 
-def _read_window(path: str, offset: int, limit: int, whole: bool) -> ToolResult:
+def _read_window(
+    path: str, offset: int, limit: int, whole: bool, real_path: str | None
+) -> ToolResult:
     try:
         with open_regular_file(path) as raw:
+            moved = moved_since_check(raw.fileno(), path, real_path)
+            if moved is not None:
+                return _failed(moved, path)
             size = os.fstat(raw.fileno()).st_size
             if whole and size > WHOLE_FILE_MAX_BYTES:
                 return _failed(

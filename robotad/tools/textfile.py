@@ -25,7 +25,9 @@ __all__ = [
     "FileRefused",
     "binary_reason",
     "describe_os_error",
+    "moved_since_check",
     "open_regular_file",
+    "opened_real_path",
     "read_line",
     "write_atomically",
 ]
@@ -60,6 +62,35 @@ def open_regular_file(path: str) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def opened_real_path(fd: int) -> str:
+    """The real path of the file or folder open at `fd` as the kernel names the descriptor
+    (``/proc/self/fd``): every link resolved as they were when it was opened, whatever the
+    path says now. Raises `OSError` when it cannot be told."""
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+def moved_since_check(fd: int, path: str, real_path: str | None) -> str | None:
+    """Why what is open at `fd` (opened by `path`) is not what a permission check judged at
+    `real_path`, or None when it is (or nothing was judged: `real_path` None).
+
+    The check resolved `path`'s links when it admitted the call; a command running meanwhile
+    can turn a name on the path into a link to a protected file before the open. Comparing
+    the opened descriptor's own real path, rather than resolving `path` again, leaves no
+    window between this check and the bytes read."""
+    if real_path is None:
+        return None
+    try:
+        opened = opened_real_path(fd)
+    except OSError as exc:
+        return f"{path}: which file was opened cannot be told ({exc.strerror}); not read"
+    if opened == real_path:
+        return None
+    return (
+        f"{path} changed after its permission check: a link on it now leads to another "
+        "file than the one checked; not read"
+    )
 
 
 def binary_reason(head: bytes, *, complete: bool) -> str | None:

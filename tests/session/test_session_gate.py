@@ -359,3 +359,37 @@ async def test_classifier_denial_streak_hands_back_to_a_person(workspace: Path) 
     assert classifier.calls == 3
     assert [r.arguments for r in approver.asked] == [{"text": "4"}]
     assert shout.runs == ["4"]
+
+
+async def test_a_path_swapped_while_its_call_waits_is_not_read(workspace: Path) -> None:
+    """A link made between the permission check and the open (here while a person is asked
+    about the decoy) does not lead Read to the file a deny rule protects: the body opens the
+    file the check judged or nothing."""
+    vault = workspace / "vault"
+    vault.mkdir()
+    (vault / "key").write_text("TOKEN=hunter2\n")
+    decoy = workspace / "x"
+    decoy.write_text("decoy\n")
+
+    async def swap_then_approve(request: ApprovalRequest) -> bool:
+        decoy.unlink()
+        decoy.symlink_to(vault / "key")
+        await trio.lowlevel.checkpoint()
+        return True
+
+    provider = scripted(
+        [{"toolCalls": [{"name": "Read", "arguments": {"file_path": "x"}}]}, {"text": "ok"}]
+    )
+    session = new_session(
+        workspace,
+        provider,
+        tools=builtin_tools(),
+        permissions={"ask": ["Read(x)"], "deny": ["Read(vault/**)"]},
+        permission_handler=swap_then_approve,
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("read x")
+    ((ok, content),) = results(session)
+    assert not ok
+    assert "hunter2" not in content
+    assert "changed after its permission check" in content

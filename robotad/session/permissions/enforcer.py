@@ -56,6 +56,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+import msgspec
 from msgspec import Struct
 
 from protocol.errors import Issue, NotAllowed, TransitionRefused
@@ -129,13 +130,16 @@ _VERB: Final[Mapping[Outcome, str]] = {"allow": "allows", "ask": "asks before", 
 
 class Decision(Struct, frozen=True):
     """One evaluation. `rule` is the deciding pattern when `source` is ``"rule"``.
-    `classifier_eligible` is True only for an ``ask`` in auto mode that needs no person."""
+    `classifier_eligible` is True only for an ``ask`` in auto mode that needs no person.
+    `real_path` is the path argument with its symlinks resolved, as judged (None for a call
+    without a path): the file the call may reach, whatever its links say later."""
 
     outcome: Outcome
     reason: str
     source: Source
     rule: str | None = None
     classifier_eligible: bool = False
+    real_path: str | None = None
 
 
 class Denial(Struct, frozen=True):
@@ -331,14 +335,15 @@ class PermissionEnforcer:
             if isinstance(value, str):
                 with contextlib.suppress(ArgumentError):
                     args[key] = canonical_path(value, self.cwd)
-            pattern = args.get(profile.anchor_key) if profile.anchor_key else None
+            anchor = profile.anchor_key
+            pattern = args.get(anchor) if anchor else None
             root = args.get(key, str(self.cwd))
-            if isinstance(pattern, str) and isinstance(root, str) and os.path.isabs(root):
+            if anchor and isinstance(pattern, str) and isinstance(root, str) and root[:1] == "/":
                 # Glob's "~/.ssh/*" searches ~/.ssh: that folder is the path rules judge.
                 with contextlib.suppress(ValueError):
                     base, rest = split_anchor(pattern, root)
                     if rest != pattern:
-                        args[key], args[profile.anchor_key] = base, rest
+                        args[key], args[anchor] = base, rest
         return args
 
     def evaluate(self, tool_name: str, arguments: Mapping[str, Any]) -> Decision:
@@ -346,6 +351,12 @@ class PermissionEnforcer:
         sensitive path asks unless the mode is ``bypassPermissions`` (see the module doc)."""
         profile = self._profiles.get(tool_name)
         call = _Call(self, tool_name, profile, self.canonical_arguments(tool_name, arguments))
+        decision = self._decide(call, tool_name, profile)
+        if not call.paths:
+            return decision
+        return msgspec.structs.replace(decision, real_path=call.paths[-1])
+
+    def _decide(self, call: _Call, tool_name: str, profile: ToolProfile | None) -> Decision:
         if (rule := call.caught_by("deny")) is not None:
             return Decision("deny", f"denied by rule {rule.text}", "rule", rule.text)
         if (rule := call.caught_by("ask")) is not None:

@@ -208,7 +208,7 @@ class SessionToolGate:
             await self._before_effect(call)
         self._admitted[call.id] = args
         s.reporter.tool_started(self._turn.turn_id, call.id, call.name, args)
-        return Admit(args)
+        return Admit(args, real_path=decision.real_path)
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
         args = self._admitted.pop(call.id, call.arguments)
