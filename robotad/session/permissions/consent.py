@@ -6,10 +6,14 @@ approving one path, URL or command family does not approve every other use of th
 - a path: exactly that path, ``Read(/abs/file)``;
 - a URL: its host and subdomains, ``WebFetch(domain:example.com)``;
 - a command: its family — the program and a subcommand-like second word — as a prefix
-  (``git status --short`` → ``Bash(git status:*)``, ``ls -la`` → ``Bash(ls:*)``). A compound
-  command, one holding substitution, or one whose program can do anything (``rm``, ``sudo``,
-  shells, interpreters, ``curl`` …) is remembered exactly instead: a family of those would
-  approve far more than the person saw;
+  (``git status --short`` → ``Bash(git status:*)``). When the second word is an option, the
+  program alone is the family only for a few plain viewers (``ls -la`` → ``Bash(ls:*)``);
+  otherwise the option may change what the program runs (``git -c core.pager=… log``) and
+  the command is remembered exactly. A compound command, one holding substitution, one with
+  leading assignments, or one whose program can do anything — ``rm``, ``sudo``, shells,
+  interpreters in any version (``python3.11``), ``curl``, and wrappers that run another
+  program (``timeout``, ``nice``, ``command``, ``nohup`` …) — is remembered exactly instead:
+  a family of those would approve far more than the person saw;
 - any other argument: exactly that value.
 """
 
@@ -32,11 +36,26 @@ _NO_FAMILY: Final = frozenset(
     {
         *("rm", "rmdir", "shred", "dd", "mkfs", "chmod", "chown", "chgrp", "find", "xargs"),
         *("sudo", "doas", "su", "env", "eval", "exec", "kill", "pkill", "killall"),
-        *("sh", "bash", "zsh", "dash", "fish", "ksh", "python", "python3", "node", "perl"),
-        *("ruby", "curl", "wget"),
+        *("sh", "bash", "zsh", "dash", "fish", "ksh", "csh", "tcsh", "curl", "wget"),
+        *("source", ".", "trap", "alias", "awk", "gawk", "mawk", "nawk", "sed", "npx", "bunx"),
+        # Wrappers: what they run is the next word, which a family would leave open.
+        *("timeout", "command", "builtin", "nice", "nohup", "stdbuf", "time", "ionice"),
+        *("chroot", "setsid", "watch", "strace", "ltrace", "taskset", "unshare", "nsenter"),
+        *("flock", "runuser", "chrt", "script", "parallel", "busybox", "systemd-run"),
+        *("fakeroot", "firejail", "valgrind", "gdb", "ssh", "uvx", "pipx"),
     }
 )
-_FAMILY = re.compile(r"\s*([A-Za-z0-9_.+/-]+)(?:\s+[A-Za-z][A-Za-z0-9_-]*)?(?=\s|\Z)")
+#: Interpreters, in any version (``python3.11``, ``pypy3``, ``node18``, ``perl5.36``).
+_INTERPRETER = re.compile(
+    r"(?:python|pypy|perl|ruby|node|nodejs|php|lua|luajit|tclsh|wish|pwsh|deno|bun|"
+    r"Rscript|osascript|java|jshell|irb|ghci|runghc|guile|racket|julia)[0-9.]*\Z"
+)
+#: Plain viewers for which an option-first command still makes the program alone a family.
+_OPTION_FAMILY: Final = frozenset(
+    {"ls", "cat", "head", "tail", "wc", "du", "df", "tree", "stat", "file", "pwd", "date"}
+)
+_FAMILY = re.compile(r"\s*([A-Za-z0-9_.+/-]+)(?:\s+([A-Za-z][A-Za-z0-9_-]*))?(?=\s|\Z)")
+_SECOND_IS_OPTION = re.compile(r"\s*\S+\s+-")
 
 
 def consent_pattern(
@@ -73,6 +92,12 @@ def _command_family(tool_name: str, command: str) -> str | None:
     if parts is None or len(parts) != 1:
         return None
     match = _FAMILY.match(command)
-    if match is None or os.path.basename(match.group(1)) in _NO_FAMILY:
+    if match is None:
         return None
+    program = os.path.basename(match.group(1))
+    if program in _NO_FAMILY or _INTERPRETER.match(program):
+        return None
+    option_first = match.group(2) is None and _SECOND_IS_OPTION.match(command) is not None
+    if option_first and program not in _OPTION_FAMILY:
+        return None  # "git -c x=y log": the option may change what the program runs
     return f"{tool_name}({escape_pattern_text(match.group(0))}:*)"
