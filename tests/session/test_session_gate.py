@@ -393,3 +393,51 @@ async def test_a_path_swapped_while_its_call_waits_is_not_read(workspace: Path) 
     assert not ok
     assert "hunter2" not in content
     assert "changed after its permission check" in content
+
+
+def _calls(*calls: tuple[str, dict[str, Any]]) -> Any:
+    """A script making `calls` in one round, then answering "ok"."""
+    round_ = [{"name": name, "arguments": arguments} for name, arguments in calls]
+    return scripted([{"toolCalls": round_}, {"text": "ok"}])
+
+
+async def test_rules_hold_however_the_call_is_spelled(workspace: Path, tmp_path: Path) -> None:
+    """End to end, with no one to ask: a Glob naming a denied folder in its pattern, a Grep
+    over the parent of a denied folder, an acceptEdits Write to a submodule's git config, a
+    redirection behind a prefix allow rule and a dressed-up denied rm are all held."""
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "plans.txt").write_text("")
+    (workspace / "secret").mkdir()
+    (workspace / "secret" / "key").write_text("TOKEN=abc123\n")
+    (workspace / "victim").mkdir()
+    rc = tmp_path / "rc"
+    session = new_session(
+        workspace,
+        _calls(
+            ("Glob", {"pattern": "../private/*"}),
+            ("Grep", {"pattern": "TOKEN"}),
+            ("Write", {"file_path": ".git/modules/lib/config", "content": "[core]\n"}),
+            ("Bash", {"command": f"echo x >> {shlex.quote(str(rc))}"}),
+            ("Bash", {"command": "(rm -rf victim)"}),
+        ),
+        tools=builtin_tools(),
+        permission_mode="acceptEdits",
+        permissions={
+            "allow": ["Bash(echo:*)", "Bash(rm -rf:*)"],
+            "deny": [f"Glob({private}/**)", "Read(secret/**)", "Bash(rm:*)"],
+        },
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("go")
+    (glob_ok, glob), (_, grep), (write_ok, _), (echo_ok, _), (rm_ok, rm) = results(session)
+    assert not glob_ok
+    assert "plans.txt" not in glob
+    assert "abc123" not in grep
+    assert not write_ok
+    assert not (workspace / ".git").exists()
+    assert not echo_ok
+    assert not rc.exists()
+    assert not rm_ok
+    assert "denied by rule Bash(rm:*)" in rm
+    assert (workspace / "victim").is_dir()

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotad.session.permissions.hazards import ProtectedPaths, is_critical_removal, split_compound
+from robotad.session.permissions.hazards import (
+    ProtectedPaths,
+    command_spellings,
+    is_critical_removal,
+    split_compound,
+    writes_to_file,
+)
 
 CWD = "/work/proj"
 HOME = "/home/me"
@@ -137,3 +143,53 @@ def test_every_part_of_a_compound_is_seen(commands: list[str], operator: str) ->
     assert split_compound(joined) == commands
     assert not is_critical_removal(joined, CWD, HOME)
     assert is_critical_removal(f"{joined}{operator}rm -rf /", CWD, HOME)
+
+
+@pytest.mark.parametrize(
+    ("command", "writes"),
+    [
+        ("echo x >> ~/.bashrc", True),
+        ("git status > ~/.bashrc", True),
+        ("cmd &> log", True),
+        ("cmd >| out", True),
+        ("ls 2> errors.txt", True),
+        ("cmd >&file", True),
+        ("cat <> f", True),
+        ("echo x>f", True),
+        ('echo x > "unclosed', True),
+        ("ls 2>&1", False),
+        ("ls >/dev/null 2>&1", False),
+        ("ls >&2", False),
+        ("exec 3>&-", False),
+        ("ls > '/dev/null'", False),
+        ("echo 'a > b' \"c >> d\"", False),
+        ("echo a\\>b", False),
+        ("sort < in.txt", False),
+        ("cat <<EOF", False),
+    ],
+)
+def test_writes_to_file(command: str, writes: bool) -> None:
+    """An output redirection to a file outside quotes is seen; descriptors, /dev/null and
+    quoted text are not writes."""
+    assert writes_to_file(command) is writes
+
+
+@pytest.mark.parametrize(
+    ("command", "spellings"),
+    [
+        ("(rm -rf x)", ["rm -rf x"]),
+        ("\\rm -rf x", ["rm -rf x"]),
+        ("/bin/rm -rf x", ["rm -rf x"]),
+        ("FOO=1 BAR=2 rm -rf x", ["rm -rf x"]),
+        ("then rm -rf x", ["rm -rf x"]),
+        ("{ rm -rf x", ["rm -rf x"]),
+        ("'rm' -rf x", ["rm -rf x"]),
+        ("nice -n 5 rm -rf x", ["rm -rf x"]),
+        ("timeout 5 /bin/rm x", ["/bin/rm x", "rm x"]),
+        ("git status", []),
+        ("echo 'unclosed", []),
+    ],
+)
+def test_command_spellings(command: str, spellings: list[str]) -> None:
+    """The same program and arguments, however the part was dressed."""
+    assert command_spellings(command) == spellings

@@ -9,11 +9,12 @@ approving one path, URL or command family does not approve every other use of th
   (``git status --short`` → ``Bash(git status:*)``). When the second word is an option, the
   program alone is the family only for a few plain viewers (``ls -la`` → ``Bash(ls:*)``);
   otherwise the option may change what the program runs (``git -c core.pager=… log``) and
-  the command is remembered exactly. A compound command, one holding substitution, one with
-  leading assignments, or one whose program can do anything — ``rm``, ``sudo``, shells,
-  interpreters in any version (``python3.11``), ``curl``, and wrappers that run another
-  program (``timeout``, ``nice``, ``command``, ``nohup`` …) — is remembered exactly instead:
-  a family of those would approve far more than the person saw;
+  the command is remembered exactly. A compound command, one holding substitution, one
+  redirecting output to a file, one with leading assignments, or one whose program can do
+  anything — ``rm``, ``sudo``, shells, interpreters in any version (``python3.11``),
+  ``curl``, and wrappers that run another program (``timeout``, ``nice``, ``command``,
+  ``nohup`` …) — is remembered exactly instead: a family of those would approve far more
+  than the person saw;
 - any other argument: exactly that value.
 """
 
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
-from robotad.session.permissions.hazards import split_compound
+from robotad.session.permissions.hazards import split_compound, writes_to_file
 from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
 
 __all__ = ["consent_pattern"]
@@ -89,8 +90,8 @@ def consent_pattern(
 
 def _command_family(tool_name: str, command: str) -> str | None:
     parts = split_compound(command)
-    if parts is None or len(parts) != 1:
-        return None
+    if parts is None or len(parts) != 1 or writes_to_file(command):
+        return None  # a family would not admit a redirection to a file anyway
     match = _FAMILY.match(command)
     if match is None:
         return None

@@ -36,7 +36,10 @@ folders are moved into it where the profile says they move the search (Glob's
 resolved: a deny or ask rule catches either spelling, an allow rule must admit both, so a link
 inside an allowed tree cannot lead an allow rule somewhere else. A shell command is judged part
 by part (`hazards.split_compound`): a deny or ask rule catches any part, an allow rule admits a
-compound command only when every part is admitted or the rule names the exact command.
+compound command only when every part is admitted or the rule names the exact command. Deny
+and ask rules also see each part as the program it runs (`hazards.command_spellings`:
+``(rm x)``, ``\\rm x``, ``/bin/rm x``, ``FOO=1 rm x`` read ``rm x``), and a part that
+redirects output to a file is admitted only by a rule naming it exactly, never a prefix.
 
 The enforcer never prompts, runs a classifier or records a denial by itself; the Session does
 those and calls `note_denial` for every call finally refused, whoever refused it.
@@ -67,8 +70,10 @@ from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.consent import consent_pattern
 from robotad.session.permissions.hazards import (
     ProtectedPaths,
+    command_spellings,
     is_critical_removal,
     split_compound,
+    writes_to_file,
 )
 from robotad.session.permissions.patterns import (
     ANY_TOOL,
@@ -501,6 +506,8 @@ class _Call:
         #: The spellings every rule is tried on: both of a path, every part of a command.
         self.paths: list[str] = []
         self.parts: list[str] | None = None
+        #: Further spellings of the parts that deny and ask rules also see (`command_spellings`).
+        self.respelled: list[str] = []
         if self.value is not None and self.kind == "path":
             try:
                 real = enforcer._resolve(self.value)
@@ -509,6 +516,8 @@ class _Call:
             self.paths = [self.value] if real == self.value else [self.value, real]
         elif self.value is not None and self.kind == "command":
             self.parts = split_compound(self.value)
+            for part in self.parts or [self.value]:
+                self.respelled.extend(command_spellings(part))
 
     def caught_by(self, kind: RuleKind) -> Rule | None:
         """The first deny/ask rule catching any spelling or any part of the call."""
@@ -517,7 +526,7 @@ class _Call:
             return group.bare
         if self.value is None:
             return None
-        for spelling in self.paths or [self.value, *(self.parts or ())]:
+        for spelling in self.paths or [self.value, *(self.parts or ()), *self.respelled]:
             if (rule := group.first(spelling)) is not None:
                 return rule
         return None
@@ -535,8 +544,16 @@ class _Call:
             if exact is not None or not self.parts:
                 return exact
         spellings = self.paths or self.parts or [self.value]
-        hits = [group.first(spelling) for spelling in spellings]
+        hits = [self._admitting(group, spelling) for spelling in spellings]
         return None if None in hits else hits[0]
+
+    def _admitting(self, group: _RuleGroup, spelling: str) -> Rule | None:
+        """The allow rule admitting one spelling. A command part writing a file by
+        redirection is admitted only by a rule naming it exactly: ``Bash(echo:*)`` must not
+        admit ``echo x >> ~/.bashrc``."""
+        if self.kind == "command" and writes_to_file(spelling):
+            return next((m.rule for m in group.exact if m.matches(spelling)), None)
+        return group.first(spelling)
 
     def sensitive(self) -> str | None:
         """Why a path call needs a person in every mode but bypassPermissions, if it does: a
