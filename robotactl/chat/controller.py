@@ -3,8 +3,12 @@
 `ChatController` lives on the trio side with the connection. The prompt hands it each typed
 line (`submit`), each approval key (`answer`) and each Ctrl-C (`interrupt`); every action runs
 as its own task in the chat's nursery, so a slow request never freezes the prompt. A failed
-request is printed (``error CODE: message`` and robotactl's hint) and the chat goes on; a
-lost connection ends the chat.
+request is printed (``error CODE: message`` and robotactl's hint) and the chat goes on. A
+lost connection (`connection_lost`, noticed by the host as soon as it happens, or by a request
+that fails with it) ends the chat at once, saying so, showing the input not sent, and saying
+that a running turn's outcome is unknown; the command then exits non-zero. A line that is not
+UTF-8 text (a terminal sending other bytes) is refused and put back, its bad bytes shown as
+U+FFFD: robotad takes UTF-8 only.
 
 Prompts are sent with ``session/run {wait: false, turnId}`` under a turn id chosen here, so
 the events of this client's own turns are told from another client's; the reply arrives as
@@ -15,6 +19,7 @@ out by `robotactl.chat.actions`.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,6 +47,8 @@ __all__ = ["ChatController", "StartOptions"]
 
 #: Messages of the history read back when attaching (the last turn is shown from them).
 ATTACH_TAIL = 40
+#: A lone surrogate: how a byte that is not UTF-8 reaches a decoded line (``surrogateescape``).
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class ChatController:
         self.history = history
         self._peer: JsonRpcPeer | None = None
         self._nursery: trio.Nursery | None = None
+        #: Whether the lost connection was already reported (by the host or a request).
+        self.connection_gone = False
 
     @property
     def peer(self) -> JsonRpcPeer:
@@ -169,9 +178,8 @@ class ChatController:
                 await action()
             except RpcError as exc:
                 self.show_error(exc)
-            except ConnectionLost as exc:
-                self.screen.print(self.renderer.error(f"robotad closed the connection ({exc})"))
-                self.screen.leave()
+            except ConnectionLost:
+                self.connection_lost()
             self.screen.refresh()
 
         self._nursery.start_soon(guarded)
@@ -183,11 +191,43 @@ class ChatController:
         hint = hint_for(exc.code, exc.data)
         self.screen.print(self.renderer.error(text + (f"\nhint: {hint}" if hint else "")))
 
+    def connection_lost(self) -> None:
+        """robotad closed the connection: say so once, with what it means, and leave.
+
+        The input not sent is printed (the prompt would otherwise vanish with the chat), and a
+        turn that was running is said to have an unknown outcome: robotad may have stopped
+        with it. The host turns the lost connection into a non-zero exit.
+        """
+        if self.connection_gone:
+            return
+        self.connection_gone = True
+        lines = ["robotad closed the connection"]
+        if self.state.running:
+            lines.append(
+                "the running turn's outcome is unknown; once robotad is back, "
+                f"`robotactl chat -s {self.state.session_id}` shows it"
+            )
+        unsent = self.screen.input_text()
+        if unsent.strip():
+            lines.append(f"not sent: {unsent}")
+        self.screen.print(self.renderer.error("\n".join(lines)))
+        self.screen.leave()
+
     def submit(self, line: str) -> None:
-        """A line the person sent: a pick from ``/sessions``, a slash command or a prompt."""
+        """A line the person sent: a pick from ``/sessions``, a slash command or a prompt.
+        A line holding bytes that are not UTF-8 is refused and put back (see the module)."""
         from robotactl.chat.actions import SlashActions
 
         self.state.leave_armed = False
+        if _NOT_UTF8.search(line):
+            self.screen.print(
+                self.renderer.error(
+                    "not sent: the line holds bytes that are not UTF-8 text (shown as \ufffd); "
+                    "robotad takes UTF-8 only. Edit it and send again."
+                )
+            )
+            self.screen.put_back(_NOT_UTF8.sub("\ufffd", line))
+            return
         if self.state.picking is not None:
             choices, self.state.picking = self.state.picking, None
             if line.strip():
@@ -221,7 +261,7 @@ class ChatController:
         params = {"sessionId": state.session_id, "prompt": prompt, "turnId": turn_id}
         try:
             await self.peer.request("session/run", {**params, "wait": False}, result_type=RunResult)
-        except RpcError:
+        except (RpcError, ConnectionLost):
             if state.turn_id == turn_id:
                 state.turn_ended()
             self.screen.put_back(prompt)

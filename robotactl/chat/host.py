@@ -9,12 +9,16 @@ hands actions to trio with the trio token's ``run_sync_soon`` (safe from anywher
 
 Leaving (Ctrl-D, ``/quit``, a second Ctrl-C) ends the prompt, then cancels trio, which closes
 the connection; nothing is asked of the daemon on the way out, so a running turn goes on.
-A failure before the prompt (no daemon, an unknown session) propagates from `run_chat`.
+A failure before the prompt (no daemon, an unknown session) propagates from `run_chat`, and so
+does one on the trio side later (never hidden behind trio's having finished first). The trio
+side watches the connection: when robotad closes it (stopped, restarted, killed), the chat
+says so at once (`ChatController.connection_lost`) and `run_chat` raises `ConnectionLost`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ from robotactl.chat.prompt import ChatPrompt
 from robotactl.chat.render import Renderer
 from robotactl.chat.state import ChatState
 
-__all__ = ["run_chat"]
+__all__ = ["cancel_trio", "run_chat"]
 
 
 def run_chat(socket_path: Path, *, autostart: bool, color: bool, start: StartOptions) -> None:
@@ -51,6 +55,7 @@ async def _host(socket_path: Path, autostart: bool, color: bool, start: StartOpt
     finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
     async def trio_side() -> None:
+        from protocol.jsonrpc import ConnectionLost
         from robotactl.connection import connect
 
         async with (
@@ -62,7 +67,9 @@ async def _host(socket_path: Path, autostart: bool, color: bool, start: StartOpt
             await nursery.start(follower.run)
             await controller.start(peer, nursery, start)
             attached.set_result((trio.lowlevel.current_trio_token(), nursery.cancel_scope))
-            await trio.sleep_forever()
+            await peer.wait_finished()
+            controller.connection_lost()
+            raise ConnectionLost("connection closed")
 
     def done(result: outcome.Outcome[None]) -> None:
         if not finished.done():
@@ -84,8 +91,15 @@ async def _host(socket_path: Path, autostart: bool, color: bool, start: StartOpt
         try:
             await prompt.run()
         finally:
-            token.run_sync_soon(scope.cancel)
+            cancel_trio(token, scope)
     _unwrap(await finished)
+
+
+def cancel_trio(token: trio.lowlevel.TrioToken, scope: trio.CancelScope) -> None:
+    """Have trio cancel `scope` soon, unless trio has already finished: then what it ended
+    with (`run_chat` re-raises it) is the news, not that it cannot be cancelled any more."""
+    with contextlib.suppress(trio.RunFinishedError):
+        token.run_sync_soon(scope.cancel)
 
 
 def _unwrap(result: outcome.Outcome[Any]) -> None:

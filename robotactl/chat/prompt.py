@@ -9,7 +9,8 @@ Keys: Enter sends (a line ending in ``\\`` continues on a new line instead), Alt
 line, a bracketed paste keeps its newlines; Up/Down walk the prompt history and Ctrl-R searches
 it (`robotactl.chat.history`); Tab completes (`robotactl.chat.completion`); with a request
 waiting and the input empty, ``y``/``a``/``n`` answer it; Ctrl-C clears the input, or on an
-empty input aborts the running turn (a second one leaves); Ctrl-D on an empty input leaves.
+empty input aborts the running turn (a second one, before any other key, leaves); Ctrl-D on an
+empty input leaves. Any other key disarms that second Ctrl-C (`ChatState.leave_armed`).
 Each action is handed to the trio side with `dispatch` (the controller does the work).
 
 Colour: none with ``NO_COLOR``/``TERM=dumb`` — then every style attribute is dropped, so the
@@ -92,6 +93,8 @@ class ChatPrompt:
         self.dispatch: Dispatch = lambda function, *args: None
         self._controller: ChatController | None = None
         self._leaving = False
+        #: Whether the key being handled is a Ctrl-C handed to the controller.
+        self._interrupting = False
         self.session: PromptSession[str] = _CompactPromptSession(
             message=self._message,
             multiline=True,
@@ -107,6 +110,15 @@ class ChatPrompt:
             reserve_space_for_menu=4,
             erase_when_done=True,
         )
+        self.session.app.key_processor.after_key_press += self._after_key
+
+    def _after_key(self, _: object) -> None:
+        """Any key but a Ctrl-C handed over disarms leaving (the docstring's "before any
+        other key")."""
+        if self._interrupting:
+            self._interrupting = False
+        else:
+            self.state.leave_armed = False
 
     def bind(self, controller: ChatController, dispatch: Dispatch) -> None:
         """Send the person's actions to `controller` through `dispatch`."""
@@ -148,6 +160,9 @@ class ChatPrompt:
             buffer.text = text
             buffer.cursor_position = len(text)
         self.refresh()
+
+    def input_text(self) -> str:
+        return self.session.default_buffer.text
 
     def leave(self) -> None:
         self._leaving = True
@@ -218,6 +233,7 @@ class ChatPrompt:
             if buffer.text:
                 buffer.reset()
             else:
+                self._interrupting = True
                 self.dispatch(self.controller.interrupt)
 
         @bindings.add("c-d", filter=editing, eager=True)

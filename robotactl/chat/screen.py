@@ -21,6 +21,9 @@ class Screen(Protocol):
     def put_back(self, text: str) -> None:
         """Return `text` (a prompt that could not be sent) to an empty input line."""
 
+    def input_text(self) -> str:
+        """What the input line holds (typed, not sent)."""
+
     def leave(self) -> None:
         """End the chat (the prompt returns)."""
 

@@ -59,6 +59,8 @@ class ChatState:
     #: Sessions offered by ``/sessions``, while the person picks one.
     picking: list[str] | None = None
     #: Whether the last key was a Ctrl-C (an abort, or nothing to abort): the next one leaves.
+    #: Any other key disarms it (the prompt sees keys), and so does the end of a turn, unless
+    #: it is the end of the turn that Ctrl-C aborted ("Ctrl-C again leaves" still holds).
     leave_armed: bool = False
 
     @property
@@ -87,6 +89,8 @@ class ChatState:
             self.calls = {}
 
     def turn_ended(self) -> None:
+        if not self.abort_asked:
+            self.leave_armed = False
         self.turn_id = None
         self.abort_asked = False
 

@@ -455,3 +455,47 @@ def test_more_slash_commands(chat: Env) -> None:
     term.wait_for(lambda s: s.count(f"in {ws}") == 3)
     term.send("/quit")
     assert term.wait_exit() == 0
+
+
+def test_a_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(chat: Env) -> None:
+    """Bytes a terminal sends that are not UTF-8 never reach robotad (which takes UTF-8 only)
+    and never end the chat: the line is refused with a notice and put back, the bad bytes
+    shown as U+FFFD, and the next prompt runs."""
+    ws = chat.workspace("bytes")
+    sid = chat.session(ws)
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.type("bad ")
+    term.keys("-H", "ff", "fe")
+    term.type(" end")
+    term.keys("Enter")
+    screen = term.wait_for("not UTF-8 text", "the refusal")
+    assert "Traceback" not in screen
+    term.wait_for(lambda s: s.rstrip().splitlines()[-2].rstrip() == "› bad \ufffd\ufffd end")
+    assert chat.call("session/get", {"sessionId": sid})["messageCount"] == 0
+    term.keys("C-u")
+    term.send("still here")
+    term.wait_for("echo: still here")
+
+
+def test_after_an_abort_other_keys_disarm_the_leaving_ctrl_c(chat: Env) -> None:
+    """Ctrl-C aborts and arms leaving; typing something (even text a Ctrl-C then clears)
+    disarms it, so a later Ctrl-C on the empty prompt warns first instead of leaving."""
+    ws = chat.workspace("disarm")
+    sid = chat.session(ws, [{"text": "slow", "chunks": 5, "delayMs": 4000}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("go slowly")
+    term.wait_for("thinking")
+    term.keys("C-c")
+    term.wait_for("turn aborted")
+    term.idle()
+    term.type("a prompt I changed my mind about")
+    term.wait_for("› a prompt I changed my mind about")
+    term.keys("C-c")  # clears the input
+    term.wait_for(lambda s: s.rstrip().splitlines()[-2].rstrip() == "›", "the cleared input")
+    term.keys("C-c")
+    screen = term.wait_for("^C (again, or Ctrl-D, to leave)")
+    assert "[exit" not in screen
+    term.keys("C-c")
+    assert term.wait_exit() == 0

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
@@ -23,6 +24,7 @@ from robotactl.chat.approval import exact_call_rule
 from robotactl.chat.completion import ChatCompleter
 from robotactl.chat.follower import EventFollower
 from robotactl.chat.history import ordered_prompts
+from robotactl.chat.host import cancel_trio
 from robotactl.chat.render import Renderer
 from robotactl.chat.slash import UnknownCommand, parse_slash, prompt_text
 from robotactl.chat.state import ChatState
@@ -131,6 +133,9 @@ class RecordingScreen:
     def put_back(self, text: str) -> None:
         self.kept = text
 
+    def input_text(self) -> str:
+        return ""
+
     def leave(self) -> None:
         pass
 
@@ -183,3 +188,30 @@ def test_a_write_over_a_file_shows_what_it_replaces(tmp_path: Path) -> None:
     )
     assert "@@ -0,0 +1 @@" in fresh
     assert "replaces" not in fresh
+
+
+def test_cancelling_a_finished_trio_run_hides_nothing() -> None:
+    """When trio ended first (its side failed), leaving the prompt cancels nothing and raises
+    nothing, so `run_chat` re-raises trio's own failure instead of `trio.RunFinishedError`."""
+    kept: list[tuple[trio.lowlevel.TrioToken, trio.CancelScope]] = []
+
+    async def finish() -> None:
+        with trio.CancelScope() as scope:
+            kept.append((trio.lowlevel.current_trio_token(), scope))
+
+    trio.run(finish)
+    token, scope = kept[0]
+    cancel_trio(token, scope)
+    assert not scope.cancel_called
+
+
+def test_the_end_of_a_turn_disarms_leaving_unless_ctrl_c_aborted_it() -> None:
+    state = ChatState(info=info())
+    state.leave_armed = True  # a Ctrl-C with nothing to abort
+    state.turn_started("t1")  # another client's turn …
+    state.turn_ended()
+    assert not state.leave_armed  # … ended: a Ctrl-C warns again before leaving
+    state.turn_started("t2")
+    state.leave_armed = state.abort_asked = True  # Ctrl-C aborted this turn
+    state.turn_ended()
+    assert state.leave_armed  # "Ctrl-C again leaves" still holds
