@@ -204,7 +204,7 @@ Signals a `user-error' naming the socket when robotad cannot be reached."
            (file-error
             (user-error "Cannot reach robotad at %s (%s); start `robotad' \
 or its systemd socket, or set `robota-socket-path'"
-                        path (error-message-string err))))))
+                        path (robota--os-reason err))))))
     (make-instance 'jsonrpc-process-connection
                    :name "robota"
                    :process process
@@ -212,6 +212,13 @@ or its systemd socket, or set `robota-socket-path'"
                    :request-dispatcher #'robota--refuse-request
                    :notification-dispatcher #'robota--dispatch-notification
                    :on-shutdown #'robota--connection-closed)))
+
+(defun robota--os-reason (err)
+  "The operating system's reason carried by ERR, a signalled `file-error'.
+Such an error reads (file-error WHAT REASON ARGUMENTS...): only REASON,
+such as \"No such file or directory\", says something to a person."
+  (let ((reason (nth 2 err)))
+    (if (stringp reason) reason (error-message-string err))))
 
 (defun robota--handshake (connection)
   "Send `initialize' on CONNECTION and remember the daemon's answer."
@@ -245,9 +252,11 @@ or its systemd socket, or set `robota-socket-path'"
    (lambda (_id session)
      (when (eq (robota--session-connection session) connection)
        (setf (robota--session-connection session) nil)
-       (unless (eq (robota--session-state session) 'idle)
+       ;; A waiting approval waits on: `robota-review-pending' answers it.
+       (when (eq (robota--session-state session) 'running)
          (robota--insert-line
-          session "[connection to robotad closed; the turn goes on there]"
+          session "[connection to robotad closed; the turn's outcome is \
+unknown until reconnecting: `M-x robota-status']"
           'robota-failure))))
    robota--sessions-by-id))
 
@@ -315,7 +324,7 @@ waits for as long as the daemon takes."
                          (-32005 " (approval pending: `robota-review-pending')")
                          (_ "")))))
     (when session
-      (robota--insert-line session (concat "✗ " text) 'robota-failure))
+      (robota--insert-aside session (concat "✗ " text) 'robota-failure))
     (message "robota: %s" text)))
 
 (defun robota--new-id ()
@@ -412,50 +421,92 @@ waits for as long as the daemon takes."
   (cl-loop for (k v) on plist by #'cddr
            unless (eq k key) append (list k v)))
 
-(defun robota--subscribe (session then &optional replay-all)
-  "Subscribe to SESSION's events, then call THEN with SESSION.
-Events after the last one seen are replayed first; REPLAY-ALL asks for
-every buffered event instead."
-  (let ((connection (robota-connection))
-        (after (robota--session-last-seq session)))
+(cl-defun robota--subscribe (session then &key after recreate)
+  "Subscribe to SESSION's events on the current connection, then call THEN.
+THEN, when non-nil, is called with SESSION once subscribed.  AFTER is
+the seq after which the daemon's buffered events are replayed first:
+nil means after the last one seen (only new events when none was
+seen), an integer replays those after it (0: every buffered event),
+`now' asks for new events only.  When the daemon no longer holds the
+events asked for (-32012: it restarted, or they fell out of its
+buffer), a line says so and those it holds are replayed.  When it no
+longer has the session (-32002), the session is forgotten; with
+RECREATE a new one is created in its root and THEN gets that one."
+  (let* ((connection (robota-connection))
+         (seen (robota--session-last-seq session))
+         (after (cond ((eq after 'now) nil)
+                      ((integerp after) after)
+                      ((> seen 0) seen))))
+    (when after
+      ;; Replayed events may arrive before the answer: let them through.
+      (setf (robota--session-last-seq session) after))
     (robota--call
      'session/subscribe
      (append (list :sessionId (robota--session-id session))
-             (and (not replay-all) (> after 0) (list :afterSeq after)))
+             (and after (list :afterSeq after)))
      :session session
      :on-result
      (lambda (result)
        (setf (robota--session-connection session) connection)
-       ;; A restarted daemon numbers its events afresh.
        (let ((latest (plist-get result :latestSeq)))
-         (when (and (integerp latest) (< latest after))
+         (when (and (null after) (integerp latest))
            (setf (robota--session-last-seq session) latest)))
        (when then (funcall then session)))
      :on-error
      (lambda (err)
        (pcase (plist-get err :code)
-         ;; Every buffered event is newer than the last one seen.
-         (-32012 (robota--insert-line
-                  session "[some events were lost]" 'robota-notice)
-                 (robota--subscribe session then t)
-                 t)
+         (-32012
+          (setf (robota--session-last-seq session) seen)
+          (robota--resubscribe-after-loss session then after err)
+          t)
          (-32002
           (robota--forget session)
-          (when then
+          (if (not recreate)
+              (robota--insert-line
+               session "[robotad no longer has this session; \
+`robota-start-session' starts a new one]"
+               'robota-failure)
             (robota--insert-line
-             session "[the daemon no longer has this session; starting anew]"
+             session "[robotad no longer has this session; starting anew]"
              'robota-notice)
             (robota--create-session (robota--session-root session) then))
-          (and then t)))))))
+          t))))))
+
+(defun robota--resubscribe-after-loss (session then after err)
+  "Subscribe to SESSION again after ERR, a -32012 answer to AFTER.
+Say which events are gone, then replay those the daemon still holds
+and call THEN."
+  (let ((oldest (plist-get (plist-get err :data) :oldestSeq)))
+    (robota--insert-line
+     session
+     (cond ((not (integerp oldest))
+            (format "[%s]" (or (plist-get err :message) "events were lost")))
+           ((<= oldest (1+ (or after 0)))
+            ;; AFTER lies beyond the last event this daemon published.
+            "[robotad restarted since the last event shown here]")
+           (t (format "[events %d to %d are lost: robotad no longer holds them]"
+                      (1+ after) (1- oldest))))
+     'robota-notice)
+    (robota--subscribe session then
+                       :after (if (integerp oldest) (max 0 (1- oldest)) 'now))))
+
+(defun robota--when-subscribed (session then &optional recreate)
+  "Call THEN with SESSION once it is subscribed on the current connection.
+A session last subscribed on another connection (robotad restarted, or
+the connection closed) is subscribed again first, replaying what it
+missed, so that nothing talks to a session whose events go unseen.
+RECREATE is passed to `robota--subscribe'."
+  (if (and (robota--session-connection session)
+           (eq (robota--session-connection session) (robota-connection)))
+      (funcall then session)
+    (robota--subscribe session then :recreate recreate)))
 
 (defun robota--with-session (root then)
   "Call THEN with ROOT's session, created or resubscribed as needed."
   (let ((session (gethash root robota--sessions-by-root)))
-    (cond ((null session) (robota--create-session root then))
-          ((and (robota--session-connection session)
-                (eq (robota--session-connection session) (robota-connection)))
-           (funcall then session))
-          (t (robota--subscribe session then)))))
+    (if (null session)
+        (robota--create-session root then)
+      (robota--when-subscribed session then t))))
 
 ;;;; Commands
 
@@ -487,7 +538,9 @@ With prefix argument ASK, read the provider and model to use."
 (defun robota-attach-session (session-id)
   "Bind the current project to the existing daemon session SESSION-ID.
 Interactively, choose among the daemon's sessions, those whose cwd is the
-project root first."
+project root first.  The events robotad still holds are replayed into
+the project's buffer, and an approval the session waits for is asked.
+A SESSION-ID robotad does not know is a `user-error'."
   (interactive
    (let* ((root (robota--project-root))
           (sessions (plist-get (robota-request 'session/list nil)
@@ -502,8 +555,20 @@ project root first."
                                                "1" "0"))))))
      (unless choices (user-error "The daemon has no sessions"))
      (list (cdr (assoc (completing-read "Session: " choices nil t) choices)))))
-  (let ((session (robota--register (robota--project-root) session-id)))
-    (robota--subscribe session #'robota--show t)))
+  (let ((root (robota--project-root)))
+    (condition-case err
+        (robota-request 'session/get (list :sessionId session-id))
+      (jsonrpc-error
+       (if (eql (robota-error-code err) -32002)
+           (user-error "No session %s" session-id)
+         (signal (car err) (cdr err)))))
+    (robota--subscribe (robota--register root session-id)
+                       #'robota--after-attach :after 0)))
+
+(defun robota--after-attach (session)
+  "Show SESSION, just attached, and ask about an approval it waits for."
+  (robota--show session)
+  (robota--ask-pending session))
 
 ;;;###autoload
 (defun robota-send-prompt (prompt)
@@ -571,36 +636,51 @@ The text is quoted with the file name and line numbers it came from."
   "Answer the approval requests the current project's session waits on."
   (interactive)
   (let ((session (robota--current-session)))
-    (robota--call
-     'session/pending (list :sessionId (robota--session-id session))
-     :session session
-     :on-result
-     (lambda (result)
-       (let ((pending (plist-get result :pending)))
-         (if (null pending)
-             (message "robota: nothing waits for approval")
-           (let ((execution (plist-get pending :executionId)))
-             (setf (robota--session-asked session)
-                   (delete execution (robota--session-asked session)))
-             (robota--schedule-approvals
-              session execution (plist-get pending :requests)))))))))
+    (robota--when-subscribed
+     session
+     (lambda (session) (robota--ask-pending session 'again)))))
+
+(defun robota--ask-pending (session &optional again)
+  "Ask about the approval requests SESSION waits on, as robotad has them.
+An execution already being asked about is not asked again, unless AGAIN
+\(then \"nothing waits\" is also said when nothing does)."
+  (robota--call
+   'session/pending (list :sessionId (robota--session-id session))
+   :session session
+   :on-result
+   (lambda (result)
+     (let* ((pending (plist-get result :pending))
+            (execution (plist-get pending :executionId)))
+       (cond ((null pending)
+              (when again (message "robota: nothing waits for approval")))
+             (t
+              (setf (robota--session-state session) 'waiting)
+              (when again
+                (setf (robota--session-asked session)
+                      (delete execution (robota--session-asked session))))
+              (robota--schedule-approvals
+               session execution (plist-get pending :requests))))))))
 
 ;;;###autoload
 (defun robota-abort ()
   "Abort the running turn or compaction of the current project's session."
   (interactive)
-  (let ((session (robota--current-session)))
-    (robota--call 'session/abort (list :sessionId (robota--session-id session))
-                  :session session
-                  :on-result
-                  (lambda (result)
-                    (message (if (eq (plist-get result :aborted) t)
-                                 "robota: aborted"
-                               "robota: nothing was running"))))))
+  (robota--when-subscribed
+   (robota--current-session)
+   (lambda (session)
+     (robota--call 'session/abort (list :sessionId (robota--session-id session))
+                   :session session
+                   :on-result
+                   (lambda (result)
+                     (message (if (eq (plist-get result :aborted) t)
+                                  "robota: aborted"
+                                "robota: nothing was running")))))))
 
 ;;;###autoload
 (defun robota-status ()
-  "Show the daemon's status and the current project's session in the echo area."
+  "Show the daemon's status and the current project's session in the echo area.
+A session whose connection was lost is subscribed again first, so its
+buffer shows what happened meanwhile."
   (interactive)
   (let ((session (gethash (robota--project-root) robota--sessions-by-root)))
     (robota--call
@@ -609,11 +689,15 @@ The text is quoted with the file name and line numbers it came from."
      (lambda (status)
        (if (null session)
            (message "%s" (robota--format-status status nil))
-         (robota--call
-          'session/get (list :sessionId (robota--session-id session))
-          :session session
-          :on-result (lambda (info)
-                       (message "%s" (robota--format-status status info)))))))))
+         (robota--when-subscribed
+          session
+          (lambda (session)
+            (robota--call
+             'session/get (list :sessionId (robota--session-id session))
+             :session session
+             :on-result
+             (lambda (info)
+               (message "%s" (robota--format-status status info)))))))))))
 
 (defun robota--format-status (status info)
   "One line describing daemon STATUS and, when non-nil, session INFO."
@@ -687,10 +771,11 @@ dropped, so a replay after resubscribing shows nothing twice."
   (pcase type
     ("turn_started" (setf (robota--session-state session) 'running))
     ("context_updated" (setf (robota--session-context session) event))
+    ;; Asked only while robotad says it waits: a replayed request may be
+    ;; long answered.
     ("approval_requested"
      (setf (robota--session-state session) 'waiting)
-     (robota--schedule-approvals session (plist-get event :executionId)
-                                 (plist-get event :requests)))
+     (robota--ask-pending session))
     ("turn_finished"
      (setf (robota--session-state session)
            (if (equal (plist-get event :status) "waiting") 'waiting 'idle)))
@@ -801,8 +886,10 @@ An execution already being asked about is not asked again."
 
 (defun robota--answer-approvals (session execution requests)
   "Decide REQUESTS of SESSION's EXECUTION and send the answers with resume.
-Quitting a question sends nothing; `robota-review-pending' asks again."
-  (condition-case nil
+Quitting a question sends nothing; an answer that cannot be sent (the
+connection to robotad is gone) is said to be lost.  Either way
+`robota-review-pending' asks again."
+  (condition-case err
       (let ((responses
              (mapcar
               (lambda (request)
@@ -814,6 +901,21 @@ Quitting a question sends nothing; `robota-review-pending' asks again."
                           t
                         :json-false)))
               (append requests nil))))
+        (robota--when-subscribed
+         session
+         (lambda (session)
+           (robota--send-answers session execution responses))))
+    (quit
+     (robota--unask session execution)
+     (message
+      "robota: approval postponed; `robota-review-pending' to answer"))
+    (error (robota--answer-lost session execution
+                                (error-message-string err)))))
+
+(defun robota--send-answers (session execution responses)
+  "Send RESPONSES to SESSION's EXECUTION with `session/resume'."
+  (condition-case err
+      (progn
         (setf (robota--session-state session) 'running)
         (robota--call
          'session/resume
@@ -825,17 +927,28 @@ Quitting a question sends nothing; `robota-review-pending' asks again."
          (lambda (err)
            (if (eql (plist-get err :code) -32011)
                ;; Another client (robotactl, another Emacs) answered first.
-               (progn (robota--insert-line
-                       session "  [already answered elsewhere]" 'robota-notice)
-                      t)
-             (setf (robota--session-asked session)
-                   (delete execution (robota--session-asked session)))
-             nil))))
-    (quit
-     (setf (robota--session-asked session)
-           (delete execution (robota--session-asked session)))
-     (message
-      "robota: approval postponed; `robota-review-pending' to answer"))))
+               (robota--insert-line
+                session "  [already answered elsewhere]" 'robota-notice)
+             (robota--answer-lost session execution
+                                  (or (plist-get err :message) "no answer")))
+           t)))
+    (error (robota--answer-lost session execution
+                                (error-message-string err)))))
+
+(defun robota--unask (session execution)
+  "Forget that SESSION's EXECUTION was asked about, so it can be again."
+  (setf (robota--session-asked session)
+        (delete execution (robota--session-asked session))))
+
+(defun robota--answer-lost (session execution reason)
+  "Say that the answer to SESSION's EXECUTION may not have reached robotad.
+REASON says why; `robota-review-pending' asks again."
+  (robota--unask session execution)
+  (setf (robota--session-state session) 'waiting)
+  (let ((text (format "approval answer not delivered (%s); \
+`M-x robota-review-pending' asks again" reason)))
+    (robota--insert-line session (concat "✗ " text) 'robota-failure)
+    (message "robota: %s" text)))
 
 (defun robota-ask-approval (request)
   "Ask whether to allow REQUEST, showing its tool, arguments and reason."
@@ -885,6 +998,20 @@ Quitting a question sends nothing; `robota-review-pending' asks again."
   (robota--fresh-line session)
   (robota--insert session line face)
   (robota--insert session "\n" nil))
+
+(defun robota--insert-aside (session line face)
+  "Insert LINE with FACE in SESSION's buffer on a line of its own.
+It goes above the line being streamed, if any, so that a notice which
+is not part of the stream and does not end it (a failed request) never
+splits the model's text."
+  (let ((buffer (robota--session-buffer session)))
+    (when (buffer-live-p buffer)
+      (with-current-buffer buffer
+        (let ((inhibit-read-only t))
+          (save-excursion
+            (goto-char (point-max))
+            (forward-line 0)
+            (insert-before-markers (propertize line 'face face) "\n")))))))
 
 ;;;; Key map
 

@@ -55,6 +55,10 @@
   (with-current-buffer (robota--session-buffer session)
     (buffer-substring-no-properties (point-min) (point-max))))
 
+(defun robota-test--text-has (session regexp)
+  "Non-nil when SESSION's buffer text matches REGEXP."
+  (string-match-p regexp (robota-test--buffer-text session)))
+
 ;;;; Offline: socket path, prompts, rendering, approvals
 
 (ert-deftest robota-socket-path-follows-protocol-order ()
@@ -83,6 +87,9 @@
             (expand-file-name "absent.sock" (make-temp-file "robota" t)))
            (err (should-error (robota-connection) :type 'user-error)))
       (should (string-match-p (regexp-quote robota-socket-path) (cadr err)))
+      ;; The OS's reason, not `make-network-process' arguments.
+      (should (string-match-p "(No such file or directory)" (cadr err)))
+      (should-not (string-match-p ":family" (cadr err)))
       (should-not robota--connection))))
 
 (ert-deftest robota-region-prompt-quotes-file-and-lines ()
@@ -102,8 +109,31 @@
                                "````\none\ntwo ``` three\nfour\n````\n")))))))
 
 (defun robota-test--offline-session (root)
-  "Register a session for ROOT without a daemon, as `session/create' would."
-  (robota--register root "s-offline"))
+  "Register a session for ROOT without a daemon, as `session/create' would.
+It counts as subscribed on the connection `robota-test--offline' fakes."
+  (let ((session (robota--register root "s-offline")))
+    (setf (robota--session-connection session) 'offline)
+    session))
+
+(defmacro robota-test--offline (pending &rest body)
+  "Run BODY with `robota--call' faked, recording its calls in `calls'.
+`session/pending' is answered with PENDING (a plist or nil), and the
+connection is the fake one of `robota-test--offline-session'."
+  (declare (indent 1) (debug t))
+  `(let ((calls nil))
+     (cl-letf (((symbol-function 'robota-connection) (lambda () 'offline))
+               ((symbol-function 'robota--call)
+                (lambda (method params &rest keys)
+                  (push (cons method params) calls)
+                  (when (eq method 'session/pending)
+                    (funcall (plist-get keys :on-result)
+                             (list :pending ,pending))))))
+       ,@body)))
+
+(defun robota-test--calls-of (method calls)
+  "The parameters of the CALLS of METHOD, oldest first."
+  (mapcar #'cdr (reverse (cl-remove-if-not
+                          (lambda (call) (eq (car call) method)) calls))))
 
 (defun robota-test--event (seq type &rest members)
   "An event of the offline session: SEQ, TYPE and MEMBERS."
@@ -172,48 +202,151 @@
   :tags '(offline)
   (robota-test--isolated
     (robota-test--offline-session "/tmp/robota-demo")
-    (let ((questions nil)
-          (calls nil))
-      (cl-letf (((symbol-function 'y-or-n-p)
-                 (lambda (prompt)
-                   (push prompt questions)
-                   (string-match-p "Write" prompt)))
+    (let ((questions nil))
+      (robota-test--offline (list :executionId "e1"
+                                  :requests robota-test--requests)
+        (cl-letf (((symbol-function 'y-or-n-p)
+                   (lambda (prompt)
+                     (push prompt questions)
+                     (string-match-p "Write" prompt))))
+          (robota--handle-event
+           (robota-test--event 1 "approval_requested" :executionId "e1"
+                               :requests robota-test--requests))
+          (robota-test--wait-for
+           (lambda () (robota-test--calls-of 'session/resume calls))
+           "the resume call")
+          ;; The same execution replayed later is not asked about again.
+          (robota--handle-event
+           (robota-test--event 2 "approval_requested" :executionId "e1"
+                               :requests robota-test--requests))
+          (accept-process-output nil 0.05))
+        (should (equal (reverse questions)
+                       (list (concat "Allow robota to run Write "
+                                     "{\"file_path\":\"a.txt\","
+                                     "\"content\":\"hi\"}"
+                                     " (Write needs approval)? ")
+                             (concat "Allow robota to run Bash "
+                                     "{\"command\":\"rm -r build\"}"
+                                     " (Bash needs approval)? "))))
+        (should (= (length (robota-test--calls-of 'session/resume calls)) 1))
+        (let* ((params (car (robota-test--calls-of 'session/resume calls)))
+               (responses (append (plist-get params :responses) nil))
+               (ids (mapcar (lambda (r) (plist-get r :responseId))
+                            responses)))
+          (should (equal (plist-get params :sessionId) "s-offline"))
+          (should (equal (plist-get params :executionId) "e1"))
+          (should (equal (mapcar (lambda (r) (plist-get r :requestId))
+                                 responses)
+                         '("r1" "r2")))
+          (should (equal (mapcar (lambda (r) (plist-get r :approved))
+                                 responses)
+                         '(t :json-false)))
+          (should (cl-every (lambda (id)
+                              (string-match-p "\\`[0-9a-f-]\\{36\\}\\'" id))
+                            ids))
+          (should-not (equal (car ids) (cadr ids))))))))
+
+(ert-deftest robota-replayed-approval-no-longer-waiting-is-not-asked ()
+  "A replayed request robotad no longer waits on is shown, never asked."
+  :tags '(offline)
+  (robota-test--isolated
+    (let ((session (robota-test--offline-session "/tmp/robota-demo"))
+          (asked nil))
+      (robota-test--offline nil
+        (cl-letf (((symbol-function 'y-or-n-p)
+                   (lambda (_prompt) (setq asked t))))
+          (robota--handle-event
+           (robota-test--event 1 "approval_requested" :executionId "e1"
+                               :requests robota-test--requests))
+          (accept-process-output nil 0.05))
+        (should (robota-test--calls-of 'session/pending calls))
+        (should-not (robota-test--calls-of 'session/resume calls)))
+      (should-not asked)
+      (should (string-match-p "  \\? Write"
+                              (robota-test--buffer-text session))))))
+
+(ert-deftest robota-answer-to-a-closed-connection-is-said-lost ()
+  "An answer that cannot be sent says so and how to give it again."
+  :tags '(offline)
+  (robota-test--isolated
+    (let ((session (robota-test--offline-session "/tmp/robota-demo"))
+          (robota-approval-function (lambda (_request) t))
+          (messages nil))
+      (cl-letf (((symbol-function 'robota-connection) (lambda () 'offline))
                 ((symbol-function 'robota--call)
-                 (lambda (method params &rest _)
-                   (push (cons method params) calls))))
-        (robota--handle-event
-         (robota-test--event 1 "approval_requested" :executionId "e1"
-                             :requests robota-test--requests))
-        (robota-test--wait-for (lambda () calls) "the resume call")
-        ;; The same execution replayed later is not asked about again.
-        (robota--handle-event
-         (robota-test--event 2 "approval_requested" :executionId "e1"
-                             :requests robota-test--requests))
-        (accept-process-output nil 0.05))
-      (should (equal (reverse questions)
-                     (list (concat "Allow robota to run Write "
-                                   "{\"file_path\":\"a.txt\","
-                                   "\"content\":\"hi\"}"
-                                   " (Write needs approval)? ")
-                           (concat "Allow robota to run Bash "
-                                   "{\"command\":\"rm -r build\"}"
-                                   " (Bash needs approval)? "))))
-      (should (= (length calls) 1))
-      (pcase-let* ((`(,method . ,params) (car calls))
-                   (responses (append (plist-get params :responses) nil))
-                   (ids (mapcar (lambda (r) (plist-get r :responseId))
-                                responses)))
-        (should (eq method 'session/resume))
-        (should (equal (plist-get params :sessionId) "s-offline"))
-        (should (equal (plist-get params :executionId) "e1"))
-        (should (equal (mapcar (lambda (r) (plist-get r :requestId)) responses)
-                       '("r1" "r2")))
-        (should (equal (mapcar (lambda (r) (plist-get r :approved)) responses)
-                       '(t :json-false)))
-        (should (cl-every (lambda (id)
-                            (string-match-p "\\`[0-9a-f-]\\{36\\}\\'" id))
-                          ids))
-        (should-not (equal (car ids) (cadr ids)))))))
+                 (lambda (&rest _)
+                   (error "Process robota no longer connected to pipe")))
+                ((symbol-function 'message)
+                 (lambda (format &rest args)
+                   (push (apply #'format-message format args) messages))))
+        (robota--answer-approvals session "e1" robota-test--requests))
+      (let ((text (robota-test--buffer-text session)))
+        (should (string-match-p "not delivered.*no longer connected" text))
+        (should (string-match-p "M-x robota-review-pending" text)))
+      (should (cl-some (lambda (m) (string-match-p "not delivered" m))
+                       messages))
+      (should (eq (robota--session-state session) 'waiting))
+      (should-not (robota--session-asked session)))))
+
+(ert-deftest robota-events-lost-are-said-and-the-rest-replayed ()
+  "A -32012 answer names the lost events and replays those robotad holds."
+  :tags '(offline)
+  (robota-test--isolated
+    (let ((session (robota-test--offline-session "/tmp/robota-demo"))
+          (subscribes nil))
+      (setf (robota--session-last-seq session) 10
+            (robota--session-connection session) nil)
+      (cl-letf (((symbol-function 'robota-connection) (lambda () 'offline))
+                ((symbol-function 'robota--call)
+                 (lambda (_method params &rest keys)
+                   (push params subscribes)
+                   (if (= (length subscribes) 1)
+                       (funcall (plist-get keys :on-error)
+                                (list :code -32012 :message "events lost"
+                                      :data (list :sessionId "s-offline"
+                                                  :oldestSeq 50)))
+                     (funcall (plist-get keys :on-result)
+                              (list :latestSeq 60))))))
+        (robota--subscribe session nil))
+      (should (equal (mapcar (lambda (p) (plist-get p :afterSeq))
+                             (reverse subscribes))
+                     '(10 49)))
+      (should (robota-test--text-has
+               session "^\\[events 11 to 49 are lost: robotad no longer holds them\\]$"))
+      (should (= (robota--session-last-seq session) 49))
+      (should (eq (robota--session-connection session) 'offline)))))
+
+(ert-deftest robota-lost-connection-leaves-the-outcome-unknown ()
+  "A connection closing under a running turn says its outcome is unknown."
+  :tags '(offline)
+  (robota-test--isolated
+    (let ((session (robota-test--offline-session "/tmp/robota-demo")))
+      (robota--handle-event (robota-test--event 1 "turn_started" :prompt "go"))
+      (robota--handle-event (robota-test--event 2 "text_delta" :text "half"))
+      (robota--connection-closed 'offline)
+      (should (robota-test--text-has
+               session
+               (concat "^half\n\\[connection to robotad closed; the turn's "
+                       "outcome is unknown until reconnecting: "
+                       "`M-x robota-status'\\]\n\\'")))
+      (should-not (robota--session-connection session)))))
+
+(ert-deftest robota-failed-request-never-splits-streamed-text ()
+  "A request's failure shows above the line being streamed, not inside it."
+  :tags '(offline)
+  (robota-test--isolated
+    (let ((session (robota-test--offline-session "/tmp/robota-demo")))
+      (robota--handle-event (robota-test--event 1 "turn_started" :prompt "go"))
+      (robota--handle-event (robota-test--event 2 "text_delta" :text "slo"))
+      (let ((inhibit-message t))
+        (robota--report-error session 'session/run
+                              (list :code -32001 :message "busy")))
+      (robota--handle-event (robota-test--event 3 "text_delta" :text "w reply"))
+      (should (robota-test--text-has
+               session
+               (concat "^> go\n✗ session/run failed: busy "
+                       "(a turn is running: `robota-abort')\n"
+                       "slow reply\\'"))))))
 
 ;;;; Against the live daemon
 
@@ -297,6 +430,92 @@
         (should-not (eq first second))
         (should (jsonrpc-running-p second))
         (should (robota-request 'daemon/status))))))
+
+;;;; Sessions across connections (need the session methods)
+
+(defconst robota-test--write-script
+  (vector '(:text "Let me write." :toolCalls [(:name "Write"
+                                               :arguments
+                                               (:file_path "w.txt"
+                                                :content "hi"))])
+          '(:text "Done writing."))
+  "The scripted provider's steps: a Write needing approval, then a reply.")
+
+(ert-deftest robota-review-after-reconnecting-shows-the-rest-of-the-turn ()
+  "An approval answered on a new connection shows the turn it resumes."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-review" t))
+           (robota-project-root-function (lambda () root))
+           (robota-session-parameters
+            (list :provider "scripted" :script robota-test--write-script))
+           (asked 0)
+           (robota-approval-function
+            (lambda (_request) (cl-incf asked) (signal 'quit nil))))
+      (robota-send-prompt "write it")
+      (robota-test--wait-for (lambda () (= asked 1)) "the first question")
+      (let ((session (gethash root robota--sessions-by-root)))
+        (robota-test--wait-for
+         (lambda () (robota-test--text-has session "waiting for approval"))
+         "the waiting turn")
+        ;; robotad restarts: the connection goes, and the seqs seen here
+        ;; lie beyond the last one the new process published.  The answer
+        ;; travels on a new connection, which must be subscribed first.
+        (robota-disconnect)
+        (setf (robota--session-last-seq session) 100000)
+        (setq robota-approval-function (lambda (_request) t))
+        (robota-review-pending)
+        (robota-test--wait-for
+         (lambda () (robota-test--text-has session "Done writing\\."))
+         "the rest of the turn in the buffer")
+        (should (robota-test--text-has session "\\[robotad restarted"))
+        (should (file-exists-p (expand-file-name "w.txt" root)))))))
+
+(ert-deftest robota-attach-replays-and-asks-the-waiting-approval ()
+  "Attaching replays the session's events and asks what it waits for."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-attach" t))
+           (robota-project-root-function (lambda () root))
+           (questions nil)
+           (robota-approval-function
+            (lambda (request) (push (plist-get request :tool) questions) t))
+           (id (plist-get (robota-request
+                           'session/create
+                           (list :cwd root :provider "scripted"
+                                 :script robota-test--write-script))
+                          :sessionId)))
+      ;; Another client runs the turn up to its approval, then goes.
+      (should (equal (plist-get (robota-request
+                                 'session/run
+                                 (list :sessionId id :prompt "write it"))
+                                :status)
+                     "waiting"))
+      (robota-disconnect)
+      (robota-attach-session id)
+      (let ((session (gethash root robota--sessions-by-root)))
+        (robota-test--wait-for
+         (lambda () (robota-test--text-has session "Done writing\\."))
+         "the approved turn's reply")
+        (should (equal questions '("Write")))
+        (should (robota-test--text-has session "> write it\nLet me write\\."))
+        (should (file-exists-p (expand-file-name "w.txt" root)))))))
+
+(ert-deftest robota-attach-to-an-unknown-id-is-a-user-error ()
+  "Attaching to an id robotad does not know binds nothing, creates nothing."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-attach" t))
+           (robota-project-root-function (lambda () root))
+           (before (length (plist-get (robota-request 'session/list)
+                                      :sessions)))
+           (err (should-error (robota-attach-session "nosuchid")
+                              :type 'user-error)))
+      (should (equal (cadr err) "No session nosuchid"))
+      (should-not (robota-session-id root))
+      (accept-process-output nil 0.2)
+      (should (= (length (plist-get (robota-request 'session/list) :sessions))
+                 before)))))
 
 ;;;; The full turn (needs the session methods)
 
