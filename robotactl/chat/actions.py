@@ -3,7 +3,8 @@
 Each command is one documented request (or two) and a few printed lines: ``/new`` and
 ``/model NAME`` create a session in this one's cwd (robotad has no way to change a session's
 model, so ``/model NAME`` starts a new session on that model and says so), ``/fork`` forks
-and ``/sessions`` switches — all three then attach to the new session — ``/compact``,
+and ``/sessions`` switches (it lists this cwd's sessions first, then the others with their
+cwd) — all three then attach to the new session — ``/compact``,
 ``/context``, ``/mode``, ``/allow``, ``/deny``, ``/abort``, ``/history``, ``/export`` and
 ``/last`` report what the daemon answered. ``/export FILE`` writes the artifact through a
 temporary file renamed into place, so FILE is either whole or untouched.
@@ -28,6 +29,7 @@ from protocol.methods import (
 from protocol.shapes import ContextState
 from robotactl.chat.slash import SlashCommand, help_text
 from robotactl.formatting import format_context, format_when, shorten
+from robotactl.sessions import same_directory
 
 if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
@@ -129,16 +131,24 @@ class SlashActions:
 
     async def do_sessions(self, choice: str) -> None:
         listing = await self.chat.peer.request("session/list", {}, result_type=SessionList)
-        ids = [entry.session_id for entry in listing.sessions]
+        cwd = self.state.info.cwd if self.state.info is not None else os.getcwd()
+        # This cwd's sessions first (newest first, as robotad lists them), then the others.
+        entries = sorted(
+            listing.sessions,
+            key=lambda entry: not (entry.cwd and same_directory(entry.cwd, cwd)),
+        )
+        ids = [entry.session_id for entry in entries]
         if choice:
             await self.switch_to(choice, ids)
             return
-        for number, entry in enumerate(listing.sessions, start=1):
+        for number, entry in enumerate(entries, start=1):
             here = "*" if entry.session_id == self.state.session_id else " "
             when = format_when(entry.updated_at, now=_now())
             title = entry.title if isinstance(entry.title, str) else ""
             detail = shorten(f"{when} {entry.message_count or 0} msgs {title}", 40)
-            self.say(f"{here}{number:>3} {entry.session_id}  {detail}")
+            elsewhere = entry.cwd is None or not same_directory(entry.cwd, cwd)
+            where = f"  in {entry.cwd or '?'}" if elsewhere else ""
+            self.say(f"{here}{number:>3} {entry.session_id}  {detail}{where}")
         self.state.picking = ids
         self.note("switch to which? a number or an id (Enter stays)")
 

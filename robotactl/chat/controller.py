@@ -38,6 +38,7 @@ from robotactl.chat.render import Renderer, describe_call
 from robotactl.chat.screen import Screen
 from robotactl.chat.slash import UnknownCommand, parse_slash, prompt_text
 from robotactl.chat.state import ChatState, ToolCallRecord
+from robotactl.formatting import shorten
 from robotactl.sessions import pick_session
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ class ChatController:
         self.history = history
         self._peer: JsonRpcPeer | None = None
         self._nursery: trio.Nursery | None = None
+        #: Arguments of the tool calls of the history messages rendered so far, by call id.
+        self._call_arguments: dict[str, dict[str, Any]] = {}
         #: Whether the lost connection was already reported (by the host or a request).
         self.connection_gone = False
 
@@ -143,25 +146,34 @@ class ChatController:
             result_type=HistoryResult,
         )
         messages = page.messages
-        users = [i for i, message in enumerate(messages) if message.role == "user"]
-        for message in messages[users[-1] if users else 0 :]:
+        # A compaction's summary is a user message too, but nobody typed it.
+        prompts = [i for i, message in enumerate(messages) if _is_prompt(message)]
+        for message in messages[prompts[-1] if prompts else 0 :]:
             for text in self.render_message(message):
                 self.screen.print(text)
 
     def render_message(self, message: Any) -> list[str]:
-        """A history message as the chat shows it (prompt, reply, tool lines)."""
+        """A history message as the chat shows it (prompt, reply, tool lines, a compaction's
+        summary as a notice). A tool result shows its call's arguments when the assistant
+        message that made the call was rendered before it."""
+        if message.role == "user" and not _is_prompt(message):
+            summary = shorten(message.content or "", max(20, self.screen.width() - 30))
+            return [self.renderer.notice(f"⋯ compacted history, summarised: {summary}")]
         if message.role == "user":
             return [self.renderer.prompt_echo(message.content or "")]
         if message.role == "assistant":
             shown = [self.renderer.markdown(message.content)] if message.content else []
             for call in message.calls:
+                self._call_arguments[call.id] = call.arguments
                 shown.append(
                     self.renderer.notice(f"→ {describe_call(call.name, call.arguments, 60)}")
                 )
             return shown
         if message.role == "tool":
             metadata = message.metadata if isinstance(message.metadata, dict) else {}
-            call = ToolCallRecord(message.tool_call_id or "", message.name or "tool", {})
+            call_id = message.tool_call_id or ""
+            arguments = self._call_arguments.get(call_id, {})
+            call = ToolCallRecord(call_id, message.name or "tool", arguments)
             call.ok = metadata.get("ok", True) is not False
             call.preview = message.content or ""
             return [self.renderer.tool_line(call)]
@@ -339,3 +351,9 @@ class ChatController:
                 )
             )
         self.screen.leave()
+
+
+def _is_prompt(message: Any) -> bool:
+    """Whether a history message is a prompt someone sent (not a compaction's summary)."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    return bool(message.role == "user" and "compaction" not in metadata)

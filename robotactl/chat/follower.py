@@ -5,8 +5,9 @@
 of the attached session newer than the last one applied, updates `ChatState` and prints what
 a person should see: another client's prompt, the model's text (streamed into the live area,
 printed as Markdown when a block ends — at a tool call, an approval or the turn's end), each
-tool call as one line with its outcome, approval requests (and their disappearance when
-answered elsewhere), compaction, the turn's end. Everything shown comes from these events.
+tool call as one line with its outcome (a denied call, which never starts, with the denial's
+reason), approval requests (and their disappearance when answered elsewhere), compaction, the
+turn's end. Everything shown comes from these events.
 
 `follow(session_id)` subscribes (dropping the previous session's subscription); an
 ``overflow`` notice is answered by resubscribing after the last applied ``seq`` (a line says
@@ -61,6 +62,11 @@ class EventFollower:
         self.renderer = renderer
         self.peer: JsonRpcPeer | None = None
         self.last_seq = 0
+        #: Calls decided "ask" whose approval request has not come yet, in order.
+        self._asking: list[str] = []
+        #: The arguments of calls a person was asked about, by call id (from the request:
+        #: a denied call never starts, so no `ToolStarted` carries them).
+        self._asked: dict[str, dict[str, Any]] = {}
         self._send, self._receive = trio.open_memory_channel[Any](math.inf)
 
     def on_notification(self, method: str, params: msgspec.Raw) -> None:
@@ -83,6 +89,7 @@ class EventFollower:
             "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
         )
         self.last_seq = result.latest_seq
+        self._asking, self._asked = [], {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Apply queued events until cancelled."""
@@ -104,6 +111,7 @@ class EventFollower:
         if event.turn_id is not None and not isinstance(event, TurnFinished | SessionClosed):
             state.turn_started(event.turn_id)
         if isinstance(event, TurnStarted):
+            self._asking, self._asked = [], {}
             if event.turn_id not in state.own_turns:
                 self.screen.print(self.renderer.prompt_echo(event.prompt, other_client=True))
         elif isinstance(event, TextDelta):
@@ -112,14 +120,16 @@ class EventFollower:
             self.flush_text()
             state.calls[event.call_id] = ToolCallRecord(event.call_id, event.tool, event.arguments)
         elif isinstance(event, PermissionDecided):
-            call = state.calls.get(event.call_id)
-            if call is not None:
-                call.decision = event.decision
+            self._decided(event)
         elif isinstance(event, ToolFinished):
             self._tool_finished(event)
         elif isinstance(event, ApprovalRequested):
             self.flush_text()
             state.add_requests(event.requests)
+            # robotad decides "ask" on each call, in order, then asks about them all at once.
+            for call_id, request in zip(self._asking, event.requests, strict=False):
+                self._asked[call_id] = request.arguments
+            self._asking = self._asking[len(event.requests) :]
             for request in event.requests:
                 self.screen.print(
                     self.renderer.approval(request.tool, request.arguments, request.reason)
@@ -144,6 +154,26 @@ class EventFollower:
         text = self.state.take_live_text()
         if text.strip():
             self.screen.print(self.renderer.markdown(text))
+
+    def _decided(self, event: PermissionDecided) -> None:
+        """Note the decision on its call. A call denied before it started never runs (no
+        `ToolFinished` follows), so it is shown and kept for ``/last`` here, its arguments
+        taken from the request that asked about it."""
+        if event.decision == "ask":
+            self._asking.append(event.call_id)
+        started = self.state.calls.get(event.call_id)
+        if started is not None:
+            started.decision = event.decision
+            return
+        if event.decision != "deny":
+            return
+        self.flush_text()
+        call = ToolCallRecord(event.call_id, event.tool, self._asked.pop(event.call_id, {}))
+        call.decision = event.decision
+        call.ok = False
+        call.preview = f"denied: {event.reason}" if event.reason else "denied"
+        self.state.last_call = call
+        self.screen.print(self.renderer.tool_line(call))
 
     def _tool_finished(self, event: ToolFinished) -> None:
         call = self.state.calls.pop(event.call_id, None) or ToolCallRecord(
@@ -172,9 +202,8 @@ class EventFollower:
             detail = "" if isinstance(error, msgspec.UnsetType) else f": {error.message}"
             self.screen.print(self.renderer.error(f"turn failed{detail}"))
         elif event.status == "waiting":
-            self.screen.print(
-                self.renderer.notice("waiting for approval: y once · a always · n no")
-            )
+            # The prompt area asks the question with its keys; the scrollback keeps a mark.
+            self.screen.print(self.renderer.notice("waiting for approval"))
         if not isinstance(event.hook_failures, msgspec.UnsetType):
             for failure in event.hook_failures:
                 text = f"hook {failure.event} failed: {failure.reason}"

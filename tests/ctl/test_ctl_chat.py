@@ -499,3 +499,56 @@ def test_after_an_abort_other_keys_disarm_the_leaving_ctrl_c(chat: Env) -> None:
     assert "[exit" not in screen
     term.keys("C-c")
     assert term.wait_exit() == 0
+
+
+def test_a_denied_call_is_shown_kept_for_last_and_in_history_with_its_arguments(
+    chat: Env,
+) -> None:
+    ws = chat.workspace("denied")
+    sid = chat.session(ws, [write_step("no.txt"), {"text": "not written"}])
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("write it")
+    screen = term.wait_for(f"Allow Write {ws}/no.txt?")
+    assert screen.count("y once · a always · n no") == 1  # the question, not a second hint
+    term.type("n")
+    screen = term.wait_for("not written")
+    assert "✗ Write no.txt — denied: Write was denied by the user" in screen
+    term.idle()
+    term.send("/last")
+    screen = term.wait_for("result (failed):")
+    assert "no tool call yet" not in screen
+    detail = screen.split("not written", 1)[1]
+    assert "permission: deny" in detail
+    assert f'file_path: "{ws}/no.txt"' in detail
+    term.send("/history 4")
+    screen = term.wait_for(lambda s: "] assistant" in s.split("result (failed):", 1)[1])
+    history = screen.split("result (failed):", 1)[1]
+    assert "✗ Write no.txt — Write was denied by the user" in history
+
+
+def test_sessions_lists_this_directory_first_and_others_with_their_cwd(chat: Env) -> None:
+    ws = chat.workspace("listing")
+    other = chat.workspace("elsewhere-listing")
+    mine = chat.session(ws)
+    theirs = chat.session(other)  # newer, but of another directory
+    term = chat.chat(ws, "-s", mine, width=240)
+    term.ready()
+    term.send("/sessions")
+    screen = term.wait_for("switch to which?")
+    rows = [line for line in screen.splitlines() if re.match(r"[* ] *\d+ [0-9a-f]{32} ", line)]
+    assert rows[0].startswith(f"*  1 {mine} ")
+    assert " in /" not in rows[0]  # this directory's: no cwd
+    row = next(line for line in rows if theirs in line)
+    assert row.rstrip().endswith(f"in {other}")
+
+
+def test_the_last_turn_of_a_compacted_session_is_not_its_summary(chat: Env) -> None:
+    ws = chat.workspace("compacted")
+    sid = chat.session(ws)
+    assert chat.call("session/run", {"sessionId": sid, "prompt": "remember the mango"})
+    assert chat.call("session/compact", {"sessionId": sid})["compacted"] is True
+    term = chat.chat(ws, "-s", sid)
+    screen = term.ready()
+    assert "⋯ compacted history, summarised:" in screen
+    assert not any(line.startswith("› ") for line in screen.splitlines())
