@@ -462,10 +462,11 @@ RECREATE a new one is created in its root and THEN gets that one."
          (-32002
           (robota--forget session)
           (if (not recreate)
-              (robota--insert-line
-               session "[robotad no longer has this session; \
-`robota-start-session' starts a new one]"
-               'robota-failure)
+              (let ((text "robotad no longer has this session; \
+`robota-start-session' starts a new one"))
+                (robota--insert-line session (format "[%s]" text)
+                                     'robota-failure)
+                (message "robota: %s" text))
             (robota--insert-line
              session "[robotad no longer has this session; starting anew]"
              'robota-notice)

@@ -176,6 +176,9 @@ class EventFollower:
         self.screen.print(self.renderer.tool_line(call))
 
     def _tool_finished(self, event: ToolFinished) -> None:
+        denied = self.state.last_call
+        if denied is not None and denied.call_id == event.call_id and denied.decision == "deny":
+            return  # already shown when it was denied
         call = self.state.calls.pop(event.call_id, None) or ToolCallRecord(
             event.call_id, event.tool, {}
         )
