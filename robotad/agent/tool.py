@@ -46,13 +46,17 @@ class ToolProfile(Struct, frozen=True):
     what it can do where the mode table would otherwise ask a person. `anchor_key` names an
     argument holding a file pattern whose wildcard-free leading folders move where the call
     looks (Glob's ``pattern``): the gate moves them into the path argument, so rules judge
-    the folder actually searched (`glob_pattern.split_anchor`)."""
+    the folder actually searched (`glob_pattern.split_anchor`). `stored_results`: see the
+    field."""
 
     risk: Risk
     argument_key: str | None = None
     argument_kind: ArgumentKind | None = None
     confined: bool = False
     anchor_key: str | None = None
+    #: The path argument may instead be a ``tool-result:`` reference (Read): a result the
+    #: session stored, which names no file and is never canonicalised nor judged as one.
+    stored_results: bool = False
 
 
 class ToolResult(Struct):

@@ -303,6 +303,8 @@ class SessionAssembler:
         project = await self._project_rules_for(record, new_at)
         provider = await self._provider_for(record, new_at)
         cwd = record.cwd
+        # The session's view of the daemon's store: it reads back only its own results.
+        spill = self.spill.scoped(record.id) if self.spill is not None else None
 
         async def persist(rule: str, kind: str) -> None:
             await persist_project_rule(cwd, rule, kind)
@@ -316,7 +318,7 @@ class SessionAssembler:
                         sandbox, probe=self.sandbox_probe, protected=self.protected_folders
                     ),
                     self.key_variables,
-                    self.spill,
+                    spill,
                 ),
                 options=self._options_of(record, project, sandbox),
                 services=SessionServices(
@@ -326,7 +328,7 @@ class SessionAssembler:
                     ),
                     event_sink=event_sink,
                     persist_project_rule=persist,
-                    spill=self.spill,
+                    spill=spill,
                     hooks=self._hook_runner(record),
                     classifier=self._classifier(),
                     sensitive_paths=SensitivePaths(

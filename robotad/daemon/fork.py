@@ -36,6 +36,7 @@ from msgspec import UNSET
 from protocol.errors import RecordCorrupt, SessionNotFound
 from protocol.shapes import Message
 from robotad.session.checkpoints import CheckpointError, CheckpointTree, UnknownCheckpoint
+from robotad.storage.spill import references_in
 from robotad.storage.store import record_file
 
 __all__ = ["NOT_CARRIED_OVER", "ForkedHistory", "completed_turns", "fork_history", "history_tree"]
@@ -52,6 +53,16 @@ class ForkedHistory:
     messages: list[Message]
     message_id: str
     turn_count: int
+
+    @property
+    def references(self) -> list[str]:
+        """The stored tool results (``tool-result:`` references) its tool messages name."""
+        return [
+            reference
+            for message in self.messages
+            if message.role == "tool" and message.content
+            for reference in references_in(message.content)
+        ]
 
 
 def history_tree(session_id: str, history: Sequence[Message]) -> CheckpointTree:

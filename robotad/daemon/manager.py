@@ -279,7 +279,8 @@ class SessionManager:
 
     async def delete(self, session_id: str) -> None:
         """``session/delete``: `NotAllowed` while loaded; else remove the record (valid or
-        damaged) with its journal and log, so a later session of that id starts clean."""
+        damaged) with its journal, log and stored tool results (those no fork of it holds),
+        so a later session of that id starts clean."""
         async with self._locks.hold(session_id):
             if session_id in self._live:
                 raise NotAllowed(f"session {session_id} is loaded; close it before deleting it")
@@ -288,6 +289,8 @@ class SessionManager:
             await trio.to_thread.run_sync(self._remove_files, session_id)
             self._parked_turns.pop(session_id, None)
             self.parked.discard(session_id)
+            if self.assembler.spill is not None:  # its stored tool results go with it
+                self.assembler.spill.release(session_id)
         log.info("session deleted", extra=fields(session_id=session_id))
 
     def _remove_files(self, session_id: str) -> None:

@@ -144,6 +144,8 @@ class SessionOperations:
             forked_from=ForkedFrom(session_id=source_id, message_id=forked.message_id),
         )
         created = await self.manager.add(record)
+        if (spill := self.manager.assembler.spill) is not None:  # the results its history names
+            spill.share(forked.references, source_id, new_session_id)
         log.info(
             "session forked",
             extra=fields(session_id=new_session_id, source=source_id, at=forked.message_id),

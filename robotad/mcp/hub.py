@@ -163,8 +163,9 @@ class SessionTools:
             if server.status == "failed" and not server.tools:
                 server.start()
         tools: list[Tool] = []
+        spill = self.hub.spill.scoped(self.session_id) if self.hub.spill is not None else None
         for server in servers:
-            tools.extend(McpTool(server, info, self.hub.spill) for info in server.tools)
+            tools.extend(McpTool(server, info, spill) for info in server.tools)
         return tools
 
     def missing_reason(self, name: str) -> str | None:

@@ -8,9 +8,17 @@ reference holds no path, digest or payload byte (G-196). Errors and ``repr`` car
 digest or payload either (G-197): failures are `SpillError` with a generic reason and an errno
 name, raised without chaining the original exception (whose text would name the file).
 
-A result reads back in full until it expires (G-200); expired results are purged on every
-`put`/`get` and by `purge_expired`, and `close` removes everything (G-201). The store is
-synchronous and thread-safe.
+A result reads back in full until it expires (G-200) — 24 hours, or until the daemon stops,
+whichever comes first: the store lives in the runtime folder only, so a record, an export and a
+restart keep the reference, never the content. Expired results are purged on every `put`/`get`
+and by `purge_expired`, and `close` removes everything (G-201). The store is synchronous and
+thread-safe.
+
+One store serves the whole daemon; each session uses it through `scoped` (a view naming the
+session). A view's `put` makes the session the result's owner and its `get` reads only results
+the session owns, so a reference is never a way into another session's results. `share` makes
+a fork an owner of the references its copied history holds; `release` (a deleted session) drops
+an owner and removes every result no owner is left for. The unscoped store reads everything.
 
 A daemon killed before `close` cannot remove its folder; the next one does (`sweep_abandoned`,
 at start). Each store holds a `flock` on a file ``.owner`` in its folder for its life, so a
@@ -30,14 +38,21 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from . import fsio
 
-__all__ = ["REFERENCE_PREFIX", "SpillError", "SpillNotFound", "SpillStore", "sweep_abandoned"]
+__all__ = [
+    "REFERENCE_PREFIX",
+    "SpillError",
+    "SpillNotFound",
+    "SpillStore",
+    "references_in",
+    "sweep_abandoned",
+]
 
 REFERENCE_PREFIX = "tool-result:"
 DIR_PREFIX = "tr-"
@@ -57,6 +72,27 @@ class SpillNotFound(SpillError):
 class _Spilled:
     file: str
     expires: float
+    #: The sessions that may read it (empty: only the unscoped store, as `put` there gives).
+    owners: set[str] = field(default_factory=set)
+
+
+class _Shelf:
+    """What every view of one store shares: its folder, entries, lock and state."""
+
+    def __init__(self, folder: Path, owner_lock: int, ttl: float, clock: Callable[[], float]):
+        self.dir = folder
+        self.owner_lock = owner_lock
+        self.ttl = ttl
+        self.clock = clock
+        self.entries: dict[str, _Spilled] = {}
+        self.lock = threading.Lock()
+        self.closed = False
+
+
+def references_in(text: str) -> list[str]:
+    """Every ``tool-result:`` reference `text` holds, in order (a spilled result's whole
+    content, or one an MCP result's description names)."""
+    return _REFERENCE.findall(text)
 
 
 def _errno_name(exc: OSError) -> str:
@@ -64,7 +100,8 @@ def _errno_name(exc: OSError) -> str:
 
 
 class SpillStore:
-    """Spilled tool results of one daemon (or session); use as a context manager or `close`."""
+    """Spilled tool results of one daemon; use as a context manager or `close`. `scoped`
+    gives a session's view of it (see the module doc)."""
 
     def __init__(
         self,
@@ -75,19 +112,25 @@ class SpillStore:
     ) -> None:
         try:
             fsio.ensure_private_dir(Path(runtime_dir))
-            self._dir = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=runtime_dir))
-            os.chmod(self._dir, 0o700)
-            self._owner = _hold_owner_lock(self._dir)
+            folder = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=runtime_dir))
+            os.chmod(folder, 0o700)
+            owner_lock = _hold_owner_lock(folder)
         except OSError as exc:
             raise SpillError(f"cannot create the spill store ({_errno_name(exc)})") from None
-        self._ttl = ttl
-        self._clock = clock
-        self._entries: dict[str, _Spilled] = {}
-        self._lock = threading.Lock()
-        self._closed = False
+        self._shelf = _Shelf(folder, owner_lock, ttl, clock)
+        #: The session this view reads and writes for; None for the store itself.
+        self._reader: str | None = None
+
+    def scoped(self, session_id: str) -> SpillStore:
+        """The view of session `session_id`: it owns what it puts, reads only what it owns,
+        and its `close` does nothing (the store's owner closes the store)."""
+        view = object.__new__(SpillStore)
+        view._shelf = self._shelf
+        view._reader = session_id
+        return view
 
     def __repr__(self) -> str:
-        return f"<SpillStore results={len(self._entries)} closed={self._closed}>"
+        return f"<SpillStore results={len(self._shelf.entries)} closed={self._shelf.closed}>"
 
     def __enter__(self) -> SpillStore:
         return self
@@ -101,16 +144,18 @@ class SpillStore:
         self.close()
 
     def put(self, text: str) -> str:
-        """Store `text`; return its opaque ``tool-result:<token>`` reference."""
+        """Store `text`; return its opaque ``tool-result:<token>`` reference (owned by the
+        view's session)."""
         data = text.encode("utf-8")
-        with self._lock:
-            if self._closed:
+        shelf = self._shelf
+        with shelf.lock:
+            if shelf.closed:
                 raise SpillError("the spill store is closed")
             self._purge_locked()
             name = secrets.token_urlsafe(24)
             try:
                 fd = os.open(
-                    self._dir / name,
+                    shelf.dir / name,
                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                     0o600,
                 )
@@ -122,56 +167,95 @@ class SpillStore:
             except OSError as exc:
                 os.close(fd)
                 with contextlib.suppress(OSError):
-                    os.unlink(self._dir / name)
+                    os.unlink(shelf.dir / name)
                 raise SpillError(f"cannot store a tool result ({_errno_name(exc)})") from None
             os.close(fd)
             reference = REFERENCE_PREFIX + secrets.token_urlsafe(24)
-            self._entries[reference] = _Spilled(name, self._clock() + self._ttl)
+            owners = set() if self._reader is None else {self._reader}
+            shelf.entries[reference] = _Spilled(name, shelf.clock() + shelf.ttl, owners)
             return reference
 
     def get(self, reference: str) -> str:
-        """The full text of an unexpired result; `SpillNotFound` otherwise."""
-        with self._lock:
+        """The full text of an unexpired result this view may read; `SpillNotFound` otherwise
+        (another session's result reads as unknown: a reference reveals nothing)."""
+        shelf = self._shelf
+        with shelf.lock:
             self._purge_locked()
             if not _REFERENCE.fullmatch(reference):
                 raise SpillNotFound("not a tool-result reference")
-            spilled = self._entries.get(reference)
-            if spilled is None or self._closed:
+            spilled = shelf.entries.get(reference)
+            if spilled is None or shelf.closed or not self._may_read(spilled):
                 raise SpillNotFound("unknown or expired tool result")
             try:
-                data = fsio.read_regular(self._dir / spilled.file)
+                data = fsio.read_regular(shelf.dir / spilled.file)
             except OSError as exc:
                 raise SpillError(f"cannot read a tool result ({_errno_name(exc)})") from None
             if data is None:
                 raise SpillNotFound("unknown or expired tool result")
             return data.decode("utf-8")
 
+    def share(self, references: Iterable[str], owner: str, with_owner: str) -> int:
+        """Make `with_owner` an owner of each of `references` that `owner` owns (a fork
+        reaching the results its copied history names); return how many."""
+        shared = 0
+        with self._shelf.lock:
+            for reference in references:
+                spilled = self._shelf.entries.get(reference)
+                if spilled is not None and owner in spilled.owners:
+                    spilled.owners.add(with_owner)
+                    shared += 1
+        return shared
+
+    def release(self, owner: str) -> int:
+        """`owner` reads nothing any more (its session was deleted); every result left with
+        no owner is removed. Return how many were removed."""
+        with self._shelf.lock:
+            orphaned = []
+            for reference, spilled in self._shelf.entries.items():
+                if owner in spilled.owners:
+                    spilled.owners.discard(owner)
+                    if not spilled.owners:
+                        orphaned.append(reference)
+            for reference in orphaned:
+                self._remove_locked(reference)
+            return len(orphaned)
+
     def purge_expired(self) -> int:
         """Remove every expired result now; return how many were removed."""
-        with self._lock:
+        with self._shelf.lock:
             return self._purge_locked()
 
+    def _may_read(self, spilled: _Spilled) -> bool:
+        return self._reader is None or self._reader in spilled.owners
+
     def _purge_locked(self) -> int:
-        now = self._clock()
-        expired = [ref for ref, spilled in self._entries.items() if spilled.expires <= now]
+        now = self._shelf.clock()
+        expired = [ref for ref, spilled in self._shelf.entries.items() if spilled.expires <= now]
         for reference in expired:
-            spilled = self._entries.pop(reference)
-            with contextlib.suppress(OSError):
-                os.unlink(self._dir / spilled.file)
+            self._remove_locked(reference)
         return len(expired)
 
+    def _remove_locked(self, reference: str) -> None:
+        spilled = self._shelf.entries.pop(reference)
+        with contextlib.suppress(OSError):
+            os.unlink(self._shelf.dir / spilled.file)
+
     def close(self) -> None:
-        """Remove every spilled result and the store's folder. Idempotent."""
-        with self._lock:
-            if self._closed:
+        """Remove every spilled result and the store's folder. Idempotent; a session's view
+        (`scoped`) closes nothing."""
+        shelf = self._shelf
+        if self._reader is not None:
+            return
+        with shelf.lock:
+            if shelf.closed:
                 return
-            self._closed = True
-            self._entries.clear()
-            shutil.rmtree(self._dir, ignore_errors=True)
-            os.close(self._owner)
+            shelf.closed = True
+            shelf.entries.clear()
+            shutil.rmtree(shelf.dir, ignore_errors=True)
+            os.close(shelf.owner_lock)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._shelf.entries)
 
 
 _OWNER = ".owner"

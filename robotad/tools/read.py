@@ -104,7 +104,9 @@ class ReadTool(TypedTool[ReadArguments]):
         "A `tool-result:` reference (an earlier tool result too long to show) reads the same "
         "way: pass it as file_path."
     )
-    profile = ToolProfile(risk="inspect", argument_key="file_path", argument_kind="path")
+    profile = ToolProfile(
+        risk="inspect", argument_key="file_path", argument_kind="path", stored_results=True
+    )
     Arguments = ReadArguments
 
     def __init__(self, spill: SpillStore | None = None) -> None:

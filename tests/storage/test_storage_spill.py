@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from robotad.storage.sidecars import digest
-from robotad.storage.spill import SpillError, SpillNotFound, SpillStore, sweep_abandoned
+from robotad.storage.spill import (
+    SpillError,
+    SpillNotFound,
+    SpillStore,
+    references_in,
+    sweep_abandoned,
+)
 
 
 class _Clock:
@@ -170,8 +176,8 @@ def test_a_killed_daemons_spill_folder_is_swept_and_a_live_one_kept(runtime: Pat
     live.put("still needed")
     dead = SpillStore(runtime)
     dead.put("secret tool output")
-    dead_folder = dead._dir
-    os.close(dead._owner)  # what the kernel does when its daemon is killed
+    dead_folder = dead._shelf.dir
+    os.close(dead._shelf.owner_lock)  # what the kernel does when its daemon is killed
     old_unowned = runtime / "tr-older-robotad"
     old_unowned.mkdir(mode=0o700)
     (old_unowned / "result").write_text("x")
@@ -199,3 +205,45 @@ def test_a_spill_folder_link_is_never_followed(runtime: Path, tmp_path: Path) ->
     (runtime / "tr-link").symlink_to(elsewhere)
     assert sweep_abandoned(runtime) == 0
     assert (elsewhere / "keep.txt").read_text() == "kept"
+
+
+def test_a_session_reads_only_the_results_it_owns(runtime: Path) -> None:
+    """One store serves the daemon: a session's view reads back what it stored and what was
+    shared with it (a fork), never another session's result; the store itself reads all."""
+    with SpillStore(runtime) as store:
+        mine, theirs = store.scoped("mine"), store.scoped("theirs")
+        reference = mine.put("my result")
+        assert mine.get(reference) == "my result"
+        assert store.get(reference) == "my result"
+        with pytest.raises(SpillNotFound, match="unknown or expired"):
+            theirs.get(reference)
+        assert store.share([reference, "tool-result:" + "x" * 32], "mine", "fork") == 1
+        assert store.scoped("fork").get(reference) == "my result"
+        assert store.share([reference], "nobody", "theirs") == 0
+        with pytest.raises(SpillNotFound):
+            theirs.get(reference)
+        mine.close()  # a view never closes the store
+        assert mine.get(reference) == "my result"
+
+
+def test_a_released_session_takes_its_results_with_it(runtime: Path) -> None:
+    """A deleted session's results are removed, files and all, unless a fork still owns
+    them; the fork's go when it is released in turn."""
+    with SpillStore(runtime) as store:
+        source, fork = store.scoped("source"), store.scoped("fork")
+        alone = source.put("only the source's")
+        shared = source.put("the fork's too")
+        store.share([shared], "source", "fork")
+        assert store.release("source") == 1
+        assert len(_results(_store_dir(runtime))) == 1
+        with pytest.raises(SpillNotFound):
+            store.get(alone)
+        assert fork.get(shared) == "the fork's too"
+        assert store.release("fork") == 1
+        assert _results(_store_dir(runtime)) == []
+
+
+def test_references_are_found_in_text() -> None:
+    first, second = "tool-result:" + "a" * 32, "tool-result:" + "B-_" * 10 + "cd"
+    text = f"{first}\n[image, 3 bytes, stored as {second}] tool-result:short"
+    assert references_in(text) == [first, second]

@@ -4,7 +4,8 @@
 `admit` decides a call in this order:
 
 1. the path argument is canonicalised against the session's cwd, so the enforcer, the hooks,
-   the log and the tool all see one spelling (G-116, G-117);
+   the log and the tool all see one spelling (G-116, G-117) — except a ``tool-result:``
+   reference given to a tool that reads stored results (Read), which names no file;
 2. the permission enforcer: deny rules, ask rules, allow rules, the mode table (G-111, G-112);
 3. in auto mode, for an ``ask`` that needs no person, the auto-mode gate and its classifier
    (G-119, G-120; after a denial streak it hands the call back to a person, G-123);
@@ -14,6 +15,12 @@
 6. for ``ask``: the `Approver` — a live permission handler in ``run``, a refusal where nobody
    can be asked (no handler, G-118; a direct invocation, G-070), or a park in a recoverable run
    (where a saved approval answers its own call only, re-checked by steps 2–5, G-081).
+
+Reading back a stored result is not judged by step 2 or 3: the reference is no path, and
+what it names is a result of a call this session already admitted — the reference is what the
+conversation shows in its place (G-200). It is allowed in every mode, whatever the rules (a
+PreToolUse hook still sees it and may block it); the store gives a session only its own
+results (and its source's, for a fork), so any other reference reads as unknown.
 
 A continuation passes the calls a person already denied: they are refused before anything else,
 however permissive the policy has become since (G-083). `before_effect` (the journal's
@@ -47,10 +54,11 @@ from robotad.session.permissions.enforcer import PermissionEnforcer
 from robotad.session.ports import ApprovalAnswer, PermissionHandler
 from robotad.session.reporting import SessionReporter
 from robotad.session.turn.work import TurnContext
-from robotad.storage.spill import SpillError, SpillStore
+from robotad.storage.spill import REFERENCE_PREFIX, SpillError, SpillStore
 
 __all__ = [
     "DEFAULT_SPILL_THRESHOLD",
+    "READS_BACK",
     "Approver",
     "GatePolicy",
     "GateServices",
@@ -63,6 +71,9 @@ logger = logging.getLogger("robotad.session.gate")
 
 #: Tool results longer than this (characters) go to the spill store.
 DEFAULT_SPILL_THRESHOLD: Final = 64 * 1024
+
+#: The reason given for reading back a stored result (see the module doc).
+READS_BACK: Final = "reads back a result this session stored (no file is read)"
 
 Outcome = Literal["allow", "ask", "deny"]
 
@@ -163,25 +174,18 @@ class SessionToolGate:
 
     async def admit(self, call: ToolCall, tool: Tool) -> Admission:
         s = self._s
-        args = s.enforcer.canonical_arguments(call.name, call.arguments)
+        stored = _reads_stored_result(call, tool)
+        args = (
+            dict(call.arguments)
+            if stored
+            else s.enforcer.canonical_arguments(call.name, call.arguments)
+        )
         s.reporter.tool_call(call.id, call.name, args)
         if call.id in self._denied:
             return await self._refuse(call, args, self._denied[call.id])
-        decision = s.enforcer.evaluate(call.name, args)
-        outcome: Outcome = decision.outcome
-        reason = decision.reason
-        if (
-            outcome == "ask"
-            and decision.classifier_eligible
-            and s.auto_gate is not None
-            and s.enforcer.mode == "auto"
-        ):
-            verdict = await s.auto_gate.decide(
-                session_id=s.session_id, cwd=s.cwd, tool_name=call.name, tool_input=args
-            )
-            reason = verdict.reason
-            if verdict.outcome != "ask-person":
-                outcome = verdict.outcome
+        outcome, reason, real_path = (
+            ("allow", READS_BACK, None) if stored else await self._judged(call, args)
+        )
         if outcome == "deny":
             return await self._refuse(call, args, reason)
         verdict_of_hooks = await s.lifecycle.pre_tool_use(self._turn, call.id, call.name, args)
@@ -208,7 +212,7 @@ class SessionToolGate:
             await self._before_effect(call)
         self._admitted[call.id] = args
         s.reporter.tool_started(self._turn.turn_id, call.id, call.name, args)
-        return Admit(args, real_path=decision.real_path)
+        return Admit(args, real_path=real_path)
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
         args = self._admitted.pop(call.id, call.arguments)
@@ -227,6 +231,29 @@ class SessionToolGate:
         self._s.reporter.tool_finished(self._turn.turn_id, call.id, call.name, False, reason)
 
     # -- helpers ----------------------------------------------------------------------------
+
+    async def _judged(
+        self, call: ToolCall, args: dict[str, Any]
+    ) -> tuple[Outcome, str, str | None]:
+        """The rules and the mode on the call, and in auto mode the classifier on an ask
+        it may answer: the outcome, its reason and the path as judged (`Admit.real_path`)."""
+        s = self._s
+        decision = s.enforcer.evaluate(call.name, args)
+        outcome: Outcome = decision.outcome
+        reason = decision.reason
+        if (
+            outcome == "ask"
+            and decision.classifier_eligible
+            and s.auto_gate is not None
+            and s.enforcer.mode == "auto"
+        ):
+            verdict = await s.auto_gate.decide(
+                session_id=s.session_id, cwd=s.cwd, tool_name=call.name, tool_input=args
+            )
+            reason = verdict.reason
+            if verdict.outcome != "ask-person":
+                outcome = verdict.outcome
+        return outcome, reason, decision.real_path
 
     async def _decided(
         self, call: ToolCall, args: dict[str, Any], decision: Outcome, reason: str
@@ -262,3 +289,11 @@ class SessionToolGate:
             note = f"\n[truncated: {size - s.spill_threshold} more characters not shown]"
             return ToolResult(result.ok, kept + note, {**metadata, "spilled": False})
         return ToolResult(result.ok, reference, metadata)
+
+
+def _reads_stored_result(call: ToolCall, tool: Tool) -> bool:
+    """Whether `call` gives a ``tool-result:`` reference to a tool that reads stored results."""
+    profile = tool.profile
+    key = profile.argument_key
+    value = call.arguments.get(key) if key is not None else None
+    return profile.stored_results and isinstance(value, str) and value.startswith(REFERENCE_PREFIX)
