@@ -8,7 +8,10 @@ source first: a missing log is an empty replay, a nonempty malformed one is an e
 `validate_log` is ``session/log``: ``{entries, complete, problems}``. It never reports complete
 while any line is undecodable (G-151) or the log leaves something open (G-163): a provider
 request with no raw response (or error) and a tool call with no result (or abandonment, or a
-``recovered`` entry robotad wrote on the start after a stop cut them off: `cut_off`). A
+``recovered`` entry robotad wrote on the start after a stop cut them off: `cut_off`). A call
+still open when an ``approval_requested`` entry is logged is *parked* — it waits for a person
+— until an ``approval_resolved`` of that execution: a log ending there is no gap, and no stop
+cut such a call off (what ``daemon/log_recovery`` leaves open too). A
 provider request that names its messages by reference to the history (``history_prefix``) must
 find that history rebuilt by the mutations before it — as many messages, the last one's id
 matching — or the request cannot be rebuilt and that is a problem too (G-144).
@@ -132,13 +135,16 @@ def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogPro
 
 class _Openings:
     """What a log leaves open so far: provider requests without a response (or error) and
-    tool calls without a result (or abandonment, or a ``recovered`` closing), by first line."""
+    tool calls without a result (or abandonment, or a ``recovered`` closing), by first line;
+    calls parked on an approval (see the module doc) are not open."""
 
     def __init__(self) -> None:
         self.requests: dict[str, int] = {}
         self.answered: set[str] = set()
         self.calls: dict[str, int] = {}
         self.closed: set[str] = set()
+        #: Parked calls, by call id: the execution whose approval they wait for.
+        self.parked: dict[str, str] = {}
 
     def see(self, line: int, entry: LogEntry) -> None:
         data = entry.data
@@ -156,12 +162,22 @@ class _Openings:
         elif entry.event == "recovered":
             self.answered.update(data["requestIds"])
             self.closed.update(call["callId"] for call in data["calls"])
+        elif entry.event == "approval_requested":
+            waiting = [c for c in self.calls if c not in self.closed and c not in self.parked]
+            self.parked.update(dict.fromkeys(waiting, data["executionId"]))
+        elif entry.event == "approval_resolved":
+            execution = data["executionId"]
+            self.parked = {c: e for c, e in self.parked.items() if e != execution}
 
     def open_requests(self) -> dict[str, int]:
         return {r: line for r, line in self.requests.items() if r not in self.answered}
 
     def open_calls(self) -> dict[str, int]:
-        return {c: line for c, line in self.calls.items() if c not in self.closed}
+        return {
+            c: line
+            for c, line in self.calls.items()
+            if c not in self.closed and c not in self.parked
+        }
 
 
 def cut_off(source: LogSource) -> tuple[list[str], list[str]]:

@@ -151,6 +151,29 @@ async def test_session_log_reports_entries_and_problems(
     assert [p["line"] for p in broken["problems"]] == [lines + 1]
 
 
+async def test_a_session_waiting_for_approval_has_a_complete_log(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-163: the call a waiting execution parked is open in the log because it waits for a
+    person, not because anything was lost: session/log calls the log complete, before and
+    after a restart of nothing but the session (closed and loaded again)."""
+    bash = {"name": "Bash", "arguments": {"command": "echo hi"}}
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {"cwd": str(tmp_path), "script": [{"toolCalls": [bash]}, {"text": "done"}]},
+            )
+            session_id = info["sessionId"]
+            result = await client.call("session/run", {"sessionId": session_id, "prompt": "go"})
+            waiting = await client.call("session/log", {"sessionId": session_id})
+            await client.call("session/close", {"sessionId": session_id})
+            reloaded = await client.call("session/log", {"sessionId": session_id})
+    assert result["status"] == "waiting"
+    assert waiting == {"entries": waiting["entries"], "complete": True, "problems": []}
+    assert reloaded["complete"] is True, reloaded["problems"]
+
+
 @pytest.mark.parametrize("how", ["removed", "emptied"])
 async def test_a_log_gone_from_a_session_with_history_is_not_complete(
     daemon: RunningDaemon, tmp_path: Path, how: str

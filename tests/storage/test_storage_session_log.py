@@ -14,7 +14,14 @@ import pytest
 
 from protocol.shapes import Message, ToolCall
 from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
-from robotad.storage.log_replay import ReplayError, replay_history, replay_log, validate_log
+from robotad.storage.log_replay import (
+    LogReport,
+    ReplayError,
+    cut_off,
+    replay_history,
+    replay_log,
+    validate_log,
+)
 from robotad.storage.refusal import InputRejected
 from robotad.storage.session_log import LogDecodeError, SessionLogger, decode_log
 
@@ -387,3 +394,23 @@ def test_content_that_looks_like_a_reference_is_kept_as_data(logs: Path) -> None
     _logger(logs).log("tool_call", {"callId": "c", "tool": "T", "arguments": arguments})
     (entry,) = decode_log(_source(logs))
     assert entry.data["arguments"] == arguments
+
+
+def test_a_call_parked_on_an_approval_is_no_gap(logs: Path) -> None:
+    """G-163: a call still open when its approval is requested waits for a person, so a log
+    that ends there is complete; once the approval is resolved the call must be closed again
+    (by its result, an abandonment or a ``recovered`` entry)."""
+    logger = _logger(logs)
+    logger.log("tool_call", {"callId": "c-1", "tool": "Bash", "arguments": {"command": "ls"}})
+    request = {"requestId": "q-1", "executionId": "x-1", "tool": "Bash", "arguments": {}}
+    logger.log("approval_requested", {"executionId": "x-1", "requests": [request]})
+    logger.log("turn_completed", {"turnId": "t-1", "status": "waiting"})
+    assert validate_log(_source(logs)) == LogReport(3, True, [])
+    assert cut_off(_source(logs)) == ([], [])  # nothing a stop could cut off
+    logger.log("approval_resolved", {"executionId": "x-1", "requestId": "q-1", "approved": True})
+    logger.log("tool_call", {"callId": "c-1", "tool": "Bash", "arguments": {"command": "ls"}})
+    resumed = validate_log(_source(logs))
+    assert resumed.complete is False
+    assert [(p["line"], p["event"]) for p in resumed.problems] == [(1, "tool_call")]
+    logger.log("tool_result", {"callId": "c-1", "tool": "Bash", "ok": True, "content": "a"})
+    assert validate_log(_source(logs)).complete is True
