@@ -5,8 +5,9 @@ is the message before it, so the history is one branch and a fork point names a 
 A fork's history is the ancestry of ``atMessageId`` in that tree — root up to and including it
 — or the whole active path when no message is named. An id the tree does not hold is
 `SessionNotFound` with ``data.messageId``. A history whose ids cannot all be checkpoints (an
-empty or a repeated id, which only an imported or hand-edited record can hold) has no
-well-defined fork point and is refused as `RecordCorrupt`, located at the offending message.
+empty or a repeated id, which only a hand-edited record can hold) has no
+well-defined fork point and is refused as `RecordCorrupt`, located at the offending message;
+an import holding one is refused before anything is written (`require_fork_points`).
 
 A fork never needs the source's own `forkedFrom` chain: a fork's record already holds copies of
 its source's messages, ids included, so the ancestry of any of its messages is in its own
@@ -33,13 +34,21 @@ from dataclasses import dataclass
 import msgspec
 from msgspec import UNSET
 
-from protocol.errors import RecordCorrupt, SessionNotFound
+from protocol.errors import InvalidParams, Issue, RecordCorrupt, SessionNotFound
 from protocol.shapes import Message
-from robotad.session.checkpoints import CheckpointError, CheckpointTree, UnknownCheckpoint
+from robotad.session.checkpoints import CheckpointTree, UnknownCheckpoint
 from robotad.storage.spill import references_in
 from robotad.storage.store import record_file
 
-__all__ = ["NOT_CARRIED_OVER", "ForkedHistory", "completed_turns", "fork_history", "history_tree"]
+__all__ = [
+    "NOT_CARRIED_OVER",
+    "ForkedHistory",
+    "completed_turns",
+    "fork_history",
+    "history_tree",
+    "message_id_issues",
+    "require_fork_points",
+]
 
 #: The content of a result that closes a call the fork did not carry over.
 NOT_CARRIED_OVER = "not carried over: the fork was taken before this call had a result"
@@ -65,30 +74,50 @@ class ForkedHistory:
         ]
 
 
+def message_id_issues(history: Sequence[Message], root: str) -> list[Issue]:
+    """The one rule a history's ids keep so that each message is a fork point: every id a
+    non-empty string no earlier message used. An issue for each message that breaks it,
+    located at ``<root>.messages[i].id`` (`root` names the record: ``$.record``,
+    ``$.artifact.record``)."""
+    issues: list[Issue] = []
+    first_use: dict[str, int] = {}
+    for index, message in enumerate(history):
+        used = first_use.setdefault(message.id, index)
+        if not message.id:
+            reason = "is empty, so it names no fork point"
+        elif used != index:
+            reason = (
+                f"repeats the id {message.id!r} of {root}.messages[{used}], so it names no "
+                "single fork point"
+            )
+        else:
+            continue
+        issues.append({"path": f"{root}.messages[{index}].id", "message": reason})
+    return issues
+
+
+def require_fork_points(history: Sequence[Message], root: str) -> None:
+    """`InvalidParams` listing every `message_id_issues` of a history given as input (an
+    imported record's, under `root`), so no session that cannot be forked is made."""
+    issues = message_id_issues(history, root)
+    if issues:
+        raise InvalidParams(issues)
+
+
 def history_tree(session_id: str, history: Sequence[Message]) -> CheckpointTree:
     """`history` as a checkpoint tree: one branch, each message after the one before it, the
     last one active.
 
-    Raises `RecordCorrupt` naming ``$.record.messages[i].id`` for the first message whose id
-    cannot be a checkpoint (empty, or already used by an earlier message).
+    Raises `RecordCorrupt` naming ``$.record.messages[i].id`` for every message whose id
+    cannot be a checkpoint (`message_id_issues`).
     """
+    issues = message_id_issues(history, "$.record")
+    if issues:
+        raise RecordCorrupt(session_id, issues, path=record_file(session_id))
     tree = CheckpointTree()
-    first_use: dict[str, int] = {}
     parent: str | None = None
-    for index, message in enumerate(history):
-        try:
-            tree.add(message.id, parent)
-        except CheckpointError as exc:
-            used = first_use.get(message.id)
-            reason = (
-                f"repeats the id {message.id!r} of $.record.messages[{used}], so it names no "
-                "single fork point"
-                if used is not None
-                else str(exc)
-            )
-            issue = {"path": f"$.record.messages[{index}].id", "message": reason}
-            raise RecordCorrupt(session_id, [issue], path=record_file(session_id)) from None
-        first_use[message.id] = index
+    for message in history:
+        tree.add(message.id, parent)
         parent = message.id
     return tree
 

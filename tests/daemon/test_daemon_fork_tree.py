@@ -124,7 +124,7 @@ def test_an_unknown_fork_point_is_session_not_found_naming_it() -> None:
 
 
 def test_a_repeated_message_id_is_a_located_refusal() -> None:
-    """An imported record may repeat an id; such an id names no single fork point."""
+    """A hand-edited record may repeat an id; such an id names no single fork point."""
     history = build([([1], True)], 0)
     history[3] = msgspec.structs.replace(history[3], id=history[1].id)
     for at in (None, history[0].id):

@@ -110,6 +110,36 @@ async def test_a_refused_import_is_located_and_writes_nothing(
     assert session_files(daemon) == before
 
 
+async def test_an_import_whose_message_ids_name_no_fork_point_is_refused(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032: a history that repeats a message id or holds an empty one cannot be
+    forked, so it is refused at import (-32602 at each offending id, by the rule session/fork
+    applies) instead of becoming a session that fork calls corrupt; nothing is written."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            source = await session_with_turns(client, tmp_path)
+            artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
+            before = session_files(daemon)
+            broken = json.loads(json.dumps(artifact))
+            messages = broken["record"]["messages"]
+            messages.append(dict(messages[1]))  # the first reply's id once more
+            messages[2]["id"] = ""
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": broken, "sessionId": "never"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "never"})
+    assert [(i["path"], i["message"]) for i in refused.value.issues] == [
+        ("$.artifact.record.messages[2].id", "is empty, so it names no fork point"),
+        (
+            "$.artifact.record.messages[4].id",
+            f"repeats the id {messages[1]['id']!r} of $.artifact.record.messages[1], so it "
+            "names no single fork point",
+        ),
+    ]
+    assert session_files(daemon) == before
+
+
 async def test_export_redacts_sensitive_values_only_when_asked(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
