@@ -35,7 +35,6 @@ import trio
 from msgspec import UNSET
 
 from protocol.errors import (
-    InternalError,
     NotAllowed,
 )
 from protocol.events import EVENT_METHOD
@@ -81,6 +80,7 @@ from robotad.daemon.manager import SessionManager
 from robotad.daemon.turns import Turn
 from robotad.log import fields
 from robotad.storage.artifact import export_artifact, import_artifact, redact_sensitive
+from robotad.storage.failure import unreadable
 from robotad.storage.ids import validate_session_id
 from robotad.storage.log_files import FileLogSource
 from robotad.storage.log_replay import validate_log
@@ -450,9 +450,7 @@ class SessionOperations:
                 self.manager.prompts.search, query, cwd, params.limit
             )
         except OSError as exc:
-            raise InternalError(
-                f"cannot read the prompt history: {exc.strerror or type(exc).__name__}"
-            ) from None
+            raise unreadable(exc, self.manager.prompts.path, self.manager.state_dir) from None
         entries = [
             HistoryEntry(prompt=e.prompt, session_id=e.session_id, cwd=e.cwd, timestamp=e.timestamp)
             for e in found.entries

@@ -11,6 +11,11 @@ absolute machine path.
 an `OSError` keeps doing so; the daemon's edge (`storage_failed`) maps it, found anywhere in
 an exception's chain, to the wire's `StorageFailed` (-32016). A symlink or other unsafe file
 in the way (`fsio.UnsafePath`) is a refusal, not a storage failure, and passes unchanged.
+
+A stored file that must be *read* to answer (the prompt history for ``history/search``) and
+cannot be — no permission, a symlink or folder in its place, an I/O error — is the same named
+condition on the wire (`unreadable`: StorageFailed with the relative path, saying "cannot
+read"), never an internal error (PROTOCOL §10.1).
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ from protocol.errors import StorageFailed
 
 from . import fsio
 
-__all__ = ["StorageError", "refusal", "refusing_writes", "storage_failed", "storage_reason"]
+__all__ = [
+    "StorageError",
+    "refusal",
+    "refusing_writes",
+    "storage_failed",
+    "storage_reason",
+    "unreadable",
+]
 
 
 class StorageError(OSError):
@@ -95,3 +107,12 @@ def storage_failed(exc: BaseException, session_id: str | None = None) -> Storage
             continue
         current = current.__cause__ or current.__context__
     return None
+
+
+def unreadable(exc: OSError, path: Path, root: Path) -> StorageFailed:
+    """The wire's StorageFailed for the stored file `path` (under `root`, the state folder)
+    that could not be read because of `exc`: its relative path and the cause in words."""
+    failed = StorageFailed(relative_path(path, root), storage_reason(exc))
+    failed.message = f"cannot read {relative_path(path, root)}: {storage_reason(exc)}"
+    failed.args = (failed.message,)
+    return failed
