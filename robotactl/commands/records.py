@@ -1,7 +1,8 @@
 """``export``, ``import``, ``history`` and ``log``: sessions as files, prompts, and logs.
 
 ``export`` writes the artifact (``{schemaVersion, kind, exportedAt, record}``) — the file
-``import`` reads back. Without ``--redact`` the artifact holds everything, secrets included,
+``import`` reads back; a session too large for one reply of robotad (16 MiB) is refused
+saying how to make it smaller. Without ``--redact`` the artifact holds everything, secrets included,
 so ``-o FILE`` creates the file owner-only (0600) and replaces it atomically. ``import``
 accepts the bare artifact or ``export --json``'s ``{"artifact": …}`` and prints the new
 session's id. ``history`` searches the prompts of every session; ``log`` checks that a
@@ -55,9 +56,21 @@ def export(options: ClientOptions, session: str | None, redact: bool, path: str 
     from protocol.methods import ExportResult
 
     def fetch(client: BlockingClient) -> tuple[str, ExportResult]:
+        from protocol.blocking_client import MalformedResponse
+
         session_id = resolve_session(client, session)
         params = {"sessionId": session_id, "redact": redact}
-        return session_id, client.request("session/export", params, result_type=ExportResult)
+        try:
+            return session_id, client.request("session/export", params, result_type=ExportResult)
+        except MalformedResponse as exc:
+            if "larger than" not in str(exc):
+                raise
+            raise CommandFailed(
+                f"session {session_id} is more than one reply of robotad carries (16 MiB), so "
+                "it cannot be exported whole: compact it (`robotactl compact -s "
+                f"{session_id}`) and export again, or fork it at an earlier message "
+                f"(`robotactl fork -s {session_id} --at MESSAGE_ID`) and export the fork"
+            ) from None
 
     session_id, result = call_daemon(options, fetch)
     import msgspec

@@ -12,6 +12,13 @@ first and finding the newest 50 costs the same however long the file is. A line 
 boundaries, or longer than a block, is reassembled intact (G-169). A line that fails to parse is
 counted in `unreadable_lines`, never silently dropped (G-170).
 
+A search's answer always fits one wire frame (16 MiB), however long the prompts: a prompt over
+`SHOWN_PROMPT_CHARS` characters comes back as its beginning followed by a marker saying how many
+characters were left out (`shown_prompt`; the query still matches the whole prompt), and the
+search stops adding entries once their JSON would pass `ANSWER_BUDGET` bytes — then fewer than
+`limit` entries come back, the newest ones. (A few 5 MB prompts used to make ``robotactl ls``,
+which asks for 5,000 entries, fail for good: the reply was larger than a frame.)
+
 Counting is of the lines *scanned*: the search stops as soon as `limit` entries matched, so
 `unreadable_lines` covers the part of the file read to find them (the whole file only when fewer
 than `limit` entries match). Only a missing file is empty history; anything else that stops the
@@ -33,11 +40,24 @@ from protocol.shapes import utc_now
 from . import fsio
 from .log_files import FileLogSink
 
-__all__ = ["HISTORY_FILE", "PromptEntry", "PromptHistory", "SearchResult"]
+__all__ = [
+    "ANSWER_BUDGET",
+    "HISTORY_FILE",
+    "SHOWN_PROMPT_CHARS",
+    "PromptEntry",
+    "PromptHistory",
+    "SearchResult",
+    "shown_prompt",
+]
 
 HISTORY_FILE = "prompt-history.jsonl"
 DEFAULT_BLOCK = 64 * 1024
 DEFAULT_LIMIT = 50
+#: Characters of a prompt a search returns; the rest is replaced by a marker.
+SHOWN_PROMPT_CHARS = 64 * 1024
+#: Bytes of entries (their JSON) one search returns at most: a quarter of a frame, so the
+#: reply fits one with room to spare.
+ANSWER_BUDGET = 4 * 1024 * 1024
 
 
 class PromptEntry(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True):
@@ -85,10 +105,12 @@ class PromptHistory:
         self, query: str | None = None, cwd: str | None = None, limit: int = DEFAULT_LIMIT
     ) -> SearchResult:
         """Newest-first entries whose prompt contains `query` (case-insensitive) and whose
-        cwd equals `cwd` (each filter only when given), at most `limit` of them."""
+        cwd equals `cwd` (each filter only when given), at most `limit` of them and no more
+        than `ANSWER_BUDGET` bytes of them, each prompt as `shown_prompt` gives it."""
         needle = query.casefold() if query else None
         found: list[PromptEntry] = []
         unreadable = 0
+        used = 0
         if limit <= 0:
             return SearchResult([], 0)
         with contextlib.closing(self._lines_newest_first()) as lines:
@@ -102,6 +124,10 @@ class PromptHistory:
                     continue
                 if needle is not None and needle not in entry.prompt.casefold():
                     continue
+                entry = shown_prompt(entry)
+                used += len(self._encoder.encode(entry)) + 1
+                if found and used > ANSWER_BUDGET:
+                    break
                 found.append(entry)
                 if len(found) >= limit:
                     break
@@ -138,3 +164,13 @@ class PromptHistory:
                 yield line
         finally:
             os.close(fd)
+
+
+def shown_prompt(entry: PromptEntry) -> PromptEntry:
+    """`entry` as a search returns it: a prompt over `SHOWN_PROMPT_CHARS` characters cut
+    there, with `` … [prompt shortened: N more characters]`` after it."""
+    left_out = len(entry.prompt) - SHOWN_PROMPT_CHARS
+    if left_out <= 0:
+        return entry
+    marker = f" … [prompt shortened: {left_out} more characters]"
+    return msgspec.structs.replace(entry, prompt=entry.prompt[:SHOWN_PROMPT_CHARS] + marker)

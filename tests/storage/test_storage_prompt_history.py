@@ -11,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotad.storage.prompt_history import PromptEntry, PromptHistory
+from robotad.storage.prompt_history import (
+    ANSWER_BUDGET,
+    SHOWN_PROMPT_CHARS,
+    PromptEntry,
+    PromptHistory,
+)
 from robotad.storage.record import Valid
 from robotad.storage.store import FileSessionStore
 
@@ -203,3 +208,42 @@ def test_the_file_stays_open_between_prompts_and_is_made_again_when_removed(
         assert len(path.with_name("moved.jsonl").read_text().splitlines()) == 3
     finally:
         history.close()
+
+
+def test_a_very_long_prompt_is_found_whole_and_returned_shortened(path: Path) -> None:
+    """A search answer must fit one frame: a prompt over SHOWN_PROMPT_CHARS comes back cut
+    there with a marker of what was left out; the query still matches its whole text."""
+    history = PromptHistory(path)
+    long = "x" * SHOWN_PROMPT_CHARS + "needle at the end"
+    history.append(long, "s", "/w")
+    history.append("y" * SHOWN_PROMPT_CHARS, "s", "/w")  # exactly the limit: kept whole
+    (entry,) = history.search("needle").entries
+    assert entry.prompt == "x" * SHOWN_PROMPT_CHARS + " … [prompt shortened: 17 more characters]"
+    assert history.search().entries[0].prompt == "y" * SHOWN_PROMPT_CHARS
+
+
+def test_a_search_stops_before_its_answer_passes_the_budget(path: Path) -> None:
+    """Entries stop, newest first, once their JSON would pass ANSWER_BUDGET bytes: fewer
+    than `limit` come back rather than an answer no frame can carry."""
+    history = PromptHistory(path)
+    prompt_chars = 60_000
+    count = ANSWER_BUDGET // prompt_chars + 5
+    for index in range(count):
+        history.append(f"{index:04} " + "z" * prompt_chars, "s", "/w")
+    found = history.search(limit=count)
+    assert 0 < len(found.entries) < count
+    assert [int(e.prompt[:4]) for e in found.entries] == list(
+        range(count - 1, count - 1 - len(found.entries), -1)
+    )
+    size = sum(
+        len(
+            json.dumps(
+                {"prompt": e.prompt, "sessionId": "s", "cwd": "/w", "timestamp": e.timestamp},
+                separators=(",", ":"),
+            )
+        )
+        + 1
+        for e in found.entries
+    )
+    assert size <= ANSWER_BUDGET
+    assert size + prompt_chars > ANSWER_BUDGET  # it stopped only when the next would not fit
