@@ -6,7 +6,9 @@ When a stored session is loaded, `close_cut_off` looks at its log: a log whose l
 ``session_end`` (a clean close) or ``recovered`` is left alone at the cost of reading its tail;
 otherwise every open request and call is closed by one ``recovered`` entry saying what is
 known — a call whose result the history holds (put back from the journal) is ``completed`` or
-``failed``, any other ``unknown`` — so the log is complete again and still tells of the crash.
+``failed``, any other ``unknown``; a compaction it cut off (a "started" with no end) is
+named by its trigger: it never finished, and a compaction saves all or nothing, so the
+history is as it was before it — so the log is complete again and still tells of the crash.
 A call still parked for approval is not cut off and stays open. Writing the entry is
 best effort: a log that cannot be appended is noted in the daemon's log, nothing more.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 import trio
+from msgspec import UNSET
 
 from robotad.agent.loop import open_calls
 from robotad.log import fields
@@ -46,7 +49,7 @@ async def close_cut_off(session: Session, logs_dir: Path) -> bool:
     if not await trio.to_thread.run_sync(_may_be_cut_off, path):
         return False
     try:
-        requests, calls = await trio.to_thread.run_sync(cut_off, FileLogSource(path))
+        requests, calls, compaction = await trio.to_thread.run_sync(cut_off, FileLogSource(path))
     except OSError:
         log.warning("cannot read a session log", extra=fields(session_id=session.session_id))
         return False
@@ -62,9 +65,14 @@ async def close_cut_off(session: Session, logs_dir: Path) -> bool:
         ok = results.get(call_id)
         outcome: Outcome = "unknown" if ok is None else ("completed" if ok else "failed")
         closed.append(log_events.RecoveredCall(call_id=call_id, outcome=outcome))
-    if not requests and not closed:
+    if not requests and not closed and compaction is None:
         return False
-    entry = log_events.RecoveredEntry(reason=REASON, request_ids=requests, calls=closed)
+    entry = log_events.RecoveredEntry(
+        reason=REASON,
+        request_ids=requests,
+        calls=closed,
+        compaction=compaction if compaction is not None else UNSET,
+    )
     logger = SessionLogger(session.session_id, FileLogSink(path))
     try:
         await trio.to_thread.run_sync(logger.log, "recovered", entry)

@@ -203,11 +203,14 @@ class RecoveredCall(Struct, rename="camel"):
 
 class RecoveredEntry(_Payload):
     """Written on the next start after robotad stopped with these still open (a kill, a
-    crash): it closes each provider request and tool call with what is known."""
+    crash): it closes each provider request and tool call with what is known, and a
+    compaction the stop cut off (`compaction`: its trigger; it never finished, so nothing of
+    it was saved — a compaction applies all or nothing)."""
 
     reason: str
     request_ids: list[str]
     calls: list[RecoveredCall]
+    compaction: Literal["manual", "auto"] | UnsetType = UNSET
 
 
 #: The payload shape of every event; its keys are exactly `LOG_EVENTS`.

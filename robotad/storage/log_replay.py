@@ -8,7 +8,9 @@ source first: a missing log is an empty replay, a nonempty malformed one is an e
 `validate_log` is ``session/log``: ``{entries, complete, problems}``. It never reports complete
 while any line is undecodable (G-151) or the log leaves something open (G-163): a provider
 request with no raw response (or error) and a tool call with no result (or abandonment, or a
-``recovered`` entry robotad wrote on the start after a stop cut them off: `cut_off`). A call
+``recovered`` entry robotad wrote on the start after a stop cut them off: `cut_off`), and a
+compaction whose ``context_compact`` "started" has no end (completed, failed, aborted, or
+that ``recovered`` entry's `compaction`). A call
 still open when an ``approval_requested`` entry is logged is *parked* — it waits for a person
 — until an ``approval_resolved`` of that execution: a log ending there is no gap, and no stop
 cut such a call off (what ``daemon/log_recovery`` leaves open too). A
@@ -20,7 +22,7 @@ matching — or the request cannot be rebuilt and that is a problem too (G-144).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -31,6 +33,7 @@ from .session_log import LogDecodeError, LogEntry, LogProblem, LogSource, decode
 from .sidecars import contains_reference
 
 __all__ = [
+    "CutOff",
     "LogReport",
     "ReplayError",
     "cut_off",
@@ -145,6 +148,8 @@ class _Openings:
         self.closed: set[str] = set()
         #: Parked calls, by call id: the execution whose approval they wait for.
         self.parked: dict[str, str] = {}
+        #: The compaction started and not ended yet: its line and trigger.
+        self.compaction: tuple[int, Literal["manual", "auto"]] | None = None
 
     def see(self, line: int, entry: LogEntry) -> None:
         data = entry.data
@@ -162,6 +167,11 @@ class _Openings:
         elif entry.event == "recovered":
             self.answered.update(data["requestIds"])
             self.closed.update(call["callId"] for call in data["calls"])
+            if "compaction" in data:
+                self.compaction = None
+        elif entry.event == "context_compact":
+            started = data["phase"] == "started"
+            self.compaction = (line, data["trigger"]) if started else None
         elif entry.event == "approval_requested":
             waiting = [c for c in self.calls if c not in self.closed and c not in self.parked]
             self.parked.update(dict.fromkeys(waiting, data["executionId"]))
@@ -180,15 +190,24 @@ class _Openings:
         }
 
 
-def cut_off(source: LogSource) -> tuple[list[str], list[str]]:
-    """The provider request ids and tool call ids `source` leaves open, in log order (what a
-    stop of robotad may have cut off). Undecodable lines are skipped: `validate_log` reports
-    them; sidecars are not read."""
+class CutOff(NamedTuple):
+    """What a log leaves open (`cut_off`): provider request ids and tool call ids in log
+    order, and the trigger of a compaction that never ended (None when there is none)."""
+
+    requests: list[str]
+    calls: list[str]
+    compaction: Literal["manual", "auto"] | None
+
+
+def cut_off(source: LogSource) -> CutOff:
+    """What `source` leaves open (what a stop of robotad may have cut off). Undecodable
+    lines are skipped: `validate_log` reports them; sidecars are not read."""
     numbered, _ = decode_lines(source, resolve_sidecars=False)
     openings = _Openings()
     for line, entry in numbered:
         openings.see(line, entry)
-    return list(openings.open_requests()), list(openings.open_calls())
+    compaction = openings.compaction[1] if openings.compaction is not None else None
+    return CutOff(list(openings.open_requests()), list(openings.open_calls()), compaction)
 
 
 def _coverage(numbered: list[tuple[int, LogEntry]]) -> tuple[list[LogProblem], list[Message]]:
@@ -215,6 +234,11 @@ def _coverage(numbered: list[tuple[int, LogEntry]]) -> tuple[list[LogProblem], l
         problems.append(LogProblem(line=line, event="provider_request", message=message))
     for line in openings.open_calls().values():
         problems.append(LogProblem(line=line, event="tool_call", message="tool call has no result"))
+    if openings.compaction is not None:
+        message = "compaction started and never completed, failed or was aborted"
+        problems.append(
+            LogProblem(line=openings.compaction[0], event="context_compact", message=message)
+        )
     problems.sort(key=lambda p: p.get("line", 0))
     return problems, history
 

@@ -406,7 +406,7 @@ def test_a_call_parked_on_an_approval_is_no_gap(logs: Path) -> None:
     logger.log("approval_requested", {"executionId": "x-1", "requests": [request]})
     logger.log("turn_completed", {"turnId": "t-1", "status": "waiting"})
     assert validate_log(_source(logs)) == LogReport(3, True, [])
-    assert cut_off(_source(logs)) == ([], [])  # nothing a stop could cut off
+    assert cut_off(_source(logs)) == ([], [], None)  # nothing a stop could cut off
     logger.log("approval_resolved", {"executionId": "x-1", "requestId": "q-1", "approved": True})
     logger.log("tool_call", {"callId": "c-1", "tool": "Bash", "arguments": {"command": "ls"}})
     resumed = validate_log(_source(logs))
@@ -414,3 +414,18 @@ def test_a_call_parked_on_an_approval_is_no_gap(logs: Path) -> None:
     assert [(p["line"], p["event"]) for p in resumed.problems] == [(1, "tool_call")]
     logger.log("tool_result", {"callId": "c-1", "tool": "Bash", "ok": True, "content": "a"})
     assert validate_log(_source(logs)).complete is True
+
+
+def test_a_compaction_that_never_ended_makes_the_log_incomplete(logs: Path) -> None:
+    """G-163: a compaction "started" with no end is open, as a stop leaves it, until a
+    ``recovered`` entry names it; an ended one (any phase) is closed."""
+    logger = _logger(logs)
+    logger.log("context_compact", {"trigger": "auto", "phase": "started"})
+    logger.log("context_compact", {"trigger": "auto", "phase": "failed"})
+    logger.log("context_compact", {"trigger": "manual", "phase": "started"})
+    report = validate_log(_source(logs))
+    assert [(p["line"], p["event"]) for p in report.problems] == [(3, "context_compact")]
+    assert cut_off(_source(logs)) == ([], [], "manual")
+    logger.log("recovered", {"reason": "r", "requestIds": [], "calls": [], "compaction": "manual"})
+    assert validate_log(_source(logs)).complete is True
+    assert cut_off(_source(logs)).compaction is None
