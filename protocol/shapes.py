@@ -29,6 +29,7 @@ __all__ = [
     "SandboxMode",
     "SessionInfo",
     "StopReason",
+    "TokenCount",
     "ToolCall",
     "TurnCompleted",
     "TurnResult",
@@ -86,12 +87,18 @@ class ToolCall(_Frozen, frozen=True):
     raw_arguments: str | UnsetType = UNSET
 
 
-class Usage(_Frozen, frozen=True):
-    """Provider-reported token usage of one model call."""
+#: A number of tokens: never negative.
+TokenCount = Annotated[int, Meta(ge=0)]
 
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int | UnsetType = UNSET
+
+class Usage(_Frozen, frozen=True):
+    """Provider-reported token usage of one model call. No count is negative: decoding
+    refuses one (a script step's, an imported message's), and a provider that reports one is
+    taken to have reported no usage."""
+
+    input_tokens: TokenCount
+    output_tokens: TokenCount
+    total_tokens: TokenCount | UnsetType = UNSET
 
     @property
     def used(self) -> int:

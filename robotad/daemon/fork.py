@@ -7,7 +7,7 @@ A fork's history is the ancestry of ``atMessageId`` in that tree — root up to 
 `SessionNotFound` with ``data.messageId``. A history whose ids cannot all be checkpoints (an
 empty or a repeated id, which only a hand-edited record can hold) has no
 well-defined fork point and is refused as `RecordCorrupt`, located at the offending message;
-an import holding one is refused before anything is written (`require_fork_points`).
+an import holding one is refused before anything is written (`import_rules`).
 
 A fork never needs the source's own `forkedFrom` chain: a fork's record already holds copies of
 its source's messages, ids included, so the ancestry of any of its messages is in its own
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import msgspec
 from msgspec import UNSET
 
-from protocol.errors import InvalidParams, Issue, RecordCorrupt, SessionNotFound
+from protocol.errors import Issue, RecordCorrupt, SessionNotFound
 from protocol.shapes import Message
 from robotad.session.checkpoints import CheckpointTree, UnknownCheckpoint
 from robotad.storage.spill import references_in
@@ -47,7 +47,6 @@ __all__ = [
     "fork_history",
     "history_tree",
     "message_id_issues",
-    "require_fork_points",
 ]
 
 #: The content of a result that closes a call the fork did not carry over.
@@ -94,14 +93,6 @@ def message_id_issues(history: Sequence[Message], root: str) -> list[Issue]:
             continue
         issues.append({"path": f"{root}.messages[{index}].id", "message": reason})
     return issues
-
-
-def require_fork_points(history: Sequence[Message], root: str) -> None:
-    """`InvalidParams` listing every `message_id_issues` of a history given as input (an
-    imported record's, under `root`), so no session that cannot be forked is made."""
-    issues = message_id_issues(history, root)
-    if issues:
-        raise InvalidParams(issues)
 
 
 def history_tree(session_id: str, history: Sequence[Message]) -> CheckpointTree:

@@ -66,7 +66,8 @@ from protocol.shapes import (
     new_id,
 )
 from robotad.agent.provider import NamedTool, ToolChoice
-from robotad.daemon.fork import fork_history, require_fork_points
+from robotad.daemon.fork import fork_history
+from robotad.daemon.import_rules import require_importable
 from robotad.daemon.info import session_info
 from robotad.daemon.live import (
     LiveSession,
@@ -403,7 +404,7 @@ class SessionOperations:
         `SessionExists` when taken. The record is stored exactly as imported; a refusal
         writes nothing (G-032)."""
         record = import_artifact(params.artifact)
-        require_fork_points(record.messages, "$.artifact.record")
+        require_importable(record.messages, "$.artifact.record")
         if params.session_id is not UNSET:
             record = msgspec.structs.replace(record, id=params.session_id)
         validate_session_id(record.id)

@@ -41,6 +41,7 @@ from robotad.providers.convert import (
     anthropic_messages,
     anthropic_tool_choice,
     anthropic_tools,
+    reported_usage,
     tool_call,
 )
 from robotad.providers.failures import (
@@ -186,7 +187,7 @@ class MessageStreamAssembler:
             int(self.usage.get(key) or 0)
             for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         )
-        return Usage(prompt, int(self.usage.get("output_tokens") or 0))
+        return reported_usage("anthropic", prompt, int(self.usage.get("output_tokens") or 0))
 
 
 def new_anthropic_client(

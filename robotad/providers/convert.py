@@ -1,4 +1,5 @@
-"""History → vendor request shapes, and tool-argument text → `ToolCall` (sans-I/O).
+"""History → vendor request shapes, and vendor replies' parts → ours: tool-argument text →
+`ToolCall`, reported token counts → `Usage` (sans-I/O).
 
 Both vendors get exactly the history the loop hands over, nothing added:
 
@@ -16,11 +17,12 @@ Both vendors get exactly the history the loop hands over, nothing added:
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
 
-from protocol.shapes import Message, ToolCall
+from protocol.shapes import Message, ToolCall, Usage
 from robotad.agent.provider import NamedTool, ToolChoice, ToolSchema
 
 __all__ = [
@@ -30,8 +32,11 @@ __all__ = [
     "openai_messages",
     "openai_tool_choice",
     "openai_tools",
+    "reported_usage",
     "tool_call",
 ]
+
+log = logging.getLogger("robotad.providers")
 
 
 def tool_call(call_id: str, name: str, argument_text: str) -> ToolCall:
@@ -46,6 +51,22 @@ def tool_call(call_id: str, name: str, argument_text: str) -> ToolCall:
     if isinstance(value, dict):
         return ToolCall(call_id, name, value)
     return ToolCall(call_id, name, {}, raw_arguments=argument_text)
+
+
+def reported_usage(
+    vendor: str, input_tokens: int, output_tokens: int, total_tokens: int | None = None
+) -> Usage | None:
+    """The `Usage` a vendor's reply reported, or None — with a warning in robotad's log —
+    when a count is negative, which no call can have (the context figures then rest on the
+    estimate instead of a nonsense figure)."""
+    counts: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens}
+    if total_tokens is not None:
+        counts["totalTokens"] = total_tokens
+    try:
+        return msgspec.convert(counts, Usage)
+    except msgspec.ValidationError:
+        log.warning("%s reported a negative token count %s; usage ignored", vendor, counts)
+        return None
 
 
 def _argument_text(call: ToolCall) -> str:

@@ -29,10 +29,16 @@ import msgspec
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from protocol.shapes import UNSET, ToolCall, Usage, new_id
+from protocol.shapes import ToolCall, Usage, new_id
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.providers.clients import ClientLease
-from robotad.providers.convert import openai_messages, openai_tool_choice, openai_tools, tool_call
+from robotad.providers.convert import (
+    openai_messages,
+    openai_tool_choice,
+    openai_tools,
+    reported_usage,
+    tool_call,
+)
 from robotad.providers.failures import (
     ProviderFailure,
     connection_failure,
@@ -156,10 +162,11 @@ class ChatStreamAssembler:
         if self.usage is None:
             return None
         total = self.usage.get("total_tokens")
-        return Usage(
+        return reported_usage(
+            "openai",
             int(self.usage.get("prompt_tokens") or 0),
             int(self.usage.get("completion_tokens") or 0),
-            total if isinstance(total, int) else UNSET,
+            total if isinstance(total, int) else None,
         )
 
     @staticmethod

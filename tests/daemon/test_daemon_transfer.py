@@ -140,6 +140,35 @@ async def test_an_import_whose_message_ids_name_no_fork_point_is_refused(
     assert session_files(daemon) == before
 
 
+async def test_negative_token_counts_are_refused_where_they_enter(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """A token count is never negative: a scripted step's usage and an imported message's
+    ``metadata.usage`` with one are -32602 at their paths (they used to give ``usedTokens``
+    of -500 and -999999), and nothing is created."""
+    negative = {"inputTokens": -500, "outputTokens": 1}
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            with pytest.raises(InvalidParams) as scripted:
+                await client.call(
+                    "session/create",
+                    {"cwd": str(tmp_path), "script": [{"text": "x", "usage": negative}]},
+                )
+            source = await session_with_turns(client, tmp_path)
+            artifact = (await client.call("session/export", {"sessionId": source}))["artifact"]
+            before = session_files(daemon)
+            artifact["record"]["messages"][1]["metadata"] = {
+                "usage": {"inputTokens": 10, "outputTokens": 1, "totalTokens": -999_999}
+            }
+            with pytest.raises(InvalidParams) as imported:
+                await client.call("session/import", {"artifact": artifact, "sessionId": "never"})
+    assert [i["path"] for i in scripted.value.issues] == ["$.script[0].usage.inputTokens"]
+    assert [i["path"] for i in imported.value.issues] == [
+        "$.artifact.record.messages[1].metadata.usage.totalTokens"
+    ]
+    assert session_files(daemon) == before
+
+
 async def test_export_redacts_sensitive_values_only_when_asked(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:

@@ -305,3 +305,16 @@ async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
     page = Reply(body=b"<!doctype html><title>proxy</title>", content_type="text/html")
     server = await serve(page, page)
     await checks.web_page_failure(server, make_provider(server.base_url), recorder)
+
+
+async def test_a_negative_token_count_is_ignored_and_logged(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A negative count is no usage: the reply carries none, and robotad's log says why."""
+    events = anthropic_stream([{"text": ["ok"]}], input_tokens=40, output_tokens=-9)
+    server = await serve(Reply(events=events))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url).complete(user_request(), recorder)
+    assert reply.text == "ok"
+    assert reply.usage is None
+    assert "anthropic reported a negative token count" in caplog.text

@@ -517,3 +517,17 @@ async def test_the_sdk_gets_only_the_stream_switches_and_the_body_goes_out_whole
     assert body["tools"][0]["function"]["parameters"] == schema
     assert body["model"] == "gpt-4o-mini"
     assert body["stream"] is True
+
+
+async def test_a_negative_token_count_is_ignored_and_logged(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No call uses a negative number of tokens: such a usage would show a negative
+    ``usedTokens``, so the reply carries none and robotad's log says why."""
+    usage = {"prompt_tokens": -500, "completion_tokens": 7, "total_tokens": -493}
+    server = await serve(Reply(events=openai_stream(["ok"], usage=usage)))
+    with trio.fail_after(10):
+        reply = await make_provider(server.base_url + "/v1").complete(user_request(), recorder)
+    assert reply.text == "ok"
+    assert reply.usage is None
+    assert "openai reported a negative token count" in caplog.text

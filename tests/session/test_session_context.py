@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.shapes import ContextState, Message, ToolCall, Usage
+from protocol.shapes import ContextState, Message, ToolCall, Usage, utc_now
 from robotad.session.context_window import (
     AUTO_COMPACT_THRESHOLD,
     DEFAULT_CONTEXT_WINDOW,
@@ -45,6 +45,17 @@ def test_usage_on_the_last_message_is_the_figure() -> None:
     assert tracker.state(history).used_tokens == 20
     history[-1] = Message.assistant("hi", usage=Usage(10, 5))
     assert tracker.state(history).used_tokens == 15
+
+
+def test_a_stored_negative_usage_is_no_usage() -> None:
+    """G-046: a record saved before negative counts were refused may still hold one; it is
+    no `Usage`, so the figure is the estimate, never a negative ``usedTokens``."""
+    tracker = ContextTracker()
+    history = history_of("x" * 4000)
+    stored = {"usage": {"inputTokens": -999_999, "outputTokens": 0}}
+    history.append(Message("m-9", "assistant", "hi", "complete", utc_now(), metadata=stored))
+    assert history[-1].usage is None
+    assert tracker.state(history).used_tokens == estimate_tokens(history)
 
 
 def test_without_usage_the_larger_of_estimate_and_latest_usage() -> None:
