@@ -10,7 +10,11 @@ import pytest
 from robotad.tools import ArgumentError, Tool, ToolProfile, builtin_tools
 
 EXPECTED = {
-    "Read": (ToolProfile("inspect", "file_path", "path"), {"file_path"}, {"offset", "limit"}),
+    "Read": (
+        ToolProfile("inspect", "file_path", "path", stored_results=True),
+        {"file_path"},
+        {"offset", "limit"},
+    ),
     "Write": (ToolProfile("modify", "file_path", "path"), {"file_path", "content"}, set()),
     "Edit": (
         ToolProfile("modify", "file_path", "path"),
