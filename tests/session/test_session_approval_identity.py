@@ -4,6 +4,7 @@ record whose call never started goes on when the same answer is delivered again.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.session.session_harness import (
     LIMIT,
     MemoryStore,
     answer,
+    hooks_for,
     kinds,
     new_session,
     scripted,
@@ -218,6 +220,49 @@ async def test_an_approval_does_not_cover_a_target_its_request_did_not_show(
     assert (git / "config").read_text() == "[core]\n"
     (result,) = [m for m in session.get_history() if m.role == "tool"]
     assert not result.ok
+
+
+async def test_a_hooks_words_that_change_on_every_check_do_not_ask_again(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A PreToolUse hook asks with a reason that holds a counter (a time, a diff stat): the
+    re-check at the answer gets other words for the same action. The approval covers it —
+    only the rules' own reasons are compared — so the call runs once, on the first answer."""
+    counter = tmp_path / "count"
+    script = tmp_path / "ask.py"
+    script.write_text(
+        "import json, pathlib, sys\n"
+        f"p = pathlib.Path({str(counter)!r})\n"
+        "n = int(p.read_text()) + 1 if p.exists() else 1\n"
+        "p.write_text(str(n))\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',"
+        " 'permissionDecision': 'ask', 'permissionDecisionReason': f'policy check {n}'}}))\n"
+    )
+    hooks = hooks_for(
+        workspace,
+        {"PreToolUse": [{"hooks": [{"type": "command", "command": f"{sys.executable} {script}"}]}]},
+    )
+    session = new_session(
+        workspace,
+        scripted([{"toolCalls": [write_call()]}, {"text": "written"}]),
+        tools=builtin_tools(),
+        hooks=hooks,
+        permission_mode="acceptEdits",  # the mode allows the Write: only the hook asks
+        session_id="s-hook-words",
+    )
+    journal = MemoryJournal()
+    with trio.fail_after(LIMIT):
+        first = await session.run_recoverable("write it", journal)
+    assert isinstance(first, TurnWaiting)
+    (shown,) = first.requests
+    assert shown.reason == "policy check 1"
+    with trio.fail_after(LIMIT):
+        done = await session.resume_recoverable(
+            first.execution_id, journal, [answer(shown.request_id, True)]
+        )
+    assert isinstance(done, TurnCompleted)
+    assert counter.read_text() == "2"  # the hook checked again, with other words
+    assert (workspace / "out.txt").read_text() == "hello"
 
 
 async def test_a_redelivered_answer_goes_on_with_an_approved_call_that_never_started(

@@ -286,15 +286,21 @@ class ParkingApprover:
     def __init__(self, execution: Execution) -> None:
         self._execution = execution
 
-    async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+    async def approve(
+        self, call: ToolCall, arguments: dict[str, Any], reason: str, *, rules_reason: bool = True
+    ) -> Admission:
         """`Admit` when the call's latest request shows this tool, these effective arguments
-        and this reason and was approved; `Refuse` when it was denied. Otherwise the person
-        was never asked this — no request, or the call's id, arguments or the re-check's
-        reason changed since (a file that became a link to a persistence path asks for
-        another reason) — and a new request is journaled; the call parks."""
+        and — when the re-check's reason is the rules' own — this reason, and was approved;
+        `Refuse` when it was denied. Otherwise the person was never asked this — no request,
+        or the call's arguments or the rules' reason changed since (a file that became a link
+        to a persistence path asks for another reason) — and a new request is journaled; the
+        call parks. A hook's or the classifier's words may differ on every check (a time, a
+        count): they are not compared, or an approved call would ask again forever."""
         execution = self._execution
         request = execution.request_of(call.id)
-        if request is not None and _shows(request, call, arguments, reason):
+        if request is not None and _shows(
+            request, call, arguments, reason if rules_reason else None
+        ):
             answer = execution.responses.get(request.request_id)
             if answer is None:
                 return Park(reason)
@@ -316,6 +322,10 @@ class ParkingApprover:
         return Park(reason)
 
 
-def _shows(request: RequestRecord, call: ToolCall, arguments: dict[str, Any], reason: str) -> bool:
-    """Whether `request` showed the person exactly this action and why it asked."""
-    return (request.tool, request.arguments, request.reason) == (call.name, arguments, reason)
+def _shows(
+    request: RequestRecord, call: ToolCall, arguments: dict[str, Any], reason: str | None
+) -> bool:
+    """Whether `request` showed the person exactly this action, and this reason for asking
+    (unless `reason` is None: words that are not compared)."""
+    shown = (request.tool, request.arguments) == (call.name, arguments)
+    return shown and (reason is None or request.reason == reason)

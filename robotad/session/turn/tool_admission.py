@@ -83,8 +83,11 @@ class Approver(Protocol):
     `Park` (the request is saved for a later answer). Cancellation means "no answer"."""
 
     async def approve(
-        self, call: ToolCall, arguments: dict[str, Any], reason: str
-    ) -> Admission: ...
+        self, call: ToolCall, arguments: dict[str, Any], reason: str, *, rules_reason: bool = True
+    ) -> Admission:
+        """`rules_reason`: `reason` is the rules' and mode's own (the same action and rules
+        give the same words), not a hook's or the classifier's free text."""
+        ...
 
 
 class RefusingApprover:
@@ -93,7 +96,9 @@ class RefusingApprover:
     def __init__(self, why: str = "no one is available to approve it") -> None:
         self.why = why
 
-    async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+    async def approve(
+        self, call: ToolCall, arguments: dict[str, Any], reason: str, *, rules_reason: bool = True
+    ) -> Admission:
         return Refuse(f"{call.name} needs approval ({reason}) and {self.why}; denied")
 
 
@@ -108,7 +113,9 @@ class LiveApprover:
         self._enforcer = enforcer
         self._turn = turn
 
-    async def approve(self, call: ToolCall, arguments: dict[str, Any], reason: str) -> Admission:
+    async def approve(
+        self, call: ToolCall, arguments: dict[str, Any], reason: str, *, rules_reason: bool = True
+    ) -> Admission:
         request = ApprovalRequest(
             request_id=new_id("req-"),
             execution_id=self._turn.turn_id or "direct",
@@ -183,8 +190,8 @@ class SessionToolGate:
         s.reporter.tool_call(call.id, call.name, args)
         if call.id in self._denied:
             return await self._refuse(call, args, self._denied[call.id])
-        outcome, reason, real_path = (
-            ("allow", READS_BACK, None) if stored else await self._judged(call, args)
+        outcome, reason, real_path, rules_reason = (
+            ("allow", READS_BACK, None, True) if stored else await self._judged(call, args)
         )
         if outcome == "deny":
             return await self._refuse(call, args, reason)
@@ -195,10 +202,13 @@ class SessionToolGate:
         if verdict_of_hooks.outcome == "ask" and outcome == "allow":
             outcome = "ask"
             reason = verdict_of_hooks.reason or "a PreToolUse hook asks for approval"
+            rules_reason = False
         if outcome == "ask":
             await self._decided(call, args, "ask", reason)
             try:
-                admission = await self._approver.approve(call, args, reason)
+                admission = await self._approver.approve(
+                    call, args, reason, rules_reason=rules_reason
+                )
             except trio.Cancelled:
                 self._note_refused(call, args, "aborted while waiting for approval")
                 raise
@@ -234,9 +244,10 @@ class SessionToolGate:
 
     async def _judged(
         self, call: ToolCall, args: dict[str, Any]
-    ) -> tuple[Outcome, str, str | None]:
+    ) -> tuple[Outcome, str, str | None, bool]:
         """The rules and the mode on the call, and in auto mode the classifier on an ask
-        it may answer: the outcome, its reason and the path as judged (`Admit.real_path`)."""
+        it may answer: the outcome, its reason, the path as judged (`Admit.real_path`) and
+        whether the reason is the rules' own (not the classifier's words)."""
         s = self._s
         decision = s.enforcer.evaluate(call.name, args)
         outcome: Outcome = decision.outcome
@@ -250,10 +261,10 @@ class SessionToolGate:
             verdict = await s.auto_gate.decide(
                 session_id=s.session_id, cwd=s.cwd, tool_name=call.name, tool_input=args
             )
-            reason = verdict.reason
             if verdict.outcome != "ask-person":
                 outcome = verdict.outcome
-        return outcome, reason, decision.real_path
+            return outcome, verdict.reason, decision.real_path, False
+        return outcome, reason, decision.real_path, True
 
     async def _decided(
         self, call: ToolCall, args: dict[str, Any], decision: Outcome, reason: str
