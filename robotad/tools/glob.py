@@ -28,7 +28,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.glob_pattern import GlobError, compile_glob, max_depth, split_anchor
 from robotad.tools.paths import canonical_path
-from robotad.tools.textfile import moved_since_check
+from robotad.tools.textfile import moved_since_check, walkable_path
 
 __all__ = [
     "MAX_RESULTS",
@@ -124,7 +124,7 @@ def _glob(base: str, relative: str, pattern: str, real_path: str | None) -> Tool
         if moved is not None:
             return ToolResult(ok=False, content=moved, metadata={"path": base})
         # Walked through the descriptor: the folder checked, whatever its name leads to now.
-        pinned = base if real_path is None else f"/proc/self/fd/{fd}"
+        pinned = base if real_path is None else walkable_path(fd, real_path)
         found = _matches(pinned, base, relative)
     finally:
         os.close(fd)

@@ -144,8 +144,8 @@ def _grep(
         tree = _search_tree(root, search, name_filter, by_name, withheld)
         return _render(tree, root, pattern)
 
-    def vet(raw: BinaryIO) -> str | None:
-        return moved_since_check(raw.fileno(), root, real_path)
+    def vet(raw: BinaryIO, path: str) -> str | None:
+        return moved_since_check(raw.fileno(), path, real_path)
 
     skipped = _search_file(root, search, vet)
     if skipped == "binary":
@@ -174,11 +174,11 @@ def _search_tree(
                 continue
             yield path
 
-    def vet(raw: BinaryIO) -> str | None:
+    def vet(raw: BinaryIO, path: str) -> str | None:
         # Judged again by the file actually opened: a link swapped in after the check above
         # cannot lead the search to a file the rules withhold.
         try:
-            real = opened_real_path(raw.fileno())
+            real = opened_real_path(raw.fileno(), path)
         except OSError:
             return "withheld"
         return "withheld" if withheld(real) else None
@@ -186,9 +186,12 @@ def _search_tree(
     return _search_files(chosen(), search, vet)
 
 
-def _search_files(
-    paths: Iterable[str], search: _Search, vet: Callable[[BinaryIO], str | None]
-) -> _Search:
+#: What a search asks of each file it opened (and the name it opened it by): a reason to skip
+#: it, or None.
+Vet = Callable[[BinaryIO, str], str | None]
+
+
+def _search_files(paths: Iterable[str], search: _Search, vet: Vet) -> _Search:
     for path in paths:
         trio.from_thread.check_cancelled()
         if search.full:
@@ -205,13 +208,13 @@ def _search_files(
     return search
 
 
-def _search_file(path: str, search: _Search, vet: Callable[[BinaryIO], str | None]) -> str | None:
+def _search_file(path: str, search: _Search, vet: Vet) -> str | None:
     """Search one file; None when searched, else why it was skipped: "binary", "oversized",
     what `vet` said of the opened file ("withheld", or why it is not the file checked), or a
     description of why it could not be read."""
     try:
         with open_regular_file(path) as raw:
-            if (refusal := vet(raw)) is not None:
+            if (refusal := vet(raw, path)) is not None:
                 return refusal
             if os.fstat(raw.fileno()).st_size > MAX_FILE_BYTES:
                 return "oversized"

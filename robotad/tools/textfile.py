@@ -13,6 +13,7 @@ ordinary refusal other than `FileRefused` (with a message naming the path) and `
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import stat
 from pathlib import Path
@@ -29,6 +30,7 @@ __all__ = [
     "open_regular_file",
     "opened_real_path",
     "read_line",
+    "walkable_path",
     "write_atomically",
 ]
 
@@ -64,11 +66,30 @@ def open_regular_file(path: str) -> BinaryIO:
         raise
 
 
-def opened_real_path(fd: int) -> str:
-    """The real path of the file or folder open at `fd` as the kernel names the descriptor
-    (``/proc/self/fd``): every link resolved as they were when it was opened, whatever the
-    path says now. Raises `OSError` when it cannot be told."""
-    return os.readlink(f"/proc/self/fd/{fd}")
+def opened_real_path(fd: int, opened_as: str) -> str:
+    """The real path of the file or folder open at `fd` (opened by the name `opened_as`): as
+    the kernel names the descriptor (``/proc/self/fd``), every link resolved as they were
+    when it was opened, whatever the path says now. Where there is no ``/proc`` (macOS, a
+    container without it): `opened_as` resolved now, if that is the very file open at `fd`
+    (same device and inode) — a narrower check, as a name can still change between the two
+    looks. Raises `OSError` when it cannot be told."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        if os.path.isdir("/proc/self/fd"):
+            raise
+    resolved = os.path.realpath(opened_as)
+    opened, named = os.fstat(fd), os.stat(resolved)
+    if (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
+        raise OSError(errno.ESTALE, "the file open is not the one its name leads to now")
+    return resolved
+
+
+def walkable_path(fd: int, real_path: str) -> str:
+    """A path that walks the folder open at `fd` (whose real path is `real_path`): the
+    descriptor itself where ``/proc`` names it, else `real_path`."""
+    pinned = f"/proc/self/fd/{fd}"
+    return pinned if os.path.isdir(pinned) else real_path
 
 
 def moved_since_check(fd: int, path: str, real_path: str | None) -> str | None:
@@ -82,7 +103,7 @@ def moved_since_check(fd: int, path: str, real_path: str | None) -> str | None:
     if real_path is None:
         return None
     try:
-        opened = opened_real_path(fd)
+        opened = opened_real_path(fd, path)
     except OSError as exc:
         return f"{path}: which file was opened cannot be told ({exc.strerror}); not read"
     if opened == real_path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import trio
 
 from robotad.tools import GlobTool, GrepTool, ReadTool, Tool, ToolContext, ToolResult
@@ -113,3 +114,43 @@ async def test_glob_refuses_a_folder_swapped_after_its_check(tmp_path: Path) -> 
     assert not result.ok
     assert "key" not in result.content.replace(str(tmp_path), "")
     assert "changed after its permission check" in result.content
+
+
+def _without_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on macOS or in a container without ``/proc``: no descriptor names its file."""
+    real_readlink, real_isdir = os.readlink, os.path.isdir
+
+    def readlink(path: str, *args: object, **kwargs: object) -> str:
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return real_readlink(path)
+
+    def isdir(path: object) -> bool:
+        return False if str(path).startswith("/proc/") else real_isdir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "readlink", readlink)
+    monkeypatch.setattr(os.path, "isdir", isdir)
+
+
+async def test_without_proc_the_tools_read_what_was_checked_and_refuse_a_swap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``/proc`` the opened file is told by its name resolved again and compared by
+    device and inode: a checked file reads and globs as before (it was refused outright),
+    and a swap is still refused."""
+    _without_proc(monkeypatch)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("TOKEN=plain\n")
+    read = await _run(ReadTool(), tmp_path, os.path.realpath(plain), file_path="plain.txt")
+    assert read.ok
+    assert "TOKEN=plain" in read.content
+    grep = await _run(GrepTool(), tmp_path, os.path.realpath(tmp_path), pattern="TOKEN")
+    assert grep.ok
+    assert "plain.txt" in grep.content
+    listed = await _run(GlobTool(), tmp_path, os.path.realpath(tmp_path), pattern="*.txt")
+    assert listed.ok
+    assert "plain.txt" in listed.content
+    _decoy, judged, _secret = _swapped(tmp_path)
+    swapped = await _run(ReadTool(), tmp_path, judged, file_path="x")
+    assert not swapped.ok
+    assert "hunter2" not in swapped.content
