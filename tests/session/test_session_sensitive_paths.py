@@ -346,6 +346,19 @@ def test_a_deny_rule_withholds_a_file_from_a_folder_search(
     assert not gate.withholds("Grep", str(tmp_path / "src" / "app.py"))
 
 
+@pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
+def test_a_grep_naming_a_file_read_may_not_show_is_denied(tmp_path: Path, mode: str) -> None:
+    """What a folder search withholds, a Grep naming the file does not show either: a deny
+    rule of Read holds for Grep (it shows contents), not for Glob (names only)."""
+    gate = enforcer(tmp_path, mode, rules={"deny": ["Read(secret/**)"]})
+    denied = gate.evaluate("Grep", {"pattern": "TOKEN", "path": "secret/key"})
+    assert denied.outcome == "deny"
+    assert "Read(secret/**)" in denied.reason
+    assert gate.evaluate("Grep", {"pattern": "TOKEN", "path": "src/app.py"}).outcome != "deny"
+    assert gate.evaluate("Glob", {"pattern": "*", "path": "secret"}).outcome != "deny"
+    assert gate.evaluate("Read", {"file_path": "secret/key"}).outcome == "deny"
+
+
 async def test_grep_over_a_parent_skips_what_a_deny_rule_covers(tmp_path: Path) -> None:
     """The reviewer's case: deny Read/Grep/Glob(secret/**), then Grep the cwd: the denied
     file's lines do not come back, and the answer counts it."""

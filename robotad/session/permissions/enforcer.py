@@ -129,6 +129,8 @@ MODE_TABLE: Final[Mapping[PermissionMode, Mapping[Risk, Outcome]]] = {
 #: The tool whose deny rules a folder search also honours: what Read may not show, no search
 #: shows either.
 _READ_TOOL: Final = "Read"
+#: Tools that show a file's contents as Read does: a deny rule of Read holds for them too.
+_SHOWS_CONTENTS: Final = frozenset({"Grep"})
 
 _VERB: Final[Mapping[Outcome, str]] = {"allow": "allows", "ask": "asks before", "deny": "denies"}
 
@@ -364,6 +366,13 @@ class PermissionEnforcer:
     def _decide(self, call: _Call, tool_name: str, profile: ToolProfile | None) -> Decision:
         if (rule := call.caught_by("deny")) is not None:
             return Decision("deny", f"denied by rule {rule.text}", "rule", rule.text)
+        if tool_name in _SHOWS_CONTENTS and (rule := self._read_denial(call)) is not None:
+            return Decision(
+                "deny",
+                f"denied by rule {rule.text}: {tool_name} shows what Read may not",
+                "rule",
+                rule.text,
+            )
         if (rule := call.caught_by("ask")) is not None:
             return Decision("ask", f"rule {rule.text} asks for approval", "rule", rule.text)
         bypass = self._mode == "bypassPermissions"
@@ -411,13 +420,20 @@ class PermissionEnforcer:
     def _read_denied(self, tool_name: str, path: str) -> bool:
         """Whether a deny rule of ``Read`` covers `path` (a search must not show what Read
         may not), when `tool_name` is another tool."""
+        if tool_name == _READ_TOOL:
+            return False
+        return self._read_denial_of(path) is not None
+
+    def _read_denial(self, call: _Call) -> Rule | None:
+        """The deny rule of ``Read`` that covers the path `call` reads (as written, or its real
+        path), if any."""
+        return next(filter(None, map(self._read_denial_of, call.paths)), None)
+
+    def _read_denial_of(self, path: str) -> Rule | None:
         read = self._profiles.get(_READ_TOOL)
-        if tool_name == _READ_TOOL or read is None or read.argument_kind != "path":
-            return False
-        if read.argument_key is None:
-            return False
-        reading = _Call(self, _READ_TOOL, read, {read.argument_key: path})
-        return reading.caught_by("deny") is not None
+        if read is None or read.argument_kind != "path" or read.argument_key is None:
+            return None
+        return _Call(self, _READ_TOOL, read, {read.argument_key: path}).caught_by("deny")
 
     def exempts(self, tool_name: str, host: str) -> bool:
         """Whether an allow rule of `tool_name` names exactly `host` (``WebFetch(domain:HOST)``,
