@@ -119,9 +119,10 @@ class Route:
     inline: bool
     decoder: msgspec.json.Decoder[Any]
     #: The method's own checks of well-shaped params (a path that must exist, a pattern that
-    #: must parse), run on what is left of params refused for their shape, so one -32602
-    #: lists every problem (PROTOCOL §2).
-    more_issues: Callable[[Any], list[Issue]] | None = None
+    #: must parse), run on what is left of params refused for their shape — given the names
+    #: of the members taken out, so a check that depends on one of them can hold back — so one
+    #: -32602 lists every problem (PROTOCOL §2).
+    more_issues: Callable[[Any, frozenset[str]], list[Issue]] | None = None
 
 
 class Router:
@@ -137,7 +138,7 @@ class Router:
         params_type: type[P],
         *,
         inline: bool = False,
-        more_issues: Callable[[P], list[Issue]] | None = None,
+        more_issues: Callable[[P, frozenset[str]], list[Issue]] | None = None,
     ) -> Callable[
         [Callable[[P, CallContext], Awaitable[R]]], Callable[[P, CallContext], Awaitable[R]]
     ]:
@@ -163,7 +164,7 @@ class Router:
         handler: Handler,
         *,
         inline: bool = False,
-        more_issues: Callable[[Any], list[Issue]] | None = None,
+        more_issues: Callable[[Any, frozenset[str]], list[Issue]] | None = None,
     ) -> None:
         """Register `handler` for `name`; a name may be registered once."""
         if name in self._routes:
@@ -674,16 +675,19 @@ def _more_issues(route: Route, data: bytes, issues: list[Issue]) -> list[Issue]:
         return []
     if not isinstance(params, dict):
         return []
-    at_fault = {_top_member(issue["path"]) for issue in issues}
-    if None in at_fault:
+    faulty = {_top_member(issue["path"]) for issue in issues}
+    if None in faulty:
         return []
+    at_fault = frozenset(name for name in faulty if name is not None)
     kept = {key: value for key, value in params.items() if key not in at_fault}
     try:
         value = msgspec.convert(kept, route.params_type)
     except msgspec.ValidationError:
         return []
     return [
-        issue for issue in route.more_issues(value) if _top_member(issue["path"]) not in at_fault
+        issue
+        for issue in route.more_issues(value, at_fault)
+        if _top_member(issue["path"]) not in at_fault
     ]
 
 

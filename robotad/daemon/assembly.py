@@ -168,12 +168,16 @@ class SessionAssembler:
 
     # -- new sessions ------------------------------------------------------------------------
 
-    def create_issues(self, params: CreateParams) -> list[Issue]:
+    def create_issues(self, params: CreateParams, left_out: frozenset[str]) -> list[Issue]:
         """What `settings_for_create` refuses in `params` (nothing is built or written): the
-        checks a ``session/create`` refused for its shape still reports (PROTOCOL §2)."""
+        checks a ``session/create`` refused for its shape still reports (PROTOCOL §2). With
+        ``provider`` left out (its shape was wrong), the script is not judged against the
+        default provider: the one meant is unknown."""
         try:
             self.settings_for_create(params)
         except InvalidParams as exc:
+            if "provider" in left_out:
+                return [i for i in exc.issues if not i["path"].startswith("$.script")]
             return exc.issues
         return []
 

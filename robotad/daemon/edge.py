@@ -48,7 +48,7 @@ class DomainEdge:
         params_type: type[P],
         *,
         inline: bool = False,
-        more_issues: Callable[[P], list[Issue]] | None = None,
+        more_issues: Callable[[P, frozenset[str]], list[Issue]] | None = None,
     ) -> Callable[[Handler[P, R]], Handler[P, R]]:
         register = self._router.method(name, params_type, inline=inline, more_issues=more_issues)
 

@@ -22,7 +22,7 @@ from protocol.methods import (
     Step,
 )
 from protocol.shapes import TurnCompleted, TurnRunning, TurnWaiting
-from robotad.config import Config
+from robotad.config import Config, decode_config
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.live import LiveSession
 from robotad.daemon.manager import SessionManager
@@ -220,3 +220,15 @@ async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
         )
         await live.journal.settled()
     assert [p.name for p in journal_dir.iterdir()] == [f"{waiting.execution_id}.jsonl"]
+
+
+def test_a_script_is_not_judged_against_a_provider_whose_name_was_refused(tmp_path: Path) -> None:
+    """``provider`` of the wrong shape is taken out before the create's own checks run; the
+    script is then not judged against the default provider (an openai one here), which would
+    report a script "only for a scripted provider" the person never asked for."""
+    config = decode_config('default_provider = "openai"\n')
+    assembler = SessionAssembler.from_config(config, state_dir=tmp_path / "state")
+    params = CreateParams(cwd=str(tmp_path), script=[Step(text="x")])
+    judged_alone = [i["path"] for i in assembler.create_issues(params, frozenset())]
+    assert "$.script" in judged_alone  # the default provider takes no script
+    assert assembler.create_issues(params, frozenset({"provider"})) == []
