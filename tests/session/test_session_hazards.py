@@ -166,6 +166,12 @@ def test_every_part_of_a_compound_is_seen(commands: list[str], operator: str) ->
         ("echo a\\>b", False),
         ("sort < in.txt", False),
         ("cat <<EOF", False),
+        ("ls # > x", False),  # a comment
+        ("echo $((1 > 0))", False),  # arithmetic
+        ("echo $((2 * (3 > 1))) > f", True),
+        ("echo a#b > f", True),  # not a comment: mid-word
+        ("echo '#' > f", True),
+        ("ls > /dev/tty", False),
     ],
 )
 def test_writes_to_file(command: str, writes: bool) -> None:

@@ -132,20 +132,26 @@ def command_words(command: str) -> list[str] | None:
 
 
 #: Where output may go without writing a file.
-_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _DESCRIPTOR = re.compile(r"[0-9]*-?\Z")
 _WORD_END = frozenset(" \t\n;&|<>()")
 
 
 def writes_to_file(command: str) -> bool:
     """Whether the simple command `command` redirects output to a file: ``>``, ``>>``, ``>|``,
-    ``&>``, ``N>`` or ``<>`` (which creates its file) outside quotes, to a target other than
-    ``/dev/null``, ``/dev/stdout``, ``/dev/stderr`` or a descriptor (``>&2``, ``2>&1``). A
-    target that cannot be read plainly (an unclosed quote) counts as a file."""
+    ``&>``, ``N>`` or ``<>`` (which creates its file) outside quotes, comments and arithmetic
+    (``$((1 > 0))``), to a target other than ``/dev/null``, ``/dev/stdout``, ``/dev/stderr``,
+    ``/dev/tty`` or a descriptor (``>&2``, ``2>&1``). A target that cannot be read plainly (an
+    unclosed quote) counts as a file."""
     quote = ""
     i = 0
     while i < len(command):
         ch = command[i]
+        if not quote and ch == "#" and (i == 0 or command[i - 1] in " \t\n;&|("):
+            return False  # a comment to the end: it redirects nothing
+        if not quote and command.startswith("$((", i):
+            i = _arithmetic_end(command, i + 3)
+            continue
         if quote:
             if ch == quote:
                 quote = ""
@@ -177,6 +183,16 @@ def writes_to_file(command: str) -> bool:
             continue
         i += 1
     return False
+
+
+def _arithmetic_end(command: str, i: int) -> int:
+    """Where the ``$((`` expression whose body starts at `i` ends (its ``))``), or the
+    command's end when it never closes."""
+    depth = 2
+    while i < len(command) and depth:
+        depth += {"(": 1, ")": -1}.get(command[i], 0)
+        i += 1
+    return i
 
 
 def _redirection_target(command: str, i: int) -> tuple[str | None, int]:
