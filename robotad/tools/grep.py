@@ -181,6 +181,8 @@ def _search_tree(
             real = opened_real_path(raw.fileno(), path)
         except OSError:
             return "withheld"
+        if real == path:
+            return None  # no link on the way: the file is the one `chosen` judged
         return "withheld" if withheld(real) else None
 
     return _search_files(chosen(), search, vet)
