@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotad.session.permissions.hazards import (
-    ProtectedPaths,
+from robotad.session.permissions.hazards import ProtectedPaths, is_critical_removal
+from robotad.session.permissions.shell_text import (
     command_spellings,
-    is_critical_removal,
     split_compound,
     writes_to_file,
 )
@@ -33,10 +32,20 @@ HOME = "/home/me"
         ('echo "$(rm -rf /)"', None),
         ("echo `id`", None),
         ("diff <(ls a) <(ls b)", None),
+        # A quote inside a comment, $'…' or a here-document never joins the next lines into
+        # one part that a prefix rule would admit whole.
+        ("git status # don't mind me\nrm victim", ["git status", "rm victim"]),
+        ("echo $'a\\'b'\ntouch P1", ["echo $'a\\'b'", "touch P1"]),
+        ("cat <<EOF\ncat it's\nEOF\ntouch P2", None),
+        ("cat <<< 'x y'", ["cat <<< 'x y'"]),
+        ("ls; echo 'unclosed", None),
+        ("echo $((1 > 0)); ls", ["echo $((1 > 0))", "ls"]),  # arithmetic is no substitution
+        ("echo $(( $(rm x) ))", None),
     ],
 )
 def test_split_compound(command: str, parts: list[str] | None) -> None:
-    """G-122: commands are cut at control operators outside quotes; substitution is opaque."""
+    """G-122: commands are cut at control operators outside quotes; substitution is opaque;
+    a comment is dropped; what cannot be read to its end has no parts."""
     assert split_compound(command) == parts
 
 
@@ -192,10 +201,25 @@ def test_writes_to_file(command: str, writes: bool) -> None:
         ("'rm' -rf x", ["rm -rf x"]),
         ("nice -n 5 rm -rf x", ["rm -rf x"]),
         ("timeout 5 /bin/rm x", ["/bin/rm x", "rm x"]),
+        ("timeout -s KILL 5 rm -rf x", ["rm -rf x"]),  # an option's value is no program
+        ("timeout --signal KILL 5 rm x", ["rm x"]),
+        ("sudo -u bob rm x", ["rm x"]),
+        ("time -p rm x", ["rm x"]),
+        ("flock lockfile rm x", ["rm x"]),
+        ("busybox rm x", ["rm x"]),
+        ("sh -c 'rm -rf x'", ["rm -rf x"]),
+        (">/dev/null rm x", ["rm x"]),
+        ("2> err.txt rm x", ["rm x"]),
+        ("r\\\nm x", ["rm x"]),  # a line continuation
+        ("$'rm' x", ["rm x"]),
         ("git status", []),
+        ("git rm x", []),  # git runs no other program: never read as rm
         ("echo 'unclosed", []),
     ],
 )
 def test_command_spellings(command: str, spellings: list[str]) -> None:
-    """The same program and arguments, however the part was dressed."""
-    assert command_spellings(command) == spellings
+    """The same program and arguments, however the part was dressed (after a program that
+    runs another, every later word is a possible start: those spellings are among them)."""
+    found = command_spellings(command)
+    assert set(spellings) <= set(found)
+    assert bool(found) == bool(spellings)

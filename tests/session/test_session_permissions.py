@@ -187,6 +187,25 @@ def test_a_prefix_allow_rule_does_not_admit_a_redirection_to_a_file(
         "{ rm -rf x; }",
         "nice rm -rf x",
         "'rm' -rf x",
+        # A wrapper's option with a value, a leading redirection, a continuation, ANSI-C
+        # quoting, a shell given the command, a lock or a multi-call binary, substitution,
+        # a case branch or a function body: all still read as rm.
+        "timeout -s KILL 5 rm -rf x",
+        "sudo -u bob rm -rf x",
+        "time -p rm -rf x",
+        ">/dev/null rm -rf x",
+        "r\\\nm -rf x",
+        "$'rm' -rf x",
+        "sh -c 'rm -rf x'",
+        "eval rm -rf x",
+        "flock lockfile rm -rf x",
+        "busybox rm -rf x",
+        "echo $(rm -rf x)",
+        "echo `rm -rf x`",
+        "case a in a) rm -rf x;; esac",
+        "f() { rm -rf x; }; f",
+        "git status # don't\nrm -rf x",
+        "cat <<EOF\nit's\nEOF\nrm -rf x",
     ],
 )
 @pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
@@ -200,6 +219,29 @@ def test_a_deny_rule_sees_the_program_however_it_is_dressed(
     asking = enforcer(tmp_path, mode=mode, rules={"ask": ["Bash(rm:*)"]})
     assert asking.evaluate("Bash", {"command": command}).outcome == "ask"
     assert gate.evaluate("Bash", {"command": "echo rm -rf x"}).outcome != "deny"
+    assert gate.evaluate("Bash", {"command": "git rm -rf x"}).outcome != "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status # don't mind me\nrm victim",
+        "git status # it's fine\necho owned >> ~/.bashrc",
+        "echo $'a\\'b'\ntouch planted",
+        "cat <<EOF\ncat it's\nEOF\ntouch planted",
+        "git status; echo 'unclosed",
+    ],
+)
+def test_a_quote_read_wrong_never_joins_lines_into_one_admitted_part(
+    tmp_path: Path, command: str
+) -> None:
+    """A quote in a comment, in ``$'…'`` or in a here-document body once ran on to the end
+    of the command, so ``Bash(git status:*)`` admitted every line after it."""
+    rules = {"allow": ["Bash(git status:*)", "Bash(echo:*)", "Bash(cat:*)"]}
+    gate = enforcer(tmp_path, rules=rules)
+    assert gate.evaluate("Bash", {"command": command}).outcome == "ask"
+    for fine in ("git status # don't mind me", "echo $((1 > 0))", "cat <<< 'x'"):
+        assert gate.evaluate("Bash", {"command": fine}).outcome == "allow"
 
 
 def test_unknown_tool_is_judged_as_execute(tmp_path: Path) -> None:

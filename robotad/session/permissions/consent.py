@@ -27,8 +27,8 @@ from typing import Any, Final
 
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
-from robotad.session.permissions.hazards import split_compound, writes_to_file
 from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
+from robotad.session.permissions.shell_text import split_compound, writes_to_file
 
 __all__ = ["consent_pattern"]
 

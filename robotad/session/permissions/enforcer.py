@@ -35,9 +35,9 @@ folders are moved into it where the profile says they move the search (Glob's
 ``pattern: "~/.ssh/*"`` is judged as ``path: "~/.ssh"``). A path is also judged with its symlinks
 resolved: a deny or ask rule catches either spelling, an allow rule must admit both, so a link
 inside an allowed tree cannot lead an allow rule somewhere else. A shell command is judged part
-by part (`hazards.split_compound`): a deny or ask rule catches any part, an allow rule admits a
+by part (`shell_text.split_compound`): a deny or ask rule catches any part, an allow rule admits a
 compound command only when every part is admitted or the rule names the exact command. Deny
-and ask rules also see each part as the program it runs (`hazards.command_spellings`:
+and ask rules also see each part as the program it runs (`shell_text.command_spellings`:
 ``(rm x)``, ``\\rm x``, ``/bin/rm x``, ``FOO=1 rm x`` read ``rm x``), and a part that
 redirects output to a file is admitted only by a rule naming it exactly, never a prefix.
 
@@ -68,13 +68,7 @@ from robotad.agent.tool import ArgumentError, Risk, ToolProfile
 from robotad.mcp.naming import rule_covers
 from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.consent import consent_pattern
-from robotad.session.permissions.hazards import (
-    ProtectedPaths,
-    command_spellings,
-    is_critical_removal,
-    split_compound,
-    writes_to_file,
-)
+from robotad.session.permissions.hazards import ProtectedPaths, is_critical_removal
 from robotad.session.permissions.patterns import (
     ANY_TOOL,
     WILDCARD,
@@ -85,6 +79,12 @@ from robotad.session.permissions.patterns import (
     parse_rules,
 )
 from robotad.session.permissions.sensitive_paths import SensitivePaths
+from robotad.session.permissions.shell_text import (
+    command_spellings,
+    rough_parts,
+    split_compound,
+    writes_to_file,
+)
 from robotad.tools.glob_pattern import split_anchor
 from robotad.tools.paths import canonical_path
 
@@ -532,8 +532,9 @@ class _Call:
             self.paths = [self.value] if real == self.value else [self.value, real]
         elif self.value is not None and self.kind == "command":
             self.parts = split_compound(self.value)
-            for part in self.parts or [self.value]:
-                self.respelled.extend(command_spellings(part))
+            pieces = [*(self.parts or [self.value]), *rough_parts(self.value)]
+            for piece in dict.fromkeys(pieces):
+                self.respelled.extend([piece, *command_spellings(piece)])
 
     def caught_by(self, kind: RuleKind) -> Rule | None:
         """The first deny/ask rule catching any spelling or any part of the call."""
