@@ -395,6 +395,18 @@ def test_auto_mode_without_classifier_is_refused(tmp_path: Path) -> None:
         ("Bash", {"command": "docker --context x run img"}, "Bash(docker --context x run img)"),
         ("Bash", {"command": "tail -n 5 log.txt"}, "Bash(tail:*)"),
         ("Bash", {"command": "make test"}, "Bash(make test:*)"),
+        # A second word that is no plain name, or more on the line, is remembered exactly:
+        # the program alone would admit any use of it (``git push --force``).
+        ("Bash", {"command": "git status;"}, "Bash(git status;)"),
+        ("Bash", {"command": 'git "log" -1'}, 'Bash(git "log" -1)'),
+        ("Bash", {"command": "git stash@{0}"}, "Bash(git stash@{{0}})"),
+        ("Bash", {"command": "cargo +nightly build"}, "Bash(cargo +nightly build)"),
+        # Programs that write the files they are given, or run whatever follows.
+        ("Bash", {"command": "cp notes.md notes.bak"}, "Bash(cp notes.md notes.bak)"),
+        ("Bash", {"command": "tee out.txt"}, "Bash(tee out.txt)"),
+        ("Bash", {"command": "sort data.txt"}, "Bash(sort data.txt)"),
+        ("Bash", {"command": "uv run pytest"}, "Bash(uv run pytest)"),
+        ("Bash", {"command": "docker exec box ls"}, "Bash(docker exec box ls)"),
         ("Bash", {"command": "sh -c 'echo (x)*'"}, "Bash(sh -c 'echo \\(x\\)\\*')"),
         ("Note", {"text": "x"}, None),
     ],

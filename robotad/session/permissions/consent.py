@@ -44,19 +44,25 @@ _NO_FAMILY: Final = frozenset(
         *("chroot", "setsid", "watch", "strace", "ltrace", "taskset", "unshare", "nsenter"),
         *("flock", "runuser", "chrt", "script", "parallel", "busybox", "systemd-run"),
         *("fakeroot", "firejail", "valgrind", "gdb", "ssh", "uvx", "pipx"),
+        # Programs whose arguments name files they write: a family would admit any target.
+        *("cp", "mv", "tee", "sort", "install", "ln", "rsync", "scp", "truncate", "patch"),
     }
 )
+#: Subcommands that run whatever follows them (``uv run``, ``docker exec``, ``npm exec``):
+#: a family of those would admit any program.
+_RUNNING_SUBCOMMANDS: Final = frozenset({"run", "exec", "x", "dlx", "shell", "eval"})
 #: Interpreters, in any version (``python3.11``, ``pypy3``, ``node18``, ``perl5.36``).
 _INTERPRETER = re.compile(
     r"(?:python|pypy|perl|ruby|node|nodejs|php|lua|luajit|tclsh|wish|pwsh|deno|bun|"
     r"Rscript|osascript|java|jshell|irb|ghci|runghc|guile|racket|julia)[0-9.]*\Z"
 )
-#: Plain viewers for which an option-first command still makes the program alone a family.
+#: Programs that only show what they read or are given: whatever their second word (an
+#: option, ``(x)*``), the program alone is their family.
 _OPTION_FAMILY: Final = frozenset(
     {"ls", "cat", "head", "tail", "wc", "du", "df", "tree", "stat", "file", "pwd", "date"}
+    | {"echo", "printf", "which", "whoami", "uname", "id"}
 )
 _FAMILY = re.compile(r"\s*([A-Za-z0-9_.+/-]+)(?:\s+([A-Za-z][A-Za-z0-9_-]*))?(?=\s|\Z)")
-_SECOND_IS_OPTION = re.compile(r"\s*\S+\s+-")
 
 
 def consent_pattern(
@@ -89,8 +95,16 @@ def consent_pattern(
 
 
 def _command_family(tool_name: str, command: str) -> str | None:
+    """The family "allow always" may remember for `command`, or None for the exact command:
+    the program and a plain second word (``git status``), or the program alone when there is
+    no second word or the program is a plain viewer (``ls -la``). A second word that is not
+    a plain name (``git "log"``, ``git stash@{0}``, ``git -c x=y log``), a command with
+    anything after it on the line (``git status;``), or a program that writes the files it
+    is given or runs another (``cp``, ``uv run``) is remembered exactly."""
     parts = split_compound(command)
-    if parts is None or len(parts) != 1 or writes_to_file(command):
+    if parts is None or len(parts) != 1 or parts[0] != command.strip():
+        return None
+    if writes_to_file(command):
         return None  # a family would not admit a redirection to a file anyway
     match = _FAMILY.match(command)
     if match is None:
@@ -98,7 +112,9 @@ def _command_family(tool_name: str, command: str) -> str | None:
     program = os.path.basename(match.group(1))
     if program in _NO_FAMILY or _INTERPRETER.match(program):
         return None
-    option_first = match.group(2) is None and _SECOND_IS_OPTION.match(command) is not None
-    if option_first and program not in _OPTION_FAMILY:
-        return None  # "git -c x=y log": the option may change what the program runs
+    if match.group(2) in _RUNNING_SUBCOMMANDS:
+        return None
+    words = command.split()
+    if match.group(2) is None and len(words) > 1 and program not in _OPTION_FAMILY:
+        return None  # "git -c x=y log", "git \"log\"": the second word is not a plain name
     return f"{tool_name}({escape_pattern_text(match.group(0))}:*)"
