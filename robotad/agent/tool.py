@@ -80,6 +80,11 @@ class ToolPolicy(Protocol):
         a call naming it would have to ask about, or a file a deny rule covers."""
         ...
 
+    def hides(self, tool_name: str, path: str) -> bool:
+        """Whether a listing by the tool (names, not contents) must leave `path` out: a deny
+        rule of the tool covers it, however the listing's pattern reached it."""
+        ...
+
 
 class ToolContext(Struct):
     """What a running tool may know about its session. Without a `policy` the address guard

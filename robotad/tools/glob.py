@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import trio
@@ -106,12 +106,23 @@ class GlobTool(TypedTool[GlobArguments]):
         if ctx.real_path is not None and base != root:
             # The gate moves a pattern's leading folders into `path`; this one did not.
             return ToolResult(ok=False, content=f"{base} is not the folder that was checked")
+        policy = ctx.policy
+
+        def hidden(path: str) -> bool:
+            return policy is not None and policy.hides(self.name, path)
+
         return await trio.to_thread.run_sync(
-            _glob, base, relative, arguments.pattern, ctx.real_path
+            _glob, base, relative, arguments.pattern, ctx.real_path, hidden
         )
 
 
-def _glob(base: str, relative: str, pattern: str, real_path: str | None) -> ToolResult:
+def _glob(
+    base: str,
+    relative: str,
+    pattern: str,
+    real_path: str | None,
+    hidden: Callable[[str], bool],
+) -> ToolResult:
     try:
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -125,16 +136,20 @@ def _glob(base: str, relative: str, pattern: str, real_path: str | None) -> Tool
             return ToolResult(ok=False, content=moved, metadata={"path": base})
         # Walked through the descriptor: the folder checked, whatever its name leads to now.
         pinned = base if real_path is None else walkable_path(fd, real_path)
-        found = _matches(pinned, base, relative)
+        matched = _matches(pinned, base, relative)
     finally:
         os.close(fd)
+    found = [entry for entry in matched if not hidden(entry[1])]
+    left_out = len(matched) - len(found)
     found.sort(key=lambda entry: (-entry[0], entry[1]))
     metadata = {"path": base, "matches": len(found), "truncated": len(found) > MAX_RESULTS}
+    note = f"[{left_out} file(s) a deny rule hides are left out]" if left_out else ""
     if not found:
-        return ToolResult(
-            ok=True, content=f"No files match {pattern!r} under {base}", metadata=metadata
-        )
+        content = f"No files match {pattern!r} under {base}"
+        return ToolResult(ok=True, content=f"{content} {note}".rstrip(), metadata=metadata)
     lines = [path for _, path in found[:MAX_RESULTS]]
+    if note:
+        lines.append(note)
     if len(found) > MAX_RESULTS:
         lines.append(
             f"[{len(found)} files matched; showing the {MAX_RESULTS} most recently modified. "

@@ -53,8 +53,13 @@ def split_anchor(pattern: str, root: str) -> tuple[str, str]:
     for one holding a NUL byte."""
     segments = os.path.expanduser(pattern).split("/")
     literal: list[str] = []
-    while len(segments) > 1 and not _MAGIC.intersection(segments[0]):
-        literal.append(segments.pop(0))
+    while len(segments) > 1:
+        # A backslash only escaping characters (``\.ssh``) still names one folder.
+        plain = re.sub(r"\\(.)", r"\1", segments[0])
+        if _MAGIC.intersection(plain) or plain.endswith("\\"):
+            break
+        segments.pop(0)
+        literal.append(plain)
     prefix = "/".join(literal)
     if literal and prefix == "":
         prefix = "/"

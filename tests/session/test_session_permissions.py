@@ -106,6 +106,7 @@ def test_relative_path_is_canonicalised_before_the_gate(tmp_path: Path) -> None:
         ({"pattern": "x/*", "path": "../private"}, {"path": "{tmp}/private/x", "pattern": "*"}),
         ({"pattern": "*.py", "path": "src"}, {"path": "{tmp}/project/src", "pattern": "*.py"}),
         ({"pattern": "**/*.py"}, {"pattern": "**/*.py"}),
+        ({"pattern": "~/\\.ssh/*"}, {"path": "{home}/.ssh", "pattern": "*"}),  # escaped
     ],
 )
 def test_glob_is_judged_at_the_folder_it_searches(
@@ -127,6 +128,33 @@ def test_glob_is_judged_at_the_folder_it_searches(
     assert gate.canonical_arguments("Glob", spelled(arguments)) == spelled(judged)
     outcome = gate.evaluate("Glob", spelled(arguments)).outcome
     assert outcome == ("deny" if "{home}" in str(judged) or "private" in str(judged) else "allow")
+
+
+@pytest.mark.parametrize("pattern", ["secret/*", "[s]ecret/*", "secre?/*", "{secret,x}/*", "*/*"])
+async def test_a_glob_leaves_out_what_a_deny_rule_of_glob_covers(
+    tmp_path: Path, pattern: str
+) -> None:
+    """However a pattern reaches a denied folder (a bracket, a ``?``, braces, a wildcard
+    over its parent), the listing leaves its files out and says so; others are listed."""
+    import trio
+
+    from robotad.tools import GlobTool, ToolContext
+
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "id_key").write_text("k")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("")
+    tool = GlobTool()
+    gate = enforcer(tmp_path, profiles={"Glob": tool.profile}, rules={"deny": ["Glob(secret/**)"]})
+    with trio.fail_after(10):
+        result = await tool.run(
+            tool.decode_arguments({"pattern": pattern}), ToolContext(tmp_path, "s", gate)
+        )
+    assert result.ok
+    assert "id_key" not in result.content
+    assert "1 file(s) a deny rule hides are left out" in result.content
+    if pattern == "*/*":
+        assert "app.py" in result.content
 
 
 def test_symlink_cannot_carry_an_allow_rule_elsewhere(tmp_path: Path) -> None:

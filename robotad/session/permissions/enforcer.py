@@ -417,6 +417,17 @@ class PermissionEnforcer:
         rule = call.admitted()
         return rule is None or not _names_path(rule)
 
+    def hides(self, tool_name: str, path: str) -> bool:
+        """Whether a deny rule of `tool_name` covers `path` (a listing leaves it out: a
+        pattern such as ``~/[.]ssh/*`` reaches a folder its path never named)."""
+        profile = self._profiles.get(tool_name)
+        if profile is None or not profile.argument_key:
+            return False
+        return (
+            _Call(self, tool_name, profile, {profile.argument_key: path}).caught_by("deny")
+            is not None
+        )
+
     def _read_denied(self, tool_name: str, path: str) -> bool:
         """Whether a deny rule of ``Read`` covers `path` (a search must not show what Read
         may not), when `tool_name` is another tool."""
