@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -47,6 +48,22 @@ logger = logging.getLogger("robotactl.acp")
 
 class _AnsweredElsewhere(Exception):
     """The execution moved on while the editor was being asked."""
+
+
+@contextlib.contextmanager
+def _unwrapped(kind: type[Exception]) -> Iterator[None]:
+    """Let an exception of `kind` that a nursery wrapped in a group leave as itself (when
+    it is all the group holds), so the caller's ``except kind`` sees it."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        matched, rest = group.split(kind)
+        if matched is None or rest is not None:
+            raise
+        first = matched.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
 
 
 class _EditorGone(Exception):
@@ -162,33 +179,34 @@ class PromptDriver:
         outcome: list[tuple[ApprovalRequest, Answer]] | _AnsweredElsewhere | None = (
             _AnsweredElsewhere()
         )
-        async with trio.open_nursery() as nursery:
+        with _unwrapped(_EditorGone):
+            async with trio.open_nursery() as nursery:
 
-            async def ask_each() -> None:
-                nonlocal outcome
-                answers: list[tuple[ApprovalRequest, Answer]] = []
-                for request in waiting.requests:
-                    answer = await self._ask_one(request)
-                    if answer is None:
-                        outcome = None
-                        break
-                    answers.append((request, answer))
-                else:
-                    outcome = answers
+                async def ask_each() -> None:
+                    nonlocal outcome
+                    answers: list[tuple[ApprovalRequest, Answer]] = []
+                    for request in waiting.requests:
+                        answer = await self._ask_one(request)
+                        if answer is None:
+                            outcome = None
+                            break
+                        answers.append((request, answer))
+                    else:
+                        outcome = answers
+                    nursery.cancel_scope.cancel()
+
+                async def until_cancelled() -> None:
+                    nonlocal outcome
+                    await self._cancelled.wait()
+                    outcome = None
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(ask_each)
+                nursery.start_soon(until_cancelled)
+                # Any event now means the execution moved on without this editor (answered
+                # elsewhere, or abandoned): stop asking; the follower reads the event again.
+                events.push_back(await events.receive())
                 nursery.cancel_scope.cancel()
-
-            async def until_cancelled() -> None:
-                nonlocal outcome
-                await self._cancelled.wait()
-                outcome = None
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(ask_each)
-            nursery.start_soon(until_cancelled)
-            # Any event now means the execution moved on without this editor (answered
-            # elsewhere, or abandoned): stop asking; the follower reads the event again.
-            events.push_back(await events.receive())
-            nursery.cancel_scope.cancel()
         if isinstance(outcome, _AnsweredElsewhere):
             raise outcome
         return outcome

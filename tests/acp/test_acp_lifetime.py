@@ -75,7 +75,7 @@ async def wait_exit(pid: int) -> None:
 
 
 async def test_editor_killed_while_asking_leaves_the_approval_for_robotactl_approve(
-    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess, tmp_path: Path
 ) -> None:
     target = workspace / "kept.txt"
     script = [
@@ -94,6 +94,10 @@ async def test_editor_killed_while_asking_leaves_the_approval_for_robotactl_appr
         editor.process.kill()  # the editor dies with the question open
         await editor.process.wait()
         await wait_exit(agent_pid)  # the agent sees its stdin end and leaves
+    # Quietly: the prompt ends "cancelled" with nobody to tell, never an internal error.
+    logs = "".join(log.read_text() for log in tmp_path.glob("editor-*.log"))
+    assert "handler of session/prompt failed" not in logs
+    assert "Traceback" not in logs
     pending = robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"]
     assert [r["tool"] for r in pending["requests"]] == ["Write"]
     assert not target.exists()
