@@ -24,7 +24,7 @@ import trio
 from protocol.errors import InvalidParams, SessionBusy, SessionNotFound
 from protocol.events import EVENT_METHOD, SessionEvent
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from protocol.methods import HistoryResult, SessionList
+from protocol.methods import HistoryResult, McpListResult, SessionList
 from protocol.peer import CallContext, JsonRpcPeer, Router
 from protocol.shapes import SessionInfo
 from robotactl import __version__
@@ -149,7 +149,7 @@ class AcpAgent:
         return {}  # robotad needs no login: its socket is the user's own
 
     async def new_session(self, params: NewSessionParams, ctx: CallContext) -> NewSessionResult:
-        servers, left_out = mcp_servers(params.mcp_servers or ())
+        servers, left_out = mcp_servers(params.mcp_servers or (), await self._own_mcp_names())
         for reason in left_out:
             logger.warning("MCP server from the editor is not used: %s", reason)
         create: dict[str, Any] = {"cwd": params.cwd, **self.defaults.create_params()}
@@ -159,6 +159,12 @@ class AcpAgent:
         attachment = await self._attach(info)
         await self._start(attachment)
         return NewSessionResult(info.session_id, mode_state(info.permission_mode))
+
+    async def _own_mcp_names(self) -> set[str]:
+        """The names of robotad's own MCP servers (its configuration's), which an editor's
+        servers must not take."""
+        listed = await self.robotad.request("mcp/list", {}, result_type=McpListResult)
+        return {server.name for server in listed.servers if server.scope == "daemon"}
 
     async def load_session(self, params: LoadSessionParams, ctx: CallContext) -> LoadSessionResult:
         _note_mcp_servers(params.mcp_servers)

@@ -12,7 +12,7 @@ servers are not supported by robotad: they are left out, and `mcp_servers` says 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from robotactl.acp.schema import McpServerEntry
@@ -23,12 +23,16 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RUNS = re.compile(r"__+")
 
 
-def mcp_servers(entries: Sequence[McpServerEntry]) -> tuple[list[dict[str, Any]], list[str]]:
+def mcp_servers(
+    entries: Sequence[McpServerEntry], reserved: Iterable[str] = ()
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The ``session/create`` `mcpServers` for `entries`, and the names of those left out
-    (with why), in the editor's order."""
+    (with why), in the editor's order. A name robotad's own servers use (`reserved`) gets a
+    suffix, as a repeated one does: robotad refuses a session server named like one of its
+    own (that server's rules would apply to the editor's)."""
     servers: list[dict[str, Any]] = []
     left_out: list[str] = []
-    taken: set[str] = set()
+    taken: set[str] = set(reserved)
     for entry in entries:
         name = _unique(_RUNS.sub("_", _UNSAFE.sub("_", entry.name)).rstrip("_") or "server", taken)
         if entry.type == "sse":

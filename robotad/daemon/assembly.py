@@ -221,7 +221,7 @@ class SessionAssembler:
             msgspec.to_builtins(params.mcp_servers) if params.mcp_servers is not UNSET else None
         )
         if mcp_servers is not None:
-            issues.extend(wire_issues(mcp_servers))
+            issues.extend(wire_issues(mcp_servers, reserved=self.config.mcp_servers.keys()))
         if issues or model is None:
             raise InvalidParams(issues)
         threshold = params.auto_compact_threshold

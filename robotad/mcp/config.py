@@ -15,7 +15,7 @@ both. Nothing here imports the MCP SDK.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -158,9 +158,16 @@ def config_issues(raw: Any, path: str = "$.mcp_servers") -> list[Issue]:
     return issues
 
 
-def wire_issues(servers: Sequence[Mapping[str, Any]], path: str = "$.mcpServers") -> list[Issue]:
+def wire_issues(
+    servers: Sequence[Mapping[str, Any]],
+    path: str = "$.mcpServers",
+    *,
+    reserved: Collection[str] = (),
+) -> list[Issue]:
     """Problems of ``session/create``'s `mcpServers` beyond their shape: bad or repeated
-    names, neither or both of `command` and `url`."""
+    names, a name `reserved` by robotad's configuration (its rules and hooks were written
+    for that server, and its tools would be hidden), neither or both of `command` and
+    `url`."""
     issues: list[Issue] = []
     seen: set[str] = set()
     for index, server in enumerate(servers):
@@ -170,6 +177,12 @@ def wire_issues(servers: Sequence[Mapping[str, Any]], path: str = "$.mcpServers"
             issues.append({"path": join_path(where, "name"), "message": problem})
         elif name in seen:
             issues.append({"path": join_path(where, "name"), "message": f"repeats {name!r}"})
+        elif name in reserved:
+            message = (
+                f"{name!r} names a server of robotad's configuration ([mcp_servers.{name}]), "
+                "whose rules would apply to this one: choose another name"
+            )
+            issues.append({"path": join_path(where, "name"), "message": message})
         seen.add(name)
         issues.extend(_transport_issues(server, where))
     return issues

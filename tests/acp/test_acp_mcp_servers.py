@@ -75,3 +75,10 @@ def test_names_that_clean_to_the_same_one_get_a_number() -> None:
     names = [server["name"] for server in servers]
     assert names == ["my_server", "my-server", "my_server-2", "my_server-3"]
     assert all(name_problem(name) is None for name in names)
+
+
+def test_a_name_robotads_own_servers_use_gets_a_number() -> None:
+    """An editor's "files" beside robotad's configured "files": robotad refuses the clash
+    (that server's rules would apply to the editor's), so the editor's is renamed."""
+    servers, _ = mcp_servers([McpServerEntry("files", command="x")], reserved={"files"})
+    assert [server["name"] for server in servers] == ["files-2"]

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
 
@@ -232,3 +233,22 @@ def test_a_script_is_not_judged_against_a_provider_whose_name_was_refused(tmp_pa
     judged_alone = [i["path"] for i in assembler.create_issues(params, frozenset())]
     assert "$.script" in judged_alone  # the default provider takes no script
     assert assembler.create_issues(params, frozenset({"provider"})) == []
+
+
+def test_a_session_server_may_not_take_the_name_of_a_configured_one(tmp_path: Path) -> None:
+    """An editor's server named like one of robotad's own would fall under the rules written
+    for that one (``allow = ["mcp__files"]``) and hide its tools: -32602 at its name."""
+    config = decode_config('[mcp_servers.files]\ncommand = "files-mcp"\n')
+    assembler = SessionAssembler.from_config(config, state_dir=tmp_path / "state")
+    params = msgspec.convert(
+        {"cwd": str(tmp_path), "mcpServers": [{"name": "files", "command": "other-mcp"}]},
+        CreateParams,
+    )
+    [issue] = assembler.create_issues(params, frozenset())
+    assert issue["path"] == "$.mcpServers[0].name"
+    assert "[mcp_servers.files]" in issue["message"]
+    renamed = msgspec.convert(
+        {"cwd": str(tmp_path), "mcpServers": [{"name": "files-2", "command": "other-mcp"}]},
+        CreateParams,
+    )
+    assert assembler.create_issues(renamed, frozenset()) == []
