@@ -3,12 +3,14 @@
 robotactl's approval prompt, `robotactl chat` and `robotactl acp` all offer "always"; this is
 their one definition of the rule it writes (PROTOCOL §4 patterns, written client-side because
 clients never import the daemon). A path or command is escaped so the rule matches only itself;
-a WebFetch gets its host's domain rule (PROTOCOL §10.7); a tool with no permission argument
-(an MCP tool, say) has no exact rule.
+a WebFetch gets its host's domain rule (PROTOCOL §10.7); an MCP tool, whose rules name tools
+and never arguments (PROTOCOL §10.5), gets its own name (``mcp__SERVER__TOOL``: every call of
+that one tool, as the offer says); any other tool has no exact rule.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -27,6 +29,8 @@ ARGUMENT_KEYS: Final[dict[str, str]] = {
     "WebFetch": "url",
 }
 _PATH_KEYS: Final = frozenset({"file_path", "path"})
+#: An MCP tool's name as the model sees it: ``mcp__SERVER__TOOL``.
+_MCP_TOOL: Final = re.compile(r"mcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+\Z")
 
 
 def exact_call_rule(tool: str, arguments: Mapping[str, Any], cwd: str) -> str | None:
@@ -34,7 +38,7 @@ def exact_call_rule(tool: str, arguments: Mapping[str, Any], cwd: str) -> str | 
     tool called without its path (Glob, Grep) works in `cwd`."""
     key = ARGUMENT_KEYS.get(tool)
     if key is None:
-        return None
+        return tool if _MCP_TOOL.match(tool) else None
     value = arguments.get(key)
     if value is None and key in _PATH_KEYS:
         value = cwd

@@ -250,11 +250,16 @@ def test_answers_of_the_editor() -> None:
 
 
 def test_always_is_offered_only_with_a_rule() -> None:
-    request = ApprovalRequest("r1", "x1", "mcp__a__b", {}, "asks")
-    view = describe_call("mcp__a__b", {})
+    request = ApprovalRequest("r1", "x1", "Teleport", {}, "asks")
+    view = describe_call("Teleport", {})
     params = msgspec.to_builtins(request_params(SID, "c1", view, request, None))
     assert [o["kind"] for o in params["options"]] == ["allow_once", "reject_once"]
     assert params["toolCall"]["status"] == "pending"
+    mcp = ApprovalRequest("r2", "x1", "mcp__a__b", {}, "asks")
+    rule = always_rule(mcp, "/w")
+    offered = msgspec.to_builtins(request_params(SID, "c2", view, mcp, rule))
+    always = [o for o in offered["options"] if o["kind"] == "allow_always"]
+    assert [o["name"] for o in always] == ["Always allow mcp__a__b"]
 
 
 def test_a_turn_stopped_at_max_rounds_is_max_turn_requests() -> None:
@@ -276,7 +281,10 @@ def test_a_turn_stopped_at_max_rounds_is_max_turn_requests() -> None:
         ("Glob", {"pattern": "*.py"}, "Glob(/w)"),
         ("WebFetch", {"url": "https://Docs.Example.org./x"}, "WebFetch(domain:docs.example.org)"),
         ("WebFetch", {"url": "not a url"}, None),
-        ("mcp__db__query", {"sql": "select 1"}, None),
+        # An MCP tool's rules name tools, never arguments: "always" is that one tool.
+        ("mcp__db__query", {"sql": "select 1"}, "mcp__db__query"),
+        ("mcp__db", {}, None),  # not a tool's name
+        ("Teleport", {}, None),
         ("Bash", {"command": "  "}, None),
     ],
 )
@@ -299,6 +307,7 @@ def test_the_always_rules_parse_as_robotads_patterns() -> None:
         ("Bash", {"command": "git commit -m 'x (y)' && echo \\\\done"}),
         ("Read", {"file_path": "domain:odd"}),
         ("WebFetch", {"url": "http://[::1]:8080/x"}),
+        ("mcp__every__get-env", {}),
     ]
     rules = [always_rule(ApprovalRequest("r", "x", tool, args, ""), "/w") for tool, args in calls]
     assert all(rules)

@@ -61,7 +61,7 @@ def info(**changes: object) -> SessionInfo:
         ("Bash", {"command": "git status --short"}, "Bash(git status --short)"),
         ("Glob", {"pattern": "*.py"}, "Glob(/cwd)"),
         ("WebFetch", {"url": "https://docs.example.com/a?b"}, "WebFetch(domain:docs.example.com)"),
-        ("mcp__fs__read", {"path": "/x"}, None),
+        ("mcp__fs__read", {"path": "/x"}, "mcp__fs__read"),
         ("Bash", {"command": "  "}, None),
     ],
 )
