@@ -60,7 +60,6 @@ from robotactl.acp.schema import (
     SessionUpdate,
     SetModeParams,
 )
-from robotactl.acp.translate import replay_history
 
 __all__ = ["LIST_PAGE", "AcpAgent"]
 
@@ -173,8 +172,7 @@ class AcpAgent:
         history = await self.robotad.request(
             "session/history", {"sessionId": info.session_id}, result_type=HistoryResult
         )
-        for update in replay_history(history.messages):
-            await self._send_update(info.session_id, update)
+        await attachment.show(attachment.translator.replay(history.messages))
         await self._start(attachment)
         return LoadSessionResult(mode_state(info.permission_mode))
 

@@ -94,6 +94,12 @@ class Attachment:
         self._scope = trio.CancelScope()
         self._forwarding = False
 
+    async def show(self, updates: list[SessionUpdate]) -> None:
+        """Send `updates` to the editor (what no event of robotad's says: a replay, an
+        abandon's closing of the calls it left)."""
+        for update in updates:
+            await self._send_update(self.session_id, update)
+
     @property
     def forwarding(self) -> bool:
         """Whether `run` has started (an attachment has one forwarder, started once)."""

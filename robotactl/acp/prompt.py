@@ -279,9 +279,13 @@ class PromptDriver:
         )
 
     async def _abandon(self, execution_id: str) -> StopReason:
+        """Give the parked execution up; the calls it left open are closed as failed in the
+        editor too (robotad closes them in history and tells no event of it)."""
         params = {"sessionId": self._session_id, "executionId": execution_id}
         with contextlib.suppress(StaleResponse):  # answered or abandoned elsewhere first
             await self._robotad.request("session/abandon", params)
+        translator = self._attachment.translator
+        await self._attachment.show(translator.close_open("the approval was given up"))
         return "cancelled"
 
 

@@ -73,8 +73,43 @@ class EventTranslator:
         self._usage: tuple[int, int] | None = None
 
     def call_id_for(self, request: ApprovalRequest) -> str:
-        """The ``toolCallId`` the editor knows the call of `request` by."""
-        return self._call_of_request.get(request.request_id, request.request_id)
+        """The ``toolCallId`` the editor knows the call of `request` by: the call its event
+        or a replay showed (the latest of that tool still waiting), else the request's id."""
+        known = self._call_of_request.get(request.request_id)
+        if known is not None:
+            return known
+        call_id = next(
+            (call for call, tool in reversed(self._asked.items()) if tool == request.tool), None
+        )
+        if call_id is None:
+            return request.request_id
+        self._asked.pop(call_id, None)
+        self._call_of_request[request.request_id] = call_id
+        return call_id
+
+    def replay(self, messages: Iterable[Message]) -> list[SessionUpdate]:
+        """`replay_history`'s updates, the calls still waiting for their result kept as
+        shown and open: a parked approval's question then names the call the editor was
+        shown, its end updates that call, and an abandon closes it."""
+        history = list(messages)
+        answered = {m.tool_call_id for m in history if m.role == "tool"}
+        for message in history:
+            for call in message.calls if message.role == "assistant" else ():
+                if call.id not in answered:
+                    self._shown[call.id] = describe_call(call.name, call.arguments)
+                    self._open.add(call.id)
+                    self._asked[call.id] = call.name
+        return replay_history(history)
+
+    def close_open(self, why: str) -> list[SessionUpdate]:
+        """Every call shown and not finished, closed as failed because `why`."""
+        closed, self._open = sorted(self._open), set()
+        for call in closed:
+            self._asked.pop(call, None)
+        return [
+            ToolCallUpdate(call, status="failed", content=result_content(f"interrupted: {why}"))
+            for call in closed
+        ]
 
     def view_of(self, call_id: str) -> ToolView | None:
         return self._shown.get(call_id)
@@ -98,16 +133,10 @@ class EventTranslator:
         if isinstance(event, ContextUpdated):
             return self._context(event)
         if isinstance(event, TurnFinished) and event.status in ("aborted", "failed"):
-            return self._close_open(event.status)
+            return self.close_open(
+                "the turn was aborted" if event.status == "aborted" else "the turn failed"
+            )
         return []
-
-    def _close_open(self, status: str) -> list[SessionUpdate]:
-        said = "the turn was aborted" if status == "aborted" else "the turn failed"
-        closed, self._open = sorted(self._open), set()
-        return [
-            ToolCallUpdate(call, status="failed", content=result_content(f"interrupted: {said}"))
-            for call in closed
-        ]
 
     # -- tool calls -------------------------------------------------------------------------
 

@@ -155,6 +155,32 @@ def test_a_denied_call_never_shown_becomes_a_failed_tool_call() -> None:
     ]
 
 
+def test_a_replayed_waiting_call_is_the_one_its_question_names_and_updates() -> None:
+    """After ``session/load`` the parked approval is asked about the call the replay showed
+    (not robotad's request id, which the editor never saw), its start and end update that
+    call rather than showing it again, and giving it up closes it."""
+    call = ToolCall("call_9", "Write", {"file_path": "/w/a", "content": "x"})
+    history = [Message.user("write"), Message.assistant(None, [call])]
+    translator = EventTranslator()
+    shown = translator.replay(history)[-1]  # after the prompt's chunk
+    assert (wire(shown)["toolCallId"], wire(shown)["status"]) == ("call_9", "pending")
+    request = ApprovalRequest("req-1", "x1", "Write", dict(call.arguments), "asks")
+    assert translator.call_id_for(request) == "call_9"
+    [started] = translator.updates_for(
+        event(ToolStarted, 1, call_id="call_9", tool="Write", arguments=call.arguments)
+    )
+    assert wire(started)["sessionUpdate"] == "tool_call_update"
+    [done] = translator.updates_for(
+        event(ToolFinished, 2, call_id="call_9", tool="Write", ok=True, preview="Wrote")
+    )
+    assert (wire(done)["sessionUpdate"], wire(done)["status"]) == ("tool_call_update", "completed")
+    again = EventTranslator()
+    again.replay(history)
+    [closed] = again.close_open("the approval was given up")
+    assert (wire(closed)["toolCallId"], wire(closed)["status"]) == ("call_9", "failed")
+    assert again.close_open("twice") == []
+
+
 def test_a_call_that_could_not_run_becomes_a_failed_tool_call() -> None:
     """An unknown tool or arguments the tool refuses: robotad says only ``tool_finished``
     (the call never started); the editor is shown the call, failed, with the reason."""
