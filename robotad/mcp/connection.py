@@ -148,7 +148,8 @@ async def connect(
     except ServerFailed:
         raise
     except OSError as exc:
-        raise ServerFailed(f"cannot start: {exc.strerror or exc}") from None
+        what = f" {spec.command}" if spec.url is None and spec.command else ""
+        raise ServerFailed(f"cannot start{what}: {exc.strerror or exc}") from None
     except Exception as exc:
         if connection is None and startup.cancelled_caught:
             raise ServerFailed(_startup_timeout(spec)) from None

@@ -340,6 +340,22 @@ async def test_a_server_whose_cwd_is_missing_says_so_not_that_its_command_is() -
     assert refused.value.strerror == "its cwd /nonexistent/robota-cwd is not an existing folder"
 
 
+async def test_a_server_whose_command_is_missing_is_named() -> None:
+    """ "cannot start: No such file or directory" named nothing to look for."""
+    import trio
+
+    from robotad.mcp.config import McpServerConfig, spec_of_config
+    from robotad.mcp.connection import ServerFailed, connect
+
+    spec = spec_of_config("gone", McpServerConfig(command="robota-no-such-mcp-server"))
+    with trio.fail_after(30), pytest.raises(ServerFailed) as refused:
+        async with connect(spec, lambda: None):
+            pass
+    assert str(refused.value) == (
+        "cannot start robota-no-such-mcp-server: No such file or directory"
+    )
+
+
 def test_a_server_flooding_stderr_is_logged_at_a_bounded_rate(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
