@@ -19,8 +19,10 @@ process group (`terminate_process_tree`), shielded and bounded, so nothing outli
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -164,7 +166,10 @@ class StdioChannel:
                 "skipped a stdout line that is not JSON-RPC",
                 extra=fields(mcp_server=self.spec.name, line=snippet),
             )
-            return True
+            failed = _answer_failed(line, snippet)
+            if failed is None:
+                return True
+            message = failed  # the request it answers fails now, not at its timeout
         try:
             await self._to_session.send(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -262,3 +267,26 @@ async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
     finally:
         with trio.CancelScope(shield=True):
             await terminate_process_tree(process)
+
+
+#: The id of a line that looks like an answer (it names no method): a number or a string.
+_ANSWER_ID = re.compile(rb'"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")')
+
+
+def _answer_failed(line: bytes, snippet: str) -> types.JSONRPCError | None:
+    """For a line that is no JSON-RPC but reads as the answer to one of robotad's requests
+    (an ``"id"``, no ``"method"``): that request's error, so the call fails at once saying
+    why instead of waiting out its timeout. None for anything else."""
+    if b'"method"' in line:
+        return None
+    found = _ANSWER_ID.search(line)
+    if found is None:
+        return None
+    try:
+        request_id = json.loads(found.group(1))
+    except ValueError:
+        return None
+    error = types.ErrorData(
+        code=types.PARSE_ERROR, message=f"the server's answer is not valid JSON-RPC: {snippet!r}"
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)

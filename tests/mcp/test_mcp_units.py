@@ -356,6 +356,46 @@ async def test_a_server_whose_command_is_missing_is_named() -> None:
     )
 
 
+CUT_ANSWER_SERVER = """
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    mid, meth = m.get("id"), m.get("method")
+    if meth == "initialize":
+        result = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "cut", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}), flush=True)
+    elif meth == "tools/call":
+        print('{"jsonrpc":"2.0","id":%s,"result":{"content":[' % json.dumps(mid), flush=True)
+    elif meth == "tools/list":
+        print(json.dumps({"jsonrpc": "2.0", "id": mid, "result": {"tools": []}}), flush=True)
+    elif mid is not None:
+        print(json.dumps({"jsonrpc": "2.0", "id": mid, "result": {}}), flush=True)
+"""
+
+
+async def test_an_answer_that_is_not_json_fails_its_call_at_once(tmp_path: Path) -> None:
+    """A cut-off answer was skipped, and its call waited out the whole tool timeout, then
+    said the server "did not answer"."""
+    import sys
+
+    import trio
+
+    from robotad.mcp.config import McpServerConfig, spec_of_config
+    from robotad.mcp.connection import ServerFailed, connect
+
+    script = tmp_path / "cut.py"
+    script.write_text(CUT_ANSWER_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], tool_timeout_ms=600_000)
+    spec = spec_of_config("cut", config)
+    with trio.fail_after(30):
+        async with connect(spec, lambda: None) as connection:
+            with pytest.raises(ServerFailed) as failed:
+                await connection.call("anything", {}, spec.tool_timeout)
+    assert "not valid JSON-RPC" in str(failed.value)
+    assert "did not answer" not in str(failed.value)
+
+
 def test_a_server_flooding_stderr_is_logged_at_a_bounded_rate(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
