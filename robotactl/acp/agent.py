@@ -30,7 +30,7 @@ from protocol.shapes import SessionInfo
 from robotactl import __version__
 from robotactl.acp.attachment import Attachment
 from robotactl.acp.defaults import SessionDefaults
-from robotactl.acp.mcp_servers import mcp_servers
+from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers
 from robotactl.acp.modes import mode_state
 from robotactl.acp.prompt import PromptDriver
 from robotactl.acp.prompt_text import prompt_text
@@ -148,13 +148,17 @@ class AcpAgent:
         return {}  # robotad needs no login: its socket is the user's own
 
     async def new_session(self, params: NewSessionParams, ctx: CallContext) -> NewSessionResult:
-        servers, left_out = mcp_servers(params.mcp_servers or (), await self._own_mcp_names())
+        entries = params.mcp_servers or ()
+        servers, left_out = mcp_servers(entries, await self._own_mcp_names())
         for reason in left_out:
             logger.warning("MCP server from the editor is not used: %s", reason)
         create: dict[str, Any] = {"cwd": params.cwd, **self.defaults.create_params()}
         if servers:
             create["mcpServers"] = servers
-        info = await self.robotad.request("session/create", create, result_type=SessionInfo)
+        try:
+            info = await self.robotad.request("session/create", create, result_type=SessionInfo)
+        except InvalidParams as exc:  # name the editor's own server, not the n-th passed on
+            raise InvalidParams(in_editor_terms(exc.issues, kept_indexes(entries))) from None
         attachment = await self._attach(info)
         await self._start(attachment)
         return NewSessionResult(info.session_id, mode_state(info.permission_mode))

@@ -15,9 +15,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from protocol.errors import Issue
 from robotactl.acp.schema import McpServerEntry
 
-__all__ = ["mcp_servers"]
+__all__ = ["in_editor_terms", "kept_indexes", "mcp_servers"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RUNS = re.compile(r"__+")
@@ -35,7 +36,7 @@ def mcp_servers(
     taken: set[str] = set(reserved)
     for entry in entries:
         name = _unique(_RUNS.sub("_", _UNSAFE.sub("_", entry.name)).rstrip("_") or "server", taken)
-        if entry.type == "sse":
+        if entry.type == "sse":  # see _passed_on
             left_out.append(f"{entry.name} (SSE servers are not supported; use streamable HTTP)")
         elif entry.url is not None:
             server: dict[str, Any] = {"name": name, "url": entry.url}
@@ -52,6 +53,29 @@ def mcp_servers(
         else:
             left_out.append(f"{entry.name} (neither a command nor a url)")
     return servers, left_out
+
+
+def kept_indexes(entries: Sequence[McpServerEntry]) -> list[int]:
+    """The editor's index of each server `mcp_servers` passes on, in order."""
+    return [i for i, entry in enumerate(entries) if _passed_on(entry)]
+
+
+def _passed_on(entry: McpServerEntry) -> bool:
+    return entry.type != "sse" and (entry.url is not None or entry.command is not None)
+
+
+def in_editor_terms(issues: Sequence[Issue], kept: Sequence[int]) -> list[Issue]:
+    """robotad's issues about the servers passed on, their ``$.mcpServers[i]`` renumbered to
+    the editor's own list (`kept`: the editor's index of each server passed on)."""
+
+    def renumber(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return f"$.mcpServers[{kept[index] if index < len(kept) else index}]"
+
+    return [
+        {**issue, "path": re.sub(r"\$\.mcpServers\[([0-9]+)\]", renumber, issue["path"])}
+        for issue in issues
+    ]
 
 
 def _unique(name: str, taken: set[str]) -> str:

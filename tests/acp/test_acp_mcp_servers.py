@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from protocol.methods import McpServer
-from robotactl.acp.mcp_servers import mcp_servers
+from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers
 from robotactl.acp.schema import McpServerEntry, NameValue
 from robotad.mcp.config import name_problem
 
@@ -82,3 +82,21 @@ def test_a_name_robotads_own_servers_use_gets_a_number() -> None:
     (that server's rules would apply to the editor's), so the editor's is renamed."""
     servers, _ = mcp_servers([McpServerEntry("files", command="x")], reserved={"files"})
     assert [server["name"] for server in servers] == ["files-2"]
+
+
+def test_robotads_issues_name_the_editors_own_server() -> None:
+    """An SSE server is left out before the list goes to robotad, so robotad's
+    ``$.mcpServers[0]`` is the editor's second: the editor is told of its ``[1]``."""
+    entries = [
+        McpServerEntry("old", type="sse", url="http://127.0.0.1:9/sse"),
+        McpServerEntry("web", type="http", url="ftp://127.0.0.1/x"),
+    ]
+    kept = kept_indexes(entries)
+    assert kept == [1]
+    issues = [{"path": "$.mcpServers[0].url", "message": "expected an http:// or https:// URL"}]
+    assert in_editor_terms(issues, kept) == [
+        {"path": "$.mcpServers[1].url", "message": "expected an http:// or https:// URL"}
+    ]
+    assert in_editor_terms([{"path": "$.cwd", "message": "x"}], kept) == [
+        {"path": "$.cwd", "message": "x"}
+    ]

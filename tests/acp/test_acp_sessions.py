@@ -54,6 +54,14 @@ async def test_modes_are_permission_modes_and_list_shows_robotads_sessions(
             await editor.request("session/set_mode", {"sessionId": session_id, "modeId": "bogus"})
         assert refused.value.code == -32602
         assert "$.modeId" in refused.value.message  # the editor's own member, not robotad's
+        servers = [
+            {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []},
+            {"type": "http", "name": "web", "url": "ftp://127.0.0.1/x", "headers": []},
+        ]
+        with pytest.raises(EditorError) as bad_server:
+            await editor.new_session(workspace, mcpServers=servers)
+        # The SSE server is left out before robotad sees the list: the editor's [1] is named.
+        assert "$.mcpServers[1].url" in bad_server.value.message
         there = await editor.new_session(elsewhere.resolve())
         listed = await editor.request("session/list", {})
         ids = [s["sessionId"] for s in listed["sessions"]]
