@@ -27,7 +27,7 @@ from msgspec import UNSET
 from protocol.methods import McpServerEntry
 from robotad.agent.tool import Tool
 from robotad.mcp.config import McpServerConfig, Scope, ServerSpec, spec_of_config
-from robotad.mcp.naming import PREFIX, model_tool_name, sanitise
+from robotad.mcp.naming import PREFIX, model_tool_names, sanitise
 from robotad.mcp.server import McpServer
 from robotad.mcp.tool import McpTool
 from robotad.storage.spill import SpillStore
@@ -165,7 +165,11 @@ class SessionTools:
         tools: list[Tool] = []
         spill = self.hub.spill.scoped(self.session_id) if self.hub.spill is not None else None
         for server in servers:
-            tools.extend(McpTool(server, info, spill) for info in server.tools)
+            names = model_tool_names(server.name, [info.name for info in server.tools])
+            tools.extend(
+                McpTool(server, info, spill, name)
+                for info, name in zip(server.tools, names, strict=True)
+            )
         return tools
 
     def missing_reason(self, name: str) -> str | None:
@@ -188,7 +192,7 @@ def _entry(scope: Scope, server: McpServer) -> McpServerEntry:
         name=server.name,
         scope=scope,
         status=server.status,
-        tools=[model_tool_name(server.name, tool.name) for tool in server.tools],
+        tools=model_tool_names(server.name, [tool.name for tool in server.tools]),
         error=server.error if server.error is not None else UNSET,
     )
 

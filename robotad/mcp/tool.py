@@ -18,7 +18,6 @@ from typing import Any
 
 from robotad.agent.provider import ToolSchema
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult
-from robotad.mcp.naming import model_tool_name
 from robotad.mcp.results import failed_result, tool_result
 from robotad.mcp.server import McpServer, ServerUnavailable, ToolInfo
 from robotad.storage.spill import SpillStore
@@ -29,10 +28,12 @@ __all__ = ["McpTool"]
 class McpTool:
     """One tool of one server; satisfies the `Tool` protocol."""
 
-    def __init__(self, server: McpServer, info: ToolInfo, spill: SpillStore | None) -> None:
+    def __init__(
+        self, server: McpServer, info: ToolInfo, spill: SpillStore | None, name: str
+    ) -> None:
         self.server = server
         self.info = info
-        self.name = model_tool_name(server.name, info.name)
+        self.name = name  # `naming.model_tool_names` of the server's tools
         self.description = info.description or f"{info.name} (MCP server {server.name})"
         self.profile = ToolProfile(risk=server.spec.risk)
         self.schema = ToolSchema(self.name, self.description, info.input_schema)

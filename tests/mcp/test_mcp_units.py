@@ -19,7 +19,7 @@ from protocol.validate import ValidationFailed
 from robotad.agent.tool import Tool, ToolProfile, missing_tool_reason
 from robotad.config import decode_config
 from robotad.mcp.environment import server_environment
-from robotad.mcp.naming import MAX_TOOL_NAME, model_tool_name, rule_covers
+from robotad.mcp.naming import MAX_TOOL_NAME, model_tool_name, model_tool_names, rule_covers
 from robotad.mcp.results import tool_result
 from robotad.mcp.server import backoff
 from robotad.session.permissions.enforcer import PermissionEnforcer
@@ -43,6 +43,17 @@ def test_names_are_sanitised_and_long_ones_capped_with_a_hash() -> None:
     assert long_a != long_b
     assert long_a.startswith("mcp__s__xxxx")
     assert model_tool_name("s", "x" * 80 + "a") == long_a
+
+
+def test_tools_whose_names_clean_alike_are_each_reachable() -> None:
+    """``read.file`` and ``read_file`` both clean to ``read_file``: the later one ends in
+    its hash, so a call of either reaches it; names that do not clash are left as they were."""
+    names = model_tool_names("c", ["read_file", "read.file", "echo"])
+    assert names[0] == "mcp__c__read_file"
+    assert names[1].startswith("mcp__c__read_file_")
+    assert names[1] != names[0]
+    assert names[2] == "mcp__c__echo"
+    assert len(set(names)) == 3
 
 
 def test_server_and_tool_rules_parse_and_cover_their_tools() -> None:
