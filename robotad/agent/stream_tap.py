@@ -18,7 +18,7 @@ from robotad.agent.provider import ProviderError
 
 __all__ = ["MAX_REPLY_CHARS", "ReplyTooLong", "StreamTap"]
 
-logger = logging.getLogger("robotad.agent.loop")
+logger = logging.getLogger("robotad.agent.stream_tap")
 
 #: Characters one reply may stream before the call is stopped: far past any model's output
 #: limit, and inside what one message of robotad's wire carries (16 MiB) even as JSON at its

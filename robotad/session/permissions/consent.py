@@ -28,22 +28,21 @@ from typing import Any, Final
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
-from robotad.session.permissions.shell_text import split_compound, writes_to_file
+from robotad.session.permissions.shell_text import RUNNERS, split_compound, writes_to_file
 
 __all__ = ["consent_pattern"]
 
 #: Programs whose every use is its own decision: "allow always" remembers the exact command.
 _NO_FAMILY: Final = frozenset(
     {
-        *("rm", "rmdir", "shred", "dd", "mkfs", "chmod", "chown", "chgrp", "find", "xargs"),
-        *("sudo", "doas", "su", "env", "eval", "exec", "kill", "pkill", "killall"),
-        *("sh", "bash", "zsh", "dash", "fish", "ksh", "csh", "tcsh", "curl", "wget"),
+        *("rm", "rmdir", "shred", "dd", "mkfs", "chmod", "chown", "chgrp", "find"),
+        *("kill", "pkill", "killall", "csh", "tcsh", "curl", "wget"),
         *("source", ".", "trap", "alias", "awk", "gawk", "mawk", "nawk", "sed", "npx", "bunx"),
-        # Wrappers: what they run is the next word, which a family would leave open.
-        *("timeout", "command", "builtin", "nice", "nohup", "stdbuf", "time", "ionice"),
-        *("chroot", "setsid", "watch", "strace", "ltrace", "taskset", "unshare", "nsenter"),
-        *("flock", "runuser", "chrt", "script", "parallel", "busybox", "systemd-run"),
-        *("fakeroot", "firejail", "valgrind", "gdb", "ssh", "uvx", "pipx"),
+        # Programs that run another (as Bash rules read them, `shell_text.RUNNERS`, and a few
+        # more): what they run is a later word, which a family would leave open.
+        *RUNNERS,
+        *("script", "parallel", "systemd-run", "fakeroot", "firejail", "valgrind", "gdb"),
+        *("ssh", "uvx", "pipx"),
         # Programs whose arguments name files they write: a family would admit any target.
         *("cp", "mv", "tee", "sort", "install", "ln", "rsync", "scp", "truncate", "patch"),
     }

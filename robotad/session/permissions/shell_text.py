@@ -28,6 +28,7 @@ import re
 import shlex
 
 __all__ = [
+    "RUNNERS",
     "WRAPPERS",
     "command_spellings",
     "command_words",
@@ -242,7 +243,7 @@ _LEADING_REDIRECTION = re.compile(r"[0-9]*(?:&>>?|>>?\|?|<>?|>&|<&)(.*)\Z")
 #: tools that run one per input or under a lock, multi-call binaries. Which of their words
 #: is the program depends on options this cannot know (``timeout -s KILL 5 rm``, ``flock f
 #: rm``), so every later word is taken as the possible start.
-_RUNNERS = frozenset(
+RUNNERS = frozenset(
     {
         *WRAPPERS,
         *("env", "timeout", "stdbuf", "ionice", "setsid", "xargs", "watch", "chroot", "flock"),
@@ -266,7 +267,7 @@ def command_spellings(command: str) -> list[str]:
     the same arguments, for deny and ask rules to see (see the module doc): quotes, ``$'…'``
     and a leading backslash removed, line continuations joined, subshell or group
     parentheses and braces, shell keywords, leading assignments and redirections dropped, a
-    path to the program cut to its name, and after a program that runs another (`_RUNNERS`)
+    path to the program cut to its name, and after a program that runs another (`RUNNERS`)
     every later word taken as where the program may start. Each differs from `command`;
     empty when there is none or the quoting is unclosed."""
     text = command.replace("\\\n", "").strip().lstrip("({! \t").rstrip(")}; \t")
@@ -283,7 +284,7 @@ def command_spellings(command: str) -> list[str]:
             words = words[1:]
         elif redirection is not None:
             words = words[1:] if redirection.group(1) else words[2:]
-        elif posixpath.basename(head) in _RUNNERS:
+        elif posixpath.basename(head) in RUNNERS:
             words = words[1:]
             starts.extend(words[start:] for start in range(1, len(words)))
         else:
