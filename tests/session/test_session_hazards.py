@@ -181,11 +181,21 @@ def test_every_part_of_a_compound_is_seen(commands: list[str], operator: str) ->
         ("echo a#b > f", True),  # not a comment: mid-word
         ("echo '#' > f", True),
         ("ls > /dev/tty", False),
+        # options naming a file their program writes
+        ("git diff --output=patch.txt", True),
+        ("/usr/bin/git format-patch -o out HEAD~2", True),
+        ("git log --oneline --", False),
+        ("sort -k2 -o out.txt in.txt", True),
+        ("sort -k2 in.txt", False),
+        ("iconv -f utf-8 -t ascii --output out in", True),
+        ("uniq -f 2 in.txt", False),
+        ("xxd in.bin out.hex", True),
     ],
 )
 def test_writes_to_file(command: str, writes: bool) -> None:
-    """An output redirection to a file outside quotes is seen; descriptors, /dev/null and
-    quoted text are not writes."""
+    """An output redirection to a file outside quotes is seen, and an option of a reading
+    program that names a file it writes; descriptors, /dev/null and quoted text are not
+    writes."""
     assert writes_to_file(command) is writes
 
 

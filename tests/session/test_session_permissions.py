@@ -186,17 +186,25 @@ def test_allow_rule_admits_a_compound_command_only_part_by_part(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     "command",
-    ["echo 'x' >> ~/.bashrc", "git status > ~/.bashrc", "git status &> out", "echo x 2>log"],
+    [
+        *("echo 'x' >> ~/.bashrc", "git status > ~/.bashrc", "git status &> out", "echo x 2>log"),
+        # an option naming a file the program writes
+        *("git log --output=$HOME/.bashrc", "git log -p --output ~/.profile", "git log --out=f"),
+        *("sort -o ~/.bashrc notes.txt", "sort -ruo f notes.txt", "tree -o ~/.zshrc"),
+        "uniq notes.txt ~/.bashrc",
+    ],
 )
-def test_a_prefix_allow_rule_does_not_admit_a_redirection_to_a_file(
-    tmp_path: Path, command: str
-) -> None:
-    """A prefix allow rule admits the command, not a file it writes by redirection: the call
-    asks; a rule naming the exact command still admits it."""
-    gate = enforcer(tmp_path, rules={"allow": ["Bash(echo:*)", "Bash(git status:*)"]})
+def test_a_prefix_allow_rule_does_not_admit_a_write_to_a_file(tmp_path: Path, command: str) -> None:
+    """A prefix allow rule admits the command, not a file it writes by redirection or by an
+    option of its program: the call asks; a rule naming the exact command still admits it,
+    and "allow always" remembers the exact command."""
+    rules = ["Bash(echo:*)", "Bash(git status:*)", "Bash(git log:*)", "Bash(sort:*)"]
+    gate = enforcer(tmp_path, rules={"allow": [*rules, "Bash(tree:*)", "Bash(uniq:*)"]})
     assert gate.evaluate("Bash", {"command": command}).outcome == "ask"
-    for harmless in ("echo x", "git status 2>&1", "git status >/dev/null", "echo 'a > b'"):
-        assert gate.evaluate("Bash", {"command": harmless}).outcome == "allow"
+    harmless = ("echo x", "git status 2>&1", "git status >/dev/null", "echo 'a > b'")
+    readers = ("git log --oneline -p", "sort -r notes.txt", "tree -L 2", "uniq -c notes.txt")
+    for command_that_reads in (*harmless, *readers, "git log -- --output=x"):
+        assert gate.evaluate("Bash", {"command": command_that_reads}).outcome == "allow"
     exact = enforcer(tmp_path, rules={"allow": [f"Bash({escape_pattern_text(command)})"]})
     assert exact.evaluate("Bash", {"command": command}).outcome == "allow"
     assert consent_pattern("Bash", {"command": command}, PROFILES["Bash"], str(tmp_path)) == (

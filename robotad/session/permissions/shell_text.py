@@ -11,8 +11,11 @@ Conservative, syntactic readings of command text (nothing here touches the files
   quoting this cannot read to its end has no reliable parts: `split_compound` returns None and
   no prefix allow rule admits it.
 - `writes_to_file` finds an output redirection to a file (``>``, ``>>``, ``>|``, ``&>``,
-  ``2>``, ``<>`` to anything but ``/dev/null``, a terminal or a descriptor): a prefix allow
-  rule admits no such part, since ``Bash(echo:*)`` must not admit ``echo x >> ~/.bashrc``.
+  ``2>``, ``<>`` to anything but ``/dev/null``, a terminal or a descriptor), or an option of a
+  program that mostly reads naming a file it writes (``git log --output=F``, ``sort -o F``,
+  ``tree -o F``, ``uniq IN OUT``): a prefix allow rule admits no such part, since
+  ``Bash(echo:*)`` must not admit ``echo x >> ~/.bashrc`` nor ``Bash(git log:*)`` ``git log
+  --output=~/.bashrc``.
 - `command_spellings` and `rough_parts` give the other spellings that may run a program —
   ``(rm x)``, ``\\rm x``, ``/bin/rm x``, ``FOO=1 rm x``, ``then rm x``, ``timeout -s KILL 5 rm
   x``, ``sh -c 'rm x'``, ``echo $(rm x)`` all also read ``rm x`` — so a deny or ask rule sees
@@ -32,6 +35,7 @@ __all__ = [
     "WRAPPERS",
     "command_spellings",
     "command_words",
+    "redirects_to_file",
     "rough_parts",
     "split_compound",
     "writes_to_file",
@@ -154,6 +158,12 @@ _WORD_END = frozenset(" \t\n;&|<>()")
 
 
 def writes_to_file(command: str) -> bool:
+    """Whether the simple command `command` writes a file it names: by an output redirection
+    (`redirects_to_file`) or by an option of its program (`_OPTION_WRITES`)."""
+    return redirects_to_file(command) or _option_writes(command)
+
+
+def redirects_to_file(command: str) -> bool:
     """Whether the simple command `command` redirects output to a file: ``>``, ``>>``, ``>|``,
     ``&>``, ``N>`` or ``<>`` (which creates its file) outside quotes, comments and arithmetic
     (``$((1 > 0))``), to a target other than ``/dev/null``, ``/dev/stdout``, ``/dev/stderr``,
@@ -199,6 +209,71 @@ def writes_to_file(command: str) -> bool:
             continue
         i += 1
     return False
+
+
+#: Programs people approve as readers whose options name a file they write: the long options
+#: (``--output=F`` and ``--output F``, any unambiguous abbreviation GNU accepts) and the short
+#: letters (alone, ``-oF``, or in a cluster ``-uo F``). ``git``'s count for every subcommand
+#: (``git log``, ``git diff``, ``git show`` all take ``--output``; ``format-patch`` takes
+#: ``-o``); other programs that write the files they are given (``cp``, ``tee``, ``sed -i``)
+#: are never remembered as families (see `consent`), and a rule naming them is the user's own.
+_OPTION_WRITES: dict[str, tuple[tuple[str, ...], str]] = {
+    "git": (("--output", "--output-directory"), "o"),
+    "sort": (("--output",), "o"),
+    "shuf": (("--output",), "o"),
+    "iconv": (("--output",), "o"),
+    "tree": ((), "o"),
+}
+#: Programs whose second operand is the file they write (``uniq IN OUT``, ``xxd IN OUT``).
+_SECOND_OPERAND_WRITES = frozenset({"uniq", "xxd"})
+#: Options of those programs that take a value as the next word, so it is no operand.
+_VALUED_OPTIONS = frozenset({"-f", "-s", "-w", "-c", "-g", "-l", "-o", "-n", "-C"})
+
+
+def _option_writes(command: str) -> bool:
+    """Whether the program of the simple command `command` is one of `_OPTION_WRITES` or
+    `_SECOND_OPERAND_WRITES` given a file to write. Unreadable quoting counts as a write."""
+    words = command_words(command)
+    if words is None:
+        return True
+    if not words:
+        return False
+    program = posixpath.basename(words[0])
+    arguments = words[1:]
+    if program in _SECOND_OPERAND_WRITES:
+        return _second_operand(arguments)
+    options = _OPTION_WRITES.get(program)
+    if options is None:
+        return False
+    long_options, letters = options
+    for word in arguments:
+        if word == "--":
+            return False
+        if word.startswith("--"):
+            name = word[2:].partition("=")[0]
+            if name and any(option[2:].startswith(name) for option in long_options):
+                return True
+        elif word.startswith("-") and len(word) > 1:
+            cluster = word[1:]
+            if program == "git" and word != "-o":
+                continue  # git's short options are each a subcommand's own; -o alone writes
+            if any(letter in cluster for letter in letters):
+                return True
+    return False
+
+
+def _second_operand(arguments: list[str]) -> bool:
+    """Whether `arguments` (after ``uniq`` or ``xxd``) hold two operands: the second is written."""
+    operands = 0
+    skip = False
+    for word in arguments:
+        if skip:
+            skip = False
+        elif word in _VALUED_OPTIONS:
+            skip = True
+        elif word == "-" or not word.startswith("-"):
+            operands += 1
+    return operands >= 2
 
 
 def _arithmetic_end(command: str, i: int) -> int:
