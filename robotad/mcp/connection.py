@@ -9,7 +9,10 @@ included) and lists the tools, all within the server's startup timeout, then yie
 
 Failures are translated here, once: `ServerFailed` with a reason that names what went wrong
 (``did not answer within 10000 ms``, ``exited with status 1``, ``wrote something other than
-JSON-RPC on stdout…``, ``HTTP 404``), never an exception group of SDK internals.
+JSON-RPC on stdout…``, ``HTTP 401 Unauthorized…``), never an exception group of SDK internals.
+The SDK answers an HTTP server's refusal with a stand-in ("Server returned an error
+response"); robotad's HTTP client notes the status it saw (`_HttpRefusals`) so the reason
+names it, and for 401 and 403 says what to set.
 """
 
 from __future__ import annotations
@@ -48,12 +51,45 @@ class ServerFailed(Exception):
         self.reason = reason
 
 
+#: The SDK's message for an HTTP status it does not pass on (mcp 2.3's streamable-HTTP client).
+_STAND_IN: Final = "Server returned an error response"
+
+
+class _HttpRefusals:
+    """The last refusal (status 400 and up) an HTTP server answered with."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, str] | None = None
+
+    async def on_response(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self.last = (response.status_code, response.reason_phrase)
+
+    def explain(self, exc: MCPError) -> str | None:
+        """What the refusal behind `exc` was, when `exc` is the SDK's stand-in for one."""
+        if exc.message != _STAND_IN or self.last is None:
+            return None
+        status, phrase = self.last
+        said = f"HTTP {status} {phrase}".rstrip()
+        if status == 401:
+            return f"{said}: the server wants credentials (set its headers, e.g. Authorization)"
+        if status == 403:
+            return f"{said}: the server refused these credentials (check its headers)"
+        return f"the server answered {said}"
+
+
 class Connection:
     """A ready server: its SDK session, its tools, and (stdio) its channel."""
 
-    def __init__(self, session: ClientSession, channel: StdioChannel | None) -> None:
+    def __init__(
+        self,
+        session: ClientSession,
+        channel: StdioChannel | None,
+        http: _HttpRefusals | None = None,
+    ) -> None:
         self.session = session
         self.channel = channel
+        self.http = http
         self.tools: list[types.Tool] = []
         # Set when the server's side ended: a stdio server's channel closed, or a call found
         # the connection closed (an HTTP server that went away).
@@ -102,6 +138,8 @@ class Connection:
             raise ServerFailed(f"unusable answer: {describe_error(exc)}") from None
 
     def _reason(self, exc: MCPError, timeout: float) -> str:
+        if self.http is not None and (refusal := self.http.explain(exc)) is not None:
+            return refusal
         if exc.code == types.REQUEST_TIMEOUT:
             return f"did not answer within {round(timeout * 1000)} ms"
         if exc.code == types.CONNECTION_CLOSED:
@@ -129,6 +167,7 @@ async def connect(
     startup = trio.CancelScope(deadline=trio.current_time() + spec.startup_timeout)
     connection: Connection | None = None
     channel: StdioChannel | None = None
+    http: _HttpRefusals | None = None
     try:
         with startup:
             async with AsyncExitStack() as stack:
@@ -136,11 +175,12 @@ async def connect(
                     channel = await stack.enter_async_context(open_stdio(spec))
                     streams: tuple[Any, Any] = (channel.read_stream, channel.write_stream)
                 else:
-                    streams = await stack.enter_async_context(_http_streams(spec, stack))
+                    http = _HttpRefusals()
+                    streams = await stack.enter_async_context(_http_streams(spec, stack, http))
                 session = await stack.enter_async_context(
                     ClientSession(*streams, client_info=_CLIENT_INFO, message_handler=on_message)
                 )
-                pending = Connection(session, channel)
+                pending = Connection(session, channel, http)
                 await _handshake(pending)
                 startup.deadline = math.inf
                 connection = pending
@@ -172,16 +212,22 @@ async def _handshake(pending: Connection) -> None:
         if pending.failure is not None:
             raise ServerFailed(pending.failure) from None
         if isinstance(exc, MCPError):
+            refusal = pending.http.explain(exc) if pending.http is not None else None
+            if refusal is not None:
+                raise ServerFailed(refusal) from None
             raise ServerFailed(f"handshake failed: error {exc.code}: {exc.message}") from None
         raise
 
 
 @asynccontextmanager
-async def _http_streams(spec: ServerSpec, stack: AsyncExitStack) -> AsyncIterator[tuple[Any, Any]]:
+async def _http_streams(
+    spec: ServerSpec, stack: AsyncExitStack, refusals: _HttpRefusals
+) -> AsyncIterator[tuple[Any, Any]]:
     from mcp.client.streamable_http import streamable_http_client
 
     assert spec.url is not None
     client = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers)))
+    client.event_hooks["response"].append(refusals.on_response)
     async with streamable_http_client(spec.url, http_client=client) as streams:
         yield streams[0], streams[1]
 

@@ -4,9 +4,12 @@ backoff, the session's tool table, and that nothing loads the SDK before a serve
 from __future__ import annotations
 
 import base64
+import http.server
+import json
 import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -539,3 +542,70 @@ async def test_a_result_line_longer_than_any_pipe_read_comes_whole(tmp_path: Pat
     text = result.content[0].text
     assert len(text) == size
     assert text == "".join(chr(ord("a") + i % 26) for i in range(size))
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with the status the path names (``/401``); under ``/call/401`` only
+    ``tools/call``, serving the handshake as a streamable-HTTP server does."""
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        status = int(self.path.rsplit("/", 1)[1])
+        if self.path.startswith("/call/") and message.get("method") != "tools/call":
+            self._serve(message)
+            return
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("WWW-Authenticate", 'Bearer realm="mcp"')
+        self.end_headers()
+        self.wfile.write(b"no")
+
+    def _serve(self, message: dict[str, Any]) -> None:
+        if "id" not in message:
+            self.send_response(202)
+            self.end_headers()
+            return
+        result: dict[str, Any] = {"tools": []}
+        if message["method"] == "initialize":
+            version = message["params"]["protocolVersion"]
+            result = {"protocolVersion": version, "capabilities": {"tools": {}}}
+            result["serverInfo"] = {"name": "refusing", "version": "1"}
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/401", "HTTP 401 Unauthorized: the server wants credentials (set its headers"),
+        ("/403", "HTTP 403 Forbidden: the server refused these credentials (check its headers)"),
+        ("/500", "the server answered HTTP 500 Internal Server Error"),
+        ("/call/401", "HTTP 401 Unauthorized: the server wants credentials (set its headers"),
+    ],
+)
+async def test_an_http_server_that_refuses_is_named_by_its_status(path: str, reason: str) -> None:
+    """The SDK turns any HTTP refusal into "Server returned an error response": a 401 read
+    as if the server were broken, not as a missing Authorization header; at the handshake
+    or on a call (a token that expired)."""
+    from robotad.mcp.config import McpServerConfig, spec_of_config
+    from robotad.mcp.connection import ServerFailed, connect
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+        spec = spec_of_config("web", McpServerConfig(url=url))
+        with trio.fail_after(30), pytest.raises(ServerFailed) as refused:
+            async with connect(spec, lambda: None) as connection:
+                await connection.call("anything", {}, spec.tool_timeout)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(refused.value).startswith(reason)
