@@ -10,7 +10,7 @@ Each line is searched on its own (``re.search``; ``^``/``$`` anchor at the line)
 undecodable bytes replaced. Binary files (a NUL byte in the first `SNIFF_BYTES`), files over
 `MAX_FILE_BYTES`, special files and, walking a folder, the files the session's
 `ToolContext.policy` withholds (protected secrets such as ``.env`` files, PROTOCOL.md §10.7, and
-files a deny rule of Grep or Read covers) are skipped, and the answer says how many. Output
+files a deny or ask rule of Grep or Read covers) are skipped, and the answer says how many. Output
 paths are absolute; a matched line is cut at `MAX_LINE_CHARS`; the search stops after `MAX_MATCHES`
 matches with a note. An invalid regular expression or glob is a failed result.
 """
@@ -271,7 +271,8 @@ def _skipped_note(search: _Search) -> str:
     if search.withheld:
         parts.append(
             f"{search.withheld} file(s) the permission rules withhold (a protected secret "
-            "such as .env asks when Grep names it; a file a deny rule covers stays denied)"
+            "such as .env, or a file an ask rule covers, asks when Grep names it; a file a "
+            "deny rule covers stays denied)"
         )
     return ", ".join(parts)
 

@@ -335,28 +335,34 @@ def test_auto_mode_hands_commands_naming_secrets_to_a_person(
 
 @pytest.mark.parametrize("rule", ["Read(secret/**)", "Grep(secret/**)", "Read(**/key)"])
 @pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
-def test_a_deny_rule_withholds_a_file_from_a_folder_search(
-    tmp_path: Path, rule: str, mode: str
+@pytest.mark.parametrize("kind", ["deny", "ask"])
+def test_a_deny_or_ask_rule_withholds_a_file_from_a_folder_search(
+    tmp_path: Path, rule: str, mode: str, kind: str
 ) -> None:
-    """A deny rule of Read or of the searching tool holds for a search of a parent folder, in
-    every mode; a deny rule of another tool does not."""
-    gate = enforcer(tmp_path, mode, rules={"deny": [rule, "Glob(other/**)"]})
+    """A deny or ask rule of Read or of the searching tool holds for a search of a parent
+    folder, in every mode (the search cannot stop to ask); one of another tool does not."""
+    gate = enforcer(tmp_path, mode, rules={kind: [rule, "Glob(other/**)"]})
     assert gate.withholds("Grep", str(tmp_path / "secret" / "key"))
     assert not gate.withholds("Grep", str(tmp_path / "other" / "notes"))
     assert not gate.withholds("Grep", str(tmp_path / "src" / "app.py"))
 
 
 @pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
-def test_a_grep_naming_a_file_read_may_not_show_is_denied(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("kind", ["deny", "ask"])
+def test_a_grep_naming_a_file_read_may_not_show_is_denied(
+    tmp_path: Path, mode: str, kind: str
+) -> None:
     """What a folder search withholds, a Grep naming the file does not show either: a deny
-    rule of Read holds for Grep (it shows contents), not for Glob (names only)."""
-    gate = enforcer(tmp_path, mode, rules={"deny": ["Read(secret/**)"]})
-    denied = gate.evaluate("Grep", {"pattern": "TOKEN", "path": "secret/key"})
-    assert denied.outcome == "deny"
-    assert "Read(secret/**)" in denied.reason
-    assert gate.evaluate("Grep", {"pattern": "TOKEN", "path": "src/app.py"}).outcome != "deny"
-    assert gate.evaluate("Glob", {"pattern": "*", "path": "secret"}).outcome != "deny"
-    assert gate.evaluate("Read", {"file_path": "secret/key"}).outcome == "deny"
+    (ask) rule of Read denies (asks for) a Grep too (it shows contents), not a Glob (names
+    only)."""
+    gate = enforcer(tmp_path, mode, rules={kind: ["Read(secret/**)"]})
+    decided = gate.evaluate("Grep", {"pattern": "TOKEN", "path": "secret/key"})
+    assert decided.outcome == kind
+    assert "Read(secret/**)" in decided.reason
+    assert "Grep shows what Read" in decided.reason
+    assert gate.evaluate("Grep", {"pattern": "TOKEN", "path": "src/app.py"}).outcome != kind
+    assert gate.evaluate("Glob", {"pattern": "*", "path": "secret"}).outcome != kind
+    assert gate.evaluate("Read", {"file_path": "secret/key"}).outcome == kind
 
 
 async def test_grep_over_a_parent_skips_what_a_deny_rule_covers(tmp_path: Path) -> None:

@@ -366,7 +366,7 @@ class PermissionEnforcer:
     def _decide(self, call: _Call, tool_name: str, profile: ToolProfile | None) -> Decision:
         if (rule := call.caught_by("deny")) is not None:
             return Decision("deny", f"denied by rule {rule.text}", "rule", rule.text)
-        if tool_name in _SHOWS_CONTENTS and (rule := self._read_denial(call)) is not None:
+        if tool_name in _SHOWS_CONTENTS and (rule := self._read_rule(call, "deny")) is not None:
             return Decision(
                 "deny",
                 f"denied by rule {rule.text}: {tool_name} shows what Read may not",
@@ -375,6 +375,9 @@ class PermissionEnforcer:
             )
         if (rule := call.caught_by("ask")) is not None:
             return Decision("ask", f"rule {rule.text} asks for approval", "rule", rule.text)
+        if tool_name in _SHOWS_CONTENTS and (rule := self._read_rule(call, "ask")) is not None:
+            reason = f"rule {rule.text} asks for approval: {tool_name} shows what Read would"
+            return Decision("ask", reason, "rule", rule.text)
         bypass = self._mode == "bypassPermissions"
         sensitive = None if bypass else call.sensitive()
         if (rule := call.admitted()) is not None and (sensitive is None or _names_path(rule)):
@@ -403,15 +406,17 @@ class PermissionEnforcer:
 
     def withholds(self, tool_name: str, path: str) -> bool:
         """Whether a search by `tool_name` (Grep walking a folder) must skip the file `path`:
-        one a deny rule of `tool_name` or of ``Read`` covers (in every mode: rules come
-        first), or a protected secret (§10.7) in any mode but bypassPermissions, unless an
-        allow rule names it. Reads rules only; safe to call from the search's worker thread."""
+        one a deny or ask rule of `tool_name` or of ``Read`` covers (in every mode: rules
+        come first; the search cannot stop to ask, and naming the file asks), or a protected
+        secret (§10.7) in any mode but bypassPermissions, unless an allow rule names it.
+        Reads rules only; safe to call from the search's worker thread."""
         profile = self._profiles.get(tool_name)
         if profile is None or not profile.argument_key:
             return False
         call = _Call(self, tool_name, profile, {profile.argument_key: path})
-        if call.caught_by("deny") is not None or self._read_denied(tool_name, path):
-            return True
+        for kind in ("deny", "ask"):
+            if call.caught_by(kind) is not None or self._read_covers(tool_name, path, kind):
+                return True
         if self._mode == "bypassPermissions" or call.sensitive() is None:
             return False
         rule = call.admitted()
@@ -428,23 +433,23 @@ class PermissionEnforcer:
             is not None
         )
 
-    def _read_denied(self, tool_name: str, path: str) -> bool:
-        """Whether a deny rule of ``Read`` covers `path` (a search must not show what Read
-        may not), when `tool_name` is another tool."""
+    def _read_covers(self, tool_name: str, path: str, kind: Literal["deny", "ask"]) -> bool:
+        """Whether a `kind` rule of ``Read`` covers `path` (a search must not show what Read
+        may not, or would ask for), when `tool_name` is another tool."""
         if tool_name == _READ_TOOL:
             return False
-        return self._read_denial_of(path) is not None
+        return self._read_rule_of(path, kind) is not None
 
-    def _read_denial(self, call: _Call) -> Rule | None:
-        """The deny rule of ``Read`` that covers the path `call` reads (as written, or its real
-        path), if any."""
-        return next(filter(None, map(self._read_denial_of, call.paths)), None)
+    def _read_rule(self, call: _Call, kind: Literal["deny", "ask"]) -> Rule | None:
+        """The `kind` rule of ``Read`` that covers the path `call` reads (as written, or its
+        real path), if any."""
+        return next((r for p in call.paths if (r := self._read_rule_of(p, kind))), None)
 
-    def _read_denial_of(self, path: str) -> Rule | None:
+    def _read_rule_of(self, path: str, kind: Literal["deny", "ask"]) -> Rule | None:
         read = self._profiles.get(_READ_TOOL)
         if read is None or read.argument_kind != "path" or read.argument_key is None:
             return None
-        return _Call(self, _READ_TOOL, read, {read.argument_key: path}).caught_by("deny")
+        return _Call(self, _READ_TOOL, read, {read.argument_key: path}).caught_by(kind)
 
     def exempts(self, tool_name: str, host: str) -> bool:
         """Whether an allow rule of `tool_name` names exactly `host` (``WebFetch(domain:HOST)``,
