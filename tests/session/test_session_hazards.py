@@ -10,7 +10,7 @@ from robotad.session.permissions.hazards import ProtectedPaths, is_critical_remo
 from robotad.session.permissions.shell_text import (
     command_spellings,
     split_compound,
-    writes_to_file,
+    writes_or_runs,
 )
 
 CWD = "/work/proj"
@@ -190,13 +190,21 @@ def test_every_part_of_a_compound_is_seen(commands: list[str], operator: str) ->
         ("iconv -f utf-8 -t ascii --output out in", True),
         ("uniq -f 2 in.txt", False),
         ("xxd in.bin out.hex", True),
+        # options naming a program their program runs
+        ("rg --pre ./unpack TODO", True),
+        ("rg --pre=./unpack TODO", True),
+        ("rg -i TODO src", False),
+        ("git grep -Ovim TODO", True),
+        ("git grep --open-files-in-pager=vim TODO", True),
+        ("git grep -n TODO", False),
+        ("sort --compress-program=gzip big.txt", True),
     ],
 )
-def test_writes_to_file(command: str, writes: bool) -> None:
+def test_writes_or_runs(command: str, writes: bool) -> None:
     """An output redirection to a file outside quotes is seen, and an option of a reading
     program that names a file it writes; descriptors, /dev/null and quoted text are not
     writes."""
-    assert writes_to_file(command) is writes
+    assert writes_or_runs(command) is writes
 
 
 @pytest.mark.parametrize(

@@ -192,17 +192,21 @@ def test_allow_rule_admits_a_compound_command_only_part_by_part(tmp_path: Path) 
         *("git log --output=$HOME/.bashrc", "git log -p --output ~/.profile", "git log --out=f"),
         *("sort -o ~/.bashrc notes.txt", "sort -ruo f notes.txt", "tree -o ~/.zshrc"),
         "uniq notes.txt ~/.bashrc",
+        # an option naming a program to run
+        *("rg --pre ./evil TODO", "git grep -O./evil TODO"),
     ],
 )
 def test_a_prefix_allow_rule_does_not_admit_a_write_to_a_file(tmp_path: Path, command: str) -> None:
     """A prefix allow rule admits the command, not a file it writes by redirection or by an
-    option of its program: the call asks; a rule naming the exact command still admits it,
-    and "allow always" remembers the exact command."""
+    option of its program, nor a program an option runs: the call asks; a rule naming the
+    exact command still admits it, and "allow always" remembers the exact command."""
     rules = ["Bash(echo:*)", "Bash(git status:*)", "Bash(git log:*)", "Bash(sort:*)"]
-    gate = enforcer(tmp_path, rules={"allow": [*rules, "Bash(tree:*)", "Bash(uniq:*)"]})
+    readers_rules = ["Bash(tree:*)", "Bash(uniq:*)", "Bash(rg:*)", "Bash(git grep:*)"]
+    gate = enforcer(tmp_path, rules={"allow": [*rules, *readers_rules]})
     assert gate.evaluate("Bash", {"command": command}).outcome == "ask"
     harmless = ("echo x", "git status 2>&1", "git status >/dev/null", "echo 'a > b'")
     readers = ("git log --oneline -p", "sort -r notes.txt", "tree -L 2", "uniq -c notes.txt")
+    readers += ("rg -n TODO src", "git grep -n TODO")
     for command_that_reads in (*harmless, *readers, "git log -- --output=x"):
         assert gate.evaluate("Bash", {"command": command_that_reads}).outcome == "allow"
     exact = enforcer(tmp_path, rules={"allow": [f"Bash({escape_pattern_text(command)})"]})

@@ -28,7 +28,7 @@ from typing import Any, Final
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
-from robotad.session.permissions.shell_text import RUNNERS, split_compound, writes_to_file
+from robotad.session.permissions.shell_text import RUNNERS, split_compound, writes_or_runs
 
 __all__ = ["consent_pattern"]
 
@@ -103,8 +103,8 @@ def _command_family(tool_name: str, command: str) -> str | None:
     parts = split_compound(command)
     if parts is None or len(parts) != 1 or parts[0] != command.strip():
         return None
-    if writes_to_file(command):
-        return None  # a family would not admit a redirection to a file anyway
+    if writes_or_runs(command):
+        return None  # a family would not admit a write to a file (or a run) anyway
     match = _FAMILY.match(command)
     if match is None:
         return None

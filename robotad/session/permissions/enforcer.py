@@ -83,7 +83,7 @@ from robotad.session.permissions.shell_text import (
     command_spellings,
     rough_parts,
     split_compound,
-    writes_to_file,
+    writes_or_runs,
 )
 from robotad.tools.glob_pattern import split_anchor
 from robotad.tools.paths import canonical_path
@@ -581,10 +581,11 @@ class _Call:
         return None if None in hits else hits[0]
 
     def _admitting(self, group: _RuleGroup, spelling: str) -> Rule | None:
-        """The allow rule admitting one spelling. A command part writing a file by
-        redirection is admitted only by a rule naming it exactly: ``Bash(echo:*)`` must not
-        admit ``echo x >> ~/.bashrc``."""
-        if self.kind == "command" and writes_to_file(spelling):
+        """The allow rule admitting one spelling. A command part writing a file (by
+        redirection or an option) or running a program an option names is admitted only by a
+        rule naming it exactly: ``Bash(echo:*)`` must not admit ``echo x >> ~/.bashrc``, nor
+        ``Bash(rg:*)`` ``rg --pre ./x foo``."""
+        if self.kind == "command" and writes_or_runs(spelling):
             return next((m.rule for m in group.exact if m.matches(spelling)), None)
         return group.first(spelling)
 

@@ -10,12 +10,12 @@ Conservative, syntactic readings of command text (nothing here touches the files
   command or process substitution (``$(…)``, backticks, ``<(…)``), a here-document, or
   quoting this cannot read to its end has no reliable parts: `split_compound` returns None and
   no prefix allow rule admits it.
-- `writes_to_file` finds an output redirection to a file (``>``, ``>>``, ``>|``, ``&>``,
+- `writes_or_runs` finds an output redirection to a file (``>``, ``>>``, ``>|``, ``&>``,
   ``2>``, ``<>`` to anything but ``/dev/null``, a terminal or a descriptor), or an option of a
-  program that mostly reads naming a file it writes (``git log --output=F``, ``sort -o F``,
-  ``tree -o F``, ``uniq IN OUT``): a prefix allow rule admits no such part, since
-  ``Bash(echo:*)`` must not admit ``echo x >> ~/.bashrc`` nor ``Bash(git log:*)`` ``git log
-  --output=~/.bashrc``.
+  program that mostly reads naming a file it writes or a program it runs (``git log
+  --output=F``, ``sort -o F``, ``tree -o F``, ``uniq IN OUT``, ``rg --pre CMD``, ``git grep
+  -O CMD``): a prefix allow rule admits no such part, since ``Bash(echo:*)`` must not admit
+  ``echo x >> ~/.bashrc`` nor ``Bash(git log:*)`` ``git log --output=~/.bashrc``.
 - `command_spellings` and `rough_parts` give the other spellings that may run a program —
   ``(rm x)``, ``\\rm x``, ``/bin/rm x``, ``FOO=1 rm x``, ``then rm x``, ``timeout -s KILL 5 rm
   x``, ``sh -c 'rm x'``, ``echo $(rm x)`` all also read ``rm x`` — so a deny or ask rule sees
@@ -38,7 +38,7 @@ __all__ = [
     "redirects_to_file",
     "rough_parts",
     "split_compound",
-    "writes_to_file",
+    "writes_or_runs",
 ]
 
 #: Words before a program that run it (with options of their own).
@@ -157,10 +157,11 @@ _DESCRIPTOR = re.compile(r"[0-9]*-?\Z")
 _WORD_END = frozenset(" \t\n;&|<>()")
 
 
-def writes_to_file(command: str) -> bool:
-    """Whether the simple command `command` writes a file it names: by an output redirection
-    (`redirects_to_file`) or by an option of its program (`_OPTION_WRITES`)."""
-    return redirects_to_file(command) or _option_writes(command)
+def writes_or_runs(command: str) -> bool:
+    """Whether the simple command `command` writes a file it names, by an output redirection
+    (`redirects_to_file`) or by an option of its program, or runs a program an option names
+    (`_RISKY_OPTIONS`): what a prefix rule for the program cannot have meant to admit."""
+    return redirects_to_file(command) or _risky_option(command)
 
 
 def redirects_to_file(command: str) -> bool:
@@ -211,18 +212,21 @@ def redirects_to_file(command: str) -> bool:
     return False
 
 
-#: Programs people approve as readers whose options name a file they write: the long options
-#: (``--output=F`` and ``--output F``, any unambiguous abbreviation GNU accepts) and the short
-#: letters (alone, ``-oF``, or in a cluster ``-uo F``). ``git``'s count for every subcommand
-#: (``git log``, ``git diff``, ``git show`` all take ``--output``; ``format-patch`` takes
-#: ``-o``); other programs that write the files they are given (``cp``, ``tee``, ``sed -i``)
-#: are never remembered as families (see `consent`), and a rule naming them is the user's own.
-_OPTION_WRITES: dict[str, tuple[tuple[str, ...], str]] = {
-    "git": (("--output", "--output-directory"), "o"),
-    "sort": (("--output",), "o"),
+#: Programs people approve as readers whose options name a file they write or a program
+#: they run: the long options (``--output=F`` and ``--output F``, any abbreviation GNU and git
+#: accept) and the short letters (alone, ``-oF``, or in a cluster ``-uo F``). git's short
+#: letters count only first in their word (``-o DIR``: ``format-patch``'s folder;
+#: ``-O<pager>``: ``grep``'s pager, a program), its long ones for every subcommand (``git
+#: log``, ``git diff``, ``git show`` all take ``--output``). Programs that write the files
+#: they are given (``cp``, ``tee``, ``sed -i``) are never remembered as families (see
+#: `consent`); a rule naming them is the user's own.
+_RISKY_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "git": (("--output", "--output-directory", "--open-files-in-pager"), "oO"),
+    "sort": (("--output", "--compress-program"), "o"),
     "shuf": (("--output",), "o"),
     "iconv": (("--output",), "o"),
     "tree": ((), "o"),
+    "rg": (("--pre", "--hostname-bin"), ""),
 }
 #: Programs whose second operand is the file they write (``uniq IN OUT``, ``xxd IN OUT``).
 _SECOND_OPERAND_WRITES = frozenset({"uniq", "xxd"})
@@ -230,9 +234,10 @@ _SECOND_OPERAND_WRITES = frozenset({"uniq", "xxd"})
 _VALUED_OPTIONS = frozenset({"-f", "-s", "-w", "-c", "-g", "-l", "-o", "-n", "-C"})
 
 
-def _option_writes(command: str) -> bool:
-    """Whether the program of the simple command `command` is one of `_OPTION_WRITES` or
-    `_SECOND_OPERAND_WRITES` given a file to write. Unreadable quoting counts as a write."""
+def _risky_option(command: str) -> bool:
+    """Whether the program of the simple command `command` is one of `_RISKY_OPTIONS` given
+    one of its risky options, or one of `_SECOND_OPERAND_WRITES` given a file to write.
+    Unreadable quoting counts as risky."""
     words = command_words(command)
     if words is None:
         return True
@@ -242,7 +247,7 @@ def _option_writes(command: str) -> bool:
     arguments = words[1:]
     if program in _SECOND_OPERAND_WRITES:
         return _second_operand(arguments)
-    options = _OPTION_WRITES.get(program)
+    options = _RISKY_OPTIONS.get(program)
     if options is None:
         return False
     long_options, letters = options
@@ -255,8 +260,8 @@ def _option_writes(command: str) -> bool:
                 return True
         elif word.startswith("-") and len(word) > 1:
             cluster = word[1:]
-            if program == "git" and word != "-o":
-                continue  # git's short options are each a subcommand's own; -o alone writes
+            if program == "git":
+                cluster = cluster[:1]  # -oDIR, -O<pager>; a later letter is another option's
             if any(letter in cluster for letter in letters):
                 return True
     return False
