@@ -75,9 +75,10 @@ class ToolPolicy(Protocol):
         """Whether the tool may reach `host` whatever its address: an allow rule names it."""
         ...
 
-    def withholds(self, tool_name: str, path: str) -> bool:
-        """Whether a search by the tool must skip the file `path`: a protected secret that
-        a call naming it would have to ask about, or a file a deny rule covers."""
+    def withholds(self, tool_name: str, path: str, root: str) -> bool:
+        """Whether a search by the tool of the folder `root` must skip the file `path`: a
+        protected secret that a call naming it would have to ask about, a file a deny rule
+        covers, or one an ask rule covers that did not already ask for `root`."""
         ...
 
     def hides(self, tool_name: str, path: str) -> bool:

@@ -123,7 +123,7 @@ class GrepTool(TypedTool[GrepArguments]):
         policy = ctx.policy
 
         def withheld(path: str) -> bool:
-            return policy is not None and policy.withholds(self.name, path)
+            return policy is not None and policy.withholds(self.name, path, root)
 
         search = _Search(regex)
         return await trio.to_thread.run_sync(

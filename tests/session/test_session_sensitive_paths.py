@@ -342,9 +342,24 @@ def test_a_deny_or_ask_rule_withholds_a_file_from_a_folder_search(
     """A deny or ask rule of Read or of the searching tool holds for a search of a parent
     folder, in every mode (the search cannot stop to ask); one of another tool does not."""
     gate = enforcer(tmp_path, mode, rules={kind: [rule, "Glob(other/**)"]})
-    assert gate.withholds("Grep", str(tmp_path / "secret" / "key"))
-    assert not gate.withholds("Grep", str(tmp_path / "other" / "notes"))
-    assert not gate.withholds("Grep", str(tmp_path / "src" / "app.py"))
+    root = str(tmp_path)
+    assert gate.withholds("Grep", str(tmp_path / "secret" / "key"), root)
+    assert not gate.withholds("Grep", str(tmp_path / "other" / "notes"), root)
+    assert not gate.withholds("Grep", str(tmp_path / "src" / "app.py"), root)
+
+
+@pytest.mark.parametrize("rule", ["Grep", "Read", "Grep(/**)"])
+def test_an_ask_rule_that_asked_for_the_search_withholds_nothing_it_found(
+    tmp_path: Path, rule: str
+) -> None:
+    """An ask rule covering the searched folder asked before the search began: once a person
+    approved it, the search shows what it found (``Grep`` asking for every search withheld
+    every file of an approved one)."""
+    gate = enforcer(tmp_path, rules={"ask": [rule]})
+    assert gate.evaluate("Grep", {"pattern": "x", "path": str(tmp_path)}).outcome == "ask"
+    assert not gate.withholds("Grep", str(tmp_path / "secret" / "key"), str(tmp_path))
+    deny = enforcer(tmp_path, rules={"deny": ["Read(secret/**)"], "ask": [rule]})
+    assert deny.withholds("Grep", str(tmp_path / "secret" / "key"), str(tmp_path))
 
 
 @pytest.mark.parametrize("mode", ["default", "bypassPermissions"])

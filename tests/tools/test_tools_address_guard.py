@@ -321,7 +321,7 @@ async def test_a_same_host_redirect_is_checked_again(server: LoopbackHTTP) -> No
         def exempts(self, tool_name: str, host: str) -> bool:
             return len(asked) < 1
 
-        def withholds(self, tool_name: str, path: str) -> bool:
+        def withholds(self, tool_name: str, path: str, root: str) -> bool:
             return False
 
     result = await fetch(f"http://svc.test:{server.port}/a", FirstHopOnly(), tool)

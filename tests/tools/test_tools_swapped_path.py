@@ -77,7 +77,7 @@ class _WithholdsTheVault:
     def exempts(self, tool_name: str, host: str) -> bool:
         return False
 
-    def withholds(self, tool_name: str, path: str) -> bool:
+    def withholds(self, tool_name: str, path: str, root: str) -> bool:
         return path.startswith(self.vault + "/")
 
 

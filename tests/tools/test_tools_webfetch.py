@@ -45,7 +45,7 @@ class Exempt:
     def exempts(self, tool_name: str, host: str) -> bool:
         return tool_name == "WebFetch" and host in self.hosts
 
-    def withholds(self, tool_name: str, path: str) -> bool:
+    def withholds(self, tool_name: str, path: str, root: str) -> bool:
         return False
 
 

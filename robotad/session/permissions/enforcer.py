@@ -404,18 +404,25 @@ class PermissionEnforcer:
             return Decision("ask", f"{reason}: {hazard} needs a person", "mode")
         return Decision("ask", reason, "mode", classifier_eligible=True)
 
-    def withholds(self, tool_name: str, path: str) -> bool:
-        """Whether a search by `tool_name` (Grep walking a folder) must skip the file `path`:
-        one a deny or ask rule of `tool_name` or of ``Read`` covers (in every mode: rules
-        come first; the search cannot stop to ask, and naming the file asks), or a protected
-        secret (§10.7) in any mode but bypassPermissions, unless an allow rule names it.
-        Reads rules only; safe to call from the search's worker thread."""
+    def withholds(self, tool_name: str, path: str, root: str) -> bool:
+        """Whether a search by `tool_name` (Grep walking the folder `root`) must skip the file
+        `path`: one a deny rule of `tool_name` or of ``Read`` covers (in every mode: rules
+        come first); one an ask rule of either covers, unless that rule covers `root` too (it
+        asked before the search began: ``Grep`` asks for every search, and an approved one
+        shows what it found); or a protected secret (§10.7) in any mode but
+        bypassPermissions, unless an allow rule names it. Reads rules only; safe to call
+        from the search's worker thread."""
         profile = self._profiles.get(tool_name)
         if profile is None or not profile.argument_key:
             return False
         call = _Call(self, tool_name, profile, {profile.argument_key: path})
-        for kind in ("deny", "ask"):
-            if call.caught_by(kind) is not None or self._read_covers(tool_name, path, kind):
+        if call.caught_by("deny") is not None or self._read_rule_of(path, "deny", tool_name):
+            return True
+        asking = call.caught_by("ask") or self._read_rule_of(path, "ask", tool_name)
+        if asking is not None:
+            searched = _Call(self, tool_name, profile, {profile.argument_key: root})
+            asked = searched.caught_by("ask"), self._read_rule_of(root, "ask", tool_name)
+            if asking not in asked:
                 return True
         if self._mode == "bypassPermissions" or call.sensitive() is None:
             return False
@@ -433,20 +440,19 @@ class PermissionEnforcer:
             is not None
         )
 
-    def _read_covers(self, tool_name: str, path: str, kind: Literal["deny", "ask"]) -> bool:
-        """Whether a `kind` rule of ``Read`` covers `path` (a search must not show what Read
-        may not, or would ask for), when `tool_name` is another tool."""
-        if tool_name == _READ_TOOL:
-            return False
-        return self._read_rule_of(path, kind) is not None
-
     def _read_rule(self, call: _Call, kind: Literal["deny", "ask"]) -> Rule | None:
         """The `kind` rule of ``Read`` that covers the path `call` reads (as written, or its
         real path), if any."""
         return next((r for p in call.paths if (r := self._read_rule_of(p, kind))), None)
 
-    def _read_rule_of(self, path: str, kind: Literal["deny", "ask"]) -> Rule | None:
+    def _read_rule_of(
+        self, path: str, kind: Literal["deny", "ask"], tool_name: str | None = None
+    ) -> Rule | None:
+        """The `kind` rule of ``Read`` covering `path` (a search must not show what Read may
+        not, or would ask for); None when `tool_name`, the searching tool, is Read itself."""
         read = self._profiles.get(_READ_TOOL)
+        if tool_name == _READ_TOOL:
+            return None
         if read is None or read.argument_kind != "path" or read.argument_key is None:
             return None
         return _Call(self, _READ_TOOL, read, {read.argument_key: path}).caught_by(kind)
