@@ -21,9 +21,15 @@ from robotactl.acp.agent import AcpAgent
 from robotactl.acp.defaults import SessionDefaults
 from robotactl.acp.stdio import editor_stream
 
-__all__ = ["RobotadGone", "serve"]
+__all__ = ["EDITOR_MAX_MESSAGE_BYTES", "RobotadGone", "serve"]
 
 logger = logging.getLogger("robotactl.acp")
+
+
+#: The longest line an editor may send (64 MiB). Above robotad's own 16 MiB on purpose: a
+#: prompt a user attached too much to reaches `AcpAgent.prompt`, which refuses it with -32602
+#: and keeps the connection, where a line over this cap ends it (after a -32600 naming it).
+EDITOR_MAX_MESSAGE_BYTES = 64 * 2**20
 
 
 class RobotadGone(Exception):
@@ -36,7 +42,11 @@ async def serve(socket_path: Path, autostart: bool, defaults: SessionDefaults) -
 
     agent = AcpAgent(defaults)
     editor = JsonRpcPeer(
-        editor_stream(), agent.router, framing="ndjson", cancel_notice=acp_cancel_notice
+        editor_stream(),
+        agent.router,
+        framing="ndjson",
+        cancel_notice=acp_cancel_notice,
+        max_frame_bytes=EDITOR_MAX_MESSAGE_BYTES,
     )
     async with (
         connect(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
+from typing import Any
+
+import trio
 
 from protocol.client import open_connection
-from tests.acp.conftest import Launch
+from tests.acp.conftest import Launch, agent_argv
 from tests.acp.proof import assert_editor_received_everything
 from tests.robotad_process import RobotadProcess
 
@@ -47,3 +52,59 @@ async def test_initialize_new_and_a_prompt_streamed_in_chunks(
     assert servers["notes"]["scope"] == "session"
     assert servers["notes"]["status"] == "failed"
     assert servers["notes"]["error"].startswith("cannot start")
+
+
+async def test_a_prompt_too_large_for_robotad_is_refused_and_the_editor_stays_connected(
+    acp_daemon: RobotadProcess, workspace: Path
+) -> None:
+    """A 20 MiB prompt line (an editor attaching a large file) was over the agent's 16 MiB
+    line limit: the agent answered -32600 and ended the editor's connection. It now reaches
+    the prompt check (-32602, "attach less of it") and the editor goes on."""
+    process = await trio.lowlevel.open_process(
+        agent_argv(acp_daemon), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    lines = LineReader(process.stdout)
+
+    async def call(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        assert process.stdin is not None
+        await process.stdin.send_all(json.dumps(request).encode() + b"\n")
+        while True:
+            message = json.loads(await lines.next())
+            if message.get("id") == request_id:
+                answer: dict[str, Any] = message
+                return answer
+
+    try:
+        with trio.fail_after(60):
+            await call(1, "initialize", {"protocolVersion": 1})
+            new = await call(2, "session/new", {"cwd": str(workspace), "mcpServers": []})
+            session_id = new["result"]["sessionId"]
+            huge = [{"type": "text", "text": "x" * (20 * 2**20)}]
+            refused = await call(3, "session/prompt", {"sessionId": session_id, "prompt": huge})
+            listed = await call(4, "session/list", {})
+    finally:
+        process.kill()
+        await process.wait()
+    assert refused["error"]["code"] == -32602
+    assert "attach less of it" in refused["error"]["data"]["issues"][0]["message"]
+    assert session_id in [entry["sessionId"] for entry in listed["result"]["sessions"]]
+
+
+class LineReader:
+    """Whole lines from a trio receive stream."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def next(self) -> bytes:
+        while b"\n" not in self._buffer:
+            chunk = await self._stream.receive_some(1 << 16)
+            if not chunk:
+                raise EOFError("the agent closed its output")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
