@@ -40,7 +40,7 @@ from protocol.events import (
     TurnFinished,
     TurnStarted,
 )
-from protocol.methods import SubscribeResult
+from protocol.methods import HistoryResult, SubscribeResult
 from robotactl.chat.render import Renderer, describe_call
 from robotactl.chat.screen import Screen
 from robotactl.chat.state import ChatState, ToolCallRecord
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["EventFollower"]
 
 _decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent)
+#: How far back from the history's end a denied call's assistant message is looked for.
+_CALL_LOOKBACK = 50
 
 
 class EventFollower:
@@ -67,6 +69,9 @@ class EventFollower:
         #: The arguments of calls a person was asked about, by call id (from the request:
         #: a denied call never starts, so no `ToolStarted` carries them).
         self._asked: dict[str, dict[str, Any]] = {}
+        #: A call denied before anyone was asked (a deny rule, a hook): no event carries its
+        #: arguments, so `run` reads them from the history before showing it.
+        self._denied_unseen: ToolCallRecord | None = None
         self._send, self._receive = trio.open_memory_channel[Any](math.inf)
 
     def on_notification(self, method: str, params: msgspec.Raw) -> None:
@@ -103,6 +108,10 @@ class EventFollower:
                 continue
             self.last_seq = event.seq
             self.apply(event)
+            if (denied := self._denied_unseen) is not None:
+                self._denied_unseen = None
+                denied.arguments = await self._arguments_of(denied.call_id)
+                self.screen.print(self.renderer.tool_line(denied))
             self.screen.refresh()
 
     def apply(self, event: Any) -> None:
@@ -158,7 +167,8 @@ class EventFollower:
     def _decided(self, event: PermissionDecided) -> None:
         """Note the decision on its call. A call denied before it started never runs (no
         `ToolFinished` follows), so it is shown and kept for ``/last`` here, its arguments
-        taken from the request that asked about it."""
+        taken from the request that asked about it (or, denied without asking, from the
+        history: `run` shows it then)."""
         if event.decision == "ask":
             self._asking.append(event.call_id)
         started = self.state.calls.get(event.call_id)
@@ -168,12 +178,38 @@ class EventFollower:
         if event.decision != "deny":
             return
         self.flush_text()
-        call = ToolCallRecord(event.call_id, event.tool, self._asked.pop(event.call_id, {}))
+        asked = self._asked.pop(event.call_id, None)
+        call = ToolCallRecord(event.call_id, event.tool, asked or {})
         call.decision = event.decision
         call.ok = False
         call.preview = f"denied: {event.reason}" if event.reason else "denied"
         self.state.last_call = call
-        self.screen.print(self.renderer.tool_line(call))
+        if asked is None and self.peer is not None:
+            self._denied_unseen = call
+        else:
+            self.screen.print(self.renderer.tool_line(call))
+
+    async def _arguments_of(self, call_id: str) -> dict[str, Any]:
+        """The arguments of `call_id` as the model gave them: its assistant message is in
+        the history before any of its calls is decided. Empty when it cannot be read."""
+        assert self.peer is not None
+        session = {"sessionId": self.state.session_id}
+        with contextlib.suppress(RpcError, trio.BrokenResourceError):
+            total = (
+                await self.peer.request(
+                    "session/history", {**session, "limit": 0}, result_type=HistoryResult
+                )
+            ).total
+            tail = await self.peer.request(
+                "session/history",
+                {**session, "offset": max(0, total - _CALL_LOOKBACK)},
+                result_type=HistoryResult,
+            )
+            for message in reversed(tail.messages):
+                for call in message.tool_calls or ():
+                    if call.id == call_id:
+                        return dict(call.arguments)
+        return {}
 
     def _tool_finished(self, event: ToolFinished) -> None:
         denied = self.state.last_call

@@ -528,6 +528,25 @@ def test_a_denied_call_is_shown_kept_for_last_and_in_history_with_its_arguments(
     assert "] assistant" in screen.split("result (failed):", 1)[1]
 
 
+def test_a_call_a_rule_denies_is_shown_with_its_arguments(chat: Env) -> None:
+    """No event carries the arguments of a call denied before anyone was asked (a deny rule,
+    a hook): the chat showed ``✗ Write()`` and ``/last`` listed no argument. They come from
+    the history now."""
+    ws = chat.workspace("rule-denied")
+    script = [write_step("no.txt"), {"text": "refused"}]
+    sid = chat.session(ws, script, permissions={"deny": ["Write"]})
+    term = chat.chat(ws, "-s", sid)
+    term.ready()
+    term.send("write it")
+    screen = term.wait_for("refused")
+    assert "✗ Write no.txt — denied: denied by rule Write" in screen
+    term.idle()
+    term.send("/last")
+    detail = term.wait_for("result (failed):").split("refused", 1)[1]
+    assert 'file_path: "no.txt"' in detail
+    assert "permission: deny" in detail
+
+
 def test_sessions_lists_this_directory_first_and_others_with_their_cwd(chat: Env) -> None:
     ws = chat.workspace("listing")
     other = chat.workspace("elsewhere-listing")
