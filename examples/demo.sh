@@ -10,8 +10,9 @@
 #      Write a file — which needs a person's approval in the default mode, so without a
 #      terminal to ask on robotactl prints the request and exits 3;
 #   4. answers it with `robotactl approve` (the turn resumes and the final reply streams);
-#   5. shows the tool's real effect (the file) and the session's history;
-#   6. shuts robotad down and removes everything it made.
+#   5. shows the tool's real effect (the file);
+#   6. shows the session as robotad stored it (`robotactl show`);
+#   7. shuts robotad down and removes everything it made.
 #
 # Needs `robotad` and `robotactl` on PATH (the Makefile puts the virtualenv's bin there).
 # Touches nothing outside its temporary folder: not your sessions, not your daemon.

@@ -78,9 +78,11 @@ def prompt_text(line: str) -> str:
 
 def help_text() -> str:
     """Every command with its synopsis, then the keys."""
+    heads = [f"/{name} {synopsis}".rstrip() for name, (synopsis, _, _) in SLASH_COMMANDS.items()]
+    column = max(map(len, heads)) + 2
     rows = [
-        f"/{name} {synopsis}".rstrip().ljust(22) + what
-        for name, (synopsis, _, what) in SLASH_COMMANDS.items()
+        head.ljust(column) + what
+        for head, (synopsis, _, what) in zip(heads, SLASH_COMMANDS.values(), strict=True)
     ]
     keys = [
         "Enter sends · Alt-Enter or a trailing \\ adds a line · Up/Down, Ctrl-R: prompt history",

@@ -1,9 +1,12 @@
 """``robotactl mcp``: the MCP tool servers, their status, tools and last error (``mcp/list``).
 
 Listing starts servers that are not running and waits for each start, so what it shows is
-what the next turn gets. ``--session ID`` adds that session's own servers (``session/create
-{mcpServers}``); without it, every loaded session's own servers are listed too. With the
-global ``--json`` it prints the ``mcp/list`` result as the daemon sent it.
+what the next turn gets. The table names a server's tools without their ``mcp__SERVER__``
+prefix, as many as fit a column of `TOOLS_WIDTH` characters; ``--tools`` lists every one
+under its server as the model and permission rules name it. ``--session ID`` adds that
+session's own servers (``session/create {mcpServers}``); without it, every loaded session's
+own servers are listed too. With the global ``--json`` it prints the ``mcp/list`` result as
+the daemon sent it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from robotactl.sessions import checked_session_id
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
 
-__all__ = ["mcp", "server_rows"]
+__all__ = ["TOOLS_WIDTH", "mcp", "server_rows"]
+
+#: The widest the table's TOOLS column gets (the rest is counted: ``… (+9 more)``).
+TOOLS_WIDTH = 48
 
 
 @click.command(short_help="List MCP servers: status, tools, last error.")
@@ -31,8 +37,14 @@ __all__ = ["mcp", "server_rows"]
     callback=checked_session_id,
     help="Also list this session's own servers.",
 )
+@click.option(
+    "--tools",
+    "list_tools",
+    is_flag=True,
+    help="List every tool under its server, as the model names it (mcp__SERVER__TOOL).",
+)
 @click.pass_obj
-def mcp(options: ClientOptions, session_id: str | None) -> None:
+def mcp(options: ClientOptions, session_id: str | None, list_tools: bool) -> None:
     """List the MCP tool servers (configured ones and sessions' own): their status, the tools
     they offer (as the model sees them, mcp__SERVER__TOOL) and their last error."""
     params: dict[str, Any] = {} if session_id is None else {"sessionId": session_id}
@@ -51,20 +63,45 @@ def mcp(options: ClientOptions, session_id: str | None) -> None:
     options.output.columns(
         ("SERVER", "SCOPE", "STATUS", "TOOLS", "LAST ERROR"), server_rows(servers)
     )
+    if list_tools:
+        for server in servers:
+            tools = server.get("tools") or []
+            options.output.line("")
+            options.output.line(f"{server.get('name', '?')} ({len(tools)} tools):")
+            for tool in tools:
+                options.output.line(f"  {tool}")
 
 
 def server_rows(servers: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
-    """One row per server: name, scope, status, tool names (comma-separated), last error."""
+    """One row per server: name, scope, status, its tools (`tools_cell`), last error."""
     rows = []
     for server in servers:
-        tools = server.get("tools") or []
+        name = str(server.get("name", "?"))
+        tools = [str(tool) for tool in server.get("tools") or []]
         rows.append(
             (
-                str(server.get("name", "?")),
+                name,
                 str(server.get("scope", "?")),
                 str(server.get("status", "?")),
-                ", ".join(str(tool) for tool in tools) or "-",
+                tools_cell(name, tools),
                 str(server.get("error") or "-"),
             )
         )
     return rows
+
+
+def tools_cell(server: str, tools: Sequence[str]) -> str:
+    """``echo, add, … (+9 more)``: the tools' names without ``mcp__SERVER__``, as many as fit
+    `TOOLS_WIDTH` characters with the count of the rest; ``-`` for none."""
+    prefix = f"mcp__{server}__"
+    names = [tool.removeprefix(prefix) for tool in tools]
+    if not names:
+        return "-"
+    shown: list[str] = []
+    for index, name in enumerate(names):
+        rest = len(names) - index - 1
+        more = f", … (+{rest} more)" if rest else ""
+        if shown and len(", ".join([*shown, name]) + more) > TOOLS_WIDTH:
+            return ", ".join(shown) + f", … (+{len(names) - len(shown)} more)"
+        shown.append(name)
+    return ", ".join(shown)

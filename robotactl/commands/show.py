@@ -176,8 +176,8 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
                 f"effect, then `robotactl abandon -s {info.session_id}`"
             )
     facts = [
-        f"{info.message_count} messages",
-        f"{info.turn_count} turns",
+        f"{info.message_count} message{'' if info.message_count == 1 else 's'}",
+        f"{info.turn_count} turn{'' if info.turn_count == 1 else 's'}",
         "context "
         + format_context(context.used_tokens, context.max_tokens, context.used_percentage),
     ]

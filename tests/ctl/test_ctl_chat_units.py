@@ -26,7 +26,7 @@ from robotactl.chat.follower import EventFollower
 from robotactl.chat.history import ordered_prompts
 from robotactl.chat.host import cancel_trio
 from robotactl.chat.render import Renderer
-from robotactl.chat.slash import UnknownCommand, parse_slash, prompt_text
+from robotactl.chat.slash import SLASH_COMMANDS, UnknownCommand, help_text, parse_slash, prompt_text
 from robotactl.chat.state import ChatState
 from robotactl.chat.status import status_line
 
@@ -80,6 +80,17 @@ def test_slash_parsing() -> None:
         parse_slash("/frobnicate")
     with pytest.raises(UnknownCommand, match="MODE"):
         parse_slash("/mode")
+
+
+def test_help_lists_every_command_with_its_words_in_one_column() -> None:
+    """``/compact [INSTRUCTIONS]summarise…``: the longest synopsis ran into its words."""
+    rows = help_text().split("\n\n")[0].splitlines()
+    words = [what for _, _, what in SLASH_COMMANDS.values()]
+    assert len(rows) == len(words)
+    columns = {row.index(what) for row, what in zip(rows, words, strict=True)}
+    assert len(columns) == 1
+    column = columns.pop()
+    assert all(row[column - 2 : column] == "  " for row in rows)
 
 
 def test_status_line_shows_everything_when_wide() -> None:

@@ -149,7 +149,7 @@ def test_show_renders_the_history_readably(ctl: Ctl, robotad: RunningDaemon, wor
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert text.startswith(f"session {session_id}")
-    assert "2 messages · 1 turns" in text
+    assert "2 messages · 1 turn ·" in text
     assert "\nuser  " in text
     assert "\n  Hello there\n" in text
     assert "\nassistant  " in text

@@ -211,3 +211,18 @@ def test_a_global_option_after_the_command_says_where_it_goes(argv: list[str], h
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == ExitCode.USAGE
     assert f"No such option '{argv[1]}'. It is a global option, {hint}" in result.output
+
+
+def test_the_mcp_table_names_as_many_tools_as_fit_and_counts_the_rest() -> None:
+    """server-everything's dozen tools, prefix and all, made one row of 450 characters."""
+    from robotactl.commands.mcp import TOOLS_WIDTH, tools_cell
+
+    many = [f"mcp__every__{name}" for name in ("echo", "add", "longRunningOperation")]
+    many += [f"mcp__every__tool{index}" for index in range(10)]
+    cell = tools_cell("every", many)
+    assert cell.startswith("echo, add, ")
+    assert len(cell) <= TOOLS_WIDTH + len(", … (+99 more)")
+    shown = cell.split(", … ")[0].split(", ")
+    assert cell.endswith(f"(+{len(many) - len(shown)} more)")
+    assert tools_cell("every", many[:2]) == "echo, add"
+    assert tools_cell("every", []) == "-"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,9 +165,21 @@ def test_robotactl_mcp_lists_servers(daemon: RunningDaemon) -> None:
     assert table.returncode == 0, table.stderr
     rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
     assert "ready" in rows["every"]
-    assert "mcp__every__echo" in rows["every"]
+    assert "echo" in rows["every"]
+    assert "mcp__every__" not in rows["every"]  # the prefix is the server's name
+    assert re.search(r"… \(\+[0-9]+ more\)", rows["every"])  # server-everything has many
     assert "failed" in rows["silent"]
     assert "did not finish starting" in rows["silent"]
+    listed = subprocess.run(
+        [*base, "mcp", "--tools"],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+        env=env,
+        cwd=REPO,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "\n  mcp__every__echo\n" in listed.stdout
     as_json = subprocess.run(
         [*base, "--json", "mcp"],
         capture_output=True,
