@@ -286,7 +286,7 @@ def test_show_header_marks_forks_and_waiting() -> None:
     request = ApprovalRequest("r1", "e1", "Write", {"file_path": "/w/a"}, "modify needs approval")
     lines = header_lines(info(pending=Pending("e1", [request])), Fork("src", "m-7"), style=plain)
     assert lines[0].startswith("session s1  /w  scripted/demo  mode default")
-    assert "4 messages · 1 turns · context 1k / 32.8k tokens" in lines[1]
+    assert "4 messages · 1 turn · context 1k / 32.8k tokens" in lines[1]
     assert lines[2] == "waiting for approval (1 request)"
     assert lines[3] == '  r1  Write(file_path="/w/a")'
     assert lines[4] == "forked from src at m-7"
