@@ -7,11 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robotad.session.permissions.hazards import ProtectedPaths, is_critical_removal
-from robotad.session.permissions.shell_text import (
-    command_spellings,
-    split_compound,
-    writes_or_runs,
-)
+from robotad.session.permissions.program_options import writes_or_runs
+from robotad.session.permissions.shell_text import command_spellings, split_compound
 
 CWD = "/work/proj"
 HOME = "/home/me"
@@ -73,6 +70,7 @@ def test_split_compound(command: str, parts: list[str] | None) -> None:
         "FOO=1 rm -r /var",
         "ls && rm -rf ~",
         "echo 'unbalanced",
+        "rm -rf a#b /",  # a # inside a word starts no comment
     ],
 )
 def test_critical_removals(command: str) -> None:
@@ -122,6 +120,7 @@ def test_commands_touching_protected_paths() -> None:
     assert protected.touched_by("cat .git/config", CWD)
     assert protected.touched_by("cp key --target-directory=/home/me/.ssh", CWD)
     assert protected.touched_by("echo 'open", CWD)
+    assert protected.touched_by("cat a#b ~/.ssh/id_rsa", CWD)
     assert not protected.touched_by("git commit -m 'fix .git handling'", CWD)
     assert not protected.touched_by("ls src", CWD)
 
@@ -198,6 +197,46 @@ def test_every_part_of_a_compound_is_seen(commands: list[str], operator: str) ->
         ("git grep --open-files-in-pager=vim TODO", True),
         ("git grep -n TODO", False),
         ("sort --compress-program=gzip big.txt", True),
+        # a "#" inside a word hid every option after it
+        ("sort in.txt#x -o /tmp/out", True),
+        ("sort -t# -o /tmp/out in.txt", True),
+        ("git log --grep=a#b --output=/tmp/out", True),
+        ("git grep -e a#b -O'touch x;true'", True),
+        # what the shell would still expand into an option
+        ("sort ${U:--o} /tmp/x in.txt", True),
+        ("sort {-o,/tmp/x} in.txt", True),
+        ("sort $'-o' /tmp/x in.txt", True),
+        ('sort "$OPT" in.txt', True),
+        ("git log {--output=/tmp/x,-p}", True),
+        ("sort * ", True),
+        # clusters, values, "--"
+        ("git format-patch -ko /tmp/patches HEAD~1", True),
+        ("git grep -nO'touch x; true' hello", True),
+        ("uniq -c in.txt out.txt", True),
+        ("xxd -C in.bin out.hex", True),
+        ("sort -T -- -o /tmp/x in.txt", True),
+        ("rg -e -- --pre=./x pat", True),
+        # more of what reading programs reach
+        ("git ls-remote --upload-pack='touch x; git-upload-pack' .", True),
+        ("git clone -u ./evil repo", True),
+        ("find . -name '*.tmp' -delete", True),
+        ("find . -exec rm {} ;", True),
+        ("tree -R -H .", True),
+        # and what they do not
+        ("git ls-files -o --exclude-standard", False),
+        ("git grep -o foo", False),
+        ("git commit -o a.txt -m x", False),
+        ("git show -Oorder.txt HEAD", False),
+        ("git log @{u}..HEAD", False),
+        ("git -C sub log --oneline", False),
+        ("uniq < in.txt", False),
+        ("uniq in.txt 2>/dev/null", False),
+        ("xxd in.bin > /dev/null", False),
+        ("find . -name '*.py'", False),
+        ("sort -n -k2 data.txt", False),
+        ("sort -to data.txt", False),
+        ("rg -o 'fo+' src", False),
+        ("git log --oneline -- '*.py'", False),
     ],
 )
 def test_writes_or_runs(command: str, writes: bool) -> None:

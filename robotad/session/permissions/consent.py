@@ -28,7 +28,8 @@ from typing import Any, Final
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.patterns import escape_pattern_text, parse_rule, url_host
-from robotad.session.permissions.shell_text import RUNNERS, split_compound, writes_or_runs
+from robotad.session.permissions.program_options import writes_or_runs
+from robotad.session.permissions.shell_text import RUNNERS, split_compound
 
 __all__ = ["consent_pattern"]
 

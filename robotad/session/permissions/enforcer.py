@@ -78,12 +78,12 @@ from robotad.session.permissions.patterns import (
     parse_rule,
     parse_rules,
 )
+from robotad.session.permissions.program_options import writes_or_runs
 from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.permissions.shell_text import (
     command_spellings,
     rough_parts,
     split_compound,
-    writes_or_runs,
 )
 from robotad.tools.glob_pattern import split_anchor
 from robotad.tools.paths import canonical_path

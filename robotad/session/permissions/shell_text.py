@@ -10,12 +10,10 @@ Conservative, syntactic readings of command text (nothing here touches the files
   command or process substitution (``$(…)``, backticks, ``<(…)``), a here-document, or
   quoting this cannot read to its end has no reliable parts: `split_compound` returns None and
   no prefix allow rule admits it.
-- `writes_or_runs` finds an output redirection to a file (``>``, ``>>``, ``>|``, ``&>``,
-  ``2>``, ``<>`` to anything but ``/dev/null``, a terminal or a descriptor), or an option of a
-  program that mostly reads naming a file it writes or a program it runs (``git log
-  --output=F``, ``sort -o F``, ``tree -o F``, ``uniq IN OUT``, ``rg --pre CMD``, ``git grep
-  -O CMD``): a prefix allow rule admits no such part, since ``Bash(echo:*)`` must not admit
-  ``echo x >> ~/.bashrc`` nor ``Bash(git log:*)`` ``git log --output=~/.bashrc``.
+- `redirects_to_file` finds an output redirection to a file (``>``, ``>>``, ``>|``, ``&>``,
+  ``2>``, ``<>`` to anything but ``/dev/null``, a terminal or a descriptor): with what a
+  program's options reach (`program_options.writes_or_runs`), a prefix allow rule admits no
+  such part, since ``Bash(echo:*)`` must not admit ``echo x >> ~/.bashrc``.
 - `command_spellings` and `rough_parts` give the other spellings that may run a program —
   ``(rm x)``, ``\\rm x``, ``/bin/rm x``, ``FOO=1 rm x``, ``then rm x``, ``timeout -s KILL 5 rm
   x``, ``sh -c 'rm x'``, ``echo $(rm x)`` all also read ``rm x`` — so a deny or ask rule sees
@@ -38,7 +36,6 @@ __all__ = [
     "redirects_to_file",
     "rough_parts",
     "split_compound",
-    "writes_or_runs",
 ]
 
 #: Words before a program that run it (with options of their own).
@@ -145,6 +142,7 @@ def command_words(command: str) -> list[str] | None:
     None when the quoting is unbalanced."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()")
     lexer.whitespace_split = True
+    lexer.commenters = ""  # a shell comment starts a word, never inside one (``a#b``)
     try:
         return list(lexer)
     except ValueError:
@@ -155,13 +153,6 @@ def command_words(command: str) -> list[str] | None:
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _DESCRIPTOR = re.compile(r"[0-9]*-?\Z")
 _WORD_END = frozenset(" \t\n;&|<>()")
-
-
-def writes_or_runs(command: str) -> bool:
-    """Whether the simple command `command` writes a file it names, by an output redirection
-    (`redirects_to_file`) or by an option of its program, or runs a program an option names
-    (`_RISKY_OPTIONS`): what a prefix rule for the program cannot have meant to admit."""
-    return redirects_to_file(command) or _risky_option(command)
 
 
 def redirects_to_file(command: str) -> bool:
@@ -210,75 +201,6 @@ def redirects_to_file(command: str) -> bool:
             continue
         i += 1
     return False
-
-
-#: Programs people approve as readers whose options name a file they write or a program
-#: they run: the long options (``--output=F`` and ``--output F``, any abbreviation GNU and git
-#: accept) and the short letters (alone, ``-oF``, or in a cluster ``-uo F``). git's short
-#: letters count only first in their word (``-o DIR``: ``format-patch``'s folder;
-#: ``-O<pager>``: ``grep``'s pager, a program), its long ones for every subcommand (``git
-#: log``, ``git diff``, ``git show`` all take ``--output``). Programs that write the files
-#: they are given (``cp``, ``tee``, ``sed -i``) are never remembered as families (see
-#: `consent`); a rule naming them is the user's own.
-_RISKY_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "git": (("--output", "--output-directory", "--open-files-in-pager"), "oO"),
-    "sort": (("--output", "--compress-program"), "o"),
-    "shuf": (("--output",), "o"),
-    "iconv": (("--output",), "o"),
-    "tree": ((), "o"),
-    "rg": (("--pre", "--hostname-bin"), ""),
-}
-#: Programs whose second operand is the file they write (``uniq IN OUT``, ``xxd IN OUT``).
-_SECOND_OPERAND_WRITES = frozenset({"uniq", "xxd"})
-#: Options of those programs that take a value as the next word, so it is no operand.
-_VALUED_OPTIONS = frozenset({"-f", "-s", "-w", "-c", "-g", "-l", "-o", "-n", "-C"})
-
-
-def _risky_option(command: str) -> bool:
-    """Whether the program of the simple command `command` is one of `_RISKY_OPTIONS` given
-    one of its risky options, or one of `_SECOND_OPERAND_WRITES` given a file to write.
-    Unreadable quoting counts as risky."""
-    words = command_words(command)
-    if words is None:
-        return True
-    if not words:
-        return False
-    program = posixpath.basename(words[0])
-    arguments = words[1:]
-    if program in _SECOND_OPERAND_WRITES:
-        return _second_operand(arguments)
-    options = _RISKY_OPTIONS.get(program)
-    if options is None:
-        return False
-    long_options, letters = options
-    for word in arguments:
-        if word == "--":
-            return False
-        if word.startswith("--"):
-            name = word[2:].partition("=")[0]
-            if name and any(option[2:].startswith(name) for option in long_options):
-                return True
-        elif word.startswith("-") and len(word) > 1:
-            cluster = word[1:]
-            if program == "git":
-                cluster = cluster[:1]  # -oDIR, -O<pager>; a later letter is another option's
-            if any(letter in cluster for letter in letters):
-                return True
-    return False
-
-
-def _second_operand(arguments: list[str]) -> bool:
-    """Whether `arguments` (after ``uniq`` or ``xxd``) hold two operands: the second is written."""
-    operands = 0
-    skip = False
-    for word in arguments:
-        if skip:
-            skip = False
-        elif word in _VALUED_OPTIONS:
-            skip = True
-        elif word == "-" or not word.startswith("-"):
-            operands += 1
-    return operands >= 2
 
 
 def _arithmetic_end(command: str, i: int) -> int:
