@@ -362,6 +362,24 @@ def test_an_ask_rule_that_asked_for_the_search_withholds_nothing_it_found(
     assert deny.withholds("Grep", str(tmp_path / "secret" / "key"), str(tmp_path))
 
 
+@pytest.mark.parametrize(
+    "rules",
+    [
+        ["Grep", "Read(secret/**)"],
+        ["Grep(/**)", "Grep(secret/**)"],
+        ["Grep(secret/**)", "Grep(/**)"],
+    ],
+)
+def test_an_ask_rule_that_did_not_ask_for_the_search_still_withholds(
+    tmp_path: Path, rules: list[str]
+) -> None:
+    """Only the first ask rule catching a file was compared: a bare ``Grep`` let a file
+    ``Read(secret/**)`` asks about through unasked, and two rules' order decided."""
+    gate = enforcer(tmp_path, rules={"ask": rules})
+    assert gate.withholds("Grep", str(tmp_path / "secret" / "key"), str(tmp_path))
+    assert not gate.withholds("Grep", str(tmp_path / "src" / "app.py"), str(tmp_path))
+
+
 @pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
 @pytest.mark.parametrize("kind", ["deny", "ask"])
 def test_a_grep_naming_a_file_read_may_not_show_is_denied(

@@ -206,6 +206,8 @@ class PermissionEnforcer:
         self._denials: collections.deque[Denial] = collections.deque(maxlen=denial_limit)
         # Rules compiled per (tool, profile), rebuilt after any rule is added.
         self._groups: dict[tuple[str, ToolProfile | None], dict[RuleKind, _RuleGroup]] = {}
+        #: `_asked_for`'s answers, by (tool, searched folder); cleared when a rule is added.
+        self._asked_roots: dict[tuple[str, str], set[str]] = {}
         issues: list[Issue] = []
         self._rules: dict[RuleKind, list[Rule]] = {kind: [] for kind in RULE_KINDS}
         for kind in RULE_KINDS:
@@ -318,6 +320,7 @@ class PermissionEnforcer:
         if all(existing.text != rule.text for existing in self._rules[kind]):
             self._rules[kind].append(rule)
             self._groups.clear()
+            self._asked_roots.clear()
 
     # -- denials -----------------------------------------------------------------------------
 
@@ -407,9 +410,9 @@ class PermissionEnforcer:
     def withholds(self, tool_name: str, path: str, root: str) -> bool:
         """Whether a search by `tool_name` (Grep walking the folder `root`) must skip the file
         `path`: one a deny rule of `tool_name` or of ``Read`` covers (in every mode: rules
-        come first); one an ask rule of either covers, unless that rule covers `root` too (it
-        asked before the search began: ``Grep`` asks for every search, and an approved one
-        shows what it found); or a protected secret (§10.7) in any mode but
+        come first); one an ask rule of either covers, unless every such rule covers `root`
+        too (they asked before the search began: ``Grep`` asks for every search, and an
+        approved one shows what it found); or a protected secret (§10.7) in any mode but
         bypassPermissions, unless an allow rule names it. Reads rules only; safe to call
         from the search's worker thread."""
         profile = self._profiles.get(tool_name)
@@ -418,12 +421,9 @@ class PermissionEnforcer:
         call = _Call(self, tool_name, profile, {profile.argument_key: path})
         if call.caught_by("deny") is not None or self._read_rule_of(path, "deny", tool_name):
             return True
-        asking = call.caught_by("ask") or self._read_rule_of(path, "ask", tool_name)
-        if asking is not None:
-            searched = _Call(self, tool_name, profile, {profile.argument_key: root})
-            asked = searched.caught_by("ask"), self._read_rule_of(root, "ask", tool_name)
-            if asking not in asked:
-                return True
+        asking = self._asking(call, tool_name)
+        if asking and not asking <= self._asked_for(tool_name, profile, root):
+            return True
         if self._mode == "bypassPermissions" or call.sensitive() is None:
             return False
         rule = call.admitted()
@@ -439,6 +439,29 @@ class PermissionEnforcer:
             _Call(self, tool_name, profile, {profile.argument_key: path}).caught_by("deny")
             is not None
         )
+
+    def _asking(self, call: _Call, tool_name: str) -> set[str]:
+        """Every ask rule of `tool_name` or of ``Read`` that catches `call` (by text)."""
+        asking = {rule.text for rule in call.caught_all("ask")}
+        read = self._profiles.get(_READ_TOOL)
+        if tool_name != _READ_TOOL and read is not None and read.argument_key is not None:
+            for path in call.paths:
+                reading = _Call(self, _READ_TOOL, read, {read.argument_key: path})
+                asking |= {rule.text for rule in reading.caught_all("ask")}
+        return asking
+
+    def _asked_for(self, tool_name: str, profile: ToolProfile, root: str) -> set[str]:
+        """The ask rules a search of `root` by `tool_name` asked under, kept per root until
+        the rules change (a folder search asks this for every file it opens)."""
+        key = (tool_name, root)
+        asked = self._asked_roots.get(key)
+        if asked is None:
+            argument = {profile.argument_key or "path": root}
+            asked = self._asking(_Call(self, tool_name, profile, argument), tool_name)
+            if len(self._asked_roots) >= _ASKED_ROOTS_KEPT:
+                self._asked_roots.clear()
+            self._asked_roots[key] = asked
+        return asked
 
     def _read_rule(self, call: _Call, kind: Literal["deny", "ask"]) -> Rule | None:
         """The `kind` rule of ``Read`` that covers the path `call` reads (as written, or its
@@ -498,12 +521,17 @@ def _names_path(rule: Rule) -> bool:
     return rule.scoped and any(piece not in (WILDCARD, "/") for piece in rule.pieces)
 
 
+#: Searched folders whose ask rules `withholds` keeps at once (a search asks about one).
+_ASKED_ROOTS_KEPT = 64
+
+
 class _RuleGroup:
     """The rules of one kind that apply to one tool, compiled for its profile. All regex
     rules are also joined into one alternation, so a value no rule matches costs one scan."""
 
     def __init__(self, rules: Sequence[Rule], compile_one: Callable[[Rule], Matcher]) -> None:
-        self.bare = next((rule for rule in rules if not rule.scoped), None)
+        self.bares = [rule for rule in rules if not rule.scoped]
+        self.bare = self.bares[0] if self.bares else None
         self.matchers = [compile_one(rule) for rule in rules if rule.scoped]
         self.exact = [
             m for m in self.matchers if m.rule.form == "glob" and WILDCARD not in m.rule.pieces
@@ -557,6 +585,15 @@ class _Call:
             pieces = [*(self.parts or [self.value]), *rough_parts(self.value)]
             for piece in dict.fromkeys(pieces):
                 self.respelled.extend([piece, *command_spellings(piece)])
+
+    def caught_all(self, kind: RuleKind) -> list[Rule]:
+        """Every rule of `kind` catching any spelling or any part of the call."""
+        group = self.groups[kind]
+        caught = list(group.bares)
+        if self.value is not None:
+            for spelling in self.paths or [self.value, *(self.parts or ()), *self.respelled]:
+                caught.extend(m.rule for m in group.matchers if m.matches(spelling))
+        return caught
 
     def caught_by(self, kind: RuleKind) -> Rule | None:
         """The first deny/ask rule catching any spelling or any part of the call."""
