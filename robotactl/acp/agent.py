@@ -76,6 +76,15 @@ _event_decoder = msgspec.json.Decoder(SessionEvent)
 _LARGEST_PROMPT = DEFAULT_MAX_FRAME_BYTES - 2**20
 
 
+def _encoded_size(text: str) -> int:
+    """How many bytes `text` takes in robotad's request: JSON-escaped (a quote, a backslash or
+    a newline takes two bytes, a control character six), not its UTF-8 length."""
+    try:
+        return len(msgspec.json.encode(text))
+    except UnicodeEncodeError:  # a lone surrogate: at most six bytes a character, escaped
+        return 6 * len(text)
+
+
 class AcpAgent:
     """Serves one editor over `editor` (bound later) with robotad at `robotad`; forwarders
     run in `nursery`."""
@@ -234,7 +243,7 @@ class AcpAgent:
 
     async def prompt(self, params: PromptParams, ctx: CallContext) -> PromptResult:
         text = prompt_text(params.prompt)
-        if len(text.encode("utf-8", "surrogatepass")) > _LARGEST_PROMPT:
+        if _encoded_size(text) > _LARGEST_PROMPT:
             # robotad would close this agent's connection on a message over its limit.
             raise InvalidParams(
                 [

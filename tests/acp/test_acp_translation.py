@@ -349,7 +349,10 @@ async def test_a_prompt_robotad_would_not_take_is_refused_before_it_is_sent() ->
 
     agent = AcpAgent(SessionDefaults())
     huge = [{"type": "text", "text": "x" * (15 * 2**20 + 1)}]
-    with pytest.raises(InvalidParams) as refused:
-        await agent.prompt(PromptParams("s1", huge), None)  # type: ignore[arg-type]
-    assert refused.value.issues[0]["path"] == "$.prompt"
-    assert "more than robotad takes" in refused.value.issues[0]["message"]
+    # 12 MiB of text, 19 MiB once JSON-escaped: robotad counts the escaped request
+    escaped = [{"type": "text", "text": '{"k": "v"}\n' * (12 * 2**20 // 11)}]
+    for prompt in (huge, escaped):
+        with pytest.raises(InvalidParams) as refused:
+            await agent.prompt(PromptParams("s1", prompt), None)  # type: ignore[arg-type]
+        assert refused.value.issues[0]["path"] == "$.prompt"
+        assert "more than robotad takes" in refused.value.issues[0]["message"]
