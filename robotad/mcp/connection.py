@@ -56,13 +56,15 @@ _STAND_IN: Final = "Server returned an error response"
 
 
 class _HttpRefusals:
-    """The last refusal (status 400 and up) an HTTP server answered with."""
+    """The last refusal (status 400 and up) an HTTP server answered a POST with: the SDK's
+    stand-in follows the refused POST of its own request. Its GET event stream (refused 405
+    by many servers, and retried) and its DELETE at close are not what a call is told."""
 
     def __init__(self) -> None:
         self.last: tuple[int, str] | None = None
 
     async def on_response(self, response: Any) -> None:
-        if response.status_code >= 400:
+        if response.status_code >= 400 and response.request.method == "POST":
             self.last = (response.status_code, response.reason_phrase)
 
     def explain(self, exc: MCPError) -> str | None:

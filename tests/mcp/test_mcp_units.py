@@ -609,3 +609,27 @@ async def test_an_http_server_that_refuses_is_named_by_its_status(path: str, rea
         server.shutdown()
         server.server_close()
     assert str(refused.value).startswith(reason)
+
+
+async def test_only_a_refused_post_explains_a_failure() -> None:
+    """The GET event stream's 405 (many servers refuse it) or the DELETE at close could be
+    told as a call's refusal: only POSTs, which carry requests, count."""
+    from types import SimpleNamespace
+
+    from mcp.shared.exceptions import MCPError
+
+    from robotad.mcp.connection import _STAND_IN, _HttpRefusals
+
+    def response(method: str, status: int, phrase: str) -> SimpleNamespace:
+        request = SimpleNamespace(method=method)
+        return SimpleNamespace(status_code=status, reason_phrase=phrase, request=request)
+
+    refusals = _HttpRefusals()
+    stand_in = MCPError(-32603, _STAND_IN)
+    await refusals.on_response(response("GET", 405, "Method Not Allowed"))
+    await refusals.on_response(response("DELETE", 404, "Not Found"))
+    assert refusals.explain(stand_in) is None
+    await refusals.on_response(response("POST", 401, "Unauthorized"))
+    await refusals.on_response(response("GET", 405, "Method Not Allowed"))
+    assert (refusals.explain(stand_in) or "").startswith("HTTP 401 Unauthorized")
+    assert refusals.explain(MCPError(-32603, "another message")) is None
