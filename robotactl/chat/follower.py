@@ -40,6 +40,7 @@ from protocol.events import (
     TurnFinished,
     TurnStarted,
 )
+from protocol.jsonrpc import ConnectionLost, MalformedResponse
 from protocol.methods import HistoryResult, SubscribeResult
 from robotactl.chat.render import Renderer, describe_call
 from robotactl.chat.screen import Screen
@@ -51,8 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["EventFollower"]
 
 _decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent)
-#: How far back from the history's end a denied call's assistant message is looked for.
-_CALL_LOOKBACK = 50
+#: How far back from the history's end a denied call's assistant message is looked for: it
+#: is the latest assistant message, behind at most the results of its calls decided before.
+_CALL_LOOKBACK = 20
 
 
 class EventFollower:
@@ -110,8 +112,10 @@ class EventFollower:
             self.apply(event)
             if (denied := self._denied_unseen) is not None:
                 self._denied_unseen = None
+                session_id = self.state.session_id
                 denied.arguments = await self._arguments_of(denied.call_id)
-                self.screen.print(self.renderer.tool_line(denied))
+                if self.state.session_id == session_id:  # not switched away meanwhile
+                    self.screen.print(self.renderer.tool_line(denied))
             self.screen.refresh()
 
     def apply(self, event: Any) -> None:
@@ -194,7 +198,8 @@ class EventFollower:
         the history before any of its calls is decided. Empty when it cannot be read."""
         assert self.peer is not None
         session = {"sessionId": self.state.session_id}
-        with contextlib.suppress(RpcError, trio.BrokenResourceError):
+        gone = (ConnectionLost, MalformedResponse, trio.BrokenResourceError)
+        with contextlib.suppress(RpcError, *gone):
             total = (
                 await self.peer.request(
                     "session/history", {**session, "limit": 0}, result_type=HistoryResult

@@ -67,7 +67,8 @@ def mcp(options: ClientOptions, session_id: str | None, list_tools: bool) -> Non
         for server in servers:
             tools = server.get("tools") or []
             options.output.line("")
-            options.output.line(f"{server.get('name', '?')} ({len(tools)} tools):")
+            count = f"{len(tools)} tool{'' if len(tools) == 1 else 's'}"
+            options.output.line(f"{server.get('name', '?')} ({count}):")
             for tool in tools:
                 options.output.line(f"  {tool}")
 
@@ -97,6 +98,8 @@ def tools_cell(server: str, tools: Sequence[str]) -> str:
     names = [tool.removeprefix(prefix) for tool in tools]
     if not names:
         return "-"
+    if len(", ".join(names)) <= TOOLS_WIDTH:
+        return ", ".join(names)
     shown: list[str] = []
     for index, name in enumerate(names):
         rest = len(names) - index - 1

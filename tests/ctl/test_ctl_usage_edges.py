@@ -226,3 +226,5 @@ def test_the_mcp_table_names_as_many_tools_as_fit_and_counts_the_rest() -> None:
     assert cell.endswith(f"(+{len(many) - len(shown)} more)")
     assert tools_cell("every", many[:2]) == "echo, add"
     assert tools_cell("every", []) == "-"
+    fits = ["a" * 20, "b" * 20, "c"]  # the count of one more would not have fitted
+    assert tools_cell("every", fits) == ", ".join(fits)
