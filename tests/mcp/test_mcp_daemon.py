@@ -159,37 +159,29 @@ def test_robotactl_mcp_lists_servers(daemon: RunningDaemon) -> None:
     mcp/list result."""
     base = [sys.executable, "-m", "robotactl", "--socket", str(daemon.socket_path)]
     env = {**daemon.home.environment()}
-    table = subprocess.run(
-        [*base, "mcp"], capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env, cwd=REPO
-    )
-    assert table.returncode == 0, table.stderr
-    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+
+    def ctl(*args: str) -> str:
+        done = subprocess.run(
+            [*base, *args],
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT,
+            env=env,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    rows = {line.split()[0]: line for line in ctl("mcp").splitlines()[1:]}
     assert "ready" in rows["every"]
     assert "echo" in rows["every"]
     assert "mcp__every__" not in rows["every"]  # the prefix is the server's name
     assert re.search(r"… \(\+[0-9]+ more\)", rows["every"])  # server-everything has many
     assert "failed" in rows["silent"]
     assert "did not finish starting" in rows["silent"]
-    listed = subprocess.run(
-        [*base, "mcp", "--tools"],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
-        env=env,
-        cwd=REPO,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert "\n  mcp__every__echo\n" in listed.stdout
-    as_json = subprocess.run(
-        [*base, "--json", "mcp"],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
-        env=env,
-        cwd=REPO,
-    )
-    assert as_json.returncode == 0, as_json.stderr
-    names = {entry["name"] for entry in json.loads(as_json.stdout)["servers"]}
+    assert "\n  mcp__every__echo\n" in ctl("mcp", "--tools")
+    as_json = ctl("--json", "mcp")
+    names = {entry["name"] for entry in json.loads(as_json)["servers"]}
     assert {"every", "slow", "files", "silent", "garbage", "off"} <= names
 
 
