@@ -43,7 +43,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, overload
 
@@ -123,6 +123,10 @@ class Route:
     #: of the members taken out, so a check that depends on one of them can hold back — so one
     #: -32602 lists every problem (PROTOCOL §2).
     more_issues: Callable[[Any, frozenset[str]], list[Issue]] | None = None
+    #: A valid value for each required member `more_issues` may stand in for when that member
+    #: is at fault (``{"cwd": "/"}``), so its checks still run on the rest; issues at a
+    #: stood-in member are dropped.
+    stand_ins: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Router:
@@ -139,6 +143,7 @@ class Router:
         *,
         inline: bool = False,
         more_issues: Callable[[P, frozenset[str]], list[Issue]] | None = None,
+        stand_ins: Mapping[str, Any] | None = None,
     ) -> Callable[
         [Callable[[P, CallContext], Awaitable[R]]], Callable[[P, CallContext], Awaitable[R]]
     ]:
@@ -146,13 +151,21 @@ class Router:
 
         ``inline=True`` answers in the reader task: only for handlers that never wait on
         anything slow, since the connection reads nothing else meanwhile. `more_issues`: the
-        handler's own checks as a quick, side-effect-free function (see `Route`).
+        handler's own checks as a quick, side-effect-free function, and `stand_ins` what they
+        may run with for a required member at fault (see `Route`).
         """
 
         def register(
             handler: Callable[[P, CallContext], Awaitable[R]],
         ) -> Callable[[P, CallContext], Awaitable[R]]:
-            self.add(name, params_type, handler, inline=inline, more_issues=more_issues)
+            self.add(
+                name,
+                params_type,
+                handler,
+                inline=inline,
+                more_issues=more_issues,
+                stand_ins=stand_ins,
+            )
             return handler
 
         return register
@@ -165,6 +178,7 @@ class Router:
         *,
         inline: bool = False,
         more_issues: Callable[[Any, frozenset[str]], list[Issue]] | None = None,
+        stand_ins: Mapping[str, Any] | None = None,
     ) -> None:
         """Register `handler` for `name`; a name may be registered once."""
         if name in self._routes:
@@ -172,7 +186,9 @@ class Router:
         if name == CANCEL_METHOD:
             raise ValueError(f"{CANCEL_METHOD} is handled by the peer itself")
         decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(params_type)
-        self._routes[name] = Route(name, params_type, handler, inline, decoder, more_issues)
+        self._routes[name] = Route(
+            name, params_type, handler, inline, decoder, more_issues, dict(stand_ins or {})
+        )
 
     def get(self, name: str) -> Route | None:
         return self._routes.get(name)
@@ -666,7 +682,8 @@ def _decode_params(route: Route, params: msgspec.Raw | None) -> Any:
 
 def _more_issues(route: Route, data: bytes, issues: list[Issue]) -> list[Issue]:
     """The route's own issues of what is left of refused params once every member at fault
-    is taken out (nothing when a required member is at fault, or nothing is checked)."""
+    is taken out, a required one replaced by its stand-in (nothing when a required member
+    without a stand-in is at fault, or nothing is checked)."""
     if route.more_issues is None:
         return []
     try:
@@ -680,6 +697,9 @@ def _more_issues(route: Route, data: bytes, issues: list[Issue]) -> list[Issue]:
         return []
     at_fault = frozenset(name for name in faulty if name is not None)
     kept = {key: value for key, value in params.items() if key not in at_fault}
+    for name in at_fault:
+        if name in route.stand_ins:
+            kept[name] = route.stand_ins[name]
     try:
         value = msgspec.convert(kept, route.params_type)
     except msgspec.ValidationError:

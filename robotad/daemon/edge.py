@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from protocol.errors import InvalidParams, Issue
@@ -49,8 +49,11 @@ class DomainEdge:
         *,
         inline: bool = False,
         more_issues: Callable[[P, frozenset[str]], list[Issue]] | None = None,
+        stand_ins: Mapping[str, Any] | None = None,
     ) -> Callable[[Handler[P, R]], Handler[P, R]]:
-        register = self._router.method(name, params_type, inline=inline, more_issues=more_issues)
+        register = self._router.method(
+            name, params_type, inline=inline, more_issues=more_issues, stand_ins=stand_ins
+        )
 
         def wrap(handler: Handler[P, R]) -> Handler[P, R]:
             @functools.wraps(handler)

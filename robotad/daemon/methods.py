@@ -75,7 +75,12 @@ def _register_lifecycle(edge: DomainEdge, ops: SessionOperations) -> None:
     """``session/create``, ``open``, ``get``, ``list``, ``close``, ``fork``, ``delete``."""
     manager = ops.manager
 
-    @edge.method("session/create", CreateParams, more_issues=manager.assembler.create_issues)
+    @edge.method(
+        "session/create",
+        CreateParams,
+        more_issues=manager.assembler.create_issues,
+        stand_ins={"cwd": "/"},  # a cwd at fault still lets the patterns be judged
+    )
     async def create(params: CreateParams, ctx: CallContext) -> SessionInfo:
         return await ops.create(params)
 

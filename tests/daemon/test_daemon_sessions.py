@@ -170,15 +170,17 @@ async def test_cwd_must_be_an_absolute_existing_directory(
     assert [i["path"] for i in missing.value.issues] == ["$.cwd"]
 
 
+@pytest.mark.parametrize("cwd", ["missing", 5, None])
 async def test_every_malformed_pattern_is_listed_in_one_refusal(
-    daemon: RunningDaemon, tmp_path: Path
+    daemon: RunningDaemon, tmp_path: Path, cwd: str | int | None
 ) -> None:
     """G-108, G-215: one -32602 lists every malformed pattern (and every other bad param)
-    with its own path — a member of the wrong shape besides (``maxRounds: 0``, ``model: 7``)
-    does not hide the others — and no session is created."""
+    with its own path — a member of the wrong shape besides (``maxRounds: 0``, ``model: 7``,
+    even the required ``cwd: 5``, or no cwd at all) does not hide the others — and no session
+    is created."""
     before = snapshot_files(daemon)
-    params = {
-        "cwd": str(tmp_path / "missing"),
+    params: dict[str, object] = {
+        "cwd": str(tmp_path / "missing") if cwd == "missing" else cwd,
         "sessionId": "never-made",
         "maxRounds": 0,
         "model": 7,
@@ -188,6 +190,8 @@ async def test_every_malformed_pattern_is_listed_in_one_refusal(
             "deny": ["WebFetch(domain:)", "Read()"],
         },
     }
+    if cwd is None:
+        del params["cwd"]
     with trio.fail_after(IO_TIMEOUT):
         async with connect(daemon) as client:
             with pytest.raises(InvalidParams) as refused:
