@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
 import trio
 
 from tests.system.daemon_process import DaemonProcess, daemon_home, soak_scale
@@ -38,6 +39,7 @@ def crash_seed() -> int:
     return int(configured) if configured else random.randrange(2**32)
 
 
+@pytest.mark.timeout(CRASH_TIMEOUT["full"] + 120)  # the default 120 s is for one test, not a soak
 async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing() -> None:
     """G-007, G-075, G-088, G-094: see the module docstring."""
     scale = soak_scale()

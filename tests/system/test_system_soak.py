@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from tests.system.daemon_process import DaemonProcess, daemon_home, soak_scale
@@ -45,6 +46,7 @@ def summary(stats: SoakStats) -> str:
     )
 
 
+@pytest.mark.timeout(SOAK_TIMEOUT["full"] + 120)  # the default 120 s cut `make soak` short
 async def test_soak_many_clients_shared_sessions_with_approvals() -> None:
     """G-010, G-073, G-076, G-084, G-145, G-151: see the module docstring."""
     scale = soak_scale()
