@@ -54,7 +54,7 @@ import collections
 import contextlib
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -542,11 +542,16 @@ class _RuleGroup:
 
     def first(self, value: str) -> Rule | None:
         """The first argument-scoped rule matching `value`."""
+        return next(self.matching(value), None)
+
+    def matching(self, value: str) -> Iterator[Rule]:
+        """Every argument-scoped rule matching `value`, in order (none after one scan of the
+        joined alternation when no rule can)."""
         if not self.has_domains and (
             self.any_regex is None or self.any_regex.fullmatch(value) is None
         ):
-            return None
-        return next((m.rule for m in self.matchers if m.matches(value)), None)
+            return iter(())
+        return (m.rule for m in self.matchers if m.matches(value))
 
 
 class _Call:
@@ -592,7 +597,7 @@ class _Call:
         caught = list(group.bares)
         if self.value is not None:
             for spelling in self.paths or [self.value, *(self.parts or ()), *self.respelled]:
-                caught.extend(m.rule for m in group.matchers if m.matches(spelling))
+                caught.extend(group.matching(spelling))
         return caught
 
     def caught_by(self, kind: RuleKind) -> Rule | None:
