@@ -8,7 +8,11 @@ written:
 - every message id names one fork point (`robotad.daemon.fork.message_id_issues`, the rule
   ``session/fork`` applies), so no import becomes a session that fork calls corrupt;
 - a message's ``metadata.usage``, when present, is a `Usage` — token counts that are not
-  negative — so the context figures never show a negative ``usedTokens``.
+  negative — so the context figures never show a negative ``usedTokens``;
+- every tool message answers a call an earlier assistant message made and no tool message
+  answered yet: a result of no call, one before its call or a second one for a call is a
+  history every provider refuses, so each later turn of the session would fail. (A call
+  without its result is fine: the next prompt closes it, `close_unheld_round`.)
 
 A stored session is not held to these: it loads as it is, a usage that is no `Usage` ignored.
 """
@@ -22,13 +26,14 @@ from protocol.shapes import Message, Usage
 from protocol.validate import ValidationFailed, convert
 from robotad.daemon.fork import message_id_issues
 
-__all__ = ["require_importable", "usage_issues"]
+__all__ = ["require_importable", "tool_result_issues", "usage_issues"]
 
 
 def require_importable(history: Sequence[Message], root: str) -> None:
     """`InvalidParams` listing every issue of `history` (the record under `root`) that the
     module doc names; nothing when it has none."""
     issues = message_id_issues(history, root) + usage_issues(history, root)
+    issues += tool_result_issues(history, root)
     if issues:
         issues.sort(key=lambda issue: _position(issue["path"], root))
         raise InvalidParams(issues)
@@ -46,6 +51,34 @@ def usage_issues(history: Sequence[Message], root: str) -> list[Issue]:
         except ValidationFailed as exc:
             where = f"{root}.messages[{index}].metadata.usage"
             issues += [{"path": where + i["path"][1:], "message": i["message"]} for i in exc.issues]
+    return issues
+
+
+def tool_result_issues(history: Sequence[Message], root: str) -> list[Issue]:
+    """An issue for each tool message that answers no open call (see the module doc),
+    located at its ``toolCallId``."""
+    issues: list[Issue] = []
+    open_calls: set[str] = set()
+    answered: set[str] = set()
+    for index, message in enumerate(history):
+        if message.role == "assistant" and message.tool_calls:
+            for call in message.tool_calls:
+                open_calls.add(call.id)
+                answered.discard(call.id)
+        if message.role != "tool":
+            continue
+        call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else None
+        if call_id is not None and call_id in open_calls:
+            open_calls.discard(call_id)
+            answered.add(call_id)
+            continue
+        if call_id is None:
+            reason = "is missing: a tool message answers one call of an earlier assistant message"
+        elif call_id in answered:
+            reason = f"answers the call {call_id!r} a second time"
+        else:
+            reason = f"answers no call of an earlier assistant message (no call {call_id!r})"
+        issues.append({"path": f"{root}.messages[{index}].toolCallId", "message": reason})
     return issues
 
 

@@ -36,6 +36,7 @@ from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
 from robotad.storage.handoff import run_blocking
 from robotad.storage.journal import FileExecutionJournal
+from robotad.storage.record import SessionRecord
 from robotad.storage.store import FileSessionStore
 
 __all__ = [
@@ -114,15 +115,20 @@ class RecordWriter:
         """Record that the stored record already holds `snapshot`'s state."""
         self._saved = _digest(snapshot)
 
+    def record_of(self, snapshot: SessionSnapshot, *, updated_at: str) -> SessionRecord:
+        """The record `snapshot` stands for: what a save writes and an export shows."""
+        record = snapshot.to_record(created_at=self.created_at, updated_at=updated_at)
+        if self.mcp_servers is not UNSET:
+            settings = msgspec.structs.replace(record.settings, mcp_servers=self.mcp_servers)
+            record = msgspec.structs.replace(record, settings=settings)
+        return record
+
     async def save(self, snapshot: SessionSnapshot) -> None:
         """Persist the session-owned members durably; raises when the store refuses."""
         digest = _digest(snapshot)
         if digest == self._saved:
             return
-        record = snapshot.to_record(created_at=self.created_at, updated_at=iso_now())
-        if self.mcp_servers is not UNSET:
-            settings = msgspec.structs.replace(record.settings, mcp_servers=self.mcp_servers)
-            record = msgspec.structs.replace(record, settings=settings)
+        record = self.record_of(snapshot, updated_at=iso_now())
         written = await run_blocking(self._store.save, record)
         self.updated_at = written.updated_at
         self._saved = digest

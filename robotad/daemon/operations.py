@@ -391,8 +391,8 @@ class SessionOperations:
         record = await self.manager.stored_record(session_id)
         live = self.manager.loaded(session_id)
         if live is not None:
-            fresh = live.session.snapshot().to_record(
-                created_at=record.created_at, updated_at=live.writer.updated_at
+            fresh = live.writer.record_of(
+                live.session.snapshot(), updated_at=live.writer.updated_at
             )
             owned = {name: getattr(fresh, name) for name in SESSION_OWNED}
             record = msgspec.structs.replace(record, **owned)

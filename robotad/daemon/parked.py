@@ -6,9 +6,12 @@ loaded or not, from the daemon's first moment. A loaded session says so itself
 
 - at start-up, before the daemon is ready, `scan` reads every session's journal folder
   (``journal/<id>/<execution>.jsonl``) without loading anything: a session waits when one of
-  its executions journaled an approval request and never finished. A journal that cannot be
+  its executions never finished and either journaled an approval request or started a tool's
+  effect that never finished (the daemon stopped while an approved tool ran: after the
+  restart that execution is pending with the call uncertain). A journal that cannot be
   decoded counts as waiting — corruption is never read as "nothing pending" — and a torn
-  final line (a write that never returned) is ignored, as the journal's own repair would;
+  final line (a write that never returned) is ignored, as the journal's own repair would. A
+  journal folder whose session has no record (removed by hand) is no session's and skipped;
 - when a session is unloaded, `note` records what its live session knew;
 - when a session is deleted, `discard` forgets it.
 
@@ -26,7 +29,12 @@ from pathlib import Path
 from robotad.storage.fsio import read_regular
 from robotad.storage.ids import is_safe_session_id
 from robotad.storage.journal import JournalCorrupt, decode_journal
-from robotad.storage.journal_records import FinishedRecord, RequestRecord
+from robotad.storage.journal_records import (
+    EffectFinishedRecord,
+    EffectStartedRecord,
+    FinishedRecord,
+    RequestRecord,
+)
 
 __all__ = ["ParkedSessions", "journal_waits"]
 
@@ -47,12 +55,15 @@ class ParkedSessions:
     def scan(self, state_dir: Path) -> None:
         """Blocking: learn every waiting session from the journals under `state_dir`."""
         root = Path(state_dir) / "journal"
+        records = Path(state_dir) / "sessions"
         try:
             entries = list(os.scandir(root))
         except (FileNotFoundError, NotADirectoryError):
             return
         for entry in entries:
             if not is_safe_session_id(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            if not os.path.lexists(records / f"{entry.name}.json"):
                 continue
             try:
                 waits = journal_waits(Path(entry.path))
@@ -80,8 +91,8 @@ class ParkedSessions:
 
 
 def journal_waits(folder: Path) -> bool:
-    """Blocking: whether any execution journaled in `folder` asked for approval and never
-    finished (or cannot be read: see the module docstring)."""
+    """Blocking: whether any execution journaled in `folder` never finished and asked for
+    approval or left an effect unfinished (or cannot be read: see the module docstring)."""
     for entry in os.scandir(folder):
         if not entry.name.endswith(_SUFFIX):
             continue
@@ -96,7 +107,10 @@ def journal_waits(folder: Path) -> bool:
             records = decode_journal(entry.name.removesuffix(_SUFFIX), complete)
         except JournalCorrupt:
             return True
-        asked = any(isinstance(record, RequestRecord) for record in records)
-        if asked and not any(isinstance(record, FinishedRecord) for record in records):
+        if any(isinstance(record, FinishedRecord) for record in records):
+            continue
+        started = {r.call_id for r in records if isinstance(r, EffectStartedRecord)}
+        finished = {r.call_id for r in records if isinstance(r, EffectFinishedRecord)}
+        if started - finished or any(isinstance(record, RequestRecord) for record in records):
             return True
     return False

@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 import trio
 
+from protocol.shapes import Message
 from robotad.daemon.parked import ParkedSessions, journal_waits
 from robotad.storage.journal_records import (
+    EffectFinishedRecord,
+    EffectStartedRecord,
     FinishedRecord,
     RequestRecord,
     StartedRecord,
@@ -91,22 +94,41 @@ def test_the_journal_scan(tmp_path: Path) -> None:
             status="completed",
         )
 
+    def effect(execution: str, *, done: bool) -> object:
+        if not done:
+            return EffectStartedRecord(
+                id=f"{execution}-e",
+                execution_id=execution,
+                timestamp="2026-12-01T00:00:00Z",
+                call_id="c",
+            )
+        return EffectFinishedRecord(
+            id=f"{execution}-d",
+            execution_id=execution,
+            timestamp="2026-12-01T00:00:00Z",
+            call_id="c",
+            message=Message.tool("c", "Bash", "done", ok=True),
+        )
+
     root = tmp_path / "journal"
     _journal(root / "settled", "x1", started("x1"), asked("x1"), finished("x1"))
     _journal(root / "quiet", "x2", started("x2"), tail=b'{"torn')
     _journal(root / "asking", "x3", started("x3"), asked("x3"), tail=b'{"torn')
     _journal(root / "damaged", "x4", started("x4"), tail=b"not json\n")
+    _journal(root / "running", "x5", started("x5"), effect("x5", done=False))
+    _journal(root / "ran", "x6", started("x6"), effect("x6", done=False), effect("x6", done=True))
+    _journal(root / "orphan", "x7", started("x7"), asked("x7"))
     (root / "..bad").mkdir()
-    assert [journal_waits(root / n) for n in ("settled", "quiet", "asking", "damaged")] == [
-        False,
-        False,
-        True,
-        True,
-    ]
+    names = ("settled", "quiet", "asking", "damaged", "running", "ran")
+    assert [journal_waits(root / n) for n in names] == [False, False, True, True, True, False]
+    (tmp_path / "sessions").mkdir()
+    for name in names:
+        (tmp_path / "sessions" / f"{name}.json").write_text("{}")
     parked = ParkedSessions()
     parked.scan(tmp_path)
-    assert {n for n in ("settled", "quiet", "asking", "damaged", "..bad") if n in parked} == {
+    assert {n for n in (*names, "orphan", "..bad") if n in parked} == {
         "asking",
         "damaged",
+        "running",
     }
-    assert parked.count_unloaded({"asking"}) == 1
+    assert parked.count_unloaded({"asking"}) == 2

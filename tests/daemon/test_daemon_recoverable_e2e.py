@@ -567,7 +567,9 @@ async def test_a_turn_cut_while_a_command_runs_without_approval_is_kept(
     the second running), the turn vanished: the record had never been saved with its open
     round, so the prompt, both calls and the finished result were gone, though the commands
     had run. Now the record holds the open round before anything runs, and recovery puts the
-    finished result back and lists the cut call as uncertain."""
+    finished result back and lists the cut call as uncertain; `session/list` and
+    `daemon/status` count the session waiting before anything loads it (the start-up scan
+    once counted only executions that asked a person)."""
     home = DaemonHome(tmp_path_factory.mktemp("cut-unasked"))
     effects = tmp_path / "effects.txt"
     started = tmp_path / "started.pid"
@@ -596,8 +598,13 @@ async def test_a_turn_cut_while_a_command_runs_without_approval_is_kept(
                     )
         assert lost
     async with connected(home) as client:
+        status = await client.call("daemon/status")
+        (row,) = (await client.call("session/list"))["sessions"]
         pending = await pending_of(client, session_id)
         messages = await history(client, session_id)
+    # PROTOCOL §10.2: waiting from the daemon's first moment, before anything loads it
+    assert status["sessions"] == {"loaded": 0, "running": 0, "waiting": 1}
+    assert (row["sessionId"], row["loaded"], row["waiting"]) == (session_id, False, True)
     assert lines(effects) == 1  # the first command ran; the second was cut before its echo
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[0]["content"] == "go"

@@ -140,6 +140,59 @@ async def test_an_import_whose_message_ids_name_no_fork_point_is_refused(
     assert session_files(daemon) == before
 
 
+async def test_an_import_whose_tool_results_answer_no_open_call_is_refused(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-032: a tool result that answers no call of an earlier assistant message (before
+    its call, a call never made, a call answered already) makes a history every provider
+    refuses, so each later turn would fail: -32602 at each such ``toolCallId``, nothing
+    written. Imported as it came before."""
+    glob = {"name": "Glob", "arguments": {"pattern": "*"}}
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create",
+                {"cwd": str(tmp_path), "script": [{"toolCalls": [glob]}, {"text": "done"}]},
+            )
+            await client.call("session/run", {"sessionId": info["sessionId"], "prompt": "go"})
+            artifact = (await client.call("session/export", {"sessionId": info["sessionId"]}))[
+                "artifact"
+            ]
+            before = session_files(daemon)
+            broken = json.loads(json.dumps(artifact))
+            user, call, result, reply = broken["record"]["messages"]
+            assert [m["role"] for m in (user, call, result, reply)] == [
+                "user",
+                "assistant",
+                "tool",
+                "assistant",
+            ]
+            early = {**result, "id": "early"}
+            again = {**result, "id": "again"}
+            stray = {**result, "id": "stray", "toolCallId": "call_nope"}
+            broken["record"]["messages"] = [user, early, call, result, again, stray, reply]
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": broken, "sessionId": "never"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "never"})
+    call_id = result["toolCallId"]
+    assert [(i["path"], i["message"]) for i in refused.value.issues] == [
+        (
+            "$.artifact.record.messages[1].toolCallId",
+            f"answers no call of an earlier assistant message (no call {call_id!r})",
+        ),
+        (
+            "$.artifact.record.messages[4].toolCallId",
+            f"answers the call {call_id!r} a second time",
+        ),
+        (
+            "$.artifact.record.messages[5].toolCallId",
+            "answers no call of an earlier assistant message (no call 'call_nope')",
+        ),
+    ]
+    assert session_files(daemon) == before
+
+
 async def test_negative_token_counts_are_refused_where_they_enter(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
@@ -290,3 +343,30 @@ async def test_prompt_history_outlives_records_and_never_rules_them(
     assert [e["prompt"] for e in damaged_search["entries"]] == ["walrus kept", "walrus gone"]
     assert [m["content"] for m in history["messages"]] == ["walrus kept", "echo: walrus kept"]
     assert prompts.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_loaded_sessions_export_keeps_its_mcp_servers(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-027: an export is lossless whether the session is loaded or not: a loaded session's
+    artifact carries the MCP servers it was created with, as the stored record does, so an
+    import of it gets them too."""
+    servers = [{"name": "m1", "command": "/bin/true", "env": {"K": "v"}}]
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            created = await client.call(
+                "session/create", {"cwd": str(tmp_path), "mcpServers": servers}
+            )
+            session_id = created["sessionId"]
+            await client.call("session/run", {"sessionId": session_id, "prompt": "hello"})
+            loaded = (await client.call("session/export", {"sessionId": session_id}))["artifact"]
+            await client.call("session/close", {"sessionId": session_id})
+            closed = (await client.call("session/export", {"sessionId": session_id}))["artifact"]
+            await client.call(
+                "session/import", {"artifact": loaded, "sessionId": f"{session_id}-copy"}
+            )
+            await client.call("session/close", {"sessionId": f"{session_id}-copy"})
+            copy = await client.call("session/export", {"sessionId": f"{session_id}-copy"})
+    assert loaded["record"]["settings"]["mcpServers"] == servers
+    assert loaded["record"] == closed["record"]
+    assert copy["artifact"]["record"]["settings"]["mcpServers"] == servers
