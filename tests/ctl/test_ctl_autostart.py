@@ -3,6 +3,7 @@ the deadline, and the lock that makes concurrent clients take turns."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -198,4 +199,9 @@ async def test_no_lock_without_a_private_directory(socket_dir: Path) -> None:
         autostart_lock(shared / "s", lock_timeout=0),
         autostart_lock(shared / "s", lock_timeout=0),
     ):
-        pass  # neither took a lock, so neither waited
+        # neither took a lock (the second would have raised): the folder is free to lock
+        fd = os.open(shared, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)

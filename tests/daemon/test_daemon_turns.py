@@ -47,8 +47,15 @@ async def test_run_waits_for_the_completed_turn(daemon: RunningDaemon, tmp_path:
             result = await client.call(
                 "session/run", {"sessionId": session_id, "prompt": "hi", "turnId": "t-1"}
             )
+            record = daemon.home.record_path(session_id)
+            stored = json.loads(record.read_bytes())["record"]  # read before anything else
             info = await client.call("session/get", {"sessionId": session_id})
             await client.wait_for_event(session_id, "turn_finished")
+    assert stored["turnCount"] == 1
+    assert [(m["role"], m["content"]) for m in stored["messages"]] == [
+        ("user", "hi"),
+        ("assistant", "hello world"),
+    ]
     assert result == {
         "turnId": "t-1",
         "status": "completed",
