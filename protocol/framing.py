@@ -251,11 +251,12 @@ def _content_length(section: bytes, limit: int) -> int:
         if length is not None:
             raise FramingError("Content-Length given twice")
         text = value.strip()
-        if not text.isdigit() or len(text) > 20:
+        if not text.isascii() or not text.isdigit():
             raise FramingError("Content-Length is not a non-negative integer")
-        length = int(text)
-        if length > limit:
-            raise FrameTooLarge(limit)
+        digits = text.lstrip(b"0")
+        if len(digits) > len(str(limit)) or int(digits or b"0") > limit:
+            raise FrameTooLarge(limit)  # however many digits: never an int of them all
+        length = int(digits or b"0")
     if length is None:
         raise FramingError("header section without Content-Length")
     return length

@@ -59,6 +59,11 @@ __all__ = [
 ]
 
 JSONRPC_VERSION: Final = "2.0"
+#: The most messages one batch may hold. JSON-RPC sets none; without one, a frame of millions
+#: of tiny members (``[1,1,…]`` fills 16 MiB with 8 million) made as many error replies, held
+#: the event loop for tens of seconds and gigabytes of memory. A larger batch is one -32600
+#: with ``data.limit``, and nothing of it runs.
+MAX_BATCH: Final = 1_000
 
 RequestId = int | str
 
@@ -154,6 +159,13 @@ def _parse_frame(body: bytes) -> Frame:
             return _parse_error(_syntax_detail(exc))
         if not elements:
             return Frame([Invalid(None, InvalidRequest("invalid request: empty batch"))], False)
+        if len(elements) > MAX_BATCH:
+            refused = InvalidRequest(
+                f"invalid request: a batch of {len(elements):,} messages; at most "
+                f"{MAX_BATCH:,} are taken (send it as smaller batches)",
+                {"limit": MAX_BATCH},
+            )
+            return Frame([Invalid(None, refused)], False)
         return Frame([_classify_element(element) for element in elements], True)
     try:
         envelope = _envelope_decoder.decode(body)

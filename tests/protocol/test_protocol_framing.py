@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
     MAX_HEADER_BYTES,
     FrameDecoder,
     FrameTooLarge,
@@ -181,9 +182,19 @@ def test_content_length_cap_decided_from_the_header_alone() -> None:
     assert exact.feed(b"Content-Length: 4\r\n\r\n[12]") == [b"[12]"]
 
 
-def test_content_length_huge_number_is_too_large_not_a_crash() -> None:
-    with pytest.raises(FrameTooLarge):
-        FrameDecoder().feed(b"Content-Length: 99999999999999999999\r\n\r\n")
+@pytest.mark.parametrize("digits", [20, 21, 5_000])
+def test_content_length_huge_number_is_too_large_not_a_crash(digits: int) -> None:
+    """However many digits (21 and more were once "not a non-negative integer"): the frame
+    is too large, said with the limit, and no integer of them all is made."""
+    with pytest.raises(FrameTooLarge) as info:
+        FrameDecoder().feed(b"Content-Length: " + b"9" * digits + b"\r\n\r\n")
+    assert info.value.limit == DEFAULT_MAX_FRAME_BYTES
+
+
+def test_content_length_leading_zeros_are_the_number() -> None:
+    assert FrameDecoder(max_frame_bytes=4).feed(
+        b"Content-Length: 0000000000000000000000004\r\n\r\n[12]"
+    ) == [b"[12]"]
 
 
 def test_encode_frame() -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from protocol.errors import InternalError, InvalidRequest, ParseError, RpcError, SessionBusy
 from protocol.jsonrpc import (
+    MAX_BATCH,
     Frame,
     Invalid,
     Notification,
@@ -143,6 +144,20 @@ def test_batch_with_invalid_json_is_one_parse_error() -> None:
 def test_empty_batch_is_one_invalid_request_not_an_array() -> None:
     message = invalid(b" [ ] ", InvalidRequest)
     assert message.id is None
+
+
+def test_a_batch_over_the_limit_is_one_invalid_request_naming_it() -> None:
+    """A batch of millions of tiny members once made as many replies (gigabytes, the event
+    loop held for tens of seconds): past `MAX_BATCH` messages it is one -32600 with
+    ``data.limit``, and none of it is classified; at the limit it is taken."""
+    ping = b'{"jsonrpc": "2.0", "method": "ping", "id": 1}'
+    taken = parse_frame(b"[" + b",".join([ping] * MAX_BATCH) + b"]")
+    assert taken.batch
+    assert len(taken.messages) == MAX_BATCH
+    message = invalid(b"[" + b",".join([b"1"] * (MAX_BATCH + 1)) + b"]", InvalidRequest)
+    assert message.id is None
+    assert message.error.data == {"limit": MAX_BATCH}
+    assert "at most 1,000" in str(message.error)
 
 
 @pytest.mark.parametrize(("body", "count"), [(b"[1]", 1), (b"[1,2,3]", 3)])

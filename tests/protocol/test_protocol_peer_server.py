@@ -12,6 +12,7 @@ import trio
 
 from protocol.errors import SessionBusy, SessionNotFound
 from protocol.framing import Framing
+from protocol.jsonrpc import MAX_BATCH
 from protocol.peer import CallContext, Router
 from tests.protocol.wire_harness import TrickleStream, call, notice, serving
 
@@ -403,6 +404,12 @@ async def test_empty_and_invalid_batches(app: App) -> None:
         await served.client.send(b"[1,2,3]")
         replies = await served.client.receive()
         assert [error_of(r)["code"] for r in replies] == [-32600, -32600, -32600]
+        await served.client.send(b"[" + b",".join([b"1"] * (MAX_BATCH + 1)) + b"]")
+        reply = await served.client.receive()
+        assert isinstance(reply, dict)  # one error, not an array of a thousand
+        assert (error_of(reply)["code"], error_of(reply)["data"]) == (-32600, {"limit": MAX_BATCH})
+        await served.client.send(call(7, "ping"))
+        assert (await served.client.receive())["id"] == 7  # the connection goes on
 
 
 async def test_cancel_inside_a_batch(app: App) -> None:
