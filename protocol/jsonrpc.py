@@ -136,14 +136,38 @@ _batch_decoder: Final = msgspec.json.Decoder(list[Raw])
 _raw_decoder: Final = msgspec.json.Decoder(Raw)
 
 
+#: Stack frames a frame's decode leaves unused (see `parse_frame`).
+DECODE_HEADROOM: Final = 256
+#: Nesting that every decode reaches wherever it runs (well under the recursion limit less
+#: the headroom): a frame with fewer opening brackets needs no headroom.
+_SHALLOW: Final = 512
+
+
 def parse_frame(body: bytes) -> Frame:
     """Classify every message of one frame body. Never raises for any input: a message
     nested deeper than the decoder allows is a parse error like any other unparseable one
-    (PROTOCOL §10.2), so the connection goes on."""
+    (PROTOCOL §10.2), so the connection goes on.
+
+    How deep the decoder goes is bounded by Python's recursion limit, counted from where it
+    runs; what a handler later does with the value (converting it, encoding it to save it)
+    runs deeper in the stack and would hit the limit where the decode did not: a script
+    nested 969 levels passed the wire and failed `session/create` with -32603. So a frame
+    that could nest that deep is decoded `DECODE_HEADROOM` frames further down the stack than
+    it is handled, and a message that gets through leaves every handler that much room. A
+    frame with fewer than `_SHALLOW` opening brackets cannot (the usual case: two C-speed
+    counts) and is decoded where it stands, with the same outcome.
+    """
     try:
-        return _parse_frame(body)
+        if body.count(b"{") + body.count(b"[") < _SHALLOW:
+            return _parse_frame(body)
+        return _deeper(DECODE_HEADROOM, body)
     except RecursionError:
         return _parse_error("nested too deeply")
+
+
+def _deeper(frames: int, body: bytes) -> Frame:
+    """`_parse_frame(body)`, called `frames` stack frames below this one."""
+    return _deeper(frames - 1, body) if frames else _parse_frame(body)
 
 
 def _parse_frame(body: bytes) -> Frame:

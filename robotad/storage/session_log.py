@@ -40,6 +40,7 @@ from .sidecars import (
     PayloadSource,
     SidecarError,
     contains_reference,
+    may_hold_reference,
     externalize,
     resolve,
 )
@@ -229,11 +230,15 @@ def _decode_line(
         return LogProblem(
             event=entry.event, message=f"unsupported schema version {entry.schema_version}"
         )
-    if source is not None:
+    if not may_hold_reference(line):
+        pass  # nothing to resolve: a payload nested however deep is taken as decoded
+    elif source is not None:
         try:
             resolved = resolve(entry.data, source, depth_limit=depth_limit, byte_budget=byte_budget)
         except SidecarError as exc:
             return LogProblem(event=entry.event, message=f"sidecar refused ({exc.code}): {exc}")
+        except RecursionError:
+            return LogProblem(event=entry.event, message=_TOO_DEEP_TO_RESOLVE)
         entry.data = resolved
     elif contains_reference(entry.data):
         return entry  # unresolved on request: the payload cannot be checked, replay refuses it
@@ -242,6 +247,10 @@ def _decode_line(
     except ValidationFailed as exc:
         return LogProblem(event=entry.event, message=_payload_message(exc))
     return entry
+
+
+#: A payload that refers to sidecars and nests deeper than resolving can follow.
+_TOO_DEEP_TO_RESOLVE = "a payload with sidecars nests too deeply to resolve"
 
 
 def _explain_bad_envelope(line: bytes) -> LogProblem:

@@ -36,6 +36,7 @@ __all__ = [
     "contains_reference",
     "digest",
     "externalize",
+    "may_hold_reference",
     "resolve",
 ]
 
@@ -89,7 +90,10 @@ def externalize(
     encoded = _encode(data)
     if len(encoded) <= limit and not any(marker in encoded for marker in _MARKERS):
         return data
-    out = {key: _spill(value, put, limit)[0] for key, value in data.items()}
+    try:
+        out = {key: _spill(value, put, limit)[0] for key, value in data.items()}
+    except RecursionError:  # nested deeper than the walk can go: each member whole
+        out = {key: _spill_whole(value, put, limit) for key, value in data.items()}
     if SIDECAR_KEY in data or LITERAL_KEY in data:
         return {LITERAL_KEY: out}
     return out
@@ -120,6 +124,19 @@ def _spill(value: Any, put: Callable[[bytes, str], str], limit: int) -> tuple[An
     return ref, len(_encode(ref))
 
 
+def _spill_whole(value: Any, put: Callable[[bytes, str], str], limit: int) -> Any:
+    """`value` itself, or when its JSON is over `limit` bytes a reference to a sidecar of it
+    all, found without walking it (it nests too deeply to walk). ValueError when it spells a
+    sidecar key: only a walk could wrap those so that a reader takes them literally."""
+    content = _encode(value)
+    if any(marker in content for marker in _MARKERS):
+        raise ValueError("a payload nested too deeply to walk spells a sidecar key")
+    if len(content) <= limit:
+        return value
+    sha = digest(content)
+    return {SIDECAR_KEY: {"sha256": sha, "bytes": len(content), "path": put(content, sha)}}
+
+
 # -- reading --------------------------------------------------------------------------------
 
 
@@ -129,14 +146,25 @@ class _Ref(msgspec.Struct, forbid_unknown_fields=True):
     path: str
 
 
+def may_hold_reference(encoded: bytes) -> bool:
+    """Whether JSON text `encoded` may hold a sidecar reference or a literal wrapper once
+    decoded: it spells one of their keys, or writes a ``\\u`` escape (which could spell one).
+    Text without either needs no resolving, however deep it nests."""
+    return b"\\u" in encoded or any(marker in encoded for marker in _MARKERS)
+
+
 def contains_reference(value: Any) -> bool:
-    """Whether an unresolved sidecar reference sits anywhere inside `value`."""
-    if isinstance(value, dict):
-        if SIDECAR_KEY in value and len(value) == 1:
-            return True
-        return any(contains_reference(item) for item in value.values())
-    if isinstance(value, list):
-        return any(contains_reference(item) for item in value)
+    """Whether an unresolved sidecar reference sits anywhere inside `value` (walked without
+    recursion: a payload may nest deeper than Python's stack)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if SIDECAR_KEY in node and len(node) == 1:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
     return False
 
 
@@ -186,6 +214,8 @@ class _Resolution:
             value = msgspec.json.decode(content)
         except msgspec.DecodeError:
             raise SidecarError("json", "a sidecar does not hold JSON") from None
+        if not may_hold_reference(content):
+            return value  # nothing inside to resolve, however deep it nests
         return self.walk(value, (*stack, ref.path))
 
 

@@ -370,3 +370,72 @@ async def test_a_loaded_sessions_export_keeps_its_mcp_servers(
     assert loaded["record"]["settings"]["mcpServers"] == servers
     assert loaded["record"] == closed["record"]
     assert copy["artifact"]["record"]["settings"]["mcpServers"] == servers
+
+
+@pytest.mark.parametrize(("depth", "leaf"), [(330, 1), (680, 1), (680, "x" * 70_000)])
+async def test_deeply_nested_tool_arguments_leave_a_readable_log(
+    daemon: RunningDaemon, tmp_path: Path, depth: int, leaf: object
+) -> None:
+    """A model may send arguments nested hundreds deep (the wire takes ~700 levels):
+    `session/log` once answered -32603 from 326 levels on (its sidecar walk recursed). The log
+    decodes complete (a payload too large for its line goes to a sidecar however deep it
+    nests), and history holds the arguments as sent."""
+    nested: Any = leaf
+    for _ in range(depth):
+        nested = {"a": nested}
+    step = {"toolCalls": [{"name": "Glob", "arguments": {"pattern": "*", "deep": nested}}]}
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            info = await client.call(
+                "session/create", {"cwd": str(tmp_path), "script": [step, {"text": "done"}]}
+            )
+            session_id = info["sessionId"]
+            await client.call("session/run", {"sessionId": session_id, "prompt": "go"})
+            report = await client.call("session/log", {"sessionId": session_id})
+            history = (await client.call("session/history", {"sessionId": session_id}))["messages"]
+    assert (report["complete"], report["problems"]) == (True, [])
+    assert history[1]["toolCalls"][0]["arguments"]["deep"] == nested
+
+
+async def test_what_the_wire_takes_nested_a_handler_can_hold(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """PROTOCOL §10.2: a script nested 969 levels passed the wire's decoder and made
+    `session/create` answer -32603 (saving it ran out of stack). Whatever depth a message
+    has, it is either refused at the wire (-32700, id null, the connection goes on) or
+    created; never an internal error."""
+    codes: dict[int, object] = {}
+    with trio.fail_after(IO_TIMEOUT):
+        stream = await trio.open_unix_socket(str(daemon.socket_path))
+        async with stream:
+            lines = _lines(stream)
+            for request_id, depth in enumerate((600, 700, 800, 900, 969, 1_000)):
+                nested = b'{"a":' * depth + b"1" + b"}" * depth  # too deep for json.dumps
+                call = b'{"name":"Glob","arguments":{"deep":' + nested + b"}}"
+                params = b'{"cwd":%s,"script":[{"toolCalls":[%s]}]}' % (
+                    json.dumps(str(tmp_path)).encode(),
+                    call,
+                )
+                envelope = b'{"jsonrpc":"2.0","id":%d,"method":"session/create","params":' % (
+                    request_id
+                )
+                await stream.send_all(envelope + params + b"}\n")
+                reply = json.loads(await lines.__anext__())
+                codes[depth] = reply["error"]["code"] if "error" in reply else "created"
+            status = {"jsonrpc": "2.0", "id": 99, "method": "daemon/status"}
+            await stream.send_all(json.dumps(status).encode() + b"\n")
+            assert json.loads(await lines.__anext__())["id"] == 99  # the connection goes on
+    assert codes[600] == "created"
+    assert codes[1_000] == -32700
+    assert set(codes.values()) <= {"created", -32700}, codes
+
+
+async def _lines(stream: trio.SocketStream) -> Any:
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            chunk = await stream.receive_some(65536)
+            assert chunk, "the daemon closed the connection"
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        yield line
