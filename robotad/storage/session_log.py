@@ -40,8 +40,8 @@ from .sidecars import (
     PayloadSource,
     SidecarError,
     contains_reference,
-    may_hold_reference,
     externalize,
+    may_hold_reference,
     resolve,
 )
 
