@@ -56,6 +56,7 @@ from protocol.errors import (
     RecordUnsupported,
     SessionExists,
     SessionNotFound,
+    StorageFailed,
 )
 from protocol.methods import CreateParams, SessionSummary
 from protocol.shapes import SessionInfo, new_id
@@ -76,8 +77,9 @@ from robotad.daemon.log_recovery import close_cut_off
 from robotad.daemon.parked import ParkedSessions
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
+from robotad.storage.failure import relative_path, storage_reason
 from robotad.storage.ids import validate_session_id
-from robotad.storage.journal import FileExecutionJournal, JournalLocked
+from robotad.storage.journal import FileExecutionJournal, JournalError, JournalLocked
 from robotad.storage.log_files import log_paths
 from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
@@ -250,7 +252,12 @@ class SessionManager:
                 with trio.CancelScope(shield=True):
                     await self._dispose(live, started=False)
                 raise
-            await self._activate(live)
+            try:
+                await self._activate(live)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._undo_create, session_id)
+                raise
         log.info("session created", extra=fields(session_id=session_id))
         return live
 
@@ -292,6 +299,22 @@ class SessionManager:
             if self.assembler.spill is not None:  # its stored tool results go with it
                 self.assembler.spill.release(session_id)
         log.info("session deleted", extra=fields(session_id=session_id))
+
+    def _undo_create(self, session_id: str) -> None:
+        """All or nothing: the files of a session that was written but could not start go,
+        the record first — one unlink, which needs no descriptor, so a daemon out of them
+        (the likely reason it could not start) still lists no half-made session. The rest
+        is removed as far as it can be; a failure there is logged, never raised over the
+        error that made the create fail."""
+        try:
+            self.store.delete(session_id)
+            self._remove_files(session_id)
+        except OSError as exc:
+            log.warning(
+                "cleaning up the session that could not start: %s",
+                exc.strerror or type(exc).__name__,
+                extra=fields(session_id=session_id),
+            )
 
     def _remove_files(self, session_id: str) -> None:
         """Journal and log first, the record last: a failure leaves the session listed."""
@@ -437,6 +460,8 @@ class SessionManager:
                     f"session {live.session_id} is open in another process ({exc}); close it "
                     "there first"
                 ) from exc
+            except JournalError as exc:
+                raise self._journal_failed(live, exc) from exc
             await session.recover(live.journal)
             await close_cut_off(session, self.logs_dir)  # a stop's loose ends, in the log
             await session.start()
@@ -445,6 +470,18 @@ class SessionManager:
                 await self._dispose(live, started=False)
             raise
         self._live[live.session_id] = live
+
+    def _journal_failed(self, live: LiveSession, exc: JournalError) -> Exception:
+        """What a journal that cannot be opened answers: StorageFailed naming its folder and
+        the system's reason ("too many open files") when the system refused; else `exc`."""
+        cause = exc.__cause__
+        if not isinstance(cause, OSError):
+            return exc
+        folder = relative_path(live.journal.directory, self.state_dir)
+        failed = StorageFailed(folder, storage_reason(cause), live.session_id)
+        failed.message = f"cannot open {folder}: {storage_reason(cause)}"
+        failed.args = (failed.message,)
+        return failed
 
     async def _retire(self, live: LiveSession) -> None:
         """Shut a live session down: drain, SessionEnd, persist, close its hub and journal."""

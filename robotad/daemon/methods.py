@@ -64,7 +64,7 @@ def register_session_methods(router: Router, ops: SessionOperations) -> None:
     StorageFailed, a malformed setting or input InvalidParams). Registered group by group, in
     this order: a session's lifecycle, its turns, its history and permissions, then its
     events, export, import and logs."""
-    edge = DomainEdge(router)
+    edge = DomainEdge(router, ops.manager.state_dir)
     _register_lifecycle(edge, ops)
     _register_turns(edge, ops)
     _register_history_and_permissions(edge, ops)

@@ -29,7 +29,7 @@ from typing import Final
 import msgspec
 
 from robotad.storage import fsio
-from robotad.storage.failure import refusing_writes
+from robotad.storage.failure import refusing_writes, unreadable
 
 __all__ = ["PROJECTS_DIR", "ProjectRules", "ProjectRulesUnreadable", "canonical_cwd"]
 
@@ -81,8 +81,8 @@ class ProjectRules:
     def load(self, cwd: str | os.PathLike[str]) -> dict[str, list[str]]:
         """``{allow, ask, deny}`` of the project (all empty when it has no file).
 
-        Raises `ProjectRulesUnreadable` for a file that cannot be used and `OSError` when it
-        cannot be read at all.
+        Raises `ProjectRulesUnreadable` for a file that cannot be used and `StorageFailed`
+        (PROTOCOL §10.1) when it cannot be read at all.
         """
         return self._read(canonical_cwd(cwd)).rules()
 
@@ -113,6 +113,8 @@ class ProjectRules:
             data = fsio.read_regular(path)
         except fsio.UnsafePath:
             raise ProjectRulesUnreadable(f"{said} is not a regular file") from None
+        except OSError as exc:  # the system refused (no permission, too many open files…)
+            raise unreadable(exc, path, self._dir.parent) from exc
         if data is None:
             return _ProjectFile(_SCHEMA_VERSION, canonical)
         try:

@@ -32,8 +32,10 @@ from . import fsio
 
 __all__ = [
     "StorageError",
+    "exhausted",
     "refusal",
     "refusing_writes",
+    "relative_path",
     "storage_failed",
     "storage_reason",
     "unreadable",
@@ -102,6 +104,34 @@ def storage_failed(exc: BaseException, session_id: str | None = None) -> Storage
             return current
         if isinstance(current, StorageError):
             return StorageFailed(current.path, current.reason, session_id)
+        if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
+            current = current.exceptions[0]
+            continue
+        current = current.__cause__ or current.__context__
+    return None
+
+
+#: The system's own limits, never a bug of robotad's: out of file descriptors.
+_EXHAUSTED = frozenset({errnos.EMFILE, errnos.ENFILE})
+
+
+def exhausted(
+    exc: BaseException, root: Path, session_id: str | None = None
+) -> StorageFailed | None:
+    """The wire's StorageFailed when the process or the system ran out of file descriptors
+    anywhere in `exc`'s chain (a file under `root`, the state folder, named relative to it;
+    an open that named no file says so); None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _EXHAUSTED:
+            name = current.filename
+            path = relative_path(Path(os.fsdecode(name)), root) if name is not None else ""
+            failed = StorageFailed(path, storage_reason(current), session_id)
+            failed.message = f"cannot open {path or 'a file'}: {storage_reason(current)}"
+            failed.args = (failed.message,)
+            return failed
         if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
             current = current.exceptions[0]
             continue

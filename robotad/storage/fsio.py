@@ -179,7 +179,9 @@ def create_exclusive(path: Path, data: bytes) -> bool:
 
     For content-addressed files: the data is written to a temp file and hard-linked to `path`
     (link fails atomically when the name exists), so a reader never sees a partial file and two
-    writers of the same content both succeed. An existing file is left unchanged.
+    writers of the same content both succeed. An existing file is left unchanged. All or
+    nothing: when the folder cannot be synced after the link (an I/O error, no descriptor
+    left to open it), the name made is taken back before the error is raised.
     """
     directory = path.parent
     temp = _write_temp(directory, path.name, data, FILE_MODE)
@@ -188,7 +190,12 @@ def create_exclusive(path: Path, data: bytes) -> bool:
             os.link(temp, path, follow_symlinks=False)
         except FileExistsError:
             return False
-        fsync_dir(directory)
+        try:
+            fsync_dir(directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
         return True
     finally:
         with contextlib.suppress(OSError):

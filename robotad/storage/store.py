@@ -363,9 +363,9 @@ class FileSessionStore:
                 os.unlink(path)
             except FileNotFoundError:
                 return False
-            fsio.fsync_dir(self._dir)
-            self._listing.pop(session_id, None)
+            self._listing.pop(session_id, None)  # gone from the folder, even if the sync fails
             self.forget(session_id)
+            fsio.fsync_dir(self._dir)
         return True
 
 

@@ -104,6 +104,31 @@ def test_a_failed_write_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert rules.load(tmp_path)["allow"] == ["Glob"]
 
 
+def test_a_file_the_system_will_not_read_is_storage_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PROTOCOL §10.1: a rule file that cannot be read at all (out of descriptors, no
+    permission, an I/O error) is StorageFailed naming it relative to the state folder and the
+    cause; it used to reach session/create as NotAllowed quoting the errno and the absolute
+    path."""
+    from protocol.errors import StorageFailed
+    from robotad.storage import fsio
+
+    rules = ProjectRules(tmp_path / "state")
+    rules.add(tmp_path, "Glob", "allow")
+
+    def exhausted(path: Path) -> bytes:
+        raise OSError(24, "Too many open files", str(path))
+
+    monkeypatch.setattr(fsio, "read_regular", exhausted)
+    with pytest.raises(StorageFailed) as refused:
+        rules.load(tmp_path)
+    assert str(refused.value).startswith("cannot read projects/")
+    assert str(refused.value).endswith(": too many open files")
+    assert refused.value.data is not None
+    assert not refused.value.data["path"].startswith("/")
+
+
 def test_duplicates_change_nothing_and_unknown_kinds_are_refused(tmp_path: Path) -> None:
     rules = ProjectRules(tmp_path / "state")
     rules.add(tmp_path, "Glob", "allow")

@@ -117,6 +117,22 @@ def test_append_after_a_torn_line_keeps_the_new_line_whole(tmp_path: Path) -> No
     assert path.read_bytes().splitlines() == [b'{"whole": 1}', b'{"torn', b'{"next": 2}']
 
 
+def test_create_exclusive_takes_its_name_back_when_the_folder_cannot_be_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All or nothing: linked, then the folder's sync failed (here: out of descriptors to open
+    it) — the name is gone again and the error raised, so a caller told "failed" finds no file
+    (a session record used to stay behind a failed create)."""
+
+    def exhausted(directory: Path) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(fsio, "fsync_dir", exhausted)
+    with pytest.raises(OSError, match="Too many open files"):
+        fsio.create_exclusive(tmp_path / "record.json", b"{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither the name nor a temp
+
+
 def test_create_exclusive_never_replaces(tmp_path: Path) -> None:
     path = tmp_path / "c"
     assert fsio.create_exclusive(path, b"first") is True
