@@ -35,6 +35,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from protocol.errors import InvalidRequest, ParseError, RpcError
+from protocol.validate import located
 
 __all__ = [
     "JSONRPC_VERSION",
@@ -134,6 +135,7 @@ class _Envelope(Struct):
 _envelope_decoder: Final = msgspec.json.Decoder(_Envelope)
 _batch_decoder: Final = msgspec.json.Decoder(list[Raw])
 _raw_decoder: Final = msgspec.json.Decoder(Raw)
+_members_decoder: Final = msgspec.json.Decoder(dict[str, Raw])
 
 
 #: Stack frames a frame's decode leaves unused (see `parse_frame`).
@@ -190,17 +192,18 @@ def _parse_frame(body: bytes) -> Frame:
                 {"limit": MAX_BATCH},
             )
             return Frame([Invalid(None, refused)], False)
-        return Frame([_classify_element(element) for element in elements], True)
+        return Frame([m for element in elements for m in _classify_element(element)], True)
     try:
         envelope = _envelope_decoder.decode(body)
-    except msgspec.ValidationError:
-        # Not an object, but is it JSON at all? A typed decode can refuse the shape before it
-        # reaches a syntax error further on, so syntax is checked on its own.
+    except msgspec.ValidationError as refused:
+        # Not an object, or one with a member no value holds — but is it JSON at all? A typed
+        # decode can refuse the shape before it reaches a syntax error further on, so syntax
+        # is checked on its own.
         try:
             _raw_decoder.decode(body)
         except msgspec.DecodeError as exc:
             return _parse_error(_syntax_detail(exc))
-        return Frame([_not_an_object()], False)
+        return Frame(_unreadable_envelope(body, refused), False)
     except msgspec.DecodeError as exc:
         return _parse_error(_syntax_detail(exc))
     return Frame([_classify(envelope)], False)
@@ -227,12 +230,27 @@ def _not_an_object() -> Invalid:
     return Invalid(None, InvalidRequest("invalid request: a message must be a JSON object"))
 
 
-def _classify_element(element: Raw) -> Message:
+def _classify_element(element: Raw) -> list[Message]:
     try:
         envelope = _envelope_decoder.decode(element)
-    except msgspec.DecodeError:  # the batch decode already vouched for the syntax
-        return _not_an_object()
-    return _classify(envelope)
+    except msgspec.ValidationError as refused:  # the batch decode vouched for the syntax
+        return _unreadable_envelope(element, refused)
+    return [_classify(envelope)]
+
+
+def _unreadable_envelope(data: bytes | Raw, refused: msgspec.ValidationError) -> list[Message]:
+    """What a JSON value the envelope refused is: no object at all; a response (no
+    ``method``, a ``result`` or ``error``), which nothing can await now its id or error is
+    unreadable, so it is ignored (PROTOCOL §2); else a request refused where msgspec says,
+    ``1e400`` as an id being "number out of range - at `$.id`"."""
+    try:
+        members = _members_decoder.decode(data)
+    except msgspec.DecodeError:
+        return [_not_an_object()]
+    if "method" not in members and ("result" in members or "error" in members):
+        return []
+    path, problem = located(refused)
+    return [Invalid(None, InvalidRequest(f"invalid request: {problem} at {path}"))]
 
 
 def _classify(envelope: _Envelope) -> Message:

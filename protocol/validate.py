@@ -95,9 +95,24 @@ def decode_json(data: bytes | str, type_: Any) -> Any:
         first_error = exc
     try:
         parsed = msgspec.json.decode(data)
+    except msgspec.ValidationError:  # JSON no Python value holds (a number's size): the typed
+        path, message = located(first_error)  # decode named the member, the untyped cannot
+        raise ValidationFailed([{"path": path, "message": message}]) from None
     except msgspec.DecodeError as exc:
         raise ValidationFailed([{"path": "$", "message": f"invalid JSON: {exc}"}]) from None
     raise ValidationFailed(_issues_or_fallback(parsed, type_, first_error)) from None
+
+
+_AT = re.compile(r"(?s)(.*) - at `(\$[^`]*)`\Z")
+
+
+def located(exc: msgspec.MsgspecError) -> tuple[str, str]:
+    """Where msgspec says `exc` is (``$`` when it says nowhere) and what, lower-cased:
+    ``("$.offset", "number out of range")``."""
+    text = str(exc)
+    match = _AT.match(text)
+    path, message = (match.group(2), match.group(1)) if match else ("$", text)
+    return path, message[:1].lower() + message[1:]
 
 
 @overload

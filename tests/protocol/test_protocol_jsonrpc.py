@@ -146,6 +146,21 @@ def test_empty_batch_is_one_invalid_request_not_an_array() -> None:
     assert message.id is None
 
 
+def test_a_member_no_value_holds_is_located_and_an_unreadable_response_ignored() -> None:
+    """JSON that parses but holds a number no value can (``1e400``) in the envelope: as a
+    request's id it is -32600 saying so where it stands (it was "a message must be a JSON
+    object", which it is); in a response, which nothing can await without its id or error,
+    it is ignored (PROTOCOL §2), alone or in a batch."""
+    message = invalid(b'{"jsonrpc": "2.0", "id": 1e400, "method": "x"}', InvalidRequest)
+    assert str(message.error) == "invalid request: number out of range at $.id"
+    assert parse_frame(b'{"jsonrpc": "2.0", "id": 1, "error": 1e400}').messages == []
+    batch = parse_frame(b'[{"jsonrpc": "2.0", "id": 1, "error": -1e999}, 1]')
+    assert batch.batch
+    [not_an_object] = batch.messages
+    assert isinstance(not_an_object, Invalid)
+    assert "must be a JSON object" in str(not_an_object.error)
+
+
 def test_a_batch_over_the_limit_is_one_invalid_request_naming_it() -> None:
     """A batch of millions of tiny members once made as many replies (gigabytes, the event
     loop held for tens of seconds): past `MAX_BATCH` messages it is one -32600 with

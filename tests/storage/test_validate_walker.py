@@ -165,6 +165,23 @@ def test_syntax_error_is_one_issue_at_the_root() -> None:
     assert _issues("", Outer)[0]["path"] == "$"
 
 
+def test_a_number_no_value_holds_is_located_where_it_stands() -> None:
+    """Valid JSON the untyped decode cannot hold (``1e400``) is named at its member, as the
+    typed decode found it (it was one issue at ``$``, "invalid JSON")."""
+
+    class Page(Struct):
+        offset: int = 0
+        limits: list[int] = []
+
+    for text, path in (
+        (b'{"offset": 1e400}', "$.offset"),
+        (b'{"limits": [1, -1e999]}', "$.limits[1]"),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            decode_json(text, Page)
+        assert refused.value.issues == [{"path": path, "message": "number out of range"}]
+
+
 def test_unknown_members_are_ignored_unless_forbidden() -> None:
     assert decode_json(b'{"a": 1, "b": 2}', Lenient) == Lenient(1)
     assert _issues(b'{"b": 2}', Lenient) == [{"path": "$.a", "message": "missing required member"}]
