@@ -160,8 +160,8 @@ def parse_frame(body: bytes) -> Frame:
     counts) and is decoded where it stands, with the same outcome.
     """
     try:
-        if body.count(b"{") + body.count(b"[") < _SHALLOW:
-            return _parse_frame(body)
+        if len(body) < 2 * _SHALLOW or body.count(b"{") + body.count(b"[") < _SHALLOW:
+            return _parse_frame(body)  # (a level of nesting takes two bytes)
         return _deeper(DECODE_HEADROOM, body)
     except RecursionError:
         return _parse_error("nested too deeply")
