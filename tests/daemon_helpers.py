@@ -27,6 +27,7 @@ import pytest
 import trio
 
 from protocol.client import open_connection
+from protocol.errors import RpcError
 from protocol.peer import JsonRpcPeer
 from robotad.daemon.events import CHECK_EVENTS_ENV
 from tests import robotad_process
@@ -195,6 +196,32 @@ async def connect(daemon: RunningDaemon) -> AsyncIterator[Client]:
         client = Client(peer)
         holder.append(client)
         yield client
+
+
+async def killed_during(
+    daemon: RunningDaemon,
+    client: Client,
+    method: str,
+    params: dict[str, Any],
+    *,
+    once: tuple[str, str],
+    **fields: Any,
+) -> list[BaseException]:
+    """Call `method` and SIGKILL the daemon once the session's event `once` (session id,
+    type; with `fields`) has arrived; what the call raised for it (empty if it answered)."""
+    lost: list[BaseException] = []
+
+    async def call_until_killed() -> None:
+        try:
+            await client.call(method, params)
+        except (RpcError, ConnectionError) as exc:
+            lost.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call_until_killed)
+        await client.wait_for_event(*once, **fields)
+        daemon.process.kill()
+    return lost
 
 
 def turns_of(events: list[Event], session_id: str, kind: str) -> list[Event]:

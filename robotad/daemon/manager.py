@@ -36,6 +36,7 @@ shutdown), whose steps share one lock discipline.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -56,7 +57,6 @@ from protocol.errors import (
     RecordUnsupported,
     SessionExists,
     SessionNotFound,
-    StorageFailed,
 )
 from protocol.methods import CreateParams, SessionSummary
 from protocol.shapes import SessionInfo, new_id
@@ -77,7 +77,7 @@ from robotad.daemon.log_recovery import close_cut_off
 from robotad.daemon.parked import ParkedSessions
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
-from robotad.storage.failure import relative_path, storage_reason
+from robotad.storage.failure import refused, relative_path, storage_reason
 from robotad.storage.ids import validate_session_id
 from robotad.storage.journal import FileExecutionJournal, JournalError, JournalLocked
 from robotad.storage.log_files import log_paths
@@ -142,7 +142,7 @@ class SessionManager:
         removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
         if removed:
             log.info("removed leftover temp files", extra=fields(count=removed))
-        await trio.to_thread.run_sync(self.parked.scan, self.state_dir)
+        await trio.to_thread.run_sync(self.parked.scan, self.state_dir, self.store.exists)
         task_status.started()
         if self.idle_unload_seconds <= 0 or not math.isfinite(self.idle_unload_seconds):
             await trio.sleep_forever()
@@ -254,9 +254,11 @@ class SessionManager:
                 raise
             try:
                 await self._activate(live)
-            except BaseException:
+            except BaseException as exc:
+                # Another process holding the journal owns it and the log: only the record goes.
+                record_only = isinstance(exc.__cause__, JournalLocked)
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self._undo_create, session_id)
+                    await trio.to_thread.run_sync(self._undo_create, session_id, record_only)
                 raise
         log.info("session created", extra=fields(session_id=session_id))
         return live
@@ -300,33 +302,34 @@ class SessionManager:
                 self.assembler.spill.release(session_id)
         log.info("session deleted", extra=fields(session_id=session_id))
 
-    def _undo_create(self, session_id: str) -> None:
+    def _undo_create(self, session_id: str, record_only: bool) -> None:
         """All or nothing: the files of a session that was written but could not start go,
         the record first — one unlink, which needs no descriptor, so a daemon out of them
-        (the likely reason it could not start) still lists no half-made session. The rest
-        is removed as far as it can be; a failure there is logged, never raised over the
-        error that made the create fail."""
-        try:
-            self.store.delete(session_id)
-            self._remove_files(session_id)
-        except OSError as exc:
-            log.warning(
-                "cleaning up the session that could not start: %s",
-                exc.strerror or type(exc).__name__,
-                extra=fields(session_id=session_id),
-            )
+        (the likely reason it could not start) still lists no half-made session — then, unless
+        `record_only`, its journal folder (empty: an ``rmdir``, no descriptor either), log and
+        payloads. Each step is tried whatever the one before did; a failure is logged, never
+        raised over the error that made the create fail."""
+        log_file, payloads = log_paths(self.logs_dir, session_id)
+        journal = FileExecutionJournal(self.state_dir, session_id).directory
+        steps: list[Callable[[], object]] = [functools.partial(self.store.delete, session_id)]
+        if not record_only:
+            steps += [functools.partial(_remove, path) for path in (journal, payloads, log_file)]
+        for step in steps:
+            try:
+                step()
+            except OSError as exc:
+                log.warning(
+                    "cleaning up the session that could not start: %s",
+                    exc.strerror or type(exc).__name__,
+                    extra=fields(session_id=session_id),
+                )
 
     def _remove_files(self, session_id: str) -> None:
         """Journal and log first, the record last: a failure leaves the session listed."""
         log_file, payloads = log_paths(self.logs_dir, session_id)
         journal = FileExecutionJournal(self.state_dir, session_id).directory
-        for folder in (journal, payloads):
-            if os.path.isdir(folder) and not os.path.islink(folder):
-                shutil.rmtree(folder)
-            elif os.path.lexists(folder):
-                os.unlink(folder)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(log_file)
+        for path in (journal, payloads, log_file):
+            _remove(path)
         self.store.delete(session_id)
 
     async def list(self) -> list[SessionSummary]:
@@ -478,10 +481,7 @@ class SessionManager:
         if not isinstance(cause, OSError):
             return exc
         folder = relative_path(live.journal.directory, self.state_dir)
-        failed = StorageFailed(folder, storage_reason(cause), live.session_id)
-        failed.message = f"cannot open {folder}: {storage_reason(cause)}"
-        failed.args = (failed.message,)
-        return failed
+        return refused("open", folder, storage_reason(cause), live.session_id)
 
     async def _retire(self, live: LiveSession) -> None:
         """Shut a live session down: drain, SessionEnd, persist, close its hub and journal."""
@@ -573,6 +573,19 @@ async def _run_hub(hub: EventHub, done: trio.Event, *, task_status: trio.TaskSta
         await hub.run(task_status=task_status)
     finally:
         done.set()
+
+
+def _remove(path: Path) -> None:
+    """Remove what `path` names, if anything: a folder with what it holds (an empty one by a
+    bare ``rmdir``, which needs no descriptor), a file or a link as such."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        try:
+            os.rmdir(path)
+        except OSError:
+            shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _valid(session_id: str, outcome: LoadOutcome) -> SessionRecord:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Container
+from collections.abc import Callable, Container
 from pathlib import Path
 
 from robotad.storage.fsio import read_regular
@@ -52,10 +52,10 @@ class ParkedSessions:
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._ids
 
-    def scan(self, state_dir: Path) -> None:
-        """Blocking: learn every waiting session from the journals under `state_dir`."""
+    def scan(self, state_dir: Path, has_record: Callable[[str], bool]) -> None:
+        """Blocking: learn every waiting session from the journals under `state_dir`; a
+        session counts only when `has_record` (the store's own test) says it is stored."""
         root = Path(state_dir) / "journal"
-        records = Path(state_dir) / "sessions"
         try:
             entries = list(os.scandir(root))
         except (FileNotFoundError, NotADirectoryError):
@@ -63,7 +63,7 @@ class ParkedSessions:
         for entry in entries:
             if not is_safe_session_id(entry.name) or not entry.is_dir(follow_symlinks=False):
                 continue
-            if not os.path.lexists(records / f"{entry.name}.json"):
+            if not has_record(entry.name):
                 continue
             try:
                 waits = journal_waits(Path(entry.path))

@@ -34,6 +34,7 @@ __all__ = [
     "StorageError",
     "exhausted",
     "refusal",
+    "refused",
     "refusing_writes",
     "relative_path",
     "storage_failed",
@@ -96,18 +97,11 @@ def refusal(exc: OSError, path: Path, root: Path) -> OSError:
 def storage_failed(exc: BaseException, session_id: str | None = None) -> StorageFailed | None:
     """The wire error for `exc` when a `StorageError` is it or in its chain (causes, contexts,
     single-member exception groups); None otherwise."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         if isinstance(current, StorageFailed):
             return current
         if isinstance(current, StorageError):
             return StorageFailed(current.path, current.reason, session_id)
-        if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
-            current = current.exceptions[0]
-            continue
-        current = current.__cause__ or current.__context__
     return None
 
 
@@ -119,30 +113,41 @@ def exhausted(
     exc: BaseException, root: Path, session_id: str | None = None
 ) -> StorageFailed | None:
     """The wire's StorageFailed when the process or the system ran out of file descriptors
-    anywhere in `exc`'s chain (a file under `root`, the state folder, named relative to it;
-    an open that named no file says so); None otherwise."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    anywhere in `exc`'s chain: the file it could not open, relative to `root` (the state
+    folder; never an absolute path), or "a file" when the error names none; None otherwise."""
+    for current in _chain(exc):
         if isinstance(current, OSError) and current.errno in _EXHAUSTED:
             name = current.filename
-            path = relative_path(Path(os.fsdecode(name)), root) if name is not None else ""
-            failed = StorageFailed(path, storage_reason(current), session_id)
-            failed.message = f"cannot open {path or 'a file'}: {storage_reason(current)}"
-            failed.args = (failed.message,)
-            return failed
-        if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
-            current = current.exceptions[0]
-            continue
-        current = current.__cause__ or current.__context__
+            named = isinstance(name, str | bytes) and name
+            path = relative_path(Path(os.fsdecode(name)), root) if named else ""
+            return refused("open", path, storage_reason(current), session_id)
     return None
 
 
 def unreadable(exc: OSError, path: Path, root: Path) -> StorageFailed:
     """The wire's StorageFailed for the stored file `path` (under `root`, the state folder)
     that could not be read because of `exc`: its relative path and the cause in words."""
-    failed = StorageFailed(relative_path(path, root), storage_reason(exc))
-    failed.message = f"cannot read {relative_path(path, root)}: {storage_reason(exc)}"
+    return refused("read", relative_path(path, root), storage_reason(exc))
+
+
+def refused(verb: str, path: str, reason: str, session_id: str | None = None) -> StorageFailed:
+    """StorageFailed for `path` (relative to the state folder; empty when the failure named
+    no file) saying "cannot VERB PATH: REASON"."""
+    failed = StorageFailed(path, reason, session_id)
+    failed.message = f"cannot {verb} {path or 'a file'}: {reason}"
     failed.args = (failed.message,)
     return failed
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what caused it or was being handled when it was raised, and so on; a
+    group of one exception is that exception. Each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
+            current = current.exceptions[0]
+            continue
+        yield current
+        current = current.__cause__ or current.__context__

@@ -9,12 +9,12 @@ from typing import Any
 
 import trio
 
-from protocol.errors import RpcError
 from tests.daemon_helpers import (
     IO_TIMEOUT,
     PROCESS_TIMEOUT,
     DaemonHome,
     connect,
+    killed_during,
     running_daemon,
     start_robotad,
 )
@@ -41,18 +41,14 @@ async def test_a_compaction_cut_off_by_sigkill_is_closed_in_the_log(tmp_path: Pa
                 )
                 for prompt in ("first", "second"):
                     await client.call("session/run", {"sessionId": "s", "prompt": prompt})
-                lost: list[BaseException] = []
-
-                async def compact_until_killed() -> None:
-                    try:
-                        await client.call("session/compact", {"sessionId": "s"})
-                    except (RpcError, ConnectionError) as exc:
-                        lost.append(exc)
-
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(compact_until_killed)
-                    await client.wait_for_event("s", "compaction", phase="started")
-                    daemon.process.kill()
+                lost = await killed_during(
+                    daemon,
+                    client,
+                    "session/compact",
+                    {"sessionId": "s"},
+                    once=("s", "compaction"),
+                    phase="started",
+                )
     finally:
         daemon.process.kill()
         daemon.process.wait(PROCESS_TIMEOUT)

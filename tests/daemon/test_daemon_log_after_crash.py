@@ -7,12 +7,12 @@ from pathlib import Path
 
 import trio
 
-from protocol.errors import RpcError
 from tests.daemon_helpers import (
     IO_TIMEOUT,
     PROCESS_TIMEOUT,
     DaemonHome,
     connect,
+    killed_during,
     running_daemon,
     start_robotad,
 )
@@ -34,18 +34,14 @@ async def test_a_first_turn_cut_off_by_sigkill_leaves_a_log_that_replays_the_his
                 await client.call(
                     "session/create", {"cwd": str(tmp_path), "sessionId": "s", "script": script}
                 )
-                lost: list[BaseException] = []
-
-                async def run_until_killed() -> None:
-                    try:
-                        await client.call("session/run", {"sessionId": "s", "prompt": "lost"})
-                    except (RpcError, ConnectionError) as exc:
-                        lost.append(exc)
-
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(run_until_killed)
-                    await client.wait_for_event("s", "context_updated", phase="estimated")
-                    daemon.process.kill()
+                lost = await killed_during(
+                    daemon,
+                    client,
+                    "session/run",
+                    {"sessionId": "s", "prompt": "lost"},
+                    once=("s", "context_updated"),
+                    phase="estimated",
+                )
     finally:
         daemon.process.kill()
         daemon.process.wait(PROCESS_TIMEOUT)

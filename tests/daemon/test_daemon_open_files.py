@@ -52,7 +52,11 @@ async def test_a_create_that_runs_out_of_descriptors_is_storage_failed_and_not_m
     assert status["sessions"]["loaded"] == len(created)
     assert all("too many open files" in str(exc) for _, exc in refused), refused
     records = {p.stem for p in (home.state_dir / "sessions").iterdir()}
+    journals = {p.name for p in (home.state_dir / "journal").iterdir()}
+    logs = {p.name.split(".")[0] for p in (home.state_dir / "logs").iterdir()}
     assert records == set(created)  # nothing of a refused create stays on disk
+    assert journals <= set(created)
+    assert logs <= set(created)
 
 
 async def test_a_journal_folder_that_cannot_be_opened_is_storage_failed(tmp_path: Path) -> None:

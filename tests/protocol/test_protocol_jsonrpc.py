@@ -149,12 +149,18 @@ def test_empty_batch_is_one_invalid_request_not_an_array() -> None:
 def test_a_member_no_value_holds_is_located_and_an_unreadable_response_ignored() -> None:
     """JSON that parses but holds a number no value can (``1e400``) in the envelope: as a
     request's id it is -32600 saying so where it stands (it was "a message must be a JSON
-    object", which it is); in a response, which nothing can await without its id or error,
-    it is ignored (PROTOCOL §2), alone or in a batch."""
+    object", which it is); in a response whose id can be read it is an unusable response
+    (its waiter is told, not left hanging), and one whose id cannot be read nothing can
+    await, so it is ignored (PROTOCOL §2), alone or in a batch."""
     message = invalid(b'{"jsonrpc": "2.0", "id": 1e400, "method": "x"}', InvalidRequest)
     assert str(message.error) == "invalid request: number out of range at $.id"
-    assert parse_frame(b'{"jsonrpc": "2.0", "id": 1, "error": 1e400}').messages == []
-    batch = parse_frame(b'[{"jsonrpc": "2.0", "id": 1, "error": -1e999}, 1]')
+    [unusable] = parse_frame(b'{"jsonrpc": "2.0", "id": 5, "error": {"code": 1e400}}').messages
+    assert isinstance(unusable, Response)
+    assert unusable.id == 5
+    assert unusable.problem is not None
+    assert "number out of range" in unusable.problem
+    assert parse_frame(b'{"jsonrpc": "2.0", "id": 1e400, "error": 1}').messages == []
+    batch = parse_frame(b'[{"jsonrpc": "2.0", "id": 1e400, "result": 1}, 1]')
     assert batch.batch
     [not_an_object] = batch.messages
     assert isinstance(not_an_object, Invalid)
