@@ -309,11 +309,9 @@ class SessionManager:
         `record_only`, its journal folder (empty: an ``rmdir``, no descriptor either), log and
         payloads. Each step is tried whatever the one before did; a failure is logged, never
         raised over the error that made the create fail."""
-        log_file, payloads = log_paths(self.logs_dir, session_id)
-        journal = FileExecutionJournal(self.state_dir, session_id).directory
         steps: list[Callable[[], object]] = [functools.partial(self.store.delete, session_id)]
         if not record_only:
-            steps += [functools.partial(_remove, path) for path in (journal, payloads, log_file)]
+            steps += [functools.partial(_remove, path) for path in self._own_files(session_id)]
         for step in steps:
             try:
                 step()
@@ -326,11 +324,14 @@ class SessionManager:
 
     def _remove_files(self, session_id: str) -> None:
         """Journal and log first, the record last: a failure leaves the session listed."""
-        log_file, payloads = log_paths(self.logs_dir, session_id)
-        journal = FileExecutionJournal(self.state_dir, session_id).directory
-        for path in (journal, payloads, log_file):
+        for path in self._own_files(session_id):
             _remove(path)
         self.store.delete(session_id)
+
+    def _own_files(self, session_id: str) -> tuple[Path, Path, Path]:
+        """What a session has on disk besides its record: journal folder, payloads, log."""
+        log_file, payloads = log_paths(self.logs_dir, session_id)
+        return FileExecutionJournal(self.state_dir, session_id).directory, payloads, log_file
 
     async def list(self) -> list[SessionSummary]:
         """Every stored record, merged with its live session, newest ``updatedAt`` first;

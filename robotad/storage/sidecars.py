@@ -88,7 +88,7 @@ def externalize(
     inline (it is the log line's payload object). The input is not mutated.
     """
     encoded = _encode(data)
-    if len(encoded) <= limit and not any(marker in encoded for marker in _MARKERS):
+    if len(encoded) <= limit and not _spells_a_key(encoded):
         return data
     try:
         out = {key: _spill(value, put, limit)[0] for key, value in data.items()}
@@ -118,9 +118,7 @@ def _spill(value: Any, put: Callable[[bytes, str], str], limit: int) -> tuple[An
         size = len(_encode(value))
     if size <= limit:
         return new, size
-    content = _encode(new)
-    sha = digest(content)
-    ref = {SIDECAR_KEY: {"sha256": sha, "bytes": len(content), "path": put(content, sha)}}
+    ref = _reference(_encode(new), put)
     return ref, len(_encode(ref))
 
 
@@ -129,12 +127,20 @@ def _spill_whole(value: Any, put: Callable[[bytes, str], str], limit: int) -> An
     all, found without walking it (it nests too deeply to walk). ValueError when it spells a
     sidecar key: only a walk could wrap those so that a reader takes them literally."""
     content = _encode(value)
-    if any(marker in content for marker in _MARKERS):
+    if _spells_a_key(content):
         raise ValueError("a payload nested too deeply to walk spells a sidecar key")
-    if len(content) <= limit:
-        return value
+    return value if len(content) <= limit else _reference(content, put)
+
+
+def _reference(content: bytes, put: Callable[[bytes, str], str]) -> dict[str, Any]:
+    """`content` stored as a sidecar (by `put`), and the reference a line holds in its place."""
     sha = digest(content)
     return {SIDECAR_KEY: {"sha256": sha, "bytes": len(content), "path": put(content, sha)}}
+
+
+def _spells_a_key(encoded: bytes) -> bool:
+    """Whether JSON text `encoded` spells a sidecar or literal key as msgspec writes it."""
+    return any(marker in encoded for marker in _MARKERS)
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -150,7 +156,7 @@ def may_hold_reference(encoded: bytes) -> bool:
     """Whether JSON text `encoded` may hold a sidecar reference or a literal wrapper once
     decoded: it spells one of their keys, or writes a ``\\u`` escape (which could spell one).
     Text without either needs no resolving, however deep it nests."""
-    return b"\\u" in encoded or any(marker in encoded for marker in _MARKERS)
+    return b"\\u" in encoded or _spells_a_key(encoded)
 
 
 def contains_reference(value: Any) -> bool:
