@@ -63,6 +63,12 @@ def assert_issues(issues: Any) -> None:
 E = TypeVar("E", bound=Exception)
 
 
+def exported(record: Any) -> dict[str, Any]:
+    """`record`'s artifact with a fixed export time: the clock must not change the bytes
+    Hypothesis damages, or a replayed example draws differently (its length moves)."""
+    return export_artifact(record) | {"exportedAt": "2026-01-01T00:00:00.123Z"}
+
+
 def refusal_of(kind: type[E], action: Callable[[], object]) -> E | None:
     """The `kind` exception `action` raised, or None when it returned (anything else
     propagates and fails the test)."""
@@ -104,7 +110,7 @@ def test_record_decoder_names_the_damaged_path(data: st.DataObject) -> None:
 @given(data=st.data())
 def test_artifact_import_refuses_damage_at_its_path(data: st.DataObject) -> None:
     """G-030/G-214: a damaged artifact is imported or refused -32602 at the damaged path."""
-    artifact = export_artifact(data.draw(records()))
+    artifact = exported(data.draw(records()))
     damage = data.draw(json_mutation(artifact))
     rooted = "$.artifact" + damage.path[1:]
     refusal = refusal_of(InputRejected, lambda: import_artifact(damage.value))
@@ -119,7 +125,7 @@ def test_artifact_import_refuses_damage_at_its_path(data: st.DataObject) -> None
 def test_artifact_import_under_byte_damage(data: st.DataObject) -> None:
     """Whatever JSON the damaged bytes still parse to, import answers with a record or a
     located refusal."""
-    text = json.dumps(export_artifact(data.draw(records()))).encode()
+    text = json.dumps(exported(data.draw(records()))).encode()
     try:
         value = json.loads(data.draw(byte_mutations(text)))
     except ValueError:
