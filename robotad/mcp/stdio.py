@@ -34,6 +34,7 @@ import mcp_types as types
 import trio
 from mcp.shared.message import SessionMessage
 
+from robotad import open_files
 from robotad.log import fields
 from robotad.mcp.config import ServerSpec
 from robotad.mcp.environment import server_environment
@@ -183,7 +184,12 @@ class StdioChannel:
                 async for item in self._from_session:
                     data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await self.process.stdin.send_all(data.encode() + b"\n")
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        except (
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,
+            anyio.ClosedResourceError,  # `stop` closed the session's side while it waited
+            OSError,
+        ):
             self._end("stopped reading its stdin")
 
     async def pump_stderr(self) -> None:
@@ -249,6 +255,7 @@ async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
         env=server_environment(spec.env),
         cwd=spec.cwd,
         start_new_session=True,
+        preexec_fn=open_files.restore_in_child,
     )
     channel = StdioChannel(spec, process)
     log.info("mcp server started", extra=fields(mcp_server=spec.name, pid=process.pid))

@@ -27,6 +27,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 
+from robotad import open_files
 from robotad.providers.failures import check_api_key
 
 __all__ = [
@@ -106,6 +107,7 @@ def _run_key_command(provider: str, command: str, environ: Mapping[str, str]) ->
             stderr=subprocess.DEVNULL,
             env=dict(environ),
             start_new_session=True,  # its own group: a timeout stops all it started
+            preexec_fn=open_files.restore_in_child,
         )
     except OSError as exc:
         raise KeyUnavailable(f"{where} could not start: {exc.strerror}") from None

@@ -35,6 +35,7 @@ import trio
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
+from robotad import open_files
 from robotad.config import config_path, state_dir
 from robotad.log import fields
 from robotad.server import allocator
@@ -98,6 +99,7 @@ async def serve_daemon(
     env = os.environ if environ is None else environ
     started_at = utc_now()
     allocator.tune()
+    open_files.raise_limit()
     with ExitStack() as cleanup:
         ready_pipe = _ReadyPipe.claim(settings.ready_fd)
         cleanup.callback(ready_pipe.close)

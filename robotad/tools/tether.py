@@ -25,6 +25,8 @@ from typing import Any
 
 import trio
 
+from robotad import open_files
+
 __all__ = ["TETHER_SHELL", "open_tethered_process", "release", "tethered"]
 
 TETHER_SHELL = "/bin/sh"
@@ -42,6 +44,7 @@ async def open_tethered_process(argv: Sequence[str], **options: Any) -> trio.Pro
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
 
     def read_end_as_fd_3() -> None:  # in the child, before exec: plain os calls only
+        open_files.restore_in_child()
         if read_fd == _TETHER_FD:
             os.set_inheritable(read_fd, True)
         else:

@@ -7,6 +7,7 @@ import base64
 import http.server
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -352,6 +353,25 @@ async def test_a_server_whose_cwd_is_missing_says_so_not_that_its_command_is() -
         async with open_stdio(spec):
             pass
     assert refused.value.strerror == "its cwd /nonexistent/robota-cwd is not an existing folder"
+
+
+async def test_leaving_a_server_its_session_still_writes_to_ends_cleanly() -> None:
+    """Leaving `open_stdio` while the session's side of the stream is still open (the pump
+    waiting for a message) closed it under the waiting pump, whose anyio ClosedResourceError
+    escaped as an exception group instead of a clean stop."""
+    import trio
+
+    from robotad.mcp.config import McpServerConfig, spec_of_config
+    from robotad.mcp.stdio import open_stdio
+
+    spec = spec_of_config("idle", McpServerConfig(command="cat"))
+    with trio.fail_after(30):
+        async with open_stdio(spec) as channel:
+            await trio.sleep(0.05)  # the pumps are waiting now
+            pid = channel.pid
+    assert channel.failure is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped and reaped
 
 
 async def test_a_server_whose_command_is_missing_is_named() -> None:
