@@ -116,6 +116,9 @@ def _run_key_command(provider: str, command: str, environ: Mapping[str, str]) ->
     except subprocess.TimeoutExpired:
         _stop_group(process)
         raise KeyUnavailable(f"{where} did not finish within {KEY_COMMAND_TIMEOUT:g} s") from None
+    except BaseException:
+        _stop_group(process)  # nothing it started outlives a failure here either
+        raise
     finally:
         assert process.stdout is not None
         process.stdout.close()
@@ -136,13 +139,16 @@ def _first_output(process: subprocess.Popen[bytes], deadline: float) -> bytes:
     it has not exited by `deadline`."""
     assert process.stdout is not None
     fd = process.stdout.fileno()
+    # poll, not select: robotad may hold more than select's 1,024 descriptors (`open_files`).
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     kept = bytearray()
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             raise subprocess.TimeoutExpired(process.args, KEY_COMMAND_TIMEOUT)
         exited = process.poll() is not None
-        ready, _, _ = select.select([fd], [], [], 0 if exited else min(left, 0.1))
+        ready = poller.poll(0 if exited else min(left, 0.1) * 1000)
         if not ready:
             if exited:
                 return bytes(kept)

@@ -21,6 +21,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Final
 
 import trio
 
@@ -32,7 +33,7 @@ from robotad.sandbox.roots import held_reason, write_refusal
 from robotad.sandbox.seccomp import UnsupportedArchitecture
 from robotad.sandbox.support import SandboxProbe, seccomp_descriptor
 
-__all__ = ["Confinement", "Launch", "SandboxUnavailable"]
+__all__ = ["BWRAP_PARENT", "Confinement", "Launch", "SandboxUnavailable"]
 
 
 class SandboxUnavailable(Exception):
@@ -41,6 +42,14 @@ class SandboxUnavailable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(f"not run: the sandbox cannot be set up: {reason}")
         self.reason = reason
+
+
+#: What bwrap runs under: a shell that waits for it. bwrap's ``--die-with-parent`` ties it to
+#: the *thread* that forked it, and trio forks in a worker thread that exits after 10 s idle:
+#: bwrap started straight from robotad was killed (SIGKILL) 10 s into any sandboxed command.
+#: This shell is single-threaded and lives as long as bwrap; ``exit`` after the command keeps
+#: it from exec'ing bwrap in its place.
+BWRAP_PARENT: Final = ("/bin/sh", "-c", '"$@"; exit "$?"', "robota-sandbox")
 
 
 class Launch:
@@ -134,7 +143,7 @@ class Confinement:
         except (OSError, UnsupportedArchitecture) as exc:
             raise SandboxUnavailable(f"no seccomp filter: {exc}") from None
         return Launch(
-            bwrap_argv(bwrap, plan, command, seccomp_fd=fd),
+            [*BWRAP_PARENT, *bwrap_argv(bwrap, plan, command, seccomp_fd=fd)],
             (fd,),
             writable=plan.writable,
             repositories=frozenset(e for e in plan.read_only if os.path.basename(e) == ".git"),

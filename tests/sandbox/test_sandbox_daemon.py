@@ -177,6 +177,32 @@ async def test_no_background_child_outlives_the_call_or_the_session(
     assert _processes_naming(token) == []
 
 
+async def test_a_sandboxed_command_dies_with_a_killed_robotad(
+    tmp_path: Path, arena: Arena, sandbox_support: SandboxSupport
+) -> None:
+    """A SIGKILLed robotad takes its sandboxed command with it: the tether kills the group,
+    the shell bwrap runs under among it, and bwrap's --die-with-parent the sandbox's inside."""
+    token = f"robota-orphan-{uuid.uuid4().hex}"
+    command = f"sh -c 'sleep 1000; echo {token}'"
+    home = DaemonHome(tmp_path / "home")
+    with running_daemon(home) as killed, trio.fail_after(IO_TIMEOUT):
+        async with connect(killed) as client:
+            info = await client.call(
+                "session/create",
+                {"cwd": str(arena.ws), "sandbox": "workspace-write", "script": [_bash(command)]},
+            )
+            await client.call("session/subscribe", {"sessionId": info["sessionId"]})
+            run = {"sessionId": info["sessionId"], "prompt": "go"}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.call, "session/run", run)
+                while not _processes_naming(token):
+                    await trio.sleep(0.05)
+                killed.process.kill()
+                nursery.cancel_scope.cancel()
+        while _processes_naming(token):
+            await trio.sleep(0.05)
+
+
 async def test_a_bad_sandbox_value_is_located(daemon: RunningDaemon, arena: Arena) -> None:
     with trio.fail_after(IO_TIMEOUT):
         async with connect(daemon) as client:

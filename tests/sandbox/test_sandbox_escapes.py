@@ -89,6 +89,20 @@ async def test_a_symlink_already_in_the_workspace_leads_nowhere_writable(
     assert arena.untouched()
 
 
+async def test_a_command_outlives_the_thread_that_started_it(
+    bash: BashTool, arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap's --die-with-parent follows the thread that forked it, and trio forks in a worker
+    thread that ends when idle (after 10 s; 0.2 s here): a sandboxed command was killed by
+    SIGKILL that long after it started."""
+    from trio._core import _thread_cache
+
+    monkeypatch.setattr(_thread_cache, "IDLE_TIMEOUT", 0.2)
+    result = await run(bash, arena, "sleep 1.5; echo survived")
+    assert result.ok, result.content
+    assert result.content.splitlines()[0] == "survived"
+
+
 async def test_dev_shm_is_private_to_the_call(bash: BashTool, arena: Arena) -> None:
     name = f"robota-escape-{uuid.uuid4().hex}"
     result = await run(bash, arena, f"echo pwned > /dev/shm/{name} && cat /dev/shm/{name}")

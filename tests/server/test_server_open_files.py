@@ -127,6 +127,8 @@ CHILD = textwrap.dedent(
         return out.decode().strip()
 
     command = trio.run(main)
+    # What the raised limit is for: past select()'s 1,024 (its pipe is numbered above).
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     key = _run_key_command("p", "ulimit -Sn", os.environ)
     print(json.dumps({
         "raised": raised,
@@ -140,7 +142,8 @@ CHILD = textwrap.dedent(
 
 def test_every_kind_of_child_gets_the_limit_robotad_was_started_with(tmp_path: Path) -> None:
     """The spawn paths one by one, in a process started with 256 (hard 4,096): a tethered
-    command (Bash and hooks), an MCP server over stdio and a provider's key command."""
+    command (Bash and hooks), an MCP server over stdio and a provider's key command — run
+    while the process holds over 1,024 descriptors (its select() answered -32603 then)."""
     mcp_saw = tmp_path / "mcp-saw"
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(mcp_saw)],
