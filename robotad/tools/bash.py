@@ -39,6 +39,7 @@ from robotad.tools.tether import open_tethered_process
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
+    "MAX_COMMAND_CHARS",
     "MAX_OUTPUT_CHARS",
     "MAX_TIMEOUT_MS",
     "BashArguments",
@@ -47,6 +48,10 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_MS = 120_000
+#: The longest command: Linux takes at most 128 KiB in one argument (``MAX_ARG_STRLEN``, with
+#: its NUL), and ``bash -c COMMAND`` is one. Refused before the rules read it: reading a
+#: longer one (Python's shlex is quadratic in a token's length) held the daemon for seconds.
+MAX_COMMAND_CHARS = 128 * 1024 - 1
 MAX_TIMEOUT_MS = 600_000
 
 MAX_OUTPUT_CHARS = 30_000
@@ -61,7 +66,15 @@ _READ_SIZE = 65536
 class BashArguments(Struct, forbid_unknown_fields=True, frozen=True):
     """Run a shell command."""
 
-    command: Annotated[str, Meta(min_length=1, description="The command line to run.")]
+    command: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=MAX_COMMAND_CHARS,
+            description="The command line to run "
+            f"(at most {MAX_COMMAND_CHARS:,} characters: the system's limit for one argument).",
+        ),
+    ]
     timeout: (
         Annotated[
             int,

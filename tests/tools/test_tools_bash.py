@@ -3,8 +3,10 @@ the call — on exit, on timeout and on cancellation."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,10 +14,15 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotad.agent.tool import ToolContext
+from robotad.agent.tool import ArgumentError, ToolContext
 from robotad.tools import BashTool
 from robotad.tools import bash as bash_module
-from robotad.tools.bash import MAX_OUTPUT_CHARS, OutputCapture, command_environment
+from robotad.tools.bash import (
+    MAX_COMMAND_CHARS,
+    MAX_OUTPUT_CHARS,
+    OutputCapture,
+    command_environment,
+)
 from tests.tools.tool_calls import call, is_running
 
 # The shell records its own pid, a background child, a subshell and the subshell's own
@@ -291,3 +298,27 @@ def test_secret_variables_are_known_by_more_than_the_log_redaction_words() -> No
     assert command_environment(environ, hidden=frozenset({"LLAMA_CREDS"})) == dict.fromkeys(
         kept, "value"
     )
+
+
+def test_a_command_longer_than_the_system_takes_is_refused_before_anything_reads_it() -> None:
+    """Reading a 300 KB command (the rules split it with shlex, quadratic in a token's length)
+    held the daemon for 10 s before the spawn's E2BIG; now the arguments are refused first."""
+    with pytest.raises(ArgumentError) as refused:
+        BashTool().decode_arguments({"command": "x" * (MAX_COMMAND_CHARS + 1)})
+    assert str(refused.value) == (
+        f"invalid arguments for Bash: Expected `str` of length <= {MAX_COMMAND_CHARS}"
+        " - at `$.command`"
+    )
+
+
+async def test_the_longest_command_is_the_longest_the_system_runs(tmp_path: Path) -> None:
+    """The cap is Linux's limit for one argument, not below it: the longest command runs, one
+    character more cannot be started at all."""
+    longest = "echo " + "x" * (MAX_COMMAND_CHARS - len("echo "))
+    with trio.fail_after(30):
+        result = await call(BashTool(), tmp_path, command=longest)
+    assert result.ok, result.content[-200:]
+    assert result.content.startswith("x" * 100)
+    with pytest.raises(OSError, match="Argument list too long") as refused:
+        subprocess.run(["/bin/sh", "-c", longest + "x"], check=False)
+    assert refused.value.errno == errno.E2BIG
