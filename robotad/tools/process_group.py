@@ -2,15 +2,16 @@
 
 A command is started as the leader of a new session and process group
 (``start_new_session=True``, or tethered to robotad by `robotad.tools.tether`), so everything
-it forks stays in that group unless it detaches on purpose. `terminate_process_tree` asks the
-group and every descendant still traceable through its parent links to stop (SIGTERM), waits
-up to a grace period for them to go, kills what remains (SIGKILL), reaps the leader and
-releases its tether.
+it forks stays in that session, and in that group unless it moves to a group of its own
+(``setpgid``: GNU ``timeout``, ``set -m`` job control). `terminate_process_tree` asks the
+group, every other process of the session and every descendant still traceable through its
+parent links to stop (SIGTERM), waits up to a grace period for them to go, kills what remains
+(SIGKILL), reaps the leader and releases its tether.
 
 On Linux, liveness is read from ``/proc`` so that an exited process nobody has reaped yet (a
 zombie, common when the daemon's init does not reap orphans) does not count as running and
 hold the call for the whole grace period. Elsewhere it falls back to probing the group with
-signal 0. A process that left the group *and* lost its parent link (``setsid`` and a dead
+signal 0. A process that left the session (``setsid``) *and* lost its parent link (a dead
 parent) cannot be found by anyone and is out of reach, as intended for a deliberately detached
 job.
 """
@@ -64,7 +65,9 @@ async def terminate_process_tree(process: trio.Process, *, grace: float = KILL_G
 
 
 def _tree(group: int, process: trio.Process) -> set[int]:
-    """Running members of `group`, plus running descendants of `process` while it lives."""
+    """Running members of `group` and of the session it leads, plus running descendants of
+    `process` while it lives. (Its pid cannot be reused for another session before it is
+    reaped, which is the last thing `terminate_process_tree` does.)"""
     table = _process_table()
     if table is None:
         try:
@@ -72,13 +75,17 @@ def _tree(group: int, process: trio.Process) -> set[int]:
         except OSError:
             return set()
         return {group}
-    running = {pid for pid, (_, pgrp, state) in table.items() if pgrp == group and state != "Z"}
+    running = {
+        pid
+        for pid, (_, pgrp, session, state) in table.items()
+        if group in (pgrp, session) and state != "Z"
+    }
     if process.returncode is None:
         parents = {process.pid}
         while parents:
             children = {
                 pid
-                for pid, (ppid, _, state) in table.items()
+                for pid, (ppid, _, _, state) in table.items()
                 if ppid in parents and state != "Z" and pid not in running
             }
             running |= children
@@ -86,13 +93,14 @@ def _tree(group: int, process: trio.Process) -> set[int]:
     return running
 
 
-def _process_table() -> dict[int, tuple[int, int, str]] | None:
-    """``pid -> (ppid, pgrp, state)`` for every process, or None without a Linux ``/proc``."""
+def _process_table() -> dict[int, tuple[int, int, int, str]] | None:
+    """``pid -> (ppid, pgrp, session, state)`` for every process, or None without a Linux
+    ``/proc``."""
     try:
         entries = os.listdir("/proc")
     except OSError:
         return None
-    table: dict[int, tuple[int, int, str]] = {}
+    table: dict[int, tuple[int, int, int, str]] = {}
     for name in entries:
         if not name.isdigit():
             continue
@@ -102,7 +110,7 @@ def _process_table() -> dict[int, tuple[int, int, str]] | None:
     return table if table else None
 
 
-def _read_stat(pid: int) -> tuple[int, int, str] | None:
+def _read_stat(pid: int) -> tuple[int, int, int, str] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             raw = file.read()
@@ -110,17 +118,22 @@ def _read_stat(pid: int) -> tuple[int, int, str] | None:
         return None
     # The command name sits in parentheses and may itself hold ")" or spaces.
     fields = raw[raw.rfind(b")") + 2 :].split()
-    if len(fields) < 3:
+    if len(fields) < 4:
         return None
     state = fields[0].decode("ascii", "replace")
     # A dead-but-unreaped (Z) or fully dead (X) process runs no more code.
-    return int(fields[1]), int(fields[2]), "Z" if state in ("Z", "X", "x") else state
+    return (
+        int(fields[1]),
+        int(fields[2]),
+        int(fields[3]),
+        "Z" if state in ("Z", "X", "x") else state,
+    )
 
 
 def _is_running(pid: int) -> bool:
     if os.path.isdir("/proc/self"):
         stat = _read_stat(pid)
-        return stat is not None and stat[2] != "Z"
+        return stat is not None and stat[3] != "Z"
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -4,8 +4,11 @@
 (like ``start_new_session=True``) with a watcher in the same group: a small ``/bin/sh``
 subshell blocked reading a pipe whose only writer is robotad. robotad never writes to it;
 when robotad's process ends — a crash, SIGKILL, anything — the kernel closes the write end,
-the read sees end-of-file and the watcher kills the whole process group (``kill -KILL 0``):
-the command, its children and the watcher itself.
+the read sees end-of-file and the watcher kills the command's whole session (``pkill -s``,
+where procps is installed) and process group (``kill -KILL 0``): the command, its children
+even in groups of their own (GNU ``timeout``, ``set -m``), and the watcher itself. The
+watcher is forked twice, so it is no child of the command (a command waiting for its own
+children would otherwise wait for it).
 
 Why not ``PR_SET_PDEATHSIG``: it fires when the *thread* that forked the child ends, and trio
 forks in a worker thread that exits when idle — it would kill a long command of a healthy
@@ -32,7 +35,10 @@ __all__ = ["TETHER_SHELL", "open_tethered_process", "release", "tethered"]
 TETHER_SHELL = "/bin/sh"
 #: The descriptor the tether's read end has in the child (one digit: what every sh parses).
 _TETHER_FD = 3
-_SCRIPT = '( read -r _ <&3; kill -KILL 0 ) </dev/null >/dev/null 2>&1 & exec 3<&-; exec "$@"'
+_SCRIPT = (
+    "( ( read -r _ <&3; pkill -KILL -s $$; kill -KILL 0 ) </dev/null >/dev/null 2>&1 & ); "
+    'exec 3<&-; exec "$@"'
+)
 #: pid of a tethered command's leader → the write end robotad holds for it.
 _tethers: dict[int, int] = {}
 

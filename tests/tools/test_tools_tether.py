@@ -102,3 +102,77 @@ def test_a_killed_owner_takes_its_commands_with_it(tmp_path: Path) -> None:
 async def _bounded(waiting: object) -> None:
     with trio.fail_after(GONE_WITHIN):
         await waiting  # type: ignore[misc]
+
+
+#: A tree with a child in a process group of its own (as GNU ``timeout`` or ``set -m`` make):
+#: the child writes its pid and "ready" only once it has left the command's group.
+OWN_GROUP = (
+    "echo $$ > pids; "
+    f"{sys.executable} -c 'import os, time; os.setpgid(0, 0); "
+    'open("pids", "a").write(f"{os.getpid()}\\n"); open("ready", "w").write("go\\n"); '
+    "time.sleep(1000)' & wait"
+)
+
+
+def test_a_killed_owner_takes_a_child_in_its_own_group_too(tmp_path: Path) -> None:
+    """The watcher killed the command's process group only: a child that had moved to a group
+    of its own outlived a SIGKILLed robotad. It kills the command's session now."""
+    owner = textwrap.dedent(
+        f"""
+        import os, signal, subprocess, trio
+        from robotad.tools import tether
+
+        async def main():
+            await tether.open_tethered_process(
+                ["/bin/sh", "-c", {OWN_GROUP!r}], cwd={str(tmp_path)!r}, stdin=subprocess.DEVNULL
+            )
+            while not os.path.exists({str(tmp_path / "ready")!r}):
+                await trio.sleep(0.02)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        trio.run(main)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", owner], timeout=GONE_WITHIN, capture_output=True, check=False
+    )
+    assert done.returncode == -9, done.stderr
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2
+    trio.run(lambda: _bounded(_gone(pids)))
+
+
+async def test_ending_a_command_ends_a_child_in_its_own_group(tmp_path: Path) -> None:
+    """`terminate_process_tree` stops the command's whole session, not only its group: a
+    background job of its own group (``timeout 300 sleep …  &``) was left running."""
+    with trio.fail_after(GONE_WITHIN):
+        process = await tether.open_tethered_process(
+            ["/bin/sh", "-c", OWN_GROUP.replace("& wait", "& exit 0")],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+        await _wait_for(tmp_path / "ready")
+        await process.wait()
+        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        assert is_running(pids[1])
+        await terminate_process_tree(process)
+        await _gone(pids)
+
+
+async def test_the_watcher_is_no_child_of_the_command(tmp_path: Path) -> None:
+    """A command waiting for its own children waited for the watcher (until its timeout)."""
+    with trio.fail_after(GONE_WITHIN):
+        process = await tether.open_tethered_process(
+            [
+                sys.executable,
+                "-c",
+                "import os\ntry:\n os.wait()\nexcept ChildProcessError:\n print('none')",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        output = await process.stdout.receive_some(100)
+        await process.wait()
+        await terminate_process_tree(process)
+    assert output == b"none\n"
