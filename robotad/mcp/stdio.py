@@ -1,8 +1,9 @@
 """A stdio MCP server as a trio child process, feeding the SDK's `ClientSession`.
 
 The SDK's own ``stdio_client`` neither says when its server died nor gives its pid; this one
-does. `open_stdio` starts the server (its own session and process group, the minimal
-environment of `robotad.mcp.environment`) and yields a `StdioChannel`:
+does. `open_stdio` starts the server (its own session and process group, tethered to robotad
+as a command is (`robotad.tools.tether`: whatever it started dies with a killed robotad), the
+minimal environment of `robotad.mcp.environment`) and yields a `StdioChannel`:
 
 - `read_stream` / `write_stream`: the SDK's message streams (newline-delimited JSON-RPC);
 - the moment the process exits, the read stream ends, so every request in flight fails at once
@@ -34,11 +35,11 @@ import mcp_types as types
 import trio
 from mcp.shared.message import SessionMessage
 
-from robotad import open_files
 from robotad.log import fields
 from robotad.mcp.config import ServerSpec
 from robotad.mcp.environment import server_environment
 from robotad.tools.process_group import terminate_process_tree
+from robotad.tools.tether import open_tethered_process
 
 __all__ = ["StdioChannel", "open_stdio"]
 
@@ -239,6 +240,25 @@ def describe_exit(status: int) -> str:
     return f"exited with status {status}"
 
 
+def _executable(command: str, env: dict[str, str], cwd: str | None) -> str:
+    """The file `command` names, found as ``execvpe`` would (in the server's ``PATH`` when it
+    has no slash, else from its cwd); the `OSError` a spawn would raise when there is none
+    (ENOENT), or only ones that cannot be run (EACCES). Blocking."""
+    if "/" in command:
+        candidates = [os.path.join(cwd or os.getcwd(), command)]
+    else:
+        folders = os.get_exec_path(env)
+        candidates = [os.path.join(os.path.join(cwd or os.getcwd(), f), command) for f in folders]
+    refused = False
+    for candidate in candidates:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+        refused = refused or os.path.exists(candidate)
+    if refused:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+
+
 @asynccontextmanager
 async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
     """Start `spec`'s server and yield its channel (see the module doc). Raises `OSError`
@@ -247,15 +267,17 @@ async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
     if spec.cwd is not None and not await trio.to_thread.run_sync(os.path.isdir, spec.cwd):
         # Else the spawn's ENOENT would read as if the command were missing.
         raise FileNotFoundError(errno.ENOENT, f"its cwd {spec.cwd} is not an existing folder")
-    process = await trio.lowlevel.open_process(
-        [spec.command, *spec.args],
+    env = server_environment(spec.env)
+    # The tether's shell execs the server: a command it cannot run would only be its exit
+    # status 127, so the file is found here first, failing as a spawn would.
+    executable = await trio.to_thread.run_sync(_executable, spec.command, env, spec.cwd)
+    process = await open_tethered_process(  # dies with robotad, whole session
+        [executable, *spec.args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=server_environment(spec.env),
+        env=env,
         cwd=spec.cwd,
-        start_new_session=True,
-        preexec_fn=open_files.restore_in_child,
     )
     channel = StdioChannel(spec, process)
     log.info("mcp server started", extra=fields(mcp_server=spec.name, pid=process.pid))

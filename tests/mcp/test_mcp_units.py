@@ -374,6 +374,63 @@ async def test_leaving_a_server_its_session_still_writes_to_ends_cleanly() -> No
         os.kill(pid, 0)  # stopped and reaped
 
 
+def test_a_killed_robotad_takes_what_its_stdio_server_started(tmp_path: Path) -> None:
+    """A stdio server exits when robotad's end of its stdin closes, but what it had started
+    itself lived on after a SIGKILLed robotad: the server is tethered now, as commands are."""
+    import textwrap
+
+    from tests.tools.tool_calls import is_running
+
+    server = f"sleep 1000 & echo $! > {tmp_path}/pids; echo go > {tmp_path}/ready; exec cat"
+    owner = textwrap.dedent(
+        f"""
+        import os, signal, trio
+        from robotad.mcp.config import McpServerConfig, spec_of_config
+        from robotad.mcp.stdio import open_stdio
+
+        async def main():
+            spec = spec_of_config("s", McpServerConfig(command="sh", args=["-c", {server!r}]))
+            async with open_stdio(spec):
+                while not os.path.exists({str(tmp_path / "ready")!r}):
+                    await trio.sleep(0.02)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        trio.run(main)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", owner], timeout=30, capture_output=True, check=False
+    )
+    assert done.returncode == -9, done.stderr
+    [helper] = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+
+    async def gone() -> None:
+        with trio.fail_after(10):
+            while is_running(helper):
+                await trio.sleep(0.02)
+
+    import trio
+
+    trio.run(gone)
+
+
+async def test_a_server_that_cannot_be_run_says_so(tmp_path: Path) -> None:
+    """The tether's shell would only exit 126; the file is checked as a spawn checks it."""
+    import trio
+
+    from robotad.mcp.config import McpServerConfig, spec_of_config
+    from robotad.mcp.connection import ServerFailed, connect
+
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\nexec cat\n")
+    script.chmod(0o644)
+    spec = spec_of_config("s", McpServerConfig(command=str(script)))
+    with trio.fail_after(30), pytest.raises(ServerFailed) as refused:
+        async with connect(spec, lambda: None):
+            pass
+    assert str(refused.value) == f"cannot start {script}: Permission denied"
+
+
 async def test_a_server_whose_command_is_missing_is_named() -> None:
     """ "cannot start: No such file or directory" named nothing to look for."""
     import trio
