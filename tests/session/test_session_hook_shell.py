@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import trio
 
-from robotad.session.hooks.shell import run_shell_command
+from robotad.session.hooks.shell import ShellFailure, run_shell_command
 from robotad.tools import tether
 
 
@@ -60,3 +61,14 @@ async def test_what_a_finished_command_left_running_is_stopped(tmp_path: Path) -
     assert await _group_gone(int(result.stdout))
     await trio.sleep(1.5)
     assert not marker.exists()
+
+
+async def test_a_missing_working_directory_is_named(tmp_path: Path) -> None:
+    """A session whose folder was removed: a hook or the classifier said only "No such file or
+    directory", as if the shell were missing."""
+    gone = tmp_path / "gone"
+    with pytest.raises(ShellFailure) as refused:
+        await run_shell_command("true", stdin=b"", cwd=gone, env=dict(os.environ), time_limit=20)
+    assert str(refused.value) == (
+        f"could not be started: the session's working directory {gone} does not exist"
+    )

@@ -11,6 +11,7 @@ the shell itself has exited but a child it left behind still holds the output op
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 from collections.abc import Mapping
@@ -72,6 +73,13 @@ async def run_shell_command(
             env=dict(env),
         )
     except OSError as exc:
+        missing = exc.errno == errno.ENOENT and not await trio.to_thread.run_sync(
+            os.path.isdir, cwd
+        )
+        if missing:  # not that /bin/sh is missing
+            raise ShellFailure(
+                f"could not be started: the session's working directory {cwd} does not exist"
+            ) from None
         raise ShellFailure(f"could not be started: {exc.strerror or type(exc).__name__}") from None
     assert process.stdin is not None
     assert process.stdout is not None
