@@ -107,6 +107,9 @@ class StdioChannel:
         self.closed = trio.Event()
         self._stopping = False
         self._stderr_log = StderrLog(spec.name, trio.current_time)
+        #: The server's last stderr line, and whether its stderr has ended.
+        self._last_stderr: str | None = None
+        self._stderr_ended = trio.Event()
         self._to_session, self.read_stream = anyio.create_memory_object_stream[
             SessionMessage | Exception
         ](16)
@@ -152,8 +155,9 @@ class StdioChannel:
         # A dying server's stdout ends as it exits: name the exit (a signal, a status) when
         # it comes at once, rather than the closed pipe it caused.
         with trio.move_on_after(_EOF_EXIT_WAIT):
-            status = await self.process.wait()
-            self._end(describe_exit(status))
+            await self.process.wait()
+        if self.process.returncode is not None:
+            self._end(await self._exited(self.process.returncode))
         self._end("closed its stdout")
 
     async def _deliver(self, line: bytes) -> bool:
@@ -196,26 +200,42 @@ class StdioChannel:
     async def pump_stderr(self) -> None:
         assert self.process.stderr is not None
         buffer = b""
-        async for chunk in self.process.stderr:
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                self._log_stderr(line)
-            if len(buffer) > _LOGGED_CHARS:
+        try:
+            async for chunk in self.process.stderr:
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self._log_stderr(line)
+                if len(buffer) > _LOGGED_CHARS:
+                    self._log_stderr(buffer)
+                    buffer = b""
+            if buffer:
                 self._log_stderr(buffer)
-                buffer = b""
-        if buffer:
-            self._log_stderr(buffer)
-        self._stderr_log.flush()
+            self._stderr_log.flush()
+        finally:
+            self._stderr_ended.set()
 
     def _log_stderr(self, line: bytes) -> None:
         text = line[:_LOGGED_CHARS].decode("utf-8", "replace").rstrip()
         if text:
+            self._last_stderr = text
             self._stderr_log.line(text)
 
     async def watch_exit(self) -> None:
         status = await self.process.wait()
-        self._end(describe_exit(status))
+        self._end(await self._exited(status))
+
+    async def _exited(self, status: int) -> str:
+        """Why the server is gone, having exited with `status`."""
+        if status in _EXEC_FAILED and not self.initialized:
+            # The tether's shell could not exec the server (a bad interpreter line, not a
+            # program): its complaint on stderr says why, as a spawn's error did.
+            with trio.move_on_after(_STDERR_GRACE):
+                await self._stderr_ended.wait()
+            said = _TETHER_SAID.match(self._last_stderr or "")
+            if said is not None:
+                return f"cannot start {said.group(1)}"
+        return describe_exit(status)
 
     async def stop(self) -> None:
         """Close stdin, wait a moment, then stop the process group; bounded, call shielded."""
@@ -296,6 +316,15 @@ async def open_stdio(spec: ServerSpec) -> AsyncIterator[StdioChannel]:
     finally:
         with trio.CancelScope(shield=True):
             await terminate_process_tree(process)
+
+
+#: The statuses of a shell that could not exec its command (cannot run it; not found).
+_EXEC_FAILED: Final = (126, 127)
+#: How long an exited server's stderr may take to end before its failure is told without it.
+_STDERR_GRACE: Final = 1.0
+#: The tether shell's complaint about an exec (dash: ``robota-tether: 1: exec: PATH: WHY``;
+#: bash: ``robota-tether: line 1: PATH: WHY``); group 1 is ``PATH: WHY``.
+_TETHER_SAID: Final = re.compile(r"robota-tether: (?:line )?\d+: (?:exec: )?(.+)")
 
 
 #: The id of a line that looks like an answer (it names no method): a number or a string.

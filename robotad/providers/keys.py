@@ -22,13 +22,13 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import subprocess
 import time
 from collections.abc import Mapping
 
 from robotad import open_files
 from robotad.providers.failures import check_api_key
+from robotad.tools.process_group import kill_session
 
 __all__ = [
     "KEY_COMMAND_TIMEOUT",
@@ -114,12 +114,9 @@ def _run_key_command(provider: str, command: str, environ: Mapping[str, str]) ->
     try:
         output = _first_output(process, time.monotonic() + KEY_COMMAND_TIMEOUT)
     except subprocess.TimeoutExpired:
-        _stop_group(process)
         raise KeyUnavailable(f"{where} did not finish within {KEY_COMMAND_TIMEOUT:g} s") from None
-    except BaseException:
-        _stop_group(process)  # nothing it started outlives a failure here either
-        raise
     finally:
+        _stop_group(process)  # whatever it left running, however it ended
         assert process.stdout is not None
         process.stdout.close()
     if process.returncode != 0:
@@ -161,8 +158,8 @@ def _first_output(process: subprocess.Popen[bytes], deadline: float) -> bytes:
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the command's whole process group and reap the shell."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    """Kill the command's whole session and process group (a child in a group of its own,
+    as ``timeout`` makes, too) and reap the shell."""
+    kill_session(process.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)

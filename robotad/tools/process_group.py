@@ -26,7 +26,7 @@ import trio
 
 from robotad.tools import tether
 
-__all__ = ["KILL_GRACE_S", "terminate_process_tree"]
+__all__ = ["KILL_GRACE_S", "kill_session", "terminate_process_tree"]
 
 KILL_GRACE_S = 2.0
 """How long stopped processes get between SIGTERM and SIGKILL."""
@@ -64,10 +64,18 @@ async def terminate_process_tree(process: trio.Process, *, grace: float = KILL_G
     tether.release(process.pid)  # the group is gone: its watcher may go too
 
 
+def kill_session(leader: int) -> None:
+    """SIGKILL the group and the session `leader` leads, at once (a blocking caller's
+    `terminate_process_tree`, for commands that get no grace: a key command)."""
+    table = _process_table() or {}
+    members = {pid for pid, (_, pgrp, session, _) in table.items() if leader in (pgrp, session)}
+    _signal_all(members, leader, signal.SIGKILL)
+
+
 def _tree(group: int, process: trio.Process) -> set[int]:
     """Running members of `group` and of the session it leads, plus running descendants of
-    `process` while it lives. (Its pid cannot be reused for another session before it is
-    reaped, which is the last thing `terminate_process_tree` does.)"""
+    `process` while it lives. (No other session can take that id while any member of this
+    one lives, so what is found by it is the command's.)"""
     table = _process_table()
     if table is None:
         try:

@@ -5,10 +5,10 @@
 subshell blocked reading a pipe whose only writer is robotad. robotad never writes to it;
 when robotad's process ends — a crash, SIGKILL, anything — the kernel closes the write end,
 the read sees end-of-file and the watcher kills the command's whole session (``pkill -s``,
-where procps is installed) and process group (``kill -KILL 0``): the command, its children
-even in groups of their own (GNU ``timeout``, ``set -m``), and the watcher itself. The
-watcher is forked twice, so it is no child of the command (a command waiting for its own
-children would otherwise wait for it).
+where procps is installed in a system folder) and process group (``kill -KILL 0``): the
+command, its children even in groups of their own (GNU ``timeout``, ``set -m``), and the
+watcher itself. The watcher is forked twice, so it is no child of the command (a command
+waiting for its own children would otherwise wait for it).
 
 Why not ``PR_SET_PDEATHSIG``: it fires when the *thread* that forked the child ends, and trio
 forks in a worker thread that exits when idle — it would kill a long command of a healthy
@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,10 +37,21 @@ __all__ = ["TETHER_SHELL", "open_tethered_process", "release", "tethered"]
 TETHER_SHELL = "/bin/sh"
 #: The descriptor the tether's read end has in the child (one digit: what every sh parses).
 _TETHER_FD = 3
-_SCRIPT = (
-    "( ( read -r _ <&3; pkill -KILL -s $$; kill -KILL 0 ) </dev/null >/dev/null 2>&1 & ); "
-    'exec 3<&-; exec "$@"'
-)
+#: Where the watcher finds pkill: robotad's own system folders, never the command's ``PATH``
+#: (which it may set, or point at its workspace). Without procps only the group is killed.
+_PKILL = shutil.which("pkill", path="/usr/bin:/bin:/usr/sbin:/sbin")
+
+
+def _script(pkill: str | None) -> str:
+    """The tether shell's script (see the module doc)."""
+    session = f"{shlex.quote(pkill)} -KILL -s $$; " if pkill else ""
+    return (
+        f"( ( read -r _ <&3; {session}kill -KILL 0 ) </dev/null >/dev/null 2>&1 & ); "
+        'exec 3<&-; exec "$@"'
+    )
+
+
+_SCRIPT = _script(_PKILL)
 #: pid of a tethered command's leader → the write end robotad holds for it.
 _tethers: dict[int, int] = {}
 

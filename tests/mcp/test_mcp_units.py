@@ -4,10 +4,12 @@ backoff, the session's tool table, and that nothing loads the SDK before a serve
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -398,6 +400,8 @@ def test_a_killed_robotad_takes_what_its_stdio_server_started(tmp_path: Path) ->
         trio.run(main)
         """
     )
+    import trio
+
     done = subprocess.run(
         [sys.executable, "-c", owner], timeout=30, capture_output=True, check=False
     )
@@ -409,26 +413,40 @@ def test_a_killed_robotad_takes_what_its_stdio_server_started(tmp_path: Path) ->
             while is_running(helper):
                 await trio.sleep(0.02)
 
-    import trio
+    try:
+        trio.run(gone)
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(helper, signal.SIGKILL)  # a failed test leaves nothing running
 
-    trio.run(gone)
 
-
-async def test_a_server_that_cannot_be_run_says_so(tmp_path: Path) -> None:
-    """The tether's shell would only exit 126; the file is checked as a spawn checks it."""
+@pytest.mark.parametrize(
+    ("content", "mode", "why"),
+    [
+        (b"#!/bin/sh\nexec cat\n", 0o644, "Permission denied"),
+        (b"#!/nonexistent/robota-interpreter\n", 0o755, "not found"),
+        (b"\x7fELF" + b"\x00" * 60, 0o755, "Exec format error"),
+    ],
+    ids=["not-executable", "bad-interpreter", "not-a-program"],
+)
+async def test_a_server_that_cannot_be_run_says_so(
+    tmp_path: Path, content: bytes, mode: int, why: str
+) -> None:
+    """Through the tether's shell such a server would only have "exited with status 126" (or
+    127): the file is checked as a spawn checks it, and the shell's complaint is kept."""
     import trio
 
     from robotad.mcp.config import McpServerConfig, spec_of_config
     from robotad.mcp.connection import ServerFailed, connect
 
-    script = tmp_path / "server.sh"
-    script.write_text("#!/bin/sh\nexec cat\n")
-    script.chmod(0o644)
-    spec = spec_of_config("s", McpServerConfig(command=str(script)))
+    server = tmp_path / "server"
+    server.write_bytes(content)
+    server.chmod(mode)
+    spec = spec_of_config("s", McpServerConfig(command=str(server)))
     with trio.fail_after(30), pytest.raises(ServerFailed) as refused:
         async with connect(spec, lambda: None):
             pass
-    assert str(refused.value) == f"cannot start {script}: Permission denied"
+    assert str(refused.value) == f"cannot start {server}: {why}"
 
 
 async def test_a_server_whose_command_is_missing_is_named() -> None:

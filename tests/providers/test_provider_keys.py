@@ -4,7 +4,10 @@ environment, the message that says so, and the per-provider ``idle_timeout_ms`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -86,6 +89,32 @@ def test_a_key_command_that_overruns_is_killed_with_what_it_started(
     with pytest.raises(ProviderUnavailable, match=r"did not finish within 0\.5 s"):
         build_provider("gpt", _openai(api_key_command=command), environ={})
     assert _ends_soon(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize("ending", ["echo sk-ok", "exit 3"], ids=["key-given", "failed"])
+def test_a_key_command_leaves_nothing_running_even_in_a_group_of_its_own(
+    tmp_path: Path, ending: str
+) -> None:
+    """What a key command left in the background (here in a process group of its own, as GNU
+    timeout makes) ran on when it had printed its key or failed, and a timeout's kill missed
+    it: its whole session is stopped now, however the command ended."""
+    pid_file = tmp_path / "pid"
+    python = (
+        f"import os, time; os.setpgid(0, 0); open({str(pid_file)!r}, 'w')"
+        ".write(str(os.getpid())); time.sleep(60)"
+    )
+    command = f'{sys.executable} -c "{python}" </dev/null >/dev/null 2>&1 & '
+    command += f"while [ ! -s {pid_file} ]; do sleep 0.01; done; {ending}"
+    try:
+        if ending.startswith("echo"):
+            assert keys._run_key_command("p", command, os.environ) == "sk-ok"
+        else:
+            with pytest.raises(keys.KeyUnavailable, match="exited with status 3"):
+                keys._run_key_command("p", command, os.environ)
+        assert _ends_soon(int(pid_file.read_text()))
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def test_a_key_command_that_prints_without_end_keeps_only_its_first_bytes() -> None:

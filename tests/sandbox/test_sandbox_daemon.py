@@ -7,7 +7,10 @@ missing. The daemon's default sandbox is configured ``read-only``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -199,8 +202,13 @@ async def test_a_sandboxed_command_dies_with_a_killed_robotad(
                     await trio.sleep(0.05)
                 killed.process.kill()
                 nursery.cancel_scope.cancel()
-        while _processes_naming(token):
-            await trio.sleep(0.05)
+        try:
+            while _processes_naming(token):
+                await trio.sleep(0.05)
+        finally:
+            for pid in _processes_naming(token):  # a failed test leaves nothing running
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 async def test_a_bad_sandbox_value_is_located(daemon: RunningDaemon, arena: Arena) -> None:

@@ -6,6 +6,9 @@ the whole process group go, grandchildren included, within a bound."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -116,7 +119,11 @@ OWN_GROUP = (
 
 def test_a_killed_owner_takes_a_child_in_its_own_group_too(tmp_path: Path) -> None:
     """The watcher killed the command's process group only: a child that had moved to a group
-    of its own outlived a SIGKILLed robotad. It kills the command's session now."""
+    of its own outlived a SIGKILLed robotad. It kills the command's session now, with the
+    system's pkill: not one the command's PATH would find (here a planted one in its cwd)."""
+    planted = tmp_path / "pkill"
+    planted.write_text(f"#!/bin/sh\necho ran > {tmp_path}/planted-ran\n")
+    planted.chmod(0o755)
     owner = textwrap.dedent(
         f"""
         import os, signal, subprocess, trio
@@ -124,7 +131,10 @@ def test_a_killed_owner_takes_a_child_in_its_own_group_too(tmp_path: Path) -> No
 
         async def main():
             await tether.open_tethered_process(
-                ["/bin/sh", "-c", {OWN_GROUP!r}], cwd={str(tmp_path)!r}, stdin=subprocess.DEVNULL
+                ["/bin/sh", "-c", {OWN_GROUP!r}],
+                cwd={str(tmp_path)!r},
+                stdin=subprocess.DEVNULL,
+                env={{"PATH": {str(tmp_path)!r} + ":"}},
             )
             while not os.path.exists({str(tmp_path / "ready")!r}):
                 await trio.sleep(0.02)
@@ -133,13 +143,18 @@ def test_a_killed_owner_takes_a_child_in_its_own_group_too(tmp_path: Path) -> No
         trio.run(main)
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", owner], timeout=GONE_WITHIN, capture_output=True, check=False
-    )
-    assert done.returncode == -9, done.stderr
-    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
-    assert len(pids) == 2
-    trio.run(lambda: _bounded(_gone(pids)))
+    pids: list[int] = []
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", owner], timeout=GONE_WITHIN, capture_output=True, check=False
+        )
+        assert done.returncode == -9, done.stderr
+        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        assert len(pids) == 2
+        trio.run(lambda: _bounded(_gone(pids)))
+    finally:
+        _kill(pids)
+    assert not (tmp_path / "planted-ran").exists()
 
 
 async def test_ending_a_command_ends_a_child_in_its_own_group(tmp_path: Path) -> None:
@@ -154,9 +169,12 @@ async def test_ending_a_command_ends_a_child_in_its_own_group(tmp_path: Path) ->
         await _wait_for(tmp_path / "ready")
         await process.wait()
         pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
-        assert is_running(pids[1])
-        await terminate_process_tree(process)
-        await _gone(pids)
+        try:
+            assert is_running(pids[1])
+            await terminate_process_tree(process)
+            await _gone(pids)
+        finally:
+            _kill(pids)
 
 
 async def test_the_watcher_is_no_child_of_the_command(tmp_path: Path) -> None:
@@ -172,7 +190,16 @@ async def test_the_watcher_is_no_child_of_the_command(tmp_path: Path) -> None:
             stdout=subprocess.PIPE,
         )
         assert process.stdout is not None
-        output = await process.stdout.receive_some(100)
+        output = b""
+        while chunk := await process.stdout.receive_some(100):  # to the end: a print may
+            output += chunk  # arrive in pieces (PYTHONUNBUFFERED)
         await process.wait()
         await terminate_process_tree(process)
     assert output == b"none\n"
+
+
+def _kill(pids: list[int]) -> None:
+    """Leave nothing running when a test fails half-way."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
