@@ -67,9 +67,7 @@ async def terminate_process_tree(process: trio.Process, *, grace: float = KILL_G
 def kill_session(leader: int) -> None:
     """SIGKILL the group and the session `leader` leads, at once (a blocking caller's
     `terminate_process_tree`, for commands that get no grace: a key command)."""
-    table = _process_table() or {}
-    members = {pid for pid, (_, pgrp, session, _) in table.items() if leader in (pgrp, session)}
-    _signal_all(members, leader, signal.SIGKILL)
+    _signal_all(_members(_process_table() or {}, leader), leader, signal.SIGKILL)
 
 
 def _tree(group: int, process: trio.Process) -> set[int]:
@@ -83,11 +81,7 @@ def _tree(group: int, process: trio.Process) -> set[int]:
         except OSError:
             return set()
         return {group}
-    running = {
-        pid
-        for pid, (_, pgrp, session, state) in table.items()
-        if group in (pgrp, session) and state != "Z"
-    }
+    running = _members(table, group)
     if process.returncode is None:
         parents = {process.pid}
         while parents:
@@ -99,6 +93,15 @@ def _tree(group: int, process: trio.Process) -> set[int]:
             running |= children
             parents = children
     return running
+
+
+def _members(table: dict[int, tuple[int, int, int, str]], leader: int) -> set[int]:
+    """The running processes of `table` in the group or the session `leader` leads."""
+    return {
+        pid
+        for pid, (_, pgrp, session, state) in table.items()
+        if leader in (pgrp, session) and state != "Z"
+    }
 
 
 def _process_table() -> dict[int, tuple[int, int, int, str]] | None:
