@@ -210,6 +210,24 @@ async def test_spawn_failure_denies(tmp_path: Path) -> None:
     assert "could not be started" in verdict.reason
 
 
+async def test_deeply_nested_output_is_one_hooks_deny_among_the_others(workspace: Path) -> None:
+    """G-142: a hook printing JSON nested 200,000 deep raised RecursionError out of the verdict:
+    the call was denied "PreToolUse hooks could not run: ExceptionGroup", the other hooks
+    were cancelled and their reasons lost. Now it is that hook's own deny beside theirs."""
+    config = pre_tool_use(
+        command("python3 -c \"print('[' * 200000 + ']' * 200000)\""),
+        command("echo nope >&2; exit 2"),
+    )
+    hooks = runner(workspace, config)
+    with trio.fail_after(LIMIT):
+        verdict = await hooks.run_pre_tool_use("Bash", {"command": "ls"})
+    assert verdict.outcome == "deny"
+    parts = verdict.reason.split("; ")
+    assert len(parts) == 2, verdict.reason
+    assert "printed JSON nested too deeply to read" in parts[0]
+    assert parts[1].startswith("nope")
+
+
 async def test_all_deny_causes_are_combined(workspace: Path) -> None:
     """G-141, G-142: a hook type with no executor denies naming the type, and together with a
     timed-out hook both causes come back in one reason."""

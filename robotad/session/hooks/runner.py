@@ -278,7 +278,11 @@ class HookRunner:
         except Exception as exc:
             logger.exception("hook %s executor failed", spec.where)
             return _Decided("deny", f"hook {spec.where} failed: {type(exc).__name__}")
-        return judge(event, spec, output)
+        try:
+            return judge(event, spec, output)
+        except Exception:  # one hook's unreadable output never cancels the others
+            logger.exception("hook %s output could not be judged", spec.where)
+            return _Decided("deny", f"hook {spec.where} printed output robotad cannot read")
 
 
 def _first_line(data: bytes) -> str:
@@ -323,6 +327,8 @@ def _pre_tool_use_verdict(event: str, spec: HookSpec, output: HookOutput) -> _De
         data = msgspec.json.decode(text)
     except msgspec.DecodeError:
         return _Decided("deny", f"hook {spec.where} printed output that is not JSON")
+    except RecursionError:  # [[[[… 200,000 deep: the decoder's stack, not the daemon's
+        return _Decided("deny", f"hook {spec.where} printed JSON nested too deeply to read")
     try:
         return _decision_of(data, spec)
     except ValueError as exc:
