@@ -338,3 +338,35 @@ async def test_compaction_hooks_trace_only_for_auto(workspace: Path, hookdir: Pa
     assert manual_pre[1] == manual_post[1] == ""
     assert manual_pre[2]["trigger"] == manual_post[2]["trigger"] == "manual"
     assert manual_pre[2]["custom_instructions"] == "keep it short"
+
+
+@pytest.mark.parametrize("event", ["Stop", "PostCompact"])
+async def test_an_abort_stops_a_running_stop_or_post_compact_hook(
+    workspace: Path, hookdir: Path, event: str
+) -> None:
+    """G-064: an abort while Stop or PostCompact ran was answered "aborted" but waited out the
+    hook (60 s by default), the session busy all along. Now it stops the hook; the turn's
+    reply, or the compaction, is done and stands."""
+    started = hookdir / "started"
+    hooks = hooks_for(workspace, every_event(f"touch {started}; sleep 30", [event]))
+    session = new_session(
+        workspace, scripted([{"text": "done"}, {"text": "the summary"}]), hooks=hooks
+    )
+    outcome: dict[str, Any] = {}
+
+    async def work() -> None:
+        outcome["response"] = await session.run("hi")
+        if event == "PostCompact":
+            outcome["compacted"] = (await session.compact()).compacted
+
+    with trio.fail_after(LIMIT):  # far below the hook's 30 s
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(work)
+            while not started.exists():
+                await trio.sleep(0.02)
+            assert session.abort()
+    assert outcome["response"] == "done"
+    if event == "PostCompact":
+        assert outcome["compacted"] is True
+    else:
+        assert [m.content for m in session.get_history() if m.role == "assistant"] == ["done"]

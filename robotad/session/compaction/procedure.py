@@ -105,7 +105,8 @@ class CompactionProcedure:
             raise
         after = conversation.state()
         self._reporter.compaction(turn.turn_id, trigger, "completed")
-        await self._lifecycle.post_compact(turn, trigger, result.summarized)
+        with turn.abort.scope():  # an abort stops the hook: the compaction stands, is saved
+            await self._lifecycle.post_compact(turn, trigger, result.summarized)
         if trigger != "manual":
             await self._session.save()  # an automatic one is saved with its turn
         return CompactOutcome(True, before, after)

@@ -316,7 +316,8 @@ class TurnRunner:
     async def completed(self, turn: TurnContext, outcome: CompletedTurn) -> None:
         assert turn.turn_id is not None
         self.session.callbacks.completed()
-        await self.session.lifecycle.stop(turn)
+        with turn.abort.scope():  # an abort stops the hook; the turn's work is done and saved
+            await self.session.lifecycle.stop(turn)
         self.session.reporter.log(
             "turn_completed",
             log_events.TurnCompletedEntry(turn_id=turn.turn_id, status="completed"),
@@ -359,7 +360,8 @@ class TurnRunner:
         self.session.reporter.log(
             "turn_failed", log_events.TurnFailedEntry(turn_id=turn.turn_id, error=detail)
         )
-        await self.session.lifecycle.stop_failure(turn, error.message)
+        with turn.abort.scope():  # an abort stops the hook, not the failure's report
+            await self.session.lifecycle.stop_failure(turn, error.message)
         if save:
             with trio.CancelScope(shield=True):
                 await self.session.callbacks.save()
