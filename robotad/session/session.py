@@ -341,9 +341,12 @@ class Session(RuntimeSettings):
                 await self._lifecycle.session_end("shutdown")
             except Exception:
                 logger.warning("SessionEnd hooks failed", exc_info=True)
-            self._reporter.log("session_end", log_events.SessionEndEntry(reason="shutdown"))
-            self._lifecycle.close()
-            self._reporter.closed = True
+            finally:
+                # Also when the daemon's shutdown deadline cut the hooks short: the log says
+                # the session ended, or its recovery would take it for one cut off mid-turn.
+                self._reporter.log("session_end", log_events.SessionEndEntry(reason="shutdown"))
+                self._lifecycle.close()
+                self._reporter.closed = True
             try:
                 await self._provider.aclose()
             except Exception:

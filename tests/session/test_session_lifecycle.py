@@ -370,3 +370,25 @@ async def test_an_abort_stops_a_running_stop_or_post_compact_hook(
         assert outcome["compacted"] is True
     else:
         assert [m.content for m in session.get_history() if m.role == "assistant"] == ["done"]
+
+
+async def test_a_session_end_hook_cut_short_by_a_deadline_still_ends_the_log(
+    workspace: Path, hookdir: Path
+) -> None:
+    """G-132: the daemon's shutdown deadline cancelling a slow SessionEnd hook skipped the
+    log's ``session_end`` (a settled log read as one cut off mid-turn on recovery)."""
+    started = hookdir / "started"
+    hooks = hooks_for(workspace, every_event(f"touch {started}; sleep 30", ["SessionEnd"]))
+    log = FileLog(workspace, "s-deadline")
+    session = new_session(
+        workspace, scripted(), hooks=hooks, logger=log.logger, session_id="s-deadline"
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("hi")
+        with trio.CancelScope() as deadline:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.shutdown)
+                while not started.exists():
+                    await trio.sleep(0.02)
+                deadline.cancel()
+    assert log.events()[-1] == "session_end"
