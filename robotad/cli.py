@@ -172,6 +172,7 @@ def _serve(options: dict[str, Any]) -> None:
         event_buffer=options["event_buffer"],
         ready_fd=options["ready_fd"],
         trace=bool(options["trace"]),
+        settle_heap=True,
     )
     idle = options.get("idle_unload_seconds")  # absent unless given: the manager's default
     app_factory = (

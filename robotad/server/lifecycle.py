@@ -11,7 +11,8 @@
    SIGTERM/SIGINT handlers;
 4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
    watchdog if systemd asked for one; the allocator, tuned before anything else, is trimmed
-   periodically from now on (`allocator`);
+   periodically from now on, and what start-up made is exempted from the garbage collector's
+   walks (`allocator`);
 5. serve until ``daemon/shutdown`` or a signal, then shut down gracefully (see `Server`), close
    the application, remove the socket file and release the lock. Returning means exit 0.
 
@@ -80,6 +81,10 @@ class DaemonSettings:
     event_buffer: int = DEFAULT_EVENT_BUFFER
     ready_fd: int | None = None
     trace: bool = False
+    #: The process is the daemon's alone (``robotad run``): once ready, exempt what start-up
+    #: made from the garbage collector's walks (`allocator.settle`; process-wide, so not for
+    #: a daemon served inside another program, such as a test).
+    settle_heap: bool = False
 
 
 async def serve_daemon(
@@ -135,6 +140,8 @@ async def serve_daemon(
                     nursery.cancel_scope.cancel()
 
                 await nursery.start(serve_then_stop)
+                if settings.settle_heap:
+                    allocator.settle()
                 ready_pipe.announce()
                 notifier.ready(f"serving on {socket_name}")
                 nursery.start_soon(notifier.run_watchdog)
