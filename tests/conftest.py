@@ -1,6 +1,7 @@
 """Suite-wide isolation (no test reads or writes the real user's XDG folders or socket), and
 the suite-wide check that every event a daemon publishes decodes with the clients' strict
-Structs (PROTOCOL §6; `robotad.daemon.events.CHECK_EVENTS_ENV`)."""
+Structs (PROTOCOL §6; `robotad.daemon.events.CHECK_EVENTS_ENV`). Under ``ROBOTA_NO_SKIPS=1``
+(CI) a skipped test fails (`tests.no_skips`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.no_skips"]
 
 
 @pytest.fixture(autouse=True)
