@@ -89,6 +89,7 @@ HookEvent = Literal[
     "SessionEnd",
     "UserPromptSubmit",
     "PreToolUse",
+    "PermissionDecision",
     "PostToolUse",
     "Stop",
     "StopFailure",

@@ -46,6 +46,9 @@ hooks = [{{type = "command", command = "echo started >> hook-runs.txt"}}]
 [[hooks.PreToolUse]]
 matcher = "Glob"
 hooks = [{{type = "command", command = "echo 'no globbing here' >&2; exit 2"}}]
+
+[[hooks.PermissionDecision]]
+hooks = [{{type = "command", command = "cat >> decisions.jsonl; echo >> decisions.jsonl"}}]
 """
     )
     with running_daemon(home) as running:
@@ -56,8 +59,9 @@ async def test_configured_defaults_classifier_and_hooks(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
     """New sessions get the configured rules; with a classifier, auto mode is accepted and
-    the classifier stands in for the person; SessionStart hooks run in the session's cwd and
-    a blocking PreToolUse hook denies its call."""
+    the classifier stands in for the person; SessionStart hooks run in the session's cwd, a
+    blocking PreToolUse hook denies its call, and a PermissionDecision hook hears of both
+    decisions with their reasons (G-128)."""
     target = tmp_path / "by-classifier.txt"
     write = {"name": "Write", "arguments": {"file_path": str(target), "content": "ok\n"}}
     glob = {"name": "Glob", "arguments": {"pattern": "*"}}
@@ -87,6 +91,13 @@ async def test_configured_defaults_classifier_and_hooks(
     assert results[0]["metadata"]["ok"] is True
     assert results[1]["metadata"]["ok"] is False
     assert (tmp_path / "hook-runs.txt").read_text() == "started\n"
+    decided = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert [(d["hook_event_name"], d["tool_name"], d["decision"]) for d in decided] == [
+        ("PermissionDecision", "Write", "allow"),
+        ("PermissionDecision", "Glob", "deny"),
+    ]
+    assert decided[0]["reason"] == "fine by the classifier"
+    assert "no globbing here" in decided[1]["reason"]
 
 
 def test_a_bad_configuration_is_refused_at_start_with_every_problem(
