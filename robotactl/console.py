@@ -3,7 +3,8 @@ and says in one line what click would leave as a traceback.
 
 - An argument that is not UTF-8 (a shell passes bytes; Python keeps the bad ones as lone
   surrogates) is a usage error naming it, before anything runs (exit 2): robotad speaks
-  JSON, which is UTF-8. So is such text met later — the current folder's path, standard input.
+  JSON, which is UTF-8. So is such text met later — the current folder's path, standard input
+  (kept as surrogates in the C locale, a decoding error in a UTF-8 one).
 - An output that cannot be written (``robotactl ls > /dev/full``) is an error line on stderr
   (exit 1), and stdout is pointed at /dev/null so the interpreter's last flush stays quiet.
 - Any other `OSError` that escaped a command names its file.
@@ -34,6 +35,10 @@ def main() -> None:
             _fail(f"argument {index} ({argument!r}) is not valid UTF-8 text", 2, json_mode)
     try:
         cli(prog_name="robotactl")
+    except UnicodeDecodeError:
+        # Standard input read strictly (a UTF-8 locale): bytes that are not UTF-8 fail there.
+        where = "standard input, or a file it read,"
+        _fail(f"{where} is not valid UTF-8 text, which is all robotad takes", 2, json_mode)
     except UnicodeEncodeError:
         import os
 

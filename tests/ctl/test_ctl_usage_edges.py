@@ -228,3 +228,32 @@ def test_the_mcp_table_names_as_many_tools_as_fit_and_counts_the_rest() -> None:
     assert tools_cell("every", []) == "-"
     fits = ["a" * 20, "b" * 20, "c"]  # the count of one more would not have fitted
     assert tools_cell("every", fits) == ", ".join(fits)
+
+
+@pytest.mark.parametrize(
+    "argv", [["run", "-"], ["call", "daemon/status", "-"], ["--json", "run", "-s", "x", "-"]]
+)
+def test_standard_input_that_is_not_utf8_is_said_in_a_line_in_a_utf8_locale(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """In a UTF-8 locale Python reads stdin strictly: `run -` and `call METHOD -` given bytes
+    that are not UTF-8 died with a UnicodeDecodeError traceback (the C locale's surrogates
+    were already said in a line). Stdin is read before connecting: no daemon needed."""
+    process = subprocess.run(
+        [sys.executable, "-m", "robotactl", "--socket", str(tmp_path / "none.sock"), *argv],
+        input=b"caf\xe9 \xff\n",
+        capture_output=True,
+        env=child_environment(PYTHONIOENCODING="utf-8:strict", ROBOTA_NO_AUTOSTART="1"),
+        cwd=REPO,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+    stderr = process.stderr.decode()
+    assert process.returncode == ExitCode.USAGE, stderr
+    assert "Traceback" not in stderr
+    assert process.stdout == b""
+    message = "standard input, or a file it read, is not valid UTF-8 text"
+    if "--json" in argv:
+        assert message in json.loads(stderr)["error"]["message"]
+    else:
+        assert stderr.startswith(f"robotactl: {message}")
