@@ -6,11 +6,13 @@ reply, or is thinking between tool rounds), `WaitingLine` keeps one line on stde
 clears it first, so it never mixes with the reply. It exists only when stderr is a terminal
 and ``--json`` is off (`for_terminal`); it is never drawn over a reply line still open on
 stdout, and it uses no escape codes at all unless colour is allowed (with ``NO_COLOR`` or
-``TERM=dumb``: plain ``\\r`` and spaces only).
+``TERM=dumb``: plain ``\\r`` and spaces only). It is cut to fit the terminal's width, since
+a line that wraps cannot be redrawn in place.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO, Final
 
@@ -45,8 +47,13 @@ class WaitingLine:
         """Show ``waiting for <what>… Ns``, replacing what this line showed before."""
         text = f"{_FRAMES[self._frame % len(_FRAMES)]} waiting for {what}… {int(seconds)}s"
         self._frame += 1
+        # A line that wraps cannot be redrawn with ``\r``: each redraw would leave a row.
+        room = _columns(self.stream) - 1
+        if room >= 0 and len(text) > room:
+            text = text[: room - 1] + "…" if room else ""
         shown = f"\x1b[2m{text}\x1b[0m" if self.styled else text
-        padding = " " * max(0, self._width - len(text))
+        wide = self._width if room < 0 else min(self._width, room)
+        padding = " " * max(0, wide - len(text))
         self.stream.write(f"\r{shown}{padding}")
         self.stream.flush()
         self._width = len(text)
@@ -57,6 +64,14 @@ class WaitingLine:
         self.stream.write("\r" + " " * self._width + "\r")
         self.stream.flush()
         self._width = 0
+
+
+def _columns(stream: IO[str]) -> int:
+    """The terminal's width in columns; 0 when unknown (then nothing is cut)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 def _is_terminal(stream: IO[str]) -> bool:

@@ -417,6 +417,37 @@ def test_turn_view_in_json_mode_keeps_stdout_clean(capsys: pytest.CaptureFixture
     assert not view.streamed
 
 
+@pytest.mark.parametrize("columns", [1, 2, 12, 30])
+def test_the_waiting_line_fits_a_narrow_terminal(columns: int) -> None:
+    """Drawn wider than the terminal, the line wrapped and each redraw (``\\r``, every 0.2 s)
+    left a row behind: a narrow pane filled with ``⠦ waiting for the mo``."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from robotactl.waiting import WaitingLine
+
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        with open(slave, "w", encoding="utf-8", closefd=False) as stream:
+            line = WaitingLine(stream, styled=False)
+            line.draw(12, "mcp__github__create_pull_request_review")
+            line.draw(13, "the model")
+            line.clear()
+        written = os.read(master, 65536).decode().replace("\r\n", "\n")
+    finally:
+        os.close(master)
+        os.close(slave)
+    drawn = [part for part in written.split("\r") if part]
+    assert "\n" not in written
+    assert all(len(part) < columns for part in drawn), drawn
+    if columns >= 12:
+        assert drawn[0].startswith("⠋ waiting")
+        assert drawn[0].endswith("…")
+
+
 # -- settings, records ---------------------------------------------------------------------------
 
 
