@@ -30,7 +30,9 @@ Contract:
   message that is not JSON-RPC, fails it with `MalformedResponse`; so does a framing violation,
   which also closes the client.
 - The daemon closing the connection, a reset, or a write it refuses raises `ConnectionLost` and
-  closes the client; after that, and after `close`, every request raises `ConnectionLost`.
+  closes the client — unless it said why before it closed (a request over its size limit gets
+  -32600 and the connection closes while the request is still being written): then that
+  error. After that, and after `close`, every request raises `ConnectionLost`.
 
 Its size is one concept: a complete blocking JSON-RPC client (connect, request, batch,
 notifications, close) that must not import trio.
@@ -90,6 +92,9 @@ CONNECT_TIMEOUT: Final = 10.0
 DEFAULT_TIMEOUT: Final = 60.0
 #: Seconds spent sending ``$/cancelRequest`` for a request that timed out.
 CANCEL_NOTICE_TIMEOUT: Final = 1.0
+
+#: The most `BlockingClient._refusal` reads looking for the daemon's last words.
+_REFUSAL_BYTES: Final = 1 << 20
 
 _CANCEL_METHOD: Final = "$/cancelRequest"
 _EMPTY_PARAMS: Final = Raw(b"{}")
@@ -309,8 +314,34 @@ class BlockingClient:
             self.close()
             raise _Expired from None
         except OSError as exc:
+            refusal = self._refusal()
             self.close()
+            if refusal is not None:
+                raise refusal from None
             raise ConnectionLost("connection closed by the remote") from exc
+
+    def _refusal(self) -> BaseException | None:
+        """The error the daemon answered a frame of ours with before closing the connection
+        mid-write (one over its size limit gets -32600 with ``data.limit``), or None. It is
+        here already, if anywhere: the daemon wrote it before it closed."""
+        data = b""
+        try:
+            self._socket.setblocking(False)
+            while len(data) < _REFUSAL_BYTES and (chunk := self._socket.recv(self._receive_size)):
+                data += chunk
+        except OSError:  # nothing more (BlockingIOError), or a reset after it
+            pass
+        try:
+            frames = [*self._decoder.feed(data), *self._decoder.feed_eof()]
+        except FramingError as exc:
+            frames = exc.frames
+        refusals = [
+            message.error
+            for body in frames
+            for message in jsonrpc.parse_frame(body).messages
+            if isinstance(message, Response) and message.id is None and message.error is not None
+        ]
+        return refusals[0] if refusals else None
 
     # -- incoming ---------------------------------------------------------------------------
 

@@ -53,6 +53,12 @@ def hint_for(code: int, data: Any) -> str | None:
             f"robotad could not write to disk{place}; nothing was half-written: free space "
             "or fix the folder, then try again (no restart needed)"
         )
+    limit = facts.get("limit")
+    if code == -32600 and isinstance(limit, int) and not isinstance(limit, bool):
+        return (
+            f"robotad reads at most {limit:,} bytes per message (robotad --max-message-bytes): "
+            "send less, such as a shorter prompt or a smaller file"
+        )
     if code == -32013 and facts.get("mode") == "auto":
         return "`auto` mode needs a [classifier] command in robotad's config.toml"
     return None

@@ -314,6 +314,52 @@ def test_a_write_the_daemon_refuses_is_connection_lost(
     assert client.closed
 
 
+def test_a_refusal_sent_before_the_daemon_closed_mid_write_is_that_error(
+    pair: tuple[BlockingClient, socket.socket],
+) -> None:
+    """A request over the daemon's size limit gets -32600 and the connection closes while
+    the request is still being written: the write fails, and that was ConnectionLost (which
+    robotactl said as "robotad is shutting down or restarting") though the reason had come."""
+    client, theirs = pair
+    refusal = InvalidRequest("invalid request: frame larger than 10 bytes", {"limit": 10})
+    theirs.sendall(encode_frame(jsonrpc.encode_error(None, refusal), "ndjson"))
+    theirs.close()
+    with pytest.raises(InvalidRequest) as caught:
+        client.request("m", {"big": "x" * 20})
+    assert caught.value.data == {"limit": 10}
+    assert client.closed
+
+
+def test_a_request_over_a_real_daemons_limit_is_said_with_its_limit(
+    tmp_path: Path, socket_dir: Path
+) -> None:
+    from robotactl.exit_codes import ExitCode
+    from tests.robotad_process import start_robotad, stop_robotad
+
+    daemon = start_robotad(
+        socket_dir / "robotad.sock", tmp_path / "robotad.log", "--max-message-bytes", "4096"
+    )
+    try:
+        too_big = json.dumps({"query": "x" * 4_000_000})  # more than the socket buffers hold
+        argv = ["--socket", str(daemon.socket_path), "call", "history/search", "-"]
+        result = subprocess.run(
+            [sys.executable, "-m", "robotactl", *argv],
+            input=too_big,
+            capture_output=True,
+            text=True,
+            env=child_environment(ROBOTA_NO_AUTOSTART="1"),
+            cwd=REPO,
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+    finally:
+        stop_robotad(daemon)
+    assert result.returncode == ExitCode.ERROR, result.stderr
+    assert result.stderr.startswith("robotactl: error -32600: ")
+    assert "at most 4,096 bytes per message" in result.stderr
+    assert "shutting down" not in result.stderr
+
+
 # -- timeouts ----------------------------------------------------------------------------------
 
 

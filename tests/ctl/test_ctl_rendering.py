@@ -160,6 +160,8 @@ def test_hints_name_the_command_that_helps() -> None:
     assert "robotactl ls" in (hint_for(-32002, {"sessionId": "x"}) or "")
     assert "show -s x" in (hint_for(-32002, {"sessionId": "x", "messageId": "m"}) or "")
     assert "classifier" in (hint_for(-32013, {"mode": "auto"}) or "")
+    assert "at most 4,096 bytes" in (hint_for(-32600, {"limit": 4096}) or "")
+    assert hint_for(-32600, None) is None
     assert hint_for(-32603, None) is None
 
 
