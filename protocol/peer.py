@@ -31,7 +31,8 @@ Contract (PROTOCOL.md §1–§2):
   stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
   violation -32700, and reading stops as at end of input. A broken connection cancels every
   handler of this peer. Whenever reading ends, every request still awaiting a reply fails with
-  `ConnectionLost`.
+  `ConnectionLost`; a request whose write fails because the remote closed fails with what the
+  remote said first without an id (a server's -32600 for a frame over its cap), if it did.
 
 Its size is one concept: the trio shell of a JSON-RPC connection (reader, writer lock, dispatch,
 cancellation, pending requests); its sans-I/O core lives in `jsonrpc.py` and `framing.py`.
@@ -321,6 +322,9 @@ class JsonRpcPeer:
         self._sending = True  # frames can still be written
         self._finished = trio.Event()
         self._reader_task: trio.lowlevel.Task | None = None
+        #: An error the remote sent without an id (it could not tell which frame of ours it
+        #: refused: one over its size limit, say), kept for a write that fails after it.
+        self._refusal: RpcError | None = None
 
     @property
     def framing(self) -> Framing:
@@ -455,8 +459,41 @@ class JsonRpcPeer:
             with trio.CancelScope(shield=True):
                 await self.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            refusal = self._last_words() if self._outgoing else None
             self._broken()
+            if refusal is not None:
+                raise refusal from None
             raise ConnectionLost("connection closed by the remote") from exc
+
+    def _last_words(self) -> RpcError | None:
+        """Why the remote closed while a request of ours was being written, if it said so: a
+        server refuses a frame over its size limit with -32600 (no id: it never read one) and
+        closes. The reader may have met that reply already; else it waits unread, and the
+        bytes the socket holds are all there is to read (no wait: the remote has closed)."""
+        stream = self.stream
+        if self._refusal is not None or type(stream) is not trio.SocketStream:
+            return self._refusal
+        data = bytearray()
+        fd = stream.socket.fileno()
+        with contextlib.suppress(OSError):  # nothing more, or a reset after it
+            while fd >= 0 and len(data) < _LAST_WORDS_BYTES:
+                chunk = os.read(fd, self._receive_size)
+                if not chunk:
+                    break
+                data += chunk
+        try:
+            frames = [*self._decoder.feed(bytes(data)), *self._decoder.feed_eof()]
+        except FramingError as exc:
+            frames = exc.frames
+        for body in frames:
+            for message in jsonrpc.parse_frame(body).messages:
+                if isinstance(message, Response):
+                    self._note_refusal(message)
+        return self._refusal
+
+    def _note_refusal(self, response: Response) -> None:
+        if response.id is None and isinstance(response.error, RpcError):
+            self._refusal = self._refusal or response.error
 
     def _cancel_remote(self, request_id: int) -> None:
         if self._sending and self._nursery is not None:
@@ -644,6 +681,7 @@ class JsonRpcPeer:
         await flight.deliver(jsonrpc.encode_error(target, RequestCancelled()))
 
     def _on_response(self, response: Response) -> None:
+        self._note_refusal(response)
         slot = self._outgoing.get(response.id) if type(response.id) is int else None
         if slot is None:
             return  # nothing awaits it (e.g. its requester was cancelled)
@@ -656,6 +694,8 @@ class JsonRpcPeer:
 # -- helpers --------------------------------------------------------------------------------
 
 _EMPTY_PARAMS: Final = b"{}"
+#: The most `JsonRpcPeer._last_words` reads looking for the remote's refusal.
+_LAST_WORDS_BYTES: Final = 1 << 20
 
 
 def _decode_params(route: Route, params: msgspec.Raw | None) -> Any:

@@ -330,8 +330,16 @@ def test_a_refusal_sent_before_the_daemon_closed_mid_write_is_that_error(
     assert client.closed
 
 
+@pytest.mark.parametrize(
+    ("command", "field"),
+    [
+        (["call", "history/search", "-"], "query"),  # the blocking client
+        (["run", "-s", "big", "-"], None),  # the trio client: the prompt is standard input
+    ],
+    ids=["call", "run"],
+)
 def test_a_request_over_a_real_daemons_limit_is_said_with_its_limit(
-    tmp_path: Path, socket_dir: Path
+    tmp_path: Path, socket_dir: Path, command: list[str], field: str | None
 ) -> None:
     from robotactl.exit_codes import ExitCode
     from tests.robotad_process import start_robotad, stop_robotad
@@ -340,8 +348,12 @@ def test_a_request_over_a_real_daemons_limit_is_said_with_its_limit(
         socket_dir / "robotad.sock", tmp_path / "robotad.log", "--max-message-bytes", "4096"
     )
     try:
-        too_big = json.dumps({"query": "x" * 4_000_000})  # more than the socket buffers hold
-        argv = ["--socket", str(daemon.socket_path), "call", "history/search", "-"]
+        too_big = "x" * 4_000_000  # more than the socket buffers hold
+        if field is not None:
+            too_big = json.dumps({field: too_big})
+        argv = ["--socket", str(daemon.socket_path), *command]
+        with open_blocking_connection(daemon.socket_path) as client:
+            client.request("session/create", {"cwd": str(tmp_path), "sessionId": "big"})
         result = subprocess.run(
             [sys.executable, "-m", "robotactl", *argv],
             input=too_big,

@@ -17,6 +17,8 @@ import pytest
 import trio
 import trio.testing
 
+from protocol.errors import InvalidRequest
+from protocol.jsonrpc import ConnectionLost
 from protocol.peer import CallContext, JsonRpcPeer, Router
 from tests.protocol.wire_harness import HANG_GUARD_SECONDS, Empty, RawEnd, call, ping_router
 
@@ -180,3 +182,48 @@ class StepCounter(trio.abc.Instrument):
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if task is self.task:
             self.count += 1
+
+
+# -- a refusal that comes before the remote closes mid-write -----------------------------------
+
+#: What a server answers a frame over its size limit, before it closes (PROTOCOL §1).
+REFUSAL = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"invalid request: frame larger than 4096 bytes","data":{"limit":4096}}}\n'
+)
+
+
+def refusing_remote() -> tuple[trio.socket.SocketType, socket.socket]:
+    """Our end of a socket pair whose other end has already read a little, refused it as a
+    server refuses a frame over its limit, and closed."""
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs_blocking = socket.socket(fileno=theirs.detach())
+    theirs_blocking.sendall(REFUSAL)
+    return ours, theirs_blocking
+
+
+@pytest.mark.parametrize("reading", [True, False], ids=["reader-running", "reader-idle"])
+async def test_a_request_the_remote_refused_mid_write_raises_that_refusal(reading: bool) -> None:
+    """A request larger than the socket buffers: the remote refuses it (-32600, no id) and
+    closes while it is still being written. The write fails; the caller gets the refusal the
+    remote sent (read by the reader first, or still unread in the socket), not
+    `ConnectionLost`, which robotactl said as "robotad is shutting down or restarting"."""
+    ours, theirs = refusing_remote()
+    peer = JsonRpcPeer(trio.SocketStream(ours), framing="ndjson")
+    with trio.fail_after(HANG_GUARD_SECONDS):
+        async with trio.open_nursery() as nursery:
+            if reading:
+                await nursery.start(peer.run)
+            theirs.close()
+            with pytest.raises(InvalidRequest) as refused:
+                await peer.request("session/run", {"prompt": "x" * (4 * BIG)})
+            nursery.cancel_scope.cancel()
+    assert refused.value.data == {"limit": 4096}
+
+
+async def test_a_remote_that_closes_mid_write_without_a_word_is_connection_lost() -> None:
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = JsonRpcPeer(trio.SocketStream(ours), framing="ndjson")
+    theirs.close()
+    with trio.fail_after(HANG_GUARD_SECONDS), pytest.raises(ConnectionLost):
+        await peer.request("session/run", {"prompt": "x" * (4 * BIG)})
