@@ -47,6 +47,7 @@ from robotad.providers.clients import ClientLease
 from robotad.providers.failures import (
     ProviderFailure,
     check_api_key,
+    connection_failure,
     endpoint_of,
     parse_retry_after,
     status_failure,
@@ -191,6 +192,10 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
             return await self._stream_reply(params, progress)
         except Exception as exc:
             failure = self._failure(exc)
+            if failure is None and isinstance(exc, httpx2.TransportError):
+                # A started stream's transport error (a reset, a body cut short) escapes
+                # the Anthropic SDK unwrapped: a connection failure like any other.
+                failure = connection_failure(exc)
             if failure is None and isinstance(exc, (self._sdk_error, httpx2.HTTPError)):
                 failure = ProviderFailure(f"provider client error ({type(exc).__name__})")
             if failure is None and isinstance(exc, json.JSONDecodeError):

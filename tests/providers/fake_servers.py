@@ -3,7 +3,8 @@
 `FakeModelServer` listens on 127.0.0.1 (port 0), records every request it gets, and answers
 each with the next scripted `Reply` (the last one repeats when the script runs out). A reply is
 either a plain body (an error JSON) or an SSE stream, framed chunked or by closing the
-connection, optionally stalling after some events until the client goes away. The server notes
+connection, optionally stalling after some events until the client goes away, or resetting
+the connection after some events. The server notes
 when a client closes a connection it was still streaming on (`peer_closed`), which is how the
 cancellation tests observe that the provider really closed its HTTP stream. It also counts
 the connections it accepted and keeps those still open, so a test can see connections being
@@ -17,6 +18,8 @@ lines ending with `data: [DONE]`) and Anthropic Messages events (`event: ...` + 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -58,6 +61,8 @@ class Reply:
     headers: list[tuple[str, str]] = field(default_factory=list)
     framing: Literal["chunked", "close"] = "chunked"
     stall_after: int | None = None
+    #: Send that many events, then reset the connection (RST, not a clean close).
+    reset_after: int | None = None
     coalesce: bool = True
     #: The Content-Type sent (default: text/event-stream with events, else application/json).
     content_type: str | None = None
@@ -161,8 +166,13 @@ class FakeModelServer:
         head.append("Transfer-Encoding: chunked" if chunked else "Connection: close")
         await stream.send_all(_head(head))
         cut = len(reply.events) if reply.stall_after is None else reply.stall_after
+        cut = cut if reply.reset_after is None else reply.reset_after
         for piece in _pieces(reply.events[:cut], reply.coalesce):
             await stream.send_all(_frame(piece, chunked))
+        if reply.reset_after is not None:
+            # Linger 0: closing sends a reset.
+            stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
         if reply.stall_after is not None:
             self.stalled.set()
             # Hold the stream open; the only way out is the client closing the connection.

@@ -18,7 +18,17 @@ from robotad.providers.openai import OpenAIProvider
 from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
 from robotad.providers.scripted import ScriptedProvider
 
-from .conftest import ProviderCloser, Recorder, refused_port, user_request
+from .conftest import (
+    NO_RETRIES,
+    QUICK_RETRIES,
+    ProviderCloser,
+    Recorder,
+    Serve,
+    cause_of,
+    refused_port,
+    user_request,
+)
+from .fake_servers import Reply, anthropic_stream, openai_stream
 
 
 @pytest.mark.parametrize(
@@ -112,6 +122,45 @@ async def test_a_refused_connection_names_the_endpoint_after_our_retries(
     assert caught.value.reason == (
         f"127.0.0.1:{port}: connection refused (gave up after 3 attempts)"
     )
+
+
+@pytest.mark.parametrize("vendor", [OpenAIProvider, AnthropicProvider])
+async def test_a_connection_reset_mid_stream_names_its_cause_and_is_retried(
+    vendor: type[OpenAIProvider] | type[AnthropicProvider],
+    serve: Serve,
+    closing: ProviderCloser,
+    recorder: Recorder,
+) -> None:
+    """A reset after the stream began, before any text: the same retryable connection failure
+    naming its cause for both vendors (the Anthropic SDK lets it out unwrapped)."""
+    if vendor is OpenAIProvider:
+        events, path = openai_stream(["fine"]), "/v1"
+    else:
+        events, path = anthropic_stream([{"text": ["fine"]}]), ""
+    reset = Reply(events=events, reset_after=1)
+    server = await serve(reset, reset, Reply(events=events))
+
+    def make(policy: RetryPolicy) -> OpenAIProvider | AnthropicProvider:
+        url = server.base_url + path
+        return closing(
+            vendor(
+                name="p",
+                model="m",
+                base_url=url,
+                api_key="k",
+                context_window=None,
+                retry_policy=policy,
+            )
+        )
+
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await make(NO_RETRIES).complete(user_request(), recorder)
+    assert cause_of(caught.value) == "connection reset by peer"
+    assert caught.value.retryable is True
+    with trio.fail_after(10):
+        reply = await make(QUICK_RETRIES).complete(user_request(), recorder)
+    assert reply.text == "fine"
+    assert len(server.requests) == 3  # the failed call, then a reset and its retry
 
 
 async def test_no_retry_starts_past_the_budget(autojump_clock: trio.abc.Clock) -> None:
