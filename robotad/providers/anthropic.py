@@ -4,7 +4,9 @@ The stream is read event by event: ``message_start`` (id, model, input usage),
 ``content_block_start`` (a text, ``tool_use`` or thinking block), ``content_block_delta``
 (``text_delta``, ``input_json_delta``, thinking and signature pieces), ``content_block_stop``,
 ``message_delta`` (stop reason, output usage) and ``message_stop``. The SDK drops ``ping``
-events itself and raises on an ``error`` event.
+events itself and raises on an ``error`` event. The reply is whole at ``message_stop``: what
+follows is read only briefly, so a server that then holds the response open or breaks the
+connection cannot fail a finished reply.
 
 Under trio, keys and ownership: as for the OpenAI provider — the SDK's httpx2 layer runs on
 trio natively; the client is closed explicitly in `aclose` (its GC cleanup is asyncio-only);
@@ -17,10 +19,13 @@ switched off so no request content leaves through a tracer.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anthropic
 import httpx2
+import trio
+from anthropic import AsyncStream
 from anthropic.types import (
     InputJSONDelta,
     RawContentBlockDeltaEvent,
@@ -68,6 +73,12 @@ __all__ = [
 ]
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+#: Seconds the rest of a body is read after ``message_stop`` (the OpenAI SDK's own after
+#: ``[DONE]``).
+_DRAIN_TIMEOUT = 0.1
+#: What reading past ``message_stop`` may raise: an ``error`` event, a broken connection, data
+#: that is not JSON.
+_AFTER_THE_END = (anthropic.AnthropicError, httpx2.HTTPError, ValueError)
 
 
 class MessageStreamAssembler:
@@ -190,6 +201,16 @@ class MessageStreamAssembler:
         return reported_usage("anthropic", prompt, int(self.usage.get("output_tokens") or 0))
 
 
+async def _drain(stream: AsyncStream[RawMessageStreamEvent]) -> None:
+    """Read what follows ``message_stop`` — normally only the body's end, read so that the
+    connection can be kept — for at most `_DRAIN_TIMEOUT`. The reply is whole by then: a server
+    that holds the response open, sends more or breaks the connection changes nothing (the
+    stream is closed on the way out)."""
+    with trio.move_on_after(_DRAIN_TIMEOUT), contextlib.suppress(*_AFTER_THE_END):
+        async for _ in stream:
+            pass
+
+
 def new_anthropic_client(
     base_url: str | None,
     api_key: str | None,
@@ -278,6 +299,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             self.require_event_stream(stream.response.headers)
             async for event in stream:
                 assembler.feed(event, observer)
+                if assembler.stopped:
+                    await _drain(stream)
+                    break
         return assembler.reply()
 
     def _failure(self, exc: Exception) -> ProviderFailure | None:

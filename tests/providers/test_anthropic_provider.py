@@ -262,6 +262,25 @@ async def test_stream_without_message_stop_is_a_failure(
     assert cause_of(error) == "stream ended before the reply was complete"
 
 
+@pytest.mark.parametrize("then", ["held open", "reset"])
+async def test_the_reply_is_whole_at_message_stop_whatever_the_connection_does_next(
+    serve: Serve, make_provider: MakeProvider, recorder: Recorder, then: str
+) -> None:
+    """``message_stop`` ends the reply: a server (or proxy) that then holds the response open,
+    or resets the connection, neither fails a reply already shown whole nor keeps the call
+    waiting until the caller's idle deadline."""
+    events = anthropic_stream([{"text": ["whole"]}])
+    cut = {"stall_after": len(events)} if then == "held open" else {"reset_after": len(events)}
+    server = await serve(Reply(events=events, **cut))  # type: ignore[arg-type]
+    with trio.fail_after(5):
+        reply = await make_provider(server.base_url, policy=NO_RETRIES).complete(
+            user_request(), recorder
+        )
+    assert reply.text == "whole"
+    assert reply.stop_reason == "end_turn"
+    assert recorder.texts == ["whole"]
+
+
 async def test_cancellation_closes_the_http_stream(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
