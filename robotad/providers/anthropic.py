@@ -24,6 +24,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+import msgspec
 import trio
 from anthropic import AsyncStream
 from anthropic.types import (
@@ -85,8 +86,10 @@ class MessageStreamAssembler:
     """Folds Messages stream events into one reply (sans-I/O).
 
     Text deltas go to ``observer.on_text`` as they come; every other event to
-    ``observer.on_activity``. The reply's text is every text delta in order (what the
-    observer was shown); tool calls are the ``tool_use`` blocks in block order.
+    ``observer.on_activity``, with the characters it kept (a block's start, a tool call's
+    input, thinking, a signature) for the reply's bound. The reply's text is every text
+    delta in order (what the observer was shown); tool calls are the ``tool_use`` blocks in
+    block order.
     """
 
     def __init__(self) -> None:
@@ -111,6 +114,9 @@ class MessageStreamAssembler:
             if block.get("type") == "text" and block.get("text"):
                 self._text(event.index, str(block["text"]), observer)
                 return
+            # The block is kept whole (a tool call's starting input, thinking): what it adds
+            # counts against the reply's bound, as its deltas do.
+            kept = len(msgspec.json.encode(block))
         elif isinstance(event, RawMessageStartEvent):
             self.message = {"id": event.message.id, "model": event.message.model}
             self.usage = event.message.usage.model_dump(exclude_none=True)
@@ -138,6 +144,7 @@ class MessageStreamAssembler:
             piece = delta.thinking
         elif isinstance(delta, SignatureDelta):
             self.blocks.setdefault(index, {})["signature"] = delta.signature
+            return len(delta.signature)
         if piece:
             self.pieces.setdefault(index, []).append(piece)
         return len(piece)

@@ -63,6 +63,9 @@ _TYPED = ("model", "stream", "stream_options")
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: OpenAI's own API, which takes a reply budget as ``max_completion_tokens`` only.
 _OPENAI_HOST = "api.openai.com"
+#: Characters one tool call adds to the reply besides its id, name and arguments: its frame in
+#: the reply's JSON (``_raw``), counted against the reply's bound for every new call.
+_CALL_SIZE = len('{"id":"","type":"function","function":{"name":"","arguments":""}}')
 
 
 @dataclass
@@ -124,19 +127,23 @@ class ChatStreamAssembler:
             observer.on_activity(kept)
 
     def _add_call_delta(self, call: Any) -> int:
-        """Fold one tool-call delta in; the number of characters it added."""
+        """Fold one tool-call delta in; the number of characters it added (a new call counts
+        its JSON's frame, `_CALL_SIZE`, besides its id, name and arguments)."""
         index = call.index
         if not isinstance(index, int):
             last = max(self.calls, default=-1)
             fresh = call.id and (last < 0 or self.calls[last].id not in ("", call.id))
             index = last + 1 if fresh or last < 0 else last
+        added = 0
+        if index not in self.calls:
+            added += _CALL_SIZE
         slot = self.calls.setdefault(index, _CallSlot())
         if call.id and not slot.id:
             slot.id = call.id
+            added += len(call.id)
         function = call.function
         if function is None:
-            return 0
-        added = 0
+            return added
         name = function.name
         if name and name != slot.name:
             # A name comes once, whole; some servers repeat it on every delta.

@@ -76,8 +76,12 @@ def test_openai_call_pieces_interleaved_in_any_order_reassemble(
     reply = assembler.reply()
     assert reply.tool_calls == [tool_call(f"id{i}", "T", text) for i, text in enumerate(texts)]
     assert recorder.texts == []
-    # What is kept besides text is counted against the reply's bound: names and arguments.
-    assert recorder.chars == sum(len("T") + len(text) for text in texts)
+    # What is kept besides text is counted against the reply's bound: each call's frame in
+    # the reply's JSON, its id, name and arguments.
+    frame = len('{"id":"","type":"function","function":{"name":"","arguments":""}}')
+    assert recorder.chars == sum(
+        frame + len(f"id{index}") + len("T") + len(text) for index, text in enumerate(texts)
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -103,7 +107,9 @@ def test_anthropic_deltas_split_anywhere_reassemble(
     assert "".join(recorder.texts) == text
     expected = tool_call("tu", "T", json_text) if json_text else ToolCall("tu", "T", {})
     assert reply.tool_calls == [expected]
-    assert recorder.chars == len(json_text)  # the input's pieces count against the bound
+    # The blocks' starts (what is not text) and the input's pieces count against the bound.
+    starts = ['{"text":"","type":"text"}', '{"id":"tu","input":{},"name":"T","type":"tool_use"}']
+    assert recorder.chars == sum(map(len, starts)) + len(json_text)
 
 
 def test_openai_refusal_counts_as_text_and_other_choices_are_ignored() -> None:
@@ -216,7 +222,8 @@ async def test_anthropic_thinking_and_cache_usage(serve: Serve, recorder: Record
         await provider.aclose()
     assert reply.text == "Hi!"
     assert recorder.texts == ["Hi", "!"]
-    assert recorder.chars == len("hm")  # thinking counts against the reply's bound
+    # Thinking counts against the reply's bound: its block's start, its pieces, its signature.
+    assert recorder.chars == len('{"thinking":"","type":"thinking"}') + len("hm") + len("s")
     assert reply.usage == Usage(125, 12)
     assert reply.raw is not None
     assert reply.raw["content"] == [

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from robotad.agent.provider import ProviderError, idle_timeout_reason
+from robotad.agent.stream_tap import StreamTap
 from robotad.providers.anthropic import AnthropicProvider
 from robotad.providers.failures import ProviderFailure, connection_failure, endpoint_of
 from robotad.providers.openai import OpenAIProvider
@@ -28,7 +29,7 @@ from .conftest import (
     refused_port,
     user_request,
 )
-from .fake_servers import Reply, anthropic_stream, openai_stream
+from .fake_servers import Reply, anthropic_stream, openai_stream, sse
 
 
 @pytest.mark.parametrize(
@@ -161,6 +162,61 @@ async def test_a_connection_reset_mid_stream_names_its_cause_and_is_retried(
         reply = await make(QUICK_RETRIES).complete(user_request(), recorder)
     assert reply.text == "fine"
     assert len(server.requests) == 3  # the failed call, then a reset and its retry
+
+
+def _endless_blocks(kind: str) -> tuple[str, list[bytes]]:
+    """A stream whose 40 tool calls (or thinking blocks) each bring 64 Ki characters in what is
+    not a text delta — a call's starting input, a thinking block's start, a call's id — far
+    past `MAX_REPLY_CHARS` all together; the server then stalls."""
+    big = "x" * 65_536
+    if kind == "openai call ids":
+        calls = [[{"index": i, "id": f"{big}{i}", "type": "function"}] for i in range(40)]
+        return "/v1", openai_stream(tool_deltas=calls, finish_reason="tool_calls")
+    blocks: list[dict[str, object]] = [
+        {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"path": big}}
+        if kind == "anthropic tool inputs"
+        else {"type": "thinking", "thinking": big, "signature": ""}
+        for i in range(40)
+    ]
+    events = anthropic_stream([])[:2]  # message_start, ping
+    events += [
+        sse(
+            {"type": "content_block_start", "index": i, "content_block": block},
+            "content_block_start",
+        )
+        for i, block in enumerate(blocks)
+    ]
+    return "", events
+
+
+@pytest.mark.parametrize("kind", ["anthropic tool inputs", "anthropic thinking", "openai call ids"])
+async def test_what_a_reply_keeps_besides_text_counts_against_its_bound(
+    kind: str, serve: Serve, closing: ProviderCloser
+) -> None:
+    """Every character a reply keeps counts against `MAX_REPLY_CHARS`, not only text deltas
+    and argument pieces: a stream of blocks or calls that carry their content at their start
+    (or in an id) is stopped at the bound, not kept growing while each event moves the idle
+    deadline."""
+    path, events = _endless_blocks(kind)
+    server = await serve(Reply(events=events, stall_after=len(events)))
+    vendor = OpenAIProvider if kind.startswith("openai") else AnthropicProvider
+    provider = closing(
+        vendor(
+            name="p",
+            model="m",
+            base_url=server.base_url + path,
+            api_key="k",
+            context_window=None,
+            retry_policy=NO_RETRIES,
+        )
+    )
+    with (
+        trio.fail_after(10),
+        pytest.raises(ProviderError) as caught,
+        trio.CancelScope() as idle,
+    ):
+        await provider.complete(user_request(), StreamTap(idle, 2.0))
+    assert cause_of(caught.value).startswith("the reply passed 2 Mi characters without ending")
 
 
 async def test_no_retry_starts_past_the_budget(autojump_clock: trio.abc.Clock) -> None:
