@@ -48,6 +48,7 @@ from robotad.providers.convert import (
     anthropic_tool_choice,
     anthropic_tools,
     reported_usage,
+    text_of,
     tool_call,
 )
 from robotad.providers.failures import (
@@ -121,8 +122,8 @@ class MessageStreamAssembler:
             self.message = {"id": event.message.id, "model": event.message.model}
             self.usage = event.message.usage.model_dump(exclude_none=True)
         elif isinstance(event, RawMessageDeltaEvent):
-            self.stop_reason = event.delta.stop_reason
-            self.stop_sequence = event.delta.stop_sequence
+            self.stop_reason = text_of(event.delta.stop_reason)
+            self.stop_sequence = text_of(event.delta.stop_sequence)
             # Later counts are cumulative: they replace earlier ones.
             self.usage.update(event.usage.model_dump(exclude_none=True))
         elif isinstance(event, RawMessageStopEvent):

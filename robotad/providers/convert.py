@@ -33,10 +33,21 @@ __all__ = [
     "openai_tool_choice",
     "openai_tools",
     "reported_usage",
+    "text_of",
     "tool_call",
 ]
 
 log = logging.getLogger("robotad.providers")
+
+
+def text_of(value: object) -> str | None:
+    """A reply's string member as text: the SDKs build their stream events without checking
+    types, so a server's number (or object) where a string belongs (a call's id, a stop
+    reason) comes as it is — as its JSON text it cannot enter history, events or the log as
+    a non-string. None stays None."""
+    if value is None or isinstance(value, str):
+        return value
+    return msgspec.json.encode(value).decode()
 
 
 def tool_call(call_id: str, name: str, argument_text: str) -> ToolCall:

@@ -37,6 +37,7 @@ from robotad.providers.convert import (
     openai_tool_choice,
     openai_tools,
     reported_usage,
+    text_of,
     tool_call,
 )
 from robotad.providers.failures import (
@@ -121,7 +122,7 @@ class ChatStreamAssembler:
                 extra = delta.model_extra or {}
                 alive = alive or bool(delta.role) or any(value for value in extra.values())
             if choice.finish_reason is not None:
-                self.finish_reason = choice.finish_reason
+                self.finish_reason = text_of(choice.finish_reason)
                 alive = True
         if (alive and not texted) or kept:
             observer.on_activity(kept)
@@ -130,21 +131,22 @@ class ChatStreamAssembler:
         """Fold one tool-call delta in; the number of characters it added (a new call counts
         its JSON's frame, `_CALL_SIZE`, besides its id, name and arguments)."""
         index = call.index
+        call_id = text_of(call.id)
         if not isinstance(index, int):
             last = max(self.calls, default=-1)
-            fresh = call.id and (last < 0 or self.calls[last].id not in ("", call.id))
+            fresh = call_id and (last < 0 or self.calls[last].id not in ("", call_id))
             index = last + 1 if fresh or last < 0 else last
         added = 0
         if index not in self.calls:
             added += _CALL_SIZE
         slot = self.calls.setdefault(index, _CallSlot())
-        if call.id and not slot.id:
-            slot.id = call.id
-            added += len(call.id)
+        if call_id and not slot.id:
+            slot.id = call_id
+            added += len(call_id)
         function = call.function
         if function is None:
             return added
-        name = function.name
+        name = text_of(function.name)
         if name and name != slot.name:
             # A name comes once, whole; some servers repeat it on every delta.
             slot.name = name if not slot.name else slot.name + name

@@ -21,7 +21,7 @@ from robotad.providers.convert import tool_call
 from robotad.providers.openai import ChatStreamAssembler, OpenAIProvider
 
 from .conftest import NO_RETRIES, Recorder, Serve, user_request
-from .fake_servers import Reply, anthropic_stream, openai_chunk, sse
+from .fake_servers import Reply, anthropic_stream, openai_chunk, openai_stream, sse
 
 _events = TypeAdapter(RawMessageStreamEvent)
 
@@ -123,6 +123,38 @@ def test_openai_refusal_counts_as_text_and_other_choices_are_ignored() -> None:
     reply = assembler.reply()
     assert reply.text == "I can't"
     assert recorder.texts == ["I can't"]
+
+
+async def test_a_number_where_a_string_belongs_reaches_the_reply_as_text(
+    serve: Serve, recorder: Recorder
+) -> None:
+    """The SDKs build stream events without checking types: a server's number where a string
+    belongs (a call's id and name, a finish or stop reason) reaches the reply as text, never as
+    a number that history, the events and the session log refuse."""
+    call = {"index": 0, "id": 5, "type": "function", "function": {"name": 7, "arguments": "{}"}}
+    numbered = [
+        event.replace(b'"finish_reason":"tool_calls"', b'"finish_reason":42')
+        for event in openai_stream(tool_deltas=[[call]], finish_reason="tool_calls")
+    ]
+    stopped = [
+        event.replace(b'"stop_reason":"end_turn"', b'"stop_reason":42')
+        for event in anthropic_stream([{"text": ["hi"]}])
+    ]
+    openai_server = await serve(Reply(events=numbered))
+    anthropic_server = await serve(Reply(events=stopped))
+    common: dict[str, Any] = {"model": "m", "api_key": "k", "context_window": None}
+    providers = [
+        OpenAIProvider(name="o", base_url=f"{openai_server.base_url}/v1", **common),
+        AnthropicProvider(name="a", base_url=anthropic_server.base_url, **common),
+    ]
+    try:
+        with trio.fail_after(10):
+            replies = [await p.complete(user_request(), recorder) for p in providers]
+    finally:
+        for provider in providers:
+            await provider.aclose()
+    assert replies[0].tool_calls == [ToolCall("5", "7", {})]
+    assert [reply.stop_reason for reply in replies] == ["42", "42"]
 
 
 async def test_openai_lenient_server_dialects(serve: Serve, recorder: Recorder) -> None:
