@@ -31,6 +31,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from protocol.shapes import ToolCall, Usage, new_id
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.providers.bodies import bounded
 from robotad.providers.clients import ClientLease
 from robotad.providers.convert import (
     openai_messages,
@@ -212,13 +213,14 @@ def new_openai_client(
     http_client: httpx2.AsyncClient | None = None,
 ) -> openai.AsyncOpenAI:
     """Blocking (SSL context, CA bundle): the SDK client every OpenAI provider uses — the
-    key and base URL explicit, no SDK retries, only connecting bounded (`sdk_timeout`)."""
+    key and base URL explicit, no SDK retries, only connecting bounded (`sdk_timeout`), what
+    an answer may make it hold bounded (`bodies`)."""
     return openai.AsyncOpenAI(
         api_key=api_key or NO_KEY,
         base_url=base_url or DEFAULT_OPENAI_BASE_URL,
         max_retries=0,
         timeout=sdk_timeout(connect_timeout),
-        http_client=http_client,
+        http_client=bounded(http_client or openai.DefaultAsyncHttpxClient()),
     )
 
 
