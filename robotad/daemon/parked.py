@@ -6,9 +6,13 @@ loaded or not, from the daemon's first moment. A loaded session says so itself
 
 - at start-up, before the daemon is ready, `scan` reads every session's journal folder
   (``journal/<id>/<execution>.jsonl``) without loading anything: a session waits when one of
-  its executions never finished and either journaled an approval request or started a tool's
-  effect that never finished (the daemon stopped while an approved tool ran: after the
-  restart that execution is pending with the call uncertain). A journal that cannot be
+  its executions never finished and its last journaled reply has a call without a result —
+  what loading the session would find pending (`RecoverableExecutions.recover`: every result
+  is journaled before it enters history, so the journal holds every result the record
+  does). That call was waiting for its approval, approved and not yet started (the daemon
+  stopped in between), running (after the restart: uncertain), or not yet asked about. An
+  execution whose calls all have results is not waiting, though it asked for approval: it
+  was cut off after the calls, on its way to the next reply. A journal that cannot be
   decoded counts as waiting — corruption is never read as "nothing pending" — and a torn
   final line (a write that never returned) is ignored, as the journal's own repair would. A
   journal folder whose session has no record (removed by hand) is no session's and skipped;
@@ -31,9 +35,9 @@ from robotad.storage.ids import is_safe_session_id
 from robotad.storage.journal import JournalCorrupt, decode_journal
 from robotad.storage.journal_records import (
     EffectFinishedRecord,
-    EffectStartedRecord,
     FinishedRecord,
-    RequestRecord,
+    JournalRecord,
+    ReplyRecord,
 )
 
 __all__ = ["ParkedSessions", "journal_waits"]
@@ -91,8 +95,8 @@ class ParkedSessions:
 
 
 def journal_waits(folder: Path) -> bool:
-    """Blocking: whether any execution journaled in `folder` never finished and asked for
-    approval or left an effect unfinished (or cannot be read: see the module docstring)."""
+    """Blocking: whether any execution journaled in `folder` never finished and left a call
+    of its last reply without a result (or cannot be read: see the module docstring)."""
     for entry in os.scandir(folder):
         if not entry.name.endswith(_SUFFIX):
             continue
@@ -107,10 +111,21 @@ def journal_waits(folder: Path) -> bool:
             records = decode_journal(entry.name.removesuffix(_SUFFIX), complete)
         except JournalCorrupt:
             return True
-        if any(isinstance(record, FinishedRecord) for record in records):
-            continue
-        started = {r.call_id for r in records if isinstance(r, EffectStartedRecord)}
-        finished = {r.call_id for r in records if isinstance(r, EffectFinishedRecord)}
-        if started - finished or any(isinstance(record, RequestRecord) for record in records):
+        if _open_calls(records):
             return True
     return False
+
+
+def _open_calls(records: list[JournalRecord]) -> bool:
+    """Whether an unfinished execution's last reply has a call without a result."""
+    last_reply: ReplyRecord | None = None
+    answered: set[str] = set()
+    for record in records:
+        if isinstance(record, FinishedRecord):
+            return False
+        if isinstance(record, ReplyRecord):
+            last_reply = record
+        elif isinstance(record, EffectFinishedRecord):
+            answered.add(record.call_id)
+    calls = last_reply.message.calls if last_reply is not None else []
+    return any(call.id not in answered for call in calls)

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol.shapes import Message
+from protocol.shapes import Message, ToolCall
 from robotad.daemon.parked import ParkedSessions, journal_waits
 from robotad.storage.journal_records import (
     EffectFinishedRecord,
     EffectStartedRecord,
     FinishedRecord,
+    ReplyRecord,
     RequestRecord,
+    ResponseRecord,
     StartedRecord,
     encode_journal_record,
 )
@@ -86,6 +88,25 @@ def test_the_journal_scan(tmp_path: Path) -> None:
             reason="ask",
         )
 
+    def replied(execution: str, *, calling: bool = True) -> ReplyRecord:
+        calls = [ToolCall("c", "Write", {})] if calling else []
+        return ReplyRecord(
+            id=f"{execution}-p{int(calling)}",
+            execution_id=execution,
+            timestamp="2026-12-01T00:00:00Z",
+            message=Message.assistant(None if calling else "done", calls),
+        )
+
+    def answered(execution: str) -> ResponseRecord:
+        return ResponseRecord(
+            id=f"{execution}-a",
+            execution_id=execution,
+            timestamp="2026-12-01T00:00:00Z",
+            request_id="req",
+            response_id="resp",
+            approved=True,
+        )
+
     def finished(execution: str) -> FinishedRecord:
         return FinishedRecord(
             id=f"{execution}-f",
@@ -110,22 +131,36 @@ def test_the_journal_scan(tmp_path: Path) -> None:
             message=Message.tool("c", "Bash", "done", ok=True),
         )
 
+    def ran(execution: str) -> tuple[object, ...]:
+        return (effect(execution, done=False), effect(execution, done=True))
+
     root = tmp_path / "journal"
-    _journal(root / "settled", "x1", started("x1"), asked("x1"), finished("x1"))
-    _journal(root / "quiet", "x2", started("x2"), tail=b'{"torn')
-    _journal(root / "asking", "x3", started("x3"), asked("x3"), tail=b'{"torn')
-    _journal(root / "damaged", "x4", started("x4"), tail=b"not json\n")
-    _journal(root / "running", "x5", started("x5"), effect("x5", done=False))
-    _journal(root / "ran", "x6", started("x6"), effect("x6", done=False), effect("x6", done=True))
-    _journal(root / "orphan", "x7", started("x7"), asked("x7"))
-    (root / "..bad").mkdir()
-    names = ("settled", "quiet", "asking", "damaged", "running", "ran")
-    assert [journal_waits(root / n) for n in names] == [False, False, True, True, True, False]
-    parked = ParkedSessions()
-    parked.scan(tmp_path, has_record=lambda session_id: session_id in names)
-    assert {n for n in (*names, "orphan", "..bad") if n in parked} == {
-        "asking",
-        "damaged",
-        "running",
+    x = "x"
+    journals: dict[str, tuple[tuple[object, ...], bool]] = {
+        "settled": ((started(x), replied(x), asked(x), finished(x)), False),
+        "quiet": ((started(x),), False),
+        "asking": ((started(x), replied(x), asked(x)), True),
+        "damaged": ((started(x),), True),
+        "running": ((started(x), replied(x), asked(x), answered(x), effect(x, done=False)), True),
+        # The daemon stopped after the model's reply, before its request was on record.
+        "unasked": ((started(x), replied(x)), True),
+        # ... after the answer was on record, before the approved call started.
+        "approved": ((started(x), replied(x), asked(x), answered(x)), True),
+        # ... after the approved call ran, on the way to the next reply: nothing waits (the
+        # scan said waiting, for ever, while `session/pending` said nothing and a run ran).
+        "ran": ((started(x), replied(x), asked(x), answered(x), *ran(x)), False),
+        "replied again": ((started(x), replied(x), *ran(x), replied(x, calling=False)), False),
     }
-    assert parked.count_unloaded({"asking"}) == 2
+    for name, (records, _) in journals.items():
+        tail = b"not json\n" if name == "damaged" else b'{"torn'
+        _journal(root / name, x, *records, tail=tail)
+    _journal(root / "orphan", "x7", started("x7"), replied("x7"), asked("x7"))
+    (root / "..bad").mkdir()
+    assert {name: journal_waits(root / name) for name in journals} == {
+        name: waits for name, (_, waits) in journals.items()
+    }
+    parked = ParkedSessions()
+    parked.scan(tmp_path, has_record=lambda session_id: session_id in journals)
+    waiting = {name for name, (_, waits) in journals.items() if waits}
+    assert {n for n in (*journals, "orphan", "..bad") if n in parked} == waiting
+    assert parked.count_unloaded({"asking"}) == len(waiting) - 1
