@@ -95,6 +95,10 @@ class ContextTracker:
         """Forget the usage seen, e.g. after compaction replaced what it measured."""
         self._latest = None
 
+    def restore(self, latest_usage: int | None) -> None:
+        """Take back `latest_usage` as the latest usage seen (a change of history undone)."""
+        self._latest = latest_usage
+
     def invalidate(self) -> None:
         """Forget the cached sizes; the next estimate encodes the whole history."""
         self._measured.clear()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol.errors import StorageFailed
+from protocol.errors import ProviderFailed, StorageFailed
 from robotad.storage.failure import StorageError
 from robotad.storage.log_files import FileLogSink
 from robotad.storage.session_log import SessionLogger
@@ -144,3 +144,33 @@ async def test_a_refused_save_fails_a_manual_compaction_and_puts_history_back(
         "two",
         "second",
     ]
+
+
+async def test_a_refused_compaction_save_leaves_the_context_figures_as_they_were(
+    workspace: Path,
+) -> None:
+    """G-178: a manual compaction whose save is refused puts back the figures with the
+    history. The last message (a failed turn's prompt) carries no usage, so usedTokens is the
+    latest usage seen; the compaction had forgotten it, and the figures fell to the estimate
+    (so the next run could start under the auto-compact threshold it had reached)."""
+    store = MemoryStore()
+    used = {"inputTokens": 150, "outputTokens": 10}
+    session = new_session(
+        workspace,
+        scripted(
+            [{"text": "first", "usage": used}, {"error": "boom"}, {"summary": "one"}],
+            context_window=1000,
+        ),
+        store=store,
+        auto_compact_threshold=False,
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("one")
+        with pytest.raises(ProviderFailed):
+            await session.run("two")
+    before = session.get_context_state()
+    assert before.used_tokens == 160
+    store.fail = True
+    with trio.fail_after(LIMIT), pytest.raises(StorageFailed):
+        await session.compact()
+    assert session.get_context_state() == before

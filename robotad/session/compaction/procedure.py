@@ -95,11 +95,11 @@ class CompactionProcedure:
         if isinstance(result, CompactionNoOp):  # history changed under us: nothing left
             self._reporter.compaction(turn.turn_id, trigger, "completed")
             return CompactOutcome(False, before, conversation.state())
-        kept = list(conversation.messages)
+        kept, latest_usage = list(conversation.messages), conversation.tracker.latest_usage
         try:
             await conversation.apply_compaction(result.history, trigger)
             if trigger == "manual":
-                await self._persist_manual(kept)
+                await self._persist_manual(kept, latest_usage)
         except Exception:
             self._reporter.compaction(turn.turn_id, trigger, "failed")
             raise
@@ -111,10 +111,11 @@ class CompactionProcedure:
             await self._session.save()  # an automatic one is saved with its turn
         return CompactOutcome(True, before, after)
 
-    async def _persist_manual(self, kept: list[Message]) -> None:
+    async def _persist_manual(self, kept: list[Message], latest_usage: int | None) -> None:
         """A manual compaction is done only once saved: a refused write puts the history back
-        as it was (`kept`) and answers `StorageFailed` (PROTOCOL §10.1), so a client told it
-        failed never finds it done, and compacting again starts from the same history."""
+        as it was (`kept`), with the usage its figures counted (`latest_usage`, G-178), and
+        answers `StorageFailed` (PROTOCOL §10.1), so a client told it failed never finds it
+        done, and compacting again starts from the same history."""
         try:
             with trio.CancelScope(shield=True):
                 await self._session.persist()
@@ -123,6 +124,7 @@ class CompactionProcedure:
             if refused is None:
                 raise
             self._conversation.replace(kept)
+            self._conversation.tracker.restore(latest_usage)
             raise refused from exc
 
     async def _summarise(
