@@ -64,11 +64,12 @@ class ForkedHistory:
 
     @property
     def references(self) -> list[str]:
-        """The stored tool results (``tool-result:`` references) its tool messages name."""
+        """The stored tool results (``tool-result:`` references) its messages name: a tool
+        message's, and any other's — a compaction's summary, a reply — that quotes one."""
         return [
             reference
             for message in self.messages
-            if message.role == "tool" and message.content
+            if message.content
             for reference in references_in(message.content)
         ]
 

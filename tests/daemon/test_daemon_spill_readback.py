@@ -3,7 +3,8 @@
 gate used to turn every Read ``file_path`` into ``<cwd>/<value>`` before the tool ran, so no
 reference ever reached the store. The daemon's one store also answers each session for its
 own results only: a fork reads what its copied history names, another session reads nothing,
-and a deleted session's results go with it.
+and a deleted session's results go with it. A fork reads a result its history names
+in a compaction's summary too.
 
 The model is an OpenAI-compatible fake on loopback, so a later reply can name the reference
 an earlier turn got (a scripted session's steps are fixed before it runs)."""
@@ -68,13 +69,9 @@ def stored_results(home: DaemonHome) -> list[Path]:
     ]
 
 
-async def test_a_spilled_result_reads_back_in_its_session_and_its_forks_only(
-    tmp_path: Path, server: FakeModelServer
-) -> None:
-    """G-200: in ``default`` mode the session that got a reference reads its result back
-    (numbered like a file, the permission decision saying no file is read); a fork reads
-    it too, also after its source is deleted; a session that only knows the reference reads
-    it as unknown; deleting the last session holding it removes the stored file."""
+def spill_home(tmp_path: Path, server: FakeModelServer) -> tuple[Path, DaemonHome]:
+    """A workspace holding a folder Grep answers too long to show, and a daemon home whose
+    provider ``fake`` is `server`."""
     work = tmp_path / "work"
     (work / "big").mkdir(parents=True)
     (work / "big" / "f.txt").write_text(
@@ -89,6 +86,17 @@ base_url = "{server.base_url}/v1"
 api_key_command = "echo sk-test"
 """
     )
+    return work, home
+
+
+async def test_a_spilled_result_reads_back_in_its_session_and_its_forks_only(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    """G-200: in ``default`` mode the session that got a reference reads its result back
+    (numbered like a file, the permission decision saying no file is read); a fork reads
+    it too, also after its source is deleted; a session that only knows the reference reads
+    it as unknown; deleting the last session holding it removes the stored file."""
+    work, home = spill_home(tmp_path, server)
     server.replies += [calls("Grep", {"pattern": "line", "path": str(work / "big")}), says("ok")]
     with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(daemon) as client:
@@ -137,3 +145,30 @@ api_key_command = "echo sk-test"
             await client.call("session/close", {"sessionId": "fork"})
             await client.call("session/delete", {"sessionId": "fork"})
             assert stored_results(home) == []
+
+
+async def test_a_fork_reads_a_result_the_summary_of_its_history_names(
+    tmp_path: Path, server: FakeModelServer
+) -> None:
+    """G-200: once a compaction replaced the tool message, the summary is what names the
+    reference; the compacted session reads it back, and so does its fork. A fork used to be
+    made an owner of the references its tool messages name only, so it read such a result
+    as unknown."""
+    work, home = spill_home(tmp_path, server)
+    server.replies += [calls("Grep", {"pattern": "line", "path": str(work / "big")}), says("ok")]
+    with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT * 3):
+        async with connect(daemon) as client:
+            create = {"cwd": str(work), "provider": "fake", "permissionMode": "default"}
+            await client.call("session/create", {**create, "sessionId": "source"})
+            await client.call("session/run", {"sessionId": "source", "prompt": "search"})
+            (spilled,) = await tool_results(client, "source")
+            reference = spilled["content"]
+            server.replies.append(says(f"A search found every line; its result is {reference}."))
+            assert (await client.call("session/compact", {"sessionId": "source"}))["compacted"]
+            assert await tool_results(client, "source") == []
+            assert (await read_back(client, server, "source", reference))["metadata"]["ok"]
+
+            await client.call("session/fork", {"sessionId": "source", "newSessionId": "fork"})
+            read = await read_back(client, server, "fork", reference)
+            assert read["metadata"]["ok"] is True, read["content"]
+            assert read["content"].splitlines()[0].endswith("line0 " + "y" * 300)
