@@ -8,7 +8,10 @@
    `MAX_CONCURRENT_TOOLS` slots is free. `Refuse` is a failed result (G-202, G-203); `Admit`
    starts the body at once; `Park` ends admission for the round (see below).
 3. Bodies run concurrently. A body that raises becomes a failed result; its result goes through
-   `gate.settle` and is committed.
+   `gate.settle` and is committed. A result's text holding a lone surrogate — a file name's
+   undecodable byte as `os` decodes it (Grep, Glob) — has each written out first (``\\xff``;
+   U+FFFD for any other surrogate): no JSON, journal or spill file can hold one, and the
+   turn failed -32603 with the result lost.
 4. Results are committed in call order — a result waits for every earlier call's — so history
    reads in the order the model asked, whichever tool finished first.
 
@@ -30,6 +33,7 @@ from `run` after they settle; nothing further is committed, the round is left as
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -215,6 +219,7 @@ class ToolRound:
                 self._observe("cancelled")
                 raise
             self._observe("ok" if result.ok else "failed")
+            result = _encodable(result)
             try:
                 result = await self._gate.settle(slot.call, tool, result)
             except Exception as exc:
@@ -265,6 +270,21 @@ def _argument_problem(call: ToolCall, exc: Exception) -> str:
 
 def _failed(call: ToolCall, reason: str) -> Message:
     return Message.tool(call.id, call.name, reason, ok=False)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _written_out(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def _encodable(result: ToolResult) -> ToolResult:
+    """`result` with its text UTF-8 can encode (see the module doc, step 3)."""
+    if _SURROGATE.search(result.content) is None:
+        return result
+    return ToolResult(result.ok, _SURROGATE.sub(_written_out, result.content), result.metadata)
 
 
 def _result_message(call: ToolCall, result: ToolResult) -> Message:

@@ -19,6 +19,7 @@ from robotad.tools import builtin_tools
 from tests.session.session_harness import (
     LIMIT,
     Events,
+    MemoryStore,
     ShoutTool,
     new_session,
     scripted,
@@ -298,6 +299,43 @@ async def test_oversized_result_is_spilled(workspace: Path, tmp_path: Path) -> N
         assert (tool.content or "").startswith("tool-result:")
         assert tool.metadata["spilled"] is True  # type: ignore[index]
         assert spill.get(tool.content or "") == ("ABC" * 70_000)[:200_000]
+
+
+@pytest.mark.parametrize("lines", [1, 600], ids=["shown", "spilled"])
+async def test_a_file_name_that_is_not_utf8_reaches_the_model_written_out(
+    workspace: Path, tmp_path: Path, lines: int
+) -> None:
+    """A Grep finding lines in a file whose name holds an undecodable byte, its answer short
+    or over the spill threshold: the byte reaches the model written out (``\\xff``), and the
+    session saves and runs on. Its text held a lone surrogate, which neither the context
+    estimate, the record nor the spill store can encode: the turn failed with -32603 and its
+    result was lost."""
+    from robotad.tools import GrepTool
+
+    name = bytes(workspace) + b"/caf\xe9.txt"
+    with open(name, "wb") as file:
+        file.write(b"".join(b"line%d " % n + b"y" * 300 + b"\n" for n in range(lines)))
+    grep = {"name": "Grep", "arguments": {"pattern": "line", "path": str(workspace)}}
+    store = MemoryStore()
+    with SpillStore(tmp_path / "run") as spill:
+        session = new_session(
+            workspace,
+            scripted([{"toolCalls": [grep]}, {"text": "found"}, {"text": "more"}]),
+            tools=[GrepTool()],
+            spill=spill,
+            store=store,
+        )
+        with trio.fail_after(LIMIT):
+            assert await session.run("search") == "found"
+            assert await session.run("again") == "more"
+        tool = next(m for m in session.get_history() if m.role == "tool")
+        assert tool.ok
+        text = tool.content or ""
+        if lines > 1:
+            text = spill.get(text)
+        assert f"{workspace}/caf\\xe9.txt:1:line0 " in text
+    assert store.last.messages[-1].content == "more"
+    assert session.get_context_state().used_tokens > 0
 
 
 async def test_a_long_read_reaches_the_model_as_text_never_spilled(
