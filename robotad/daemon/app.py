@@ -3,7 +3,8 @@
 `session_application(context, idle_unload_seconds=...)` is an `ApplicationFactory`: it loads
 the configuration (a bad file is a `StartupError` listing every problem, before anything is
 announced as ready), creates the spill store under the runtime folder, and opens a nursery
-for the whole serving life in which the `SessionManager` runs its hubs, turns and idle unload.
+for the whole serving life in which the `SessionManager` runs its hubs, turns and idle unload,
+and spilled results are removed as they expire.
 The router it hands to the server holds every session method (`register_session_methods`);
 the server adds the daemon methods.
 
@@ -47,6 +48,9 @@ log = logging.getLogger("robotad.daemon")
 
 #: How long closing the sessions left after the server stopped may take.
 _FINAL_CLOSE_TIMEOUT = 10.0
+
+#: How often the spilled results past their time are removed.
+_SPILL_PURGE_INTERVAL = 60.0
 
 
 @dataclass
@@ -118,6 +122,7 @@ async def session_application(
             await nursery.start(manager.run)
             # Probed beside serving, not before it: a create needing the answer waits for it.
             nursery.start_soon(sandbox_probe.current)
+            nursery.start_soon(_purge_expired, spill)
             app = SessionApplication(manager, mcp=mcp, clients=clients)
             register_session_methods(app.router, SessionOperations(manager))
             register_mcp_methods(app.router, manager, mcp)
@@ -134,6 +139,17 @@ async def session_application(
         with trio.CancelScope(shield=True):
             await clients.aclose()  # a start that failed before serving
         spill.close()
+
+
+async def _purge_expired(spill: SpillStore) -> None:
+    """Remove spilled results as they expire (G-201), whether or not anything is stored or
+    read meanwhile: the store purges on a put or a get, so a daemon left idle kept a result
+    in the runtime folder past its 24 hours, until the next one or its stop."""
+    while True:
+        await trio.sleep(_SPILL_PURGE_INTERVAL)
+        removed = spill.purge_expired()
+        if removed:
+            log.info("removed %d expired tool result(s)", removed)
 
 
 def session_application_factory(
