@@ -111,6 +111,26 @@ async def test_auto_compaction_before_the_prompt(workspace: Path) -> None:
     assert order.index("compaction") > order.index("turn_started", order.index("turn_finished"))
 
 
+async def test_an_auto_compaction_is_saved_before_it_is_told_completed(workspace: Path) -> None:
+    """What the store holds when "completed" goes out (and the PostCompact hook starts): the
+    compacted history. It was saved after the hook, so a daemon stopped during the hook had
+    logged "completed" over a record that never had it; nothing of the new turn is in it."""
+    store = MemoryStore()
+    stored_at_completion: list[list[str | None]] = []
+    events = Events()
+
+    def sink(event: Any) -> None:
+        events(event)
+        if events.items[-1]["type"] == "compaction" and events.items[-1]["phase"] == "completed":
+            stored_at_completion.append([m.content for m in store.last.messages])
+
+    session, _ = crowded(workspace, [{"summary": "earlier: y"}], event_sink=sink, store=store)
+    await session.run("first")
+    await session.run("second")
+    assert stored_at_completion == [["sys", "earlier: y"]]
+    assert [m.content for m in store.last.messages][-2:] == ["second", "echo: second"]
+
+
 async def test_threshold_rules(workspace: Path) -> None:
     """G-052, G-053, G-054, G-188: thresholds are validated; false disables automatic
     compaction (explicit still works); a change during a run applies from the next run."""

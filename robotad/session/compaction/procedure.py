@@ -103,12 +103,16 @@ class CompactionProcedure:
         except Exception:
             self._reporter.compaction(turn.turn_id, trigger, "failed")
             raise
+        if trigger != "manual":
+            # Saved before it is told completed, as a manual one is: a daemon stopped during
+            # the PostCompact hook had logged "completed" over a record without it. Before the
+            # turn's prompt enters history, so the record holds no half turn; a refused write
+            # is the turn's own save's to retry (best effort, as that one is).
+            await self._session.save()
         after = conversation.state()
         self._reporter.compaction(turn.turn_id, trigger, "completed")
         with turn.abort.scope():  # an abort stops the hook: the compaction stands, is saved
             await self._lifecycle.post_compact(turn, trigger, result.summarized)
-        if trigger != "manual":
-            await self._session.save()  # an automatic one is saved with its turn
         return CompactOutcome(True, before, after)
 
     async def _persist_manual(self, kept: list[Message], latest_usage: int | None) -> None:
