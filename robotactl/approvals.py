@@ -114,9 +114,9 @@ def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: 
     for number, request in enumerate(requests, start=1):
         counter = f" ({number}/{len(requests)})" if len(requests) > 1 else ""
         title = output.style(f"approval needed{counter}:", "yellow", "bold", err=True)
-        output.notice(f"{title} {request.tool} — {request.reason}")
+        output.prompt_line(f"{title} {request.tool} — {request.reason}")
         for line in format_arguments(request.arguments):
-            output.notice(f"    {line}")
+            output.prompt_line(f"    {line}")
         rule = domain_rule(request)
         try:
             if rule is None:
@@ -124,7 +124,7 @@ def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: 
             else:
                 approved = _ask_with_always(request.tool, rule, answers)
         except click.Abort:
-            output.notice("")
+            output.prompt_line("")
             raise LeftWaiting(session_id) from None
         answers.responses.append(_response(request, approved))
     return answers

@@ -153,7 +153,13 @@ class Output:
         click.echo(shown, err=True, color=self._colors(err=True))
 
     def notice(self, text: str) -> None:
-        """An informational line on stderr (never on stdout, so JSON mode stays parseable)."""
+        """An informational line on stderr; none under ``--json``, where stderr carries only
+        an error, as one JSON document, and stdout's document says what a script needs."""
+        if not self.json_mode:
+            self.prompt_line(text)
+
+    def prompt_line(self, text: str) -> None:
+        """A line of a question to the person at the terminal, on stderr, in every mode."""
         import click
 
         click.echo(text, err=True, color=self._colors(err=True))

@@ -79,7 +79,8 @@ def status(options: ClientOptions) -> None:
 def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
     """Stop robotad: stop accepting, let turns finish within the grace, close sessions, exit.
 
-    Never starts a daemon; with none running it says so and exits 0.
+    Never starts a daemon; with none running it says so and exits 0 (``--json``:
+    ``{"ok": true, "running": false}``).
     """
     params: dict[str, Any] = {}
     if grace is not None:
@@ -95,6 +96,8 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
     try:
         result = call_daemon(options, stop, autostart=False)
     except DaemonNotRunningFailed as exc:
+        if options.output.json_mode:
+            options.output.json({"ok": True, "running": False})
         options.output.notice(f"robotad is not running at {exc.socket_path}; nothing to shut down")
         return
     if options.output.json_mode:

@@ -156,6 +156,9 @@ def test_shutdown_with_no_daemon_starts_none(ctl: Ctl, socket_dir: Path) -> None
     assert result.stdout == ""
     assert result.stderr == f"robotad is not running at {path}; nothing to shut down\n"
     assert not path.exists()
+    as_json = ctl("--socket", str(path), "--json", "shutdown")
+    assert (as_json.returncode, as_json.stderr) == (0, "")
+    assert json.loads(as_json.stdout) == {"ok": True, "running": False}
 
 
 # -- autostart ---------------------------------------------------------------------------------

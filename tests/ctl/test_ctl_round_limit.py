@@ -20,16 +20,21 @@ def test_run_max_rounds_stops_the_turn_and_says_so(
     work.mkdir()
     (work / "a.txt").write_text("a\n")
     read = {"toolCalls": [{"name": "Read", "arguments": {"file_path": str(work / "a.txt")}}]}
-    session_id = new_session(ctl, robotad, work, [read, read, read, {"text": "done"}])
+    script = [read, read, read, {"text": "done"}]
+    session_id = new_session(ctl, robotad, work, script)
 
     result = ctl(*sock(robotad), "--json", "run", "-s", session_id, "--max-rounds", "2", "go")
 
     assert result.returncode == ExitCode.COMPLETED, result.stderr
     completed = decoded(result, TurnCompleted)
     assert completed.stop_reason == "maxRounds"
-    assert "round limit" in result.stderr
+    assert result.stderr == ""  # under --json, the result says it
     history = decoded(ctl(*sock(robotad), "--json", "show", "-s", session_id), HistoryResult)
     assert [m.role for m in history.messages] == ["user", "assistant", "tool", "assistant", "tool"]
+    other = new_session(ctl, robotad, work, script)
+    said = ctl(*sock(robotad), "run", "-s", other, "--max-rounds", "2", "go")
+    assert said.returncode == ExitCode.COMPLETED, said.stderr
+    assert "round limit" in said.stderr
 
 
 def test_run_max_rounds_below_one_is_a_usage_error(
