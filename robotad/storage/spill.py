@@ -10,7 +10,9 @@ name, raised without chaining the original exception (whose text would name the 
 
 A result reads back in full until it expires (G-200) — 24 hours, or until the daemon stops,
 whichever comes first: the store lives in the runtime folder only, so a record, an export and a
-restart keep the reference, never the content. Expired results are purged on every `put`/`get`
+restart keep the reference, never the content. The 24 hours count time the machine spent
+suspended (``CLOCK_BOOTTIME``; the monotonic clock stops during a suspend, and a laptop's
+nights would have stretched them). Expired results are purged on every `put`/`get`
 and by `purge_expired`, and `close` removes everything (G-201). The store is synchronous and
 thread-safe.
 
@@ -51,6 +53,7 @@ __all__ = [
     "SpillNotFound",
     "SpillStore",
     "references_in",
+    "since_boot",
     "sweep_abandoned",
 ]
 
@@ -99,6 +102,12 @@ def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, "error")
 
 
+def since_boot() -> float:
+    """Seconds since boot, suspended time included (Linux); the monotonic clock elsewhere."""
+    boot = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boot) if boot is not None else time.monotonic()
+
+
 class SpillStore:
     """Spilled tool results of one daemon; use as a context manager or `close`. `scoped`
     gives a session's view of it (see the module doc)."""
@@ -108,7 +117,7 @@ class SpillStore:
         runtime_dir: Path,
         *,
         ttl: float = DEFAULT_TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = since_boot,
     ) -> None:
         try:
             fsio.ensure_private_dir(Path(runtime_dir))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,27 @@ def test_results_read_back_in_full_until_they_expire(runtime: Path) -> None:
         with pytest.raises(SpillNotFound):
             store.get(reference)
         assert _results(_store_dir(runtime)) == []
+
+
+def test_the_hours_count_time_the_machine_spent_suspended(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G-201: "24 hours at most" in wall time: the default clock counts a suspend, which the
+    monotonic clock does not (a laptop's night would have stretched a result's life)."""
+    boot = [1000.0]
+    real = time.clock_gettime
+
+    def clock_gettime(which: int) -> float:
+        return boot[0] if which == time.CLOCK_BOOTTIME else real(which)
+
+    monkeypatch.setattr(time, "clock_gettime", clock_gettime)
+    with SpillStore(runtime, ttl=60.0) as store:
+        reference = store.put("kept")
+        boot[0] += 59.0
+        assert store.get(reference) == "kept"
+        boot[0] += 2.0  # suspended: no monotonic second passed
+        with pytest.raises(SpillNotFound):
+            store.get(reference)
 
 
 def test_purge_removes_only_expired_results(runtime: Path) -> None:
