@@ -10,6 +10,7 @@ import trio
 
 from protocol.errors import CompactionAborted, CompactionFailed
 from robotad.agent.provider import ModelReply, ModelRequest, ProviderError, StreamObserver
+from robotad.session.compaction.summary import prompt_budget
 from robotad.session.errors import InvalidSetting
 from robotad.session.session import Session
 from tests.session.session_harness import (
@@ -129,6 +130,20 @@ async def test_an_auto_compaction_is_saved_before_it_is_told_completed(workspace
     await session.run("second")
     assert stored_at_completion == [["sys", "earlier: y"]]
     assert [m.content for m in store.last.messages][-2:] == ["second", "echo: second"]
+
+
+async def test_the_summary_request_fits_the_sessions_window(workspace: Path) -> None:
+    """A history past the window (one prompt of 20,000 characters in a 2,000-token window)
+    is summarised in a request that fits it (`prompt_budget`), not one the model must refuse
+    on every later run."""
+    crowding = {"text": "ok", "usage": {"inputTokens": 1_900, "outputTokens": 10}}
+    provider = scripted([crowding, {"summary": "they pasted a lot"}], context_window=2_000)
+    session = new_session(workspace, provider, system_message="sys")
+    await session.run("x" * 20_000)
+    await session.run("next")
+    (request,) = provider.compaction_requests
+    assert len(request.messages[0].content or "") <= prompt_budget(2_000)
+    assert [m.content for m in session.get_history()][:2] == ["sys", "they pasted a lot"]
 
 
 async def test_threshold_rules(workspace: Path) -> None:

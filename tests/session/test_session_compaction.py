@@ -19,6 +19,7 @@ from robotad.session.compaction.summary import (
     CompactionNoOp,
     CompactionResult,
     Compactor,
+    prompt_budget,
     render_conversation,
     render_message,
     summary_request,
@@ -157,6 +158,80 @@ def test_replacement_template_replaces_all_default_text() -> None:
     assert content == 'TL;DR brief:\n\nuser: "say {instructions} please"'
     default_lines = [line for line in DEFAULT_SUMMARY_TEMPLATE.splitlines() if len(line) > 20]
     assert not any(line in content for line in default_lines)
+
+
+def _over_the_window() -> list[Message]:
+    """An earlier summary, then a turn whose three tool results (60 K characters each) are far
+    past a 4,096-token window's summary budget, then the newest question."""
+    summary = Message.user("earlier: the user wants a parser")
+    summary.metadata = {"compaction": {"trigger": "auto", "messages": 9}}
+    calls = [ToolCall(f"c{n}", "Read", {"file_path": f"/w/{n}"}) for n in range(3)]
+    results = [Message.tool(f"c{n}", "Read", f"{n}" * 60_000, ok=True) for n in range(3)]
+    return [
+        Message.system("sys"),
+        summary,
+        Message.user("read the three files"),
+        Message.assistant("reading", calls),
+        *results,
+        Message.assistant("read them"),
+        Message.user("what now?"),
+    ]
+
+
+def test_a_history_past_the_window_is_fitted_to_it() -> None:
+    """A summary request that cannot fit the model's window fails every time, and the session
+    with it: each long message keeps its head and tail; every message that fits stays, in
+    order and still one line each (G-185, G-187)."""
+    budget = prompt_budget(4_096)
+    request = summary_request(_over_the_window(), max_chars=budget)
+    assert request is not None
+    prompt = request.messages[0].content or ""
+    assert len(prompt) <= budget
+    lines = prompt.rstrip("\n").split("\n\n")[-1].split("\n")
+    assert [line.split(":")[0] for line in lines] == [
+        "summary of the earlier conversation",
+        "user",
+        "assistant",
+        'tool "Read" result for call "c0"',
+        'tool "Read" result for call "c1"',
+        'tool "Read" result for call "c2"',
+        "assistant",
+        "user",
+    ]
+    clipped = json.loads(lines[3].partition(": ")[2])
+    assert clipped.startswith("000")
+    assert clipped.endswith("000")
+    assert "characters left out" in clipped
+
+
+def test_the_oldest_messages_are_left_out_last_an_earlier_summary() -> None:
+    """When clipping is not enough, the oldest go first (the summary of what came before them
+    last) and a line says how many; the newest message always stays."""
+    history = [
+        _over_the_window()[1],
+        *[Message.user(f"question {n} " + "q" * 900) for n in range(40)],
+    ]
+    budget = prompt_budget(4_096)
+    request = summary_request(history, max_chars=budget)
+    assert request is not None
+    prompt = request.messages[0].content or ""
+    assert len(prompt) <= budget
+    lines = prompt.rstrip("\n").split("\n\n")[-1].split("\n")
+    left_out = int(lines[0].removeprefix("(").split()[0])
+    assert lines[0].endswith("earlier messages left out: they did not fit the model's context)")
+    assert lines[1].startswith("summary of the earlier conversation: ")
+    assert len(lines) - 2 == 40 - left_out
+    assert lines[-1].startswith('user: "question 39 ')
+    assert lines[2].startswith(f'user: "question {left_out} ')
+
+
+def test_a_history_that_fits_is_rendered_whole() -> None:
+    history = conversation()
+    fitted = summary_request(history, max_chars=prompt_budget(200_000))
+    whole = summary_request(history)
+    assert fitted is not None
+    assert whole is not None
+    assert fitted.messages[0].content == whole.messages[0].content
 
 
 async def test_compaction_keeps_system_first_then_summary() -> None:

@@ -38,6 +38,7 @@ from robotad.session.compaction.summary import (
     CompactionNoOp,
     CompactionResult,
     Compactor,
+    prompt_budget,
 )
 from robotad.session.conversation import Conversation
 from robotad.session.hooks.lifecycle import HookLifecycle
@@ -134,7 +135,10 @@ class CompactionProcedure:
     async def _summarise(
         self, turn: TurnContext, trigger: Trigger, instructions: str | None
     ) -> CompactionResult | CompactionNoOp:
-        compactor = Compactor(self._session.provider(), self.template)
+        window = self._conversation.tracker.max_tokens
+        compactor = Compactor(
+            self._session.provider(), self.template, max_chars=prompt_budget(window)
+        )
         try:
             with trio.CancelScope() as idle:
                 return await compactor.compact(

@@ -16,6 +16,14 @@ journal and apply. The summary is a ``user`` message whose ``metadata.compaction
 trigger, so a later compaction summarises it again with the rest instead of keeping every old
 summary forever. A cancelled or failed call changes nothing; the trigger is carried unchanged
 (G-055).
+
+The request fits the model's context window (`prompt_budget`): a history is compacted because
+it grew near the window, and one turn's tool results can take it past; a summary request that
+does not fit fails every time, and the session could then never run again. So when the
+rendered conversation is over the budget, each message longer than a share of it keeps its
+head and tail around a note of what was left out, and if that is not enough the oldest
+messages are left out (an earlier summary last), with a line saying how many. Every tool call
+and result that fits is kept (G-185); what does not fit could never have been read.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ __all__ = [
     "Trigger",
     "compacted_history",
     "is_summary",
+    "prompt_budget",
     "render_conversation",
     "render_message",
     "summary_request",
@@ -133,19 +142,35 @@ def render_conversation(messages: Sequence[Message]) -> str:
     return "\n".join(render_message(message) for message in messages)
 
 
+#: Characters a token is taken to hold when fitting a request to a window (code and JSON run
+#: near 3; prose nearer 4), and the share of the window a summary request may fill (the rest is
+#: the summary's).
+_CHARS_PER_TOKEN: Final = 3
+_PROMPT_SHARE: Final = 0.75
+#: A message is cut to at most this share of the budget before any is left out whole.
+_MESSAGE_SHARE: Final = 8
+
+
+def prompt_budget(context_window: int) -> int:
+    """The most characters a summary request for a `context_window`-token model may hold."""
+    return int(context_window * _CHARS_PER_TOKEN * _PROMPT_SHARE)
+
+
 def summary_request(
     history: Sequence[Message],
     *,
     instructions: str | None = None,
     template: str = DEFAULT_SUMMARY_TEMPLATE,
+    max_chars: int | None = None,
 ) -> ModelRequest | None:
     """The text-only summarisation request for `history`'s non-system messages, or None when
-    there are none (nothing to summarise)."""
+    there are none (nothing to summarise); with `max_chars`, fitted to it (module doc)."""
     body = [message for message in history if message.role != "system"]
     if not body:
         return None
-    conversation = render_conversation(body)
     extra = (instructions or "").strip()
+    room = None if max_chars is None else max_chars - len(template) - len(extra)
+    conversation = _fitted(body, room) if room is not None else render_conversation(body)
     if not extra:
         template = _EMPTY_INSTRUCTIONS_LINE.sub("", template)
     values = {"conversation": conversation, "instructions": extra}
@@ -157,6 +182,45 @@ def summary_request(
     return ModelRequest(
         messages=[Message.user(prompt)], tools=[], tool_choice="none", purpose="compaction"
     )
+
+
+def _fitted(body: list[Message], room: int) -> str:
+    """`body` rendered in at most `room` characters, as far as the newest message allows."""
+    lines = [render_message(message) for message in body]
+    if sum(len(line) + 1 for line in lines) <= room:
+        return "\n".join(lines)
+    longest = max(room // _MESSAGE_SHARE, 1_000)
+    lines = [
+        render_message(_clipped(message, longest)) if len(line) > longest else line
+        for message, line in zip(body, lines, strict=True)
+    ]
+    kept = list(range(len(lines)))
+    used = sum(len(lines[index]) + 1 for index in kept)
+    # Leave out the oldest first, an earlier summary last, never the newest message.
+    order = sorted(kept[:-1], key=lambda index: (is_summary(body[index]), index))
+    left_out = 0
+    for index in order:
+        if used <= room:
+            break
+        kept.remove(index)
+        used -= len(lines[index]) + 1
+        left_out += 1
+    shown = [lines[index] for index in kept]
+    if left_out:
+        note = f"({left_out} earlier messages left out: they did not fit the model's context)"
+        shown.insert(0, note)
+    return "\n".join(shown)
+
+
+def _clipped(message: Message, longest: int) -> Message:
+    """`message` with its content's middle left out so that it renders in about `longest`."""
+    content = message.content or ""
+    keep = max(longest // 2 - 100, 100)
+    if len(content) <= 2 * keep:
+        return message
+    cut = len(content) - 2 * keep
+    middle = f"\n[… {cut:,} characters left out …]\n"
+    return msgspec.structs.replace(message, content=content[:keep] + middle + content[-keep:])
 
 
 def compacted_history(history: Sequence[Message], summary: str, trigger: Trigger) -> list[Message]:
@@ -210,9 +274,17 @@ class _Quiet:
 class Compactor:
     """Summarises histories with `provider` using `template` (default: domain-neutral)."""
 
-    def __init__(self, provider: Provider, template: str = DEFAULT_SUMMARY_TEMPLATE) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        template: str = DEFAULT_SUMMARY_TEMPLATE,
+        *,
+        max_chars: int | None = None,
+    ) -> None:
         self.provider = provider
         self.template = template
+        #: The most characters a request may hold (`prompt_budget`); None: unbounded.
+        self.max_chars = max_chars
 
     async def compact(
         self,
@@ -226,7 +298,9 @@ class Compactor:
         summary and `CompactionError` for a provider failure; cancellation propagates and
         leaves nothing changed. `observer` sees the streamed summary, e.g.
         to refresh an idle deadline."""
-        request = summary_request(history, instructions=instructions, template=self.template)
+        request = summary_request(
+            history, instructions=instructions, template=self.template, max_chars=self.max_chars
+        )
         if request is None:
             return CompactionNoOp(trigger)
         try:
