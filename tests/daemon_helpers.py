@@ -100,6 +100,16 @@ class DaemonHome:
         return env
 
 
+def home_in_this_process(root: Path, monkeypatch: pytest.MonkeyPatch) -> DaemonHome:
+    """A `DaemonHome` at `root`, and this process's environment pointing at it (config,
+    runtime, state): for a test serving the session application in-process."""
+    home = DaemonHome(root)
+    environment = home.environment()
+    for name in ("ROBOTA_CONFIG", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, environment[name])
+    return home
+
+
 @dataclass
 class RunningDaemon(RobotadProcess):
     """A robotad subprocess serving `home.socket_path`, logging to `home.log_path`."""

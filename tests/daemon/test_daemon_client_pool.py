@@ -18,7 +18,7 @@ from protocol.shapes import TurnCompleted
 from robotad.daemon.app import SessionApplication, session_application
 from robotad.daemon.operations import SessionOperations
 from robotad.server.app import Application, DaemonContext
-from tests.daemon_helpers import DaemonHome
+from tests.daemon_helpers import DaemonHome, home_in_this_process
 from tests.providers.fake_servers import FakeModelServer, Reply, openai_stream
 
 TIMEOUT = 20.0
@@ -28,11 +28,7 @@ USAGE = {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DaemonHome:
     """Private folders, and this process's environment pointing at them (config, runtime)."""
-    home = DaemonHome(tmp_path / "home")
-    environment = home.environment()
-    for name in ("ROBOTA_CONFIG", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, environment[name])
-    return home
+    return home_in_this_process(tmp_path / "home", monkeypatch)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 import trio
@@ -56,18 +57,27 @@ async def test_a_parked_approval_is_waiting_after_a_restart_before_anything_load
             assert (await client.call("daemon/status"))["sessions"]["waiting"] == 0
 
 
+R = TypeVar("R")
+
+
 def _journal(folder: Path, name: str, *records: object, tail: bytes = b"") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     lines = b"".join(encode_journal_record(r) for r in records)  # type: ignore[arg-type]
     (folder / f"{name}.jsonl").write_bytes(lines + tail)
 
 
+def _record(kind: type[R], execution: str, suffix: str, **members: Any) -> R:
+    """A journal record of `execution`, its id ending in `suffix`."""
+    stamp = "2026-12-01T00:00:00Z"
+    return kind(id=f"{execution}-{suffix}", execution_id=execution, timestamp=stamp, **members)
+
+
 def test_the_journal_scan(tmp_path: Path) -> None:
     def started(execution: str) -> StartedRecord:
-        return StartedRecord(
-            id=f"{execution}-s",
-            execution_id=execution,
-            timestamp="2026-12-01T00:00:00Z",
+        return _record(
+            StartedRecord,
+            execution,
+            "s",
             turn_id="t",
             session_id="s",
             cwd="/",
@@ -77,10 +87,10 @@ def test_the_journal_scan(tmp_path: Path) -> None:
         )
 
     def asked(execution: str) -> RequestRecord:
-        return RequestRecord(
-            id=f"{execution}-r",
-            execution_id=execution,
-            timestamp="2026-12-01T00:00:00Z",
+        return _record(
+            RequestRecord,
+            execution,
+            "r",
             request_id="req",
             call_id="c",
             tool="Write",
@@ -90,43 +100,43 @@ def test_the_journal_scan(tmp_path: Path) -> None:
 
     def replied(execution: str, *, calling: bool = True) -> ReplyRecord:
         calls = [ToolCall("c", "Write", {})] if calling else []
-        return ReplyRecord(
-            id=f"{execution}-p{int(calling)}",
-            execution_id=execution,
-            timestamp="2026-12-01T00:00:00Z",
+        return _record(
+            ReplyRecord,
+            execution,
+            f"p{int(calling)}",
             message=Message.assistant(None if calling else "done", calls),
         )
 
     def answered(execution: str) -> ResponseRecord:
-        return ResponseRecord(
-            id=f"{execution}-a",
-            execution_id=execution,
-            timestamp="2026-12-01T00:00:00Z",
+        return _record(
+            ResponseRecord,
+            execution,
+            "a",
             request_id="req",
             response_id="resp",
             approved=True,
         )
 
     def finished(execution: str) -> FinishedRecord:
-        return FinishedRecord(
-            id=f"{execution}-f",
-            execution_id=execution,
-            timestamp="2026-12-01T00:00:00Z",
+        return _record(
+            FinishedRecord,
+            execution,
+            "f",
             status="completed",
         )
 
     def effect(execution: str, *, done: bool) -> object:
         if not done:
-            return EffectStartedRecord(
-                id=f"{execution}-e",
-                execution_id=execution,
-                timestamp="2026-12-01T00:00:00Z",
+            return _record(
+                EffectStartedRecord,
+                execution,
+                "e",
                 call_id="c",
             )
-        return EffectFinishedRecord(
-            id=f"{execution}-d",
-            execution_id=execution,
-            timestamp="2026-12-01T00:00:00Z",
+        return _record(
+            EffectFinishedRecord,
+            execution,
+            "d",
             call_id="c",
             message=Message.tool("c", "Bash", "done", ok=True),
         )

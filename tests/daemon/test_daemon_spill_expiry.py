@@ -14,7 +14,7 @@ import robotad.daemon.app
 from robotad.daemon.app import SessionApplication, session_application
 from robotad.server.app import DaemonContext
 from robotad.storage.spill import SpillStore
-from tests.daemon_helpers import DaemonHome
+from tests.daemon_helpers import DaemonHome, home_in_this_process
 
 TTL = 0.2  # seconds a result is kept in this test (24 hours in a daemon)
 
@@ -22,11 +22,7 @@ TTL = 0.2  # seconds a result is kept in this test (24 hours in a daemon)
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DaemonHome:
     """Private folders, and this process's environment pointing at them (config, runtime)."""
-    home = DaemonHome(tmp_path / "home")
-    environment = home.environment()
-    for name in ("ROBOTA_CONFIG", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, environment[name])
-    return home
+    return home_in_this_process(tmp_path / "home", monkeypatch)
 
 
 def stored(home: DaemonHome) -> list[str]:
@@ -39,7 +35,7 @@ async def test_an_expired_result_is_removed_though_nothing_is_stored_or_read(
 ) -> None:
     """G-201."""
     monkeypatch.setattr(robotad.daemon.app, "SpillStore", functools.partial(SpillStore, ttl=TTL))
-    monkeypatch.setattr(robotad.daemon.app, "_SPILL_PURGE_INTERVAL", TTL / 4, raising=False)
+    monkeypatch.setattr(robotad.daemon.app, "_SPILL_PURGE_INTERVAL", TTL / 4)
     context = DaemonContext(
         state_dir=home.state_dir, socket_path=str(home.socket_path), event_buffer=64, trace=False
     )

@@ -11,6 +11,8 @@ import trio
 
 from protocol.shapes import Message
 from robotad.agent.provider import ModelRequest, Provider, StreamObserver
+from robotad.providers.anthropic import AnthropicProvider
+from robotad.providers.openai import OpenAIProvider
 from robotad.providers.retry import RetryPolicy
 
 from .fake_servers import FakeModelServer, Reply
@@ -126,3 +128,20 @@ async def cancel_when_stalled(
 
 def user_request(text: str = "hi", **kwargs: object) -> ModelRequest:
     return ModelRequest(messages=[Message.user(text)], tools=[], **kwargs)  # type: ignore[arg-type]
+
+
+def fake_served(
+    vendor: type[OpenAIProvider] | type[AnthropicProvider],
+    base_url: str,
+    retry_policy: RetryPolicy = NO_RETRIES,
+) -> OpenAIProvider | AnthropicProvider:
+    """A `vendor` provider of a fake server at `base_url`, with a key (no retries unless
+    `retry_policy` says)."""
+    return vendor(
+        name="p",
+        model="m",
+        base_url=base_url,
+        api_key="k",
+        context_window=None,
+        retry_policy=retry_policy,
+    )

@@ -16,7 +16,7 @@ from robotad.providers.anthropic import AnthropicProvider
 from robotad.providers.bodies import MAX_ERROR_BODY_BYTES, MAX_LINE_BYTES
 from robotad.providers.openai import OpenAIProvider
 
-from .conftest import NO_RETRIES, ProviderCloser, Recorder, Serve, cause_of, user_request
+from .conftest import ProviderCloser, Recorder, Serve, cause_of, fake_served, user_request
 from .fake_servers import (
     FakeModelServer,
     Reply,
@@ -32,16 +32,7 @@ PIECE = 64 * 1024
 
 def provider_for(vendor: Vendor, server: FakeModelServer, closing: ProviderCloser) -> object:
     path = "/v1" if vendor is OpenAIProvider else ""
-    return closing(
-        vendor(
-            name="p",
-            model="m",
-            base_url=server.base_url + path,
-            api_key="k",
-            context_window=None,
-            retry_policy=NO_RETRIES,
-        )
-    )
+    return closing(fake_served(vendor, server.base_url + path))
 
 
 async def failure_of(provider: object, recorder: Recorder) -> ProviderError:

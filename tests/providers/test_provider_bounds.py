@@ -26,6 +26,7 @@ from .conftest import (
     Recorder,
     Serve,
     cause_of,
+    fake_served,
     refused_port,
     user_request,
 )
@@ -142,17 +143,7 @@ async def test_a_connection_reset_mid_stream_names_its_cause_and_is_retried(
     server = await serve(reset, reset, Reply(events=events))
 
     def make(policy: RetryPolicy) -> OpenAIProvider | AnthropicProvider:
-        url = server.base_url + path
-        return closing(
-            vendor(
-                name="p",
-                model="m",
-                base_url=url,
-                api_key="k",
-                context_window=None,
-                retry_policy=policy,
-            )
-        )
+        return closing(fake_served(vendor, server.base_url + path, policy))
 
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await make(NO_RETRIES).complete(user_request(), recorder)
@@ -200,16 +191,7 @@ async def test_what_a_reply_keeps_besides_text_counts_against_its_bound(
     path, events = _endless_blocks(kind)
     server = await serve(Reply(events=events, stall_after=len(events)))
     vendor = OpenAIProvider if kind.startswith("openai") else AnthropicProvider
-    provider = closing(
-        vendor(
-            name="p",
-            model="m",
-            base_url=server.base_url + path,
-            api_key="k",
-            context_window=None,
-            retry_policy=NO_RETRIES,
-        )
-    )
+    provider = closing(fake_served(vendor, server.base_url + path))
     with (
         trio.fail_after(10),
         pytest.raises(ProviderError) as caught,
