@@ -74,7 +74,7 @@ from robotad.daemon.live import (
     iso_now,
 )
 from robotad.daemon.log_recovery import close_cut_off
-from robotad.daemon.parked import ParkedSessions
+from robotad.daemon.parked import ParkedSessions, record_round_open
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
 from robotad.storage.failure import refused, relative_path, storage_reason
@@ -142,7 +142,10 @@ class SessionManager:
         removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
         if removed:
             log.info("removed leftover temp files", extra=fields(count=removed))
-        await trio.to_thread.run_sync(self.parked.scan, self.state_dir, self.store.exists)
+        round_open = functools.partial(record_round_open, self.store)
+        await trio.to_thread.run_sync(
+            self.parked.scan, self.state_dir, self.store.exists, round_open
+        )
         task_status.started()
         if self.idle_unload_seconds <= 0 or not math.isfinite(self.idle_unload_seconds):
             await trio.sleep_forever()

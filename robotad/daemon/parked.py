@@ -16,6 +16,10 @@ loaded or not, from the daemon's first moment. A loaded session says so itself
   decoded counts as waiting — corruption is never read as "nothing pending" — and a torn
   final line (a write that never returned) is ignored, as the journal's own repair would. A
   journal folder whose session has no record (removed by hand) is no session's and skipped;
+  and a session whose record has no call without a result does not wait, whatever its
+  journal holds: loading finds nothing pending then (an abandon saved its closed round and
+  robotad stopped before it discarded the journal, which it never marks finished). Only
+  the records of sessions whose journal waits are read;
 - when a session is unloaded, `note` records what its live session knew;
 - when a session is deleted, `discard` forgets it.
 
@@ -30,6 +34,7 @@ import os
 from collections.abc import Callable, Container
 from pathlib import Path
 
+from robotad.agent.loop import open_calls
 from robotad.storage.fsio import read_regular
 from robotad.storage.ids import is_safe_session_id
 from robotad.storage.journal import JournalCorrupt, decode_journal
@@ -39,8 +44,10 @@ from robotad.storage.journal_records import (
     JournalRecord,
     ReplyRecord,
 )
+from robotad.storage.record import Valid
+from robotad.storage.store import FileSessionStore, Missing
 
-__all__ = ["ParkedSessions", "journal_waits"]
+__all__ = ["ParkedSessions", "journal_waits", "record_round_open"]
 
 log = logging.getLogger("robotad.daemon")
 
@@ -56,9 +63,15 @@ class ParkedSessions:
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._ids
 
-    def scan(self, state_dir: Path, has_record: Callable[[str], bool]) -> None:
+    def scan(
+        self,
+        state_dir: Path,
+        has_record: Callable[[str], bool],
+        round_open: Callable[[str], bool],
+    ) -> None:
         """Blocking: learn every waiting session from the journals under `state_dir`; a
-        session counts only when `has_record` (the store's own test) says it is stored."""
+        session counts only when `has_record` (the store's own test) says it is stored and,
+        once its journal waits, `round_open` (`record_round_open`) says its record does."""
         root = Path(state_dir) / "journal"
         try:
             entries = list(os.scandir(root))
@@ -74,7 +87,7 @@ class ParkedSessions:
             except OSError as exc:
                 log.warning("cannot read the journal of %s: %s", entry.name, exc.strerror)
                 waits = True
-            if waits:
+            if waits and round_open(entry.name):
                 self._ids.add(entry.name)
 
     def note(self, session_id: str, *, waiting: bool) -> None:
@@ -114,6 +127,19 @@ def journal_waits(folder: Path) -> bool:
         if _open_calls(records):
             return True
     return False
+
+
+def record_round_open(store: FileSessionStore, session_id: str) -> bool:
+    """Blocking: whether the stored record of `session_id` ends in a round with a call
+    without a result, the one thing loading can find pending. A record that cannot be read
+    or does not load counts as open (never read as "nothing pending"); a missing one not."""
+    try:
+        outcome = store.load(session_id)
+    except OSError:
+        return True
+    if isinstance(outcome, Missing):
+        return False
+    return not isinstance(outcome, Valid) or bool(open_calls(outcome.record.messages))
 
 
 def _open_calls(records: list[JournalRecord]) -> bool:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,6 +56,39 @@ async def test_a_parked_approval_is_waiting_after_a_restart_before_anything_load
             row = await _row(client, session_id)
             assert (row["loaded"], row["waiting"]) == (False, False)
             assert (await client.call("daemon/status"))["sessions"]["waiting"] == 0
+
+
+async def test_an_abandon_cut_off_before_its_journal_was_discarded_is_not_waiting(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """An abandon saves the closed round, then discards the journal, which it never marks
+    finished. A daemon killed in between (a SIGKILL sweep hit it 4 times in 30) left a
+    journal that still waits: every restart's session/list and daemon/status said waiting
+    while session/pending said nothing waits. The journal is put back here as the kill left
+    it. Now the scan asks the record too, as loading does."""
+    home = DaemonHome(tmp_path_factory.mktemp("abandoned"))
+    with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            session_id = await create_waiting(client, tmp_path)
+            pending = (await client.call("session/pending", {"sessionId": session_id}))["pending"]
+    journal = home.state_dir / "journal" / session_id
+    shutil.copytree(journal, tmp_path / "journal-before")
+    with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            await client.call(
+                "session/abandon",
+                {"sessionId": session_id, "executionId": pending["executionId"]},
+            )
+    shutil.rmtree(journal)
+    shutil.copytree(tmp_path / "journal-before", journal)
+    with running_daemon(home) as again, trio.fail_after(IO_TIMEOUT):
+        async with connect(again) as client:
+            status = await client.call("daemon/status")
+            row = await _row(client, session_id)
+            still = (await client.call("session/pending", {"sessionId": session_id}))["pending"]
+    assert status["sessions"]["waiting"] == 0
+    assert (row["loaded"], row["waiting"]) == (False, False)
+    assert still is None
 
 
 R = TypeVar("R")
@@ -165,12 +199,18 @@ def test_the_journal_scan(tmp_path: Path) -> None:
         tail = b"not json\n" if name == "damaged" else b'{"torn'
         _journal(root / name, x, *records, tail=tail)
     _journal(root / "orphan", "x7", started("x7"), replied("x7"), asked("x7"))
+    # Abandoned: the record holds the closed round; its journal was never discarded.
+    _journal(root / "abandoned", x, started(x), replied(x), asked(x))
     (root / "..bad").mkdir()
     assert {name: journal_waits(root / name) for name in journals} == {
         name: waits for name, (_, waits) in journals.items()
     }
     parked = ParkedSessions()
-    parked.scan(tmp_path, has_record=lambda session_id: session_id in journals)
+    parked.scan(
+        tmp_path,
+        has_record=lambda session_id: session_id in {*journals, "abandoned"},
+        round_open=lambda session_id: session_id != "abandoned",
+    )
     waiting = {name for name, (_, waits) in journals.items() if waits}
-    assert {n for n in (*journals, "orphan", "..bad") if n in parked} == waiting
+    assert {n for n in (*journals, "orphan", "abandoned", "..bad") if n in parked} == waiting
     assert parked.count_unloaded({"asking"}) == len(waiting) - 1
