@@ -18,6 +18,8 @@ from robotad.storage.record import Valid, decode_record
 from tests.daemon_helpers import IO_TIMEOUT, DaemonHome, connect, running_daemon
 from tests.full_disk import fill, small_tmpfs
 
+from .test_daemon_lifecycle import create_waiting, log_events
+
 #: Refused turns in a row before the space comes back.
 REFUSALS = 3
 
@@ -119,3 +121,34 @@ async def test_a_close_that_cannot_save_says_so_and_keeps_the_session(
     assert closed == {"closed": True}
     assert isinstance(stored, Valid)
     assert [m.content for m in stored.record.messages if m.role == "user"] == ["p"]
+
+
+async def test_an_abandon_that_cannot_save_says_so_and_the_execution_still_waits(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-087, G-099: an abandon is done only once its closed round is saved. A refused save
+    answered StorageFailed while the session had abandoned the execution anyway: nothing
+    pending, a retry StaleResponse, the log saying ``execution_abandoned``, and after a
+    restart the execution waited again. Now history is put back, the execution still waits
+    and nothing is logged abandoned; once space is back the same abandon goes through."""
+    home = DaemonHome(tmp_path_factory.mktemp("full-abandon"))
+    with small_tmpfs(home.state_dir), running_daemon(home) as daemon:
+        with trio.fail_after(IO_TIMEOUT * 3):
+            async with connect(daemon) as client:
+                session_id = await create_waiting(client, tmp_path)
+                ref = {"sessionId": session_id}
+                pending = (await client.call("session/pending", ref))["pending"]
+                abandon = {**ref, "executionId": pending["executionId"]}
+                filler = fill(home.state_dir)
+                with pytest.raises(StorageFailed):
+                    await client.call("session/abandon", abandon)
+                still = (await client.call("session/pending", ref))["pending"]
+                history = (await client.call("session/history", ref))["messages"]
+                events = log_events(home, session_id)
+                filler.unlink()
+                await client.call("session/abandon", abandon)
+                after = (await client.call("session/pending", ref))["pending"]
+    assert still == pending
+    assert [m["role"] for m in history] == ["user", "assistant"]
+    assert "execution_abandoned" not in events
+    assert after is None

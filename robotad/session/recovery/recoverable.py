@@ -18,7 +18,8 @@
   stopped after the answer was on record and before its call started): it is the same answer,
   and it goes on as ``responses: []`` does; the call runs once.
 - `abandon`: runs nothing and journals nothing; the open calls close in history as failed and
-  the session is saved (G-099…G-101). A call whose effect started and never finished closes
+  the session is saved (G-099…G-101), or, when the save is refused, history is put back and
+  the execution still waits. A call whose effect started and never finished closes
   with a result starting ``outcome unknown:`` (PROTOCOL.md §10.2), never "not run".
 - `recover`: after a load, rebuild the pending execution from the journal and the history —
   results the journal recorded but history lacks are put back, never re-run.
@@ -275,8 +276,9 @@ class RecoverableExecutions:
         if execution is None or execution.execution_id != execution_id:
             raise self._stale(execution_id, reason="no such execution waits in this session")
         closed = []
-        uncertain = {call.id for call in execution.uncertain(self._conversation.messages)}
-        for call in open_calls(self._conversation.messages):
+        kept = list(self._conversation.messages)
+        uncertain = {call.id for call in execution.uncertain(kept)}
+        for call in open_calls(kept):
             if call.id in uncertain:
                 text = uncertain_result_text(call.name)
             else:
@@ -284,6 +286,13 @@ class RecoverableExecutions:
             message = Message.tool(call.id, call.name, text, ok=False, extra={"abandoned": True})
             self._conversation.append(message)
             closed.append(call.id)
+        try:
+            await self._persist()
+        except BaseException:
+            # Not abandoned unless saved: a client told it failed finds it still waiting,
+            # and a restart finds what the log says (it used to log it abandoned).
+            self._conversation.replace(kept)
+            raise
         self._reporter.log(
             "execution_abandoned",
             log_events.ExecutionAbandonedEntry(execution_id=execution_id, call_ids=closed),
@@ -291,7 +300,6 @@ class RecoverableExecutions:
         execution.state = "abandoned"
         self.pending = None
         self._settle(execution)
-        await self._persist()
 
     async def recover(self, journal: ExecutionJournal) -> None:
         """Rebuild the pending execution, if any, from `journal` and the loaded history.
