@@ -356,27 +356,41 @@ class SessionOperations:
     # -- permissions -------------------------------------------------------------------------
 
     async def set_permission_mode(self, session_id: str, mode: str) -> str:
+        """Enter `mode`, done once saved: a refused save puts the mode back and is raised
+        (StorageFailed), so a change a client was told of survives a restart."""
         live = await self.manager.session(session_id)
+        before = live.session.permission_mode, live.session.rules()
         entered = live.session.set_permission_mode(mode)
-        await self._save(live)
+        await self._save(live, undo=before)
         return entered
 
     async def add_rule(self, params: AddRuleParams) -> PermissionRules:
-        """Session scope: this session only. Project scope: persisted for the canonical cwd
-        first — or `NotAllowed` and nothing added (G-114) — then applied here (G-115)."""
+        """Session scope: this session only, done once saved (a refused save takes the rule
+        back and is raised). Project scope: persisted for the canonical cwd first — or
+        `NotAllowed` and nothing added (G-114) — then applied here (G-115); the project's file
+        holds it, so the session's own save is best effort."""
         live = await self.manager.session(params.session_id)
         if params.scope == "project":
             rules = await live.session.add_project_rule(params.rule, params.kind)
+            await self._save(live)
         else:
+            before = live.session.permission_mode, live.session.rules()
             rules = live.session.add_rule(params.rule, params.kind)
-        await self._save(live)
+            await self._save(live, undo=before)
         return PermissionRules(allow=rules["allow"], ask=rules["ask"], deny=rules["deny"])
 
-    async def _save(self, live: LiveSession) -> None:
-        """Persist a settings change now; a failure is logged (the next save carries it)."""
+    async def _save(
+        self, live: LiveSession, *, undo: tuple[str, dict[str, list[str]]] | None = None
+    ) -> None:
+        """Persist a settings change now. With `undo` (the mode and rules before it) a
+        refused save puts them back and is raised; without, it is logged (the next save
+        carries the change)."""
         try:
             await live.writer.save(live.session.snapshot())
         except Exception:
+            if undo is not None:
+                live.session.take_back_permissions(*undo)
+                raise
             log.warning(
                 "saving a settings change failed",
                 exc_info=True,

@@ -16,7 +16,12 @@ from robotad.agent.tool import Tool, ToolProfile
 from robotad.session.context_window import DEFAULT_CONTEXT_WINDOW
 from robotad.session.conversation import Conversation
 from robotad.session.permissions.classifier import AutoModeGate
-from robotad.session.permissions.enforcer import Denial, ModeGuard, PermissionEnforcer
+from robotad.session.permissions.enforcer import (
+    Denial,
+    ModeGuard,
+    PermissionEnforcer,
+    parse_permission_mode,
+)
 from robotad.session.recovery.recoverable import RecoverableExecutions
 from robotad.session.registered_tool import register
 from robotad.session.turn.claim import ClaimToken, TurnClaim
@@ -104,6 +109,11 @@ class RuntimeSettings:
         """Persist through `persist_project_rule`, then apply; `NotAllowed` and nothing added
         without one or when it fails (G-114)."""
         return await self._enforcer.add_project_rule(rule, kind)
+
+    def take_back_permissions(self, mode: str, rules: dict[str, list[str]]) -> None:
+        """Undo a mode or rule change whose save was refused: back to `mode` and `rules`, as
+        `permission_mode` and `rules()` gave them before it."""
+        self._enforcer.take_back(parse_permission_mode(mode), rules)
 
     def recent_denials(self) -> list[Denial]:
         """Calls refused in this session, newest first."""

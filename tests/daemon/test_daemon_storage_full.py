@@ -9,13 +9,22 @@ holds everything. Skips, saying why, where a tmpfs cannot be mounted (not root).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from protocol.errors import StorageFailed
 from robotad.storage.record import Valid, decode_record
-from tests.daemon_helpers import IO_TIMEOUT, DaemonHome, connect, running_daemon
+from tests.daemon_helpers import (
+    IO_TIMEOUT,
+    PROCESS_TIMEOUT,
+    Client,
+    DaemonHome,
+    connect,
+    running_daemon,
+    start_robotad,
+)
 from tests.full_disk import fill, small_tmpfs
 
 from .test_daemon_lifecycle import create_waiting, log_events
@@ -152,3 +161,47 @@ async def test_an_abandon_that_cannot_save_says_so_and_the_execution_still_waits
     assert [m["role"] for m in history] == ["user", "assistant"]
     assert "execution_abandoned" not in events
     assert after is None
+
+
+async def test_a_permission_change_that_cannot_save_says_so_and_changes_nothing(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-010's rule for a settings change: setPermissionMode and a session addRule answer
+    once saved. A refused save used to be logged only: "plan" and a deny rule were
+    acknowledged, and after a SIGKILL the session was back in bypassPermissions without
+    the rule. Now each answers StorageFailed and changes nothing; once space is back the
+    same changes are acknowledged, and they survive a SIGKILL."""
+    home = DaemonHome(tmp_path_factory.mktemp("full-mode"))
+    plan = {"mode": "plan"}
+    deny = {"rule": "Bash", "kind": "deny", "scope": "session"}
+    with small_tmpfs(home.state_dir):
+        daemon = start_robotad(home)
+        try:
+            with trio.fail_after(IO_TIMEOUT * 3):
+                async with connect(daemon) as client:
+                    params = {"cwd": str(tmp_path), "permissionMode": "bypassPermissions"}
+                    ref = {"sessionId": (await client.call("session/create", params))["sessionId"]}
+                    filler = fill(home.state_dir)
+                    for method, change in (("setPermissionMode", plan), ("addRule", deny)):
+                        with pytest.raises(StorageFailed):
+                            await client.call(f"session/{method}", {**ref, **change})
+                    refused = await _settings(client, ref)
+                    filler.unlink()
+                    await client.call("session/setPermissionMode", {**ref, **plan})
+                    await client.call("session/addRule", {**ref, **deny})
+        finally:
+            daemon.process.kill()
+            daemon.process.wait(PROCESS_TIMEOUT)
+        with running_daemon(home) as again, trio.fail_after(IO_TIMEOUT):
+            async with connect(again) as client:
+                kept = await _settings(client, ref)
+    assert (refused["permissionMode"], refused["permissions"]["deny"]) == ("bypassPermissions", [])
+    assert (kept["permissionMode"], kept["permissions"]["deny"]) == ("plan", ["Bash"])
+
+
+async def _settings(client: Client, ref: dict[str, str]) -> dict[str, Any]:
+    """The session's settings as its export shows them (the live ones for a loaded session)."""
+    settings: dict[str, Any] = (await client.call("session/export", ref))["artifact"]["record"][
+        "settings"
+    ]
+    return settings

@@ -316,6 +316,15 @@ class PermissionEnforcer:
         except Exception as exc:
             raise NotAllowed(f"the project rule could not be saved: {exc}") from exc
 
+    def take_back(self, mode: PermissionMode, rules: Mapping[str, Sequence[str]]) -> None:
+        """Undo a change whose save was refused: `mode` again (no guard asked: it was held)
+        and no rule that `rules`, what `rules()` said before the change, does not hold."""
+        self._mode = mode
+        for kind in RULE_KINDS:
+            self._rules[kind] = [r for r in self._rules[kind] if r.text in rules.get(kind, ())]
+        self._groups.clear()
+        self._asked_roots.clear()
+
     def _add(self, rule: Rule, kind: RuleKind) -> None:
         if all(existing.text != rule.text for existing in self._rules[kind]):
             self._rules[kind].append(rule)
