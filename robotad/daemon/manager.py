@@ -136,10 +136,12 @@ class SessionManager:
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Sweep temp files a crashed writer left, then unload idle sessions until cancelled.
+        """Sweep temp files a crashed writer left (records, project rules), then unload idle
+        sessions until cancelled.
 
         Ready once the sweep is done. Only for a daemon holding the single-instance lock."""
         removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
+        removed += await trio.to_thread.run_sync(self.assembler.project_rules.sweep_temp_files)
         if removed:
             log.info("removed leftover temp files", extra=fields(count=removed))
         round_open = functools.partial(record_round_open, self.store)

@@ -106,6 +106,12 @@ class ProjectRules:
                 fsio.atomic_write(path, self._encoder.encode(updated))
             return updated.rules()
 
+    def sweep_temp_files(self) -> int:
+        """Remove the temp files a write killed midway left (at start-up, before any write);
+        how many."""
+        with self._lock:
+            return fsio.remove_temp_files(self._dir)
+
     def _read(self, canonical: str) -> _ProjectFile:
         path = self.path_for(canonical)
         said = f"the project rule file {path} (of {canonical})"

@@ -35,6 +35,7 @@ __all__ = [
     "is_temp_name",
     "open_regular",
     "read_regular",
+    "remove_temp_files",
     "write_all",
 ]
 
@@ -86,6 +87,22 @@ def fsync_dir(directory: Path) -> None:
 def is_temp_name(name: str) -> bool:
     """Whether a folder entry is one of our in-flight temp files (never a record)."""
     return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
+
+
+def remove_temp_files(directory: Path) -> int:
+    """Remove the temp files a writer killed mid-write left in `directory` (none when it does
+    not exist); how many. Only while nothing writes there."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for name in names:
+        if is_temp_name(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / name)
+                removed += 1
+    return removed
 
 
 def exact_mode(fd: int, mode: int, info: os.stat_result | None = None) -> None:

@@ -31,7 +31,6 @@ over one folder.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import stat
@@ -342,18 +341,8 @@ class FileSessionStore:
 
         Only safe while no other process writes this folder (the daemon holds its single-
         instance lock when it calls this at start-up)."""
-        removed = 0
         with self._lock:
-            try:
-                names = os.listdir(self._dir)
-            except FileNotFoundError:
-                return 0
-            for name in names:
-                if fsio.is_temp_name(name):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self._dir / name)
-                        removed += 1
-        return removed
+            return fsio.remove_temp_files(self._dir)
 
     def delete(self, session_id: str) -> bool:
         """Remove the record file (valid or not); False when there was none."""

@@ -231,7 +231,9 @@ async def test_a_killed_daemon_leaves_loadable_records(
 ) -> None:
     """G-007, G-008 at the daemon level: SIGKILL in the middle of a turn leaves every record
     loadable as of its last settled save (never a partial file under a record's name); a
-    restart sweeps stray temp files and the sessions carry on."""
+    restart sweeps stray temp files and the sessions carry on. The project rules' folder is
+    swept too: a SIGKILL during a project addRule (1 in 40 of a sweep) left its temp file
+    there for good."""
     home = DaemonHome(tmp_path_factory.mktemp("killed"))
     daemon = start_robotad(home)
     try:
@@ -251,6 +253,10 @@ async def test_a_killed_daemon_leaves_loadable_records(
         stop_robotad(daemon)
     stray = home.state_dir / "sessions" / f".{busy['sessionId']}.json.0123456789abcdef.tmp"
     stray.write_bytes(b"half a record")
+    projects = home.state_dir / "projects"
+    projects.mkdir(mode=0o700)
+    stray_rules = projects / f".{'0' * 64}.json.0123456789abcdef.tmp"
+    stray_rules.write_bytes(b"half the rules")
     with running_daemon(home) as again:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(again) as client:
@@ -265,6 +271,7 @@ async def test_a_killed_daemon_leaves_loadable_records(
     assert (interrupted["messageCount"], interrupted["turnCount"]) == (0, 0)
     assert reply["response"] == "echo: again"
     assert not stray.exists()
+    assert not stray_rules.exists()
 
 
 async def test_a_waiting_approval_survives_a_restart(
