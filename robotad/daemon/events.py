@@ -21,6 +21,8 @@ subscriber's ``send(event)`` — in the daemon, the connection's
   that key seqs only ever go up: a new subscription waits for the previous one's last send to
   finish and skips whatever the previous one already delivered. Subscribing again without
   ``after_seq`` takes over the previous subscription's queue, so nothing is lost or repeated.
+  `unsubscribe` ends that: the next subscription on the key still waits for the last send,
+  then replays from its ``after_seq`` what was sent before (PROTOCOL §6).
 
 A ``send`` the socket takes at once passes no checkpoint (the daemon's uses
 ``notify(..., checkpoint=False)``): the task's wait for its next event is its one round of the
@@ -150,6 +152,8 @@ class _Subscription:
         self.overflow_seq = 0
         #: The highest seq handed to `send` (or skipped as already delivered on this key).
         self.last_seq = 0
+        #: Set by `EventHub.unsubscribe`: the next subscription on the key skips nothing.
+        self.unsubscribed = False
         self.finished = trio.Event()
         self._wakeup = trio.Event()
 
@@ -350,7 +354,11 @@ class EventHub:
 
     def unsubscribe(self, key: Hashable) -> bool:
         """Stop delivering to `key` (a send in progress still finishes); True if it was
-        subscribed."""
+        subscribed. A later subscription on `key` replays what was sent before (PROTOCOL §6:
+        "unsubscribe first to replay it"), also when this one's task has not ended yet."""
+        tail = self._tails.get(key)
+        if tail is not None:
+            tail.unsubscribed = True
         sub = self._subs.pop(key, None)
         if sub is None:
             return False
@@ -399,7 +407,8 @@ class EventHub:
         try:
             if sub.predecessor is not None:
                 await sub.predecessor.finished.wait()
-                sub.last_seq = sub.predecessor.last_seq
+                if not sub.predecessor.unsubscribed:
+                    sub.last_seq = sub.predecessor.last_seq
                 sub.predecessor = None
             while True:
                 event = sub.take()

@@ -435,6 +435,38 @@ async def test_resubscribing_while_an_overflowed_subscription_drains_repeats_not
     assert [e["type"] for e in recorder.events].count("overflow") == 1
 
 
+async def test_unsubscribing_first_replays_what_was_sent_even_in_the_same_step(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PROTOCOL §6: "unsubscribe first to replay it". A batch [unsubscribe, subscribe
+    {afterSeq: 0}] runs both in the reader with no checkpoint between, so the old delivery
+    task has not ended yet; the new subscription still replays, after it."""
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send)
+    publish_deltas(hub, 3)
+    await recorder.wait_for(3)
+    await trio.testing.wait_all_tasks_blocked()
+    assert hub.unsubscribe("c1") is True
+    hub.subscribe("c1", recorder.send, after_seq=0)
+    hub.publish(delta())
+    await recorder.wait_for(7)
+    assert recorder.seqs == [1, 2, 3, 1, 2, 3, 4]
+
+
+async def test_unsubscribing_while_an_overflowed_subscription_drains_replays_after_it(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = stalled_subscriber(hub)
+    hub.publish(delta())
+    await trio.testing.wait_all_tasks_blocked()  # 1 in flight
+    publish_deltas(hub, 9)  # 2..9 queued, 10 overflows
+    assert hub.unsubscribe("c1") is False  # already unsubscribed by the overflow
+    hub.subscribe("c1", recorder.send, after_seq=7)
+    await release_one_at_a_time(recorder, 13)  # 1..9, the notice, then 8..10 again
+    assert recorder.seqs == [*range(1, 10), 8, 9, 10]
+    assert [e["type"] for e in recorder.events].index("overflow") == 9
+
+
 @pytest.mark.parametrize("seed", range(40))
 async def test_random_interleavings_keep_each_key_gap_free_and_increasing(
     autojump_clock: trio.testing.MockClock, seed: int
