@@ -283,9 +283,13 @@ class SessionManager:
         """Save `live` once its running work is done, before it is unloaded; a save the disk
         refuses is raised (StorageFailed) and the session stays loaded, holding the history
         the refused save would have written — never unloaded with it (a close used to say
-        ``closed`` and drop a turn whose save had failed)."""
+        ``closed`` and drop a turn whose save had failed). Work the manager admitted counts as
+        running before it has claimed the Session (a turn answered "running" whose task has not
+        begun): it is waited for too, or the Session, shut down, would refuse it and its
+        ``turn_finished`` never come."""
         live.closing = True
         try:
+            await live.wait_idle()
             await live.session.save_when_idle()
         except BaseException:
             live.closing = False

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 import trio
+import trio.testing
 
 from protocol.errors import NotAllowed, SessionExists, TurnAborted
 from protocol.methods import (
@@ -175,6 +177,46 @@ async def test_an_abort_right_after_running_was_answered_finds_the_turn(
             )
         assert await ops.abort(info.session_id) is False  # nothing left to abort
     assert live.session.get_history() == []  # it never began: nothing claims it did
+
+
+async def test_a_close_right_after_running_was_answered_lets_the_turn_finish_first(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """PROTOCOL §5: a turn answered "running" delivers its result as ``turn_finished``; a
+    ``session/close`` that comes before the turn has claimed the session drains it like a
+    running one (it used to be refused "shut down": no turn_finished, only session_closed)."""
+    ops = SessionOperations(manager)
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path)))
+        live = await manager.session(info.session_id)
+        seen: list[str] = []
+
+        async def send(event: dict[str, object]) -> None:
+            seen.append(str(event["type"]))
+
+        live.hub.subscribe("watcher", send)
+        # Hold the accepted turn before its claim: the window a close may fall into.
+        gate, run_recoverable = trio.Event(), live.session.run_recoverable
+
+        async def gated(*args: Any, **kwargs: Any) -> TurnCompleted | TurnWaiting:
+            await gate.wait()
+            return await run_recoverable(*args, **kwargs)
+
+        live.session.run_recoverable = gated  # type: ignore[method-assign]
+        started = await ops.run(
+            RunParams(session_id=info.session_id, prompt="go", wait=False), None
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(manager.close, info.session_id)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+        outcome = await ops.run(
+            RunParams(session_id=info.session_id, prompt="go", turn_id=started.turn_id), None
+        )
+        await live.hub_done.wait()
+    assert isinstance(outcome, TurnCompleted)
+    assert seen[0] == "turn_started"
+    assert seen[-2:] == ["turn_finished", "session_closed"]
 
 
 async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
