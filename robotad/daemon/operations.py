@@ -16,7 +16,8 @@
   as the journal's host, then discards its records). Nothing waits on a connection.
 - Events: ``session/subscribe`` hands the connection to the session's `EventHub` (buffered
   events after ``afterSeq`` first, or `EventsLost`); callers of run, resume and compact are
-  subscribed too, unless they already are.
+  subscribed too, unless they already are. Each new subscription first drops the
+  connections that have ended, so their number stays bounded by the open ones.
 - Resume and compact also run in the manager's nursery and hold the manager's claim on the
   session while they run.
 - Fork, export, import, log and prompt search: see each method.
@@ -325,10 +326,17 @@ class SessionOperations:
         after_seq: int | None = None,
         replace: bool = False,
     ) -> int:
-        """Subscribe `subscriber` to `live`'s events unless it already is (or `replace`)."""
+        """Subscribe `subscriber` to `live`'s events unless it already is (or `replace`).
+        Connections that ended since are unsubscribed first: only an event's failed send
+        drops one, and a session with nothing to publish (one waiting for approval) kept
+        every one that subscribed and left (~8 KB each)."""
         hub = live.hub
-        if not replace and subscriber in hub.subscribers:
+        subscribers = hub.subscribers
+        if not replace and subscriber in subscribers:
             return hub.latest_seq
+        for key in subscribers:
+            if getattr(key, "closed", False):
+                hub.unsubscribe(key)
 
         async def send(event: dict[str, Any]) -> None:
             # The hub's delivery loop passes the checkpoint itself (`EventHub._deliver`).

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from protocol.errors import NotAllowed, SessionExists, TurnAborted
+from protocol.jsonrpc import ConnectionLost
 from protocol.methods import (
     AddRuleParams,
     ApprovalResponse,
@@ -217,6 +218,36 @@ async def test_a_close_right_after_running_was_answered_lets_the_turn_finish_fir
     assert isinstance(outcome, TurnCompleted)
     assert seen[0] == "turn_started"
     assert seen[-2:] == ["turn_finished", "session_closed"]
+
+
+class _Connection:
+    """A subscriber standing for one client connection; `closed` once the client left."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def notify(self, method: str, params: Any = None, *, checkpoint: bool = True) -> None:
+        if self.closed:
+            raise ConnectionLost("connection closed")
+
+
+async def test_connections_that_left_are_unsubscribed_when_another_subscribes(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """A connection that subscribed and left is dropped when a send to it fails; a session
+    that publishes nothing (one waiting for approval, for days) kept every such connection,
+    so the daemon grew with each client that looked in. A new subscription drops them."""
+    ops = SessionOperations(manager)
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path)))
+        live = await manager.session(info.session_id)
+        gone = [_Connection() for _ in range(3)]
+        for connection in gone:
+            await ops.subscribe(info.session_id, connection, None)
+            connection.closed = True
+        staying = _Connection()
+        await ops.subscribe(info.session_id, staying, None)
+        assert live.hub.subscribers == frozenset({staying})
 
 
 async def test_the_daemon_keeps_a_journal_only_while_an_answer_may_come(
