@@ -129,9 +129,10 @@ such as (:type \"text_delta\" :seq 4 :turnId \"...\" :text \"...\")."
                                (:copier nil))
   "What Emacs knows of one daemon session bound to a project root.
 LAST-SEQ is the last event seen; CONNECTION the one it is subscribed
-on; STATE one of idle, running, waiting; ASKED the execution ids whose
-approvals are being asked or were answered; CONTEXT the last
-ContextState plist seen."
+on; STATE one of idle, running, waiting; ASKED the ids of the approval
+requests being asked or answered (one execution asks again, with new
+requests, each time a later round of its turn needs consent); CONTEXT
+the last ContextState plist seen."
   id root buffer (last-seq 0) connection (state 'idle) asked context)
 
 (defvar robota--connection nil
@@ -643,7 +644,7 @@ The text is quoted with the file name and line numbers it came from."
 
 (defun robota--ask-pending (session &optional again)
   "Ask about the approval requests SESSION waits on, as robotad has them.
-An execution already being asked about is not asked again, unless AGAIN
+A request already being asked about is not asked again, unless AGAIN
 \(then \"nothing waits\" is also said when nothing does)."
   (robota--call
    'session/pending (list :sessionId (robota--session-id session))
@@ -651,16 +652,15 @@ An execution already being asked about is not asked again, unless AGAIN
    :on-result
    (lambda (result)
      (let* ((pending (plist-get result :pending))
-            (execution (plist-get pending :executionId)))
+            (requests (plist-get pending :requests)))
        (cond ((null pending)
               (when again (message "robota: nothing waits for approval")))
              (t
               (setf (robota--session-state session) 'waiting)
               (when again
-                (setf (robota--session-asked session)
-                      (delete execution (robota--session-asked session))))
+                (robota--unask session requests))
               (robota--schedule-approvals
-               session execution (plist-get pending :requests))))))))
+               session (plist-get pending :executionId) requests)))))))
 
 ;;;###autoload
 (defun robota-abort ()
@@ -880,10 +880,21 @@ dropped, so a replay after resubscribing shows nothing twice."
 
 (defun robota--schedule-approvals (session execution requests)
   "Ask about REQUESTS of EXECUTION of SESSION soon, outside the process filter.
-An execution already being asked about is not asked again."
-  (unless (member execution (robota--session-asked session))
-    (push execution (robota--session-asked session))
-    (run-at-time 0 nil #'robota--answer-approvals session execution requests)))
+A request already being asked about is not asked again."
+  (let ((fresh (cl-remove-if
+                (lambda (request)
+                  (member (plist-get request :requestId)
+                          (robota--session-asked session)))
+                (append requests nil))))
+    (when fresh
+      (setf (robota--session-asked session)
+            (append (robota--request-ids fresh)
+                    (robota--session-asked session)))
+      (run-at-time 0 nil #'robota--answer-approvals session execution fresh))))
+
+(defun robota--request-ids (items)
+  "The :requestId of each of ITEMS, approval requests or responses."
+  (mapcar (lambda (item) (plist-get item :requestId)) (append items nil)))
 
 (defun robota--answer-approvals (session execution requests)
   "Decide REQUESTS of SESSION's EXECUTION and send the answers with resume.
@@ -907,10 +918,10 @@ connection to robotad is gone) is said to be lost.  Either way
          (lambda (session)
            (robota--send-answers session execution responses))))
     (quit
-     (robota--unask session execution)
+     (robota--unask session requests)
      (message
       "robota: approval postponed; `robota-review-pending' to answer"))
-    (error (robota--answer-lost session execution
+    (error (robota--answer-lost session requests
                                 (error-message-string err)))))
 
 (defun robota--send-answers (session execution responses)
@@ -930,21 +941,24 @@ connection to robotad is gone) is said to be lost.  Either way
                ;; Another client (robotactl, another Emacs) answered first.
                (robota--insert-line
                 session "  [already answered elsewhere]" 'robota-notice)
-             (robota--answer-lost session execution
+             (robota--answer-lost session responses
                                   (or (plist-get err :message) "no answer")))
            t)))
-    (error (robota--answer-lost session execution
+    (error (robota--answer-lost session responses
                                 (error-message-string err)))))
 
-(defun robota--unask (session execution)
-  "Forget that SESSION's EXECUTION was asked about, so it can be again."
+(defun robota--unask (session requests)
+  "Forget that SESSION's REQUESTS were asked about, so they can be again.
+REQUESTS are approval requests or responses to them."
   (setf (robota--session-asked session)
-        (delete execution (robota--session-asked session))))
+        (cl-set-difference (robota--session-asked session)
+                           (robota--request-ids requests)
+                           :test #'equal)))
 
-(defun robota--answer-lost (session execution reason)
-  "Say that the answer to SESSION's EXECUTION may not have reached robotad.
+(defun robota--answer-lost (session requests reason)
+  "Say that the answers to SESSION's REQUESTS may not have reached robotad.
 REASON says why; `robota-review-pending' asks again."
-  (robota--unask session execution)
+  (robota--unask session requests)
   (setf (robota--session-state session) 'waiting)
   (let ((text (format "approval answer not delivered (%s); \
 `M-x robota-review-pending' asks again" reason)))

@@ -471,6 +471,40 @@ connection is the fake one of `robota-test--offline-session'."
         (should (robota-test--text-has session "\\[robotad restarted"))
         (should (file-exists-p (expand-file-name "w.txt" root)))))))
 
+;; Both are Writes needing approval, in two rounds of one turn: robotad
+;; parks the same execution twice, with a new request the second time.
+(defconst robota-test--two-writes-script
+  (vector '(:toolCalls [(:name "Write" :arguments (:file_path "a.txt"
+                                                   :content "a"))])
+          '(:toolCalls [(:name "Write" :arguments (:file_path "b.txt"
+                                                   :content "b"))])
+          '(:text "Both written."))
+  "The scripted provider's steps: two Writes in turn, then a reply.")
+
+(ert-deftest robota-each-round-of-one-execution-is-asked ()
+  "A turn asking again after an approval is asked again, not left parked."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-rounds" t))
+           (robota-project-root-function (lambda () root))
+           (robota-session-parameters
+            (list :provider "scripted" :script robota-test--two-writes-script))
+           (questions nil)
+           (robota-approval-function
+            (lambda (request)
+              (push (file-name-nondirectory
+                     (plist-get (plist-get request :arguments) :file_path))
+                    questions)
+              t)))
+      (robota-send-prompt "write both")
+      (robota-test--wait-for (lambda () (robota-session-id root)) "the session")
+      (let ((session (gethash root robota--sessions-by-root)))
+        (robota-test--wait-for
+         (lambda () (robota-test--text-has session "Both written\\."))
+         "the reply after both approvals")
+        (should (equal (reverse questions) '("a.txt" "b.txt")))
+        (should (file-exists-p (expand-file-name "b.txt" root)))))))
+
 (ert-deftest robota-attach-replays-and-asks-the-waiting-approval ()
   "Attaching replays the session's events and asks what it waits for."
   :tags '(daemon)
