@@ -399,6 +399,20 @@ waits for as long as the daemon takes."
      session (format "── session %s in %s ──" session-id root) 'robota-notice)
     session))
 
+(defun robota--live-buffer (session)
+  "SESSION's output buffer, made anew (and headed) if it was killed."
+  (let ((buffer (robota--session-buffer session)))
+    (unless (buffer-live-p buffer)
+      (setq buffer (robota--session-buffer-for (robota--session-root session)))
+      (setf (robota--session-buffer session) buffer)
+      (with-current-buffer buffer
+        (setq robota--buffer-session session))
+      (robota--insert-line
+       session (format "── session %s in %s ──" (robota--session-id session)
+                       (robota--session-root session))
+       'robota-notice))
+    buffer))
+
 (defun robota--forget (session)
   "Stop remembering SESSION."
   (remhash (robota--session-id session) robota--sessions-by-id)
@@ -725,7 +739,7 @@ buffer shows what happened meanwhile."
 (defun robota-switch-to-buffer ()
   "Show the current project's session buffer."
   (interactive)
-  (pop-to-buffer (robota--session-buffer (robota--current-session))))
+  (pop-to-buffer (robota--live-buffer (robota--current-session))))
 
 (defun robota--current-session ()
   "The current project's session, or a `user-error' when it has none."
@@ -735,9 +749,10 @@ buffer shows what happened meanwhile."
        "No robota session for this project; `robota-start-session'")))
 
 (defun robota--show (session)
-  "Display SESSION's buffer without selecting it, if so configured."
-  (let ((buffer (robota--session-buffer session)))
-    (when (and robota-display-output (buffer-live-p buffer))
+  "Display SESSION's buffer without selecting it, if so configured.
+A buffer that was killed is made anew, so what follows is seen."
+  (let ((buffer (robota--live-buffer session)))
+    (when robota-display-output
       (display-buffer buffer))))
 
 ;;;; Events

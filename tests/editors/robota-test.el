@@ -265,6 +265,29 @@ connection is the fake one of `robota-test--offline-session'."
       (should (string-match-p "  \\? Write"
                               (robota-test--buffer-text session))))))
 
+(ert-deftest robota-a-killed-buffer-is-made-anew-for-the-next-turn ()
+  "After its buffer is killed, a session's next prompt shows in a new one."
+  :tags '(offline)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-killed" t))
+           (session (robota-test--offline-session root))
+           (robota-project-root-function (lambda () root)))
+      (kill-buffer (robota--session-buffer session))
+      (robota-test--offline nil
+        (robota-send-prompt "again")
+        (should (robota-test--calls-of 'session/run calls)))
+      (robota--handle-event (robota-test--event 1 "turn_started"
+                                                :prompt "again"))
+      (robota--handle-event (robota-test--event 2 "text_delta" :text "Hi."))
+      (should (buffer-live-p (robota--session-buffer session)))
+      (should (equal (robota-test--buffer-text session)
+                     (format "── session s-offline in %s ──\n\n> again\nHi."
+                             root)))
+      (kill-buffer (robota--session-buffer session))
+      (with-temp-buffer
+        (robota-switch-to-buffer)
+        (should (eq (current-buffer) (robota--session-buffer session)))))))
+
 (ert-deftest robota-answer-to-a-closed-connection-is-said-lost ()
   "An answer that cannot be sent says so and how to give it again."
   :tags '(offline)
