@@ -227,7 +227,9 @@ class ChatController:
 
     def submit(self, line: str) -> None:
         """A line the person sent: a pick from ``/sessions``, a slash command or a prompt.
-        A line holding bytes that are not UTF-8 is refused and put back (see the module)."""
+        A line holding bytes that are not UTF-8 is refused and put back (see the module).
+        After ``/sessions`` a number or a listed id switches; any other line ends the
+        picking and goes on as typed (a prompt is sent, never taken for a session id)."""
         from robotactl.chat.actions import SlashActions
 
         self.state.leave_armed = False
@@ -242,9 +244,11 @@ class ChatController:
             return
         if self.state.picking is not None:
             choices, self.state.picking = self.state.picking, None
-            if line.strip():
-                self.spawn(lambda: SlashActions(self).switch_to(line.strip(), choices))
-            return
+            choice = line.strip()
+            if not choice or choice.isdigit() or choice in choices:
+                if choice:
+                    self.spawn(lambda: SlashActions(self).switch_to(choice, choices))
+                return
         try:
             command = parse_slash(line)
         except UnknownCommand as exc:

@@ -572,3 +572,20 @@ def test_the_last_turn_of_a_compacted_session_is_not_its_summary(chat: Env) -> N
     screen = term.ready()
     assert "⋯ compacted history, summarised:" in screen
     assert not any(line.startswith("› ") for line in screen.splitlines())
+
+
+def test_a_line_that_picks_no_session_after_sessions_goes_on_as_typed(chat: Env) -> None:
+    """After ``/sessions``, a number or an id switches; a prompt or a command typed instead
+    is not taken for a session id (refused, and the prompt lost): it is sent as usual."""
+    _ws, sid, term = chat.attached("not-a-pick")
+    term.send("/sessions")
+    term.wait_for("switch to which?")
+    term.send("summarise the design")
+    screen = term.wait_for("echo: summarise the design")
+    assert "error" not in screen.split("switch to which?", 1)[1]
+    term.idle()
+    term.send("/sessions")
+    term.wait_for(lambda s: s.count("switch to which?") == 2)
+    term.send("/context")
+    term.wait_for(lambda s: "% of " in s.rsplit("switch to which?", 1)[1].split("›", 1)[-1])
+    assert chat.call("session/get", {"sessionId": sid})["messageCount"] == 2
