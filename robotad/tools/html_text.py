@@ -48,6 +48,7 @@ class _TextExtractor(HTMLParser):
         self._base_url = base_url
         self._pieces: list[str] = []
         self._dropping: list[str] = []  # open dropped elements, innermost last
+        self._dropped_open: dict[str, int] = {}  # how many of each name `_dropping` holds
         self._pre_depth = 0
         self._row_started = False
         self._title: list[str] | None = None
@@ -61,6 +62,7 @@ class _TextExtractor(HTMLParser):
         if self._dropping or tag in _DROPPED:
             if tag in _DROPPED:
                 self._dropping.append(tag)
+                self._dropped_open[tag] = self._dropped_open.get(tag, 0) + 1
             return
         attributes = dict(attrs)
         if tag in _BLOCKS or tag in _HEADINGS or tag == "pre":
@@ -83,6 +85,10 @@ class _TextExtractor(HTMLParser):
         elif tag == "img" and attributes.get("alt"):
             self._pieces.append(f" [image: {attributes['alt']}] ")
         elif tag == "a":
+            if self._links:
+                # Links do not nest: a new one closes the open one, as a browser does (and
+                # each end tag's work stays its own link's, not every open link's).
+                self.handle_endtag("a")
             self._links.append((len(self._pieces), self._resolve(attributes.get("href"))))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -98,9 +104,10 @@ class _TextExtractor(HTMLParser):
             self._title = None
             return
         if self._dropping:
-            if tag in self._dropping:
-                while self._dropping.pop() != tag:
-                    pass
+            if self._dropped_open.get(tag):  # counted: a scan of a deep stack per end tag
+                while (closed := self._dropping.pop()) != tag:  # was quadratic in the page
+                    self._dropped_open[closed] -= 1
+                self._dropped_open[tag] -= 1
             return
         if tag in _BLOCKS or tag in _HEADINGS:
             self._pieces.append(_PARAGRAPH)

@@ -32,6 +32,7 @@ import contextlib
 import re
 import ssl
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Annotated
 
 import httpx
@@ -248,7 +249,8 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
         html = mime in _HTML_TYPES
         text = bytes(body).decode(_charset(response, body, html=html), errors="replace")
         if html:
-            text = html_to_text(text, base_url=str(url))
+            # Seconds for a page of megabytes: in a worker thread, not the daemon's loop.
+            text = await trio.to_thread.run_sync(partial(html_to_text, text, base_url=str(url)))
         truncated = len(text) > MAX_CONTENT_CHARS
         if truncated:
             text = text[:MAX_CONTENT_CHARS] + (

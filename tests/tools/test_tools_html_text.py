@@ -76,6 +76,24 @@ def test_link_around_blocks_is_not_bracketed() -> None:
     assert html_to_text('<a href="https://e.example/"><div>card</div></a>') == "card"
 
 
+def test_a_link_opened_inside_another_closes_it_as_a_browser_does() -> None:
+    # Links do not nest in HTML. Nested, every end tag rejoined all the text since the
+    # outermost start: 240 KB of "<a href=/x>y" took the daemon's event loop a minute.
+    page = '<p><a href="/1">one<a href="/2">two</a> after</a> tail</p>'
+    assert html_to_text(page, base_url="https://e.example/") == (
+        "[one](https://e.example/1)[two](https://e.example/2) after tail"
+    )
+    deep = '<a href="/x">y' * 2000 + "</a>" * 2000
+    assert html_to_text(deep, base_url="https://e.example/") == "[y](https://e.example/x)" * 2000
+
+
+def test_dropped_elements_nest_and_close_in_any_order() -> None:
+    # Counted per name, not searched for in the stack of open ones at every end tag.
+    assert html_to_text("<svg><svg></p>x</svg>y</svg>z") == "z"
+    assert html_to_text("<svg><iframe>a</svg>b</iframe>c</svg>d") == "bcd"  # svg closed both
+    assert html_to_text("<svg>" * 3000 + "</p>" * 3000 + "</svg>" * 3000 + "shown") == "shown"
+
+
 def test_plain_text_passes_through() -> None:
     assert html_to_text("just   words\n here") == "just words here"
 
