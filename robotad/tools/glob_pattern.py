@@ -153,6 +153,9 @@ def _brace_group_at(pattern: str, start: int) -> tuple[int, list[str]] | None:
 
 def _translate(pattern: str) -> str:
     segments = pattern.split("/")
+    # ``**/**`` is ``**``: repeated, each would try every split of a path between them, and a
+    # regex engine backtracks through all of them on a path that does not match.
+    segments = [s for i, s in enumerate(segments) if s != "**" or segments[i - 1 : i] != ["**"]]
     parts: list[str] = []
     for position, segment in enumerate(segments):
         last = position == len(segments) - 1
@@ -170,7 +173,10 @@ def _translate_segment(segment: str) -> str:
     while index < len(segment):
         char = segment[index]
         if char == "*":
-            out.append("[^/]*")
+            # A run of stars is one: ``[^/]*`` twelve times over took a minute to refuse
+            # a 30-character name, holding the daemon's interpreter all the while.
+            if out[-1:] != ["[^/]*"]:
+                out.append("[^/]*")
         elif char == "?":
             out.append("[^/]")
         elif char == "[":

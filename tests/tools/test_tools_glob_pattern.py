@@ -58,6 +58,22 @@ def test_brace_explosion_is_refused() -> None:
         expand_braces("{a,b}" * 9)
 
 
+@pytest.mark.parametrize(
+    ("repeated", "single"),
+    [
+        ("*" * 12 + "x", "*x"),
+        ("a***b", "a*b"),
+        ("**/**/**/*.py", "**/*.py"),
+        ("src/**/**", "src/**"),
+    ],
+)
+def test_runs_of_stars_compile_as_one(repeated: str, single: str) -> None:
+    # Each repeated star tried every split of a name between them: twelve held the daemon's
+    # interpreter a minute refusing one 30-character name.
+    assert compile_glob(repeated).pattern == compile_glob(single).pattern
+    assert compile_glob(repeated).fullmatch("a" * 40) is None
+
+
 def test_expansion_keeps_order() -> None:
     assert expand_braces("x{1,2}y{a,b}") == ["x1ya", "x1yb", "x2ya", "x2yb"]
 
