@@ -2,7 +2,8 @@
 
 `old_string` must occur exactly once, unless `replace_all` asks for every occurrence. Refused,
 as failed results naming the file: a missing file, a directory or special file, a binary file, a
-file over `MAX_EDIT_BYTES`, an empty `old_string`, `old_string` equal to `new_string`, no
+file over `MAX_EDIT_BYTES` or an edit that would make it so, a `new_string` that cannot be
+written as UTF-8 (a lone surrogate), an empty `old_string`, `old_string` equal to `new_string`, no
 occurrence ("not found"), and several occurrences without `replace_all` (saying how many).
 
 Bytes outside the edit are kept exactly, undecodable ones included (surrogateescape round
@@ -120,6 +121,9 @@ def _edit_file(path: str, arguments: EditArguments) -> ToolResult:
                 "make it unique, or set replace_all to replace every occurrence",
                 path,
             )
+        refusal = _growth_refusal(path, len(data), count, old, new)
+        if refusal is not None:
+            return _failed(refusal, path)
         first = text.index(old)
         edited = text.replace(old, new)
         write_atomically(path, edited.encode("utf-8", errors="surrogateescape"), make_parents=False)
@@ -135,6 +139,23 @@ def _edit_file(path: str, arguments: EditArguments) -> ToolResult:
         content=f"Replaced {count} {noun} in {path}:\n{snippet}",
         metadata={"path": path, "replacements": count},
     )
+
+
+def _growth_refusal(path: str, size: int, count: int, old: str, new: str) -> str | None:
+    """Why replacing `count` times `old` by `new` in `path` (`size` bytes) cannot be done, or
+    None. The edited file is held to the limit the file is: every occurrence of a character
+    replaced by a long text would otherwise be built in memory, gigabytes from a small file."""
+    try:
+        grown = len(new.encode("utf-8", errors="surrogateescape"))
+    except UnicodeEncodeError as exc:
+        return f"new_string cannot be written as UTF-8 (at character {exc.start})"
+    edited = size + count * (grown - len(old.encode("utf-8", errors="surrogateescape")))
+    if edited > MAX_EDIT_BYTES:
+        return (
+            f"the edit would make {path} {edited} bytes, over the {MAX_EDIT_BYTES}-byte limit "
+            "for editing"
+        )
+    return None
 
 
 def _snippet(text: str, start: int, length: int) -> str:

@@ -283,6 +283,33 @@ async def test_edit_refuses_a_file_over_the_limit(tmp_path: Path) -> None:
     assert str(MAX_EDIT_BYTES) in result.content
 
 
+async def test_edit_refuses_to_make_a_file_over_the_limit(tmp_path: Path) -> None:
+    # Every one of a small file's characters replaced by a long text: built in memory whole,
+    # 200 KB of them and a 16 MiB new_string would have been gigabytes.
+    (tmp_path / "x.txt").write_text("x\n" * 2000)
+    result = await call(
+        EditTool(),
+        tmp_path,
+        file_path="x.txt",
+        old_string="x",
+        new_string="y" * (MAX_EDIT_BYTES // 1000),
+        replace_all=True,
+    )
+    assert not result.ok
+    assert str(MAX_EDIT_BYTES) in result.content
+    assert (tmp_path / "x.txt").read_text() == "x\n" * 2000
+
+
+async def test_edit_refuses_an_unencodable_new_string(tmp_path: Path) -> None:
+    (tmp_path / "s.txt").write_text("hello\n")
+    result = await call(
+        EditTool(), tmp_path, file_path="s.txt", old_string="hello", new_string="a\ud800"
+    )
+    assert not result.ok
+    assert result.content == "new_string cannot be written as UTF-8 (at character 1)"
+    assert (tmp_path / "s.txt").read_text() == "hello\n"
+
+
 async def test_edit_keeps_undecodable_bytes_elsewhere_exactly(tmp_path: Path) -> None:
     (tmp_path / "mixed.txt").write_bytes(b"caf\xe9\nname = old\n\xff\xfe end\n")
     result = await call(
