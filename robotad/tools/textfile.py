@@ -166,7 +166,10 @@ def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
     target = os.path.realpath(path) if os.path.islink(path) else path
     parent = os.path.dirname(target) or "."
     if make_parents:
-        os.makedirs(parent, exist_ok=True)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except FileExistsError as exc:  # a file where a folder must be, not "File exists"
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent) from exc
     try:
         existing = os.stat(target)
     except FileNotFoundError:
