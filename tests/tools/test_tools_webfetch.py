@@ -6,6 +6,9 @@ test_tools_address_guard.py covers the guard itself)."""
 
 from __future__ import annotations
 
+import gzip
+import tracemalloc
+import zlib
 from functools import partial
 from pathlib import Path
 
@@ -144,6 +147,43 @@ async def test_endless_body_is_cut_off_at_the_size_limit(server: LoopbackHTTP) -
     result = await fetch(server.url("/endless"), WebFetchTool(max_bytes=200_000))
     assert not result.ok
     assert result.content == f"{server.url('/endless')} is larger than the 200000-byte limit"
+
+
+async def test_a_compressed_body_is_unpacked_no_further_than_the_limit(
+    server: LoopbackHTTP,
+) -> None:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip
+    bomb = packer.compress(b" " * (64 << 20)) + packer.flush()  # 64 MiB in about 64 KB
+    server.routes["/bomb"] = partial(
+        respond, status="200 OK", body=bomb, headers={"Content-Encoding": "gzip"}
+    )
+    tracemalloc.start()
+    try:
+        result = await fetch(server.url("/bomb"), WebFetchTool(max_bytes=200_000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.content == f"{server.url('/bomb')} is larger than the 200000-byte limit"
+    assert peak < 8 << 20  # httpx unpacked a whole arriving chunk: 64 MiB at once
+
+
+async def test_gzip_is_read_and_an_encoding_it_cannot_unpack_is_refused(
+    server: LoopbackHTTP,
+) -> None:
+    server.routes["/gz"] = partial(
+        respond, status="200 OK", body=gzip.compress(b"hello"), headers={"Content-Encoding": "gzip"}
+    )
+    server.routes["/br"] = partial(
+        respond, status="200 OK", body=b"\x8b\x02\x80hello\x03", headers={"Content-Encoding": "br"}
+    )
+    result = await fetch(server.url("/gz"))
+    assert result.ok
+    assert result.content.endswith("\n\nhello")
+    result = await fetch(server.url("/br"))
+    assert not result.ok
+    assert (
+        result.content == f"{server.url('/br')} came compressed as 'br', which WebFetch cannot read"
+    )
 
 
 async def test_declared_oversize_is_refused_before_reading(server: LoopbackHTTP) -> None:
