@@ -17,6 +17,7 @@ promptly when the call is cancelled.
 
 from __future__ import annotations
 
+import heapq
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -136,33 +137,41 @@ def _glob(
             return ToolResult(ok=False, content=moved, metadata={"path": base})
         # Walked through the descriptor: the folder checked, whatever its name leads to now.
         pinned = base if real_path is None else walkable_path(fd, real_path)
-        matched = _matches(pinned, base, relative)
+        counts = {"found": 0, "hidden": 0}
+
+        def shown() -> Iterator[tuple[int, str]]:
+            for mtime, path in _matches(pinned, base, relative):
+                counted = "hidden" if hidden(path) else "found"
+                counts[counted] += 1
+                if counted == "found":
+                    yield -mtime, path
+
+        # Only the newest are kept: a list of every match grew ~300 bytes a file (a search
+        # of a home folder, millions of files) to show a thousand of them.
+        newest = heapq.nsmallest(MAX_RESULTS, shown())
     finally:
         os.close(fd)
-    found = [entry for entry in matched if not hidden(entry[1])]
-    left_out = len(matched) - len(found)
-    found.sort(key=lambda entry: (-entry[0], entry[1]))
-    metadata = {"path": base, "matches": len(found), "truncated": len(found) > MAX_RESULTS}
+    found, left_out = counts["found"], counts["hidden"]
+    metadata = {"path": base, "matches": found, "truncated": found > MAX_RESULTS}
     note = f"[{left_out} file(s) a deny rule hides are left out]" if left_out else ""
     if not found:
         content = f"No files match {pattern!r} under {base}"
         return ToolResult(ok=True, content=f"{content} {note}".rstrip(), metadata=metadata)
-    lines = [path for _, path in found[:MAX_RESULTS]]
+    lines = [path for _, path in newest]
     if note:
         lines.append(note)
-    if len(found) > MAX_RESULTS:
+    if found > MAX_RESULTS:
         lines.append(
-            f"[{len(found)} files matched; showing the {MAX_RESULTS} most recently modified. "
+            f"[{found} files matched; showing the {MAX_RESULTS} most recently modified. "
             "Narrow the pattern or the path to see the rest.]"
         )
     return ToolResult(ok=True, content="\n".join(lines), metadata=metadata)
 
 
-def _matches(walked: str, base: str, relative: str) -> list[tuple[int, str]]:
+def _matches(walked: str, base: str, relative: str) -> Iterator[tuple[int, str]]:
     """``(mtime, path under base)`` of each file under `walked` (`base`, or the descriptor
     it is open at) whose relative path matches `relative`."""
     regex = compile_glob(relative)
-    found: list[tuple[int, str]] = []
     for path, relative_path in walk_files(walked, depth_limit=max_depth(relative)):
         if not regex.fullmatch(relative_path):
             continue
@@ -171,5 +180,4 @@ def _matches(walked: str, base: str, relative: str) -> list[tuple[int, str]]:
         except OSError:
             continue
         if not stat.S_ISDIR(status.st_mode):
-            found.append((status.st_mtime_ns, os.path.join(base, relative_path)))
-    return found
+            yield status.st_mtime_ns, os.path.join(base, relative_path)

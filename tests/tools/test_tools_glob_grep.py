@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,31 @@ async def test_glob_caps_results_with_a_note(
     assert lines[:2] == [str(project / ".env"), str(project / "image.png")]
     assert lines[2].startswith("[6 files matched; showing the 2 most recently modified")
     assert result.metadata["truncated"] is True
+
+
+async def test_glob_holds_only_the_matches_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A list of every match grew ~300 bytes a file: a search of a home folder's millions of
+    # files held hundreds of megabytes to show a thousand.
+    monkeypatch.setattr(glob_module, "MAX_RESULTS", 3)
+    for folder in range(40):
+        (tmp_path / f"d{folder:02d}").mkdir()
+        for name in range(100):
+            (tmp_path / f"d{folder:02d}" / f"file-{name:03d}.txt").touch()
+    newest = tmp_path / "d07" / "file-042.txt"
+    os.utime(newest, (2_000_000_000, 2_000_000_000))
+    tracemalloc.start()
+    try:
+        result = await call(GlobTool(), tmp_path, pattern="**/*.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    lines = result.content.splitlines()
+    assert lines[0] == str(newest)
+    assert lines[3].startswith("[4000 files matched; showing the 3 most recently modified")
+    assert result.metadata["matches"] == 4000
+    assert peak < 400_000  # every match held: about 1.2 MB
 
 
 async def test_glob_with_no_match_is_a_successful_empty_answer(project: Path) -> None:
