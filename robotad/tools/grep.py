@@ -6,22 +6,29 @@ walks it (sorted, version-control internals skipped, symlinked directories not f
 file name at any depth, one with ``/`` (``src/**/*.ts``) against the path relative to `path`.
 An explicitly named file is searched whatever `glob` says.
 
-Each line is searched on its own (``re.search``; ``^``/``$`` anchor at the line), in UTF-8 with
-undecodable bytes replaced. Binary files (a NUL byte in the first `SNIFF_BYTES`), files over
-`MAX_FILE_BYTES`, special files and, walking a folder, the files the session's
-`ToolContext.policy` withholds (protected secrets such as ``.env`` files, PROTOCOL.md §10.7, and
-files a deny or ask rule of Grep or Read covers) are skipped, and the answer says how many. Output
-paths are absolute; a matched line is cut at `MAX_LINE_CHARS`; the search stops after `MAX_MATCHES`
-matches with a note. An invalid regular expression or glob is a failed result.
+Each line is searched on its own (``^``/``$`` anchor at the line), in UTF-8 with undecodable
+bytes replaced. The expression is Python's (`regex` in its ``re``-compatible mode, not `re`
+itself): a pattern with nested quantifiers, such as ``(a+)+$``, can backtrack for hours on one
+line it does not match, and `re` holds the interpreter lock all the while — every session of
+the daemon stopped with it. `regex` matches with the lock released and gives up at a deadline:
+a search still running after `TIME_LIMIT_S` is a failed result naming the line it was on.
+
+Binary files (a NUL byte in the first `SNIFF_BYTES`), files over `MAX_FILE_BYTES`, special files
+and, walking a folder, the files the session's `ToolContext.policy` withholds (protected secrets
+such as ``.env`` files, PROTOCOL.md §10.7, and files a deny or ask rule of Grep or Read covers) are
+skipped, and the answer says how many. Output paths are absolute; a matched line is cut at
+`MAX_LINE_CHARS`; the search stops after `MAX_MATCHES` matches with a note. An invalid regular
+expression or glob is a failed result.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Annotated, BinaryIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import trio
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -39,7 +46,17 @@ from robotad.tools.textfile import (
     opened_real_path,
 )
 
-__all__ = ["MAX_FILE_BYTES", "MAX_LINE_CHARS", "MAX_MATCHES", "GrepArguments", "GrepTool"]
+if TYPE_CHECKING:
+    import regex
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_LINE_CHARS",
+    "MAX_MATCHES",
+    "TIME_LIMIT_S",
+    "GrepArguments",
+    "GrepTool",
+]
 
 MAX_MATCHES = 500
 """Matching lines reported in one answer."""
@@ -49,6 +66,9 @@ MAX_FILE_BYTES = 5 * 1024 * 1024
 
 MAX_LINE_CHARS = 500
 """Characters of a matching line shown."""
+
+TIME_LIMIT_S = 20.0
+"""Seconds one Grep call may spend searching."""
 
 
 class GrepArguments(Struct, forbid_unknown_fields=True, frozen=True):
@@ -76,9 +96,20 @@ class GrepArguments(Struct, forbid_unknown_fields=True, frozen=True):
     ) = UNSET
 
 
+class _TooSlow(Exception):
+    """The search passed its deadline at line `number` of `path`."""
+
+    def __init__(self, path: str, number: int) -> None:
+        super().__init__(path, number)
+        self.path = path
+        self.number = number
+
+
 @dataclass
 class _Search:
-    regex: re.Pattern[str]
+    regex: regex.Pattern[str]
+    #: When the search gives up (`time.monotonic`).
+    deadline: float
     lines: list[str] = field(default_factory=list)
     files_matched: int = 0
     binary: int = 0
@@ -110,9 +141,11 @@ class GrepTool(TypedTool[GrepArguments]):
             root = canonical_path("." if arguments.path is UNSET else arguments.path, ctx.cwd)
         except ArgumentError as exc:
             return ToolResult(ok=False, content=f"path: {exc}")
+        import regex  # lazily: the daemon starts without it
+
         try:
-            regex = re.compile(arguments.pattern)
-        except re.error as exc:
+            compiled = regex.compile(arguments.pattern, flags=regex.V0)
+        except regex.error as exc:
             return _failed(f"invalid regular expression {arguments.pattern!r}: {exc}", root)
         try:
             name_filter = None if arguments.glob is UNSET else compile_glob(arguments.glob)
@@ -125,13 +158,33 @@ class GrepTool(TypedTool[GrepArguments]):
         def withheld(path: str) -> bool:
             return policy is not None and policy.withholds(self.name, path, root)
 
-        search = _Search(regex)
+        search = _Search(compiled, time.monotonic() + TIME_LIMIT_S)
         return await trio.to_thread.run_sync(
             _grep, root, search, name_filter, by_name, arguments.pattern, withheld, ctx.real_path
         )
 
 
 def _grep(
+    root: str,
+    search: _Search,
+    name_filter: re.Pattern[str] | None,
+    by_name: bool,
+    pattern: str,
+    withheld: Callable[[str], bool],
+    real_path: str | None,
+) -> ToolResult:
+    try:
+        return _grep_within(root, search, name_filter, by_name, pattern, withheld, real_path)
+    except _TooSlow as exc:
+        return _failed(
+            f"the pattern {pattern!r} took more than {TIME_LIMIT_S:g} s to search (stopped at "
+            f"{exc.path}:{exc.number}): nested quantifiers such as (a+)+ can backtrack without "
+            "end on a line they do not match; simplify the pattern, or narrow path or glob",
+            root,
+        )
+
+
+def _grep_within(
     root: str,
     search: _Search,
     name_filter: re.Pattern[str] | None,
@@ -230,9 +283,14 @@ def _search_file(path: str, search: _Search, vet: Vet) -> str | None:
     if b"\0" in data[:SNIFF_BYTES]:
         return "binary"
     matched = False
+    find, deadline = search.regex.search, search.deadline
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
         line = line.removesuffix("\r")
-        if search.regex.search(line) is None:
+        try:  # the interpreter lock released while it matches; never past the deadline
+            found = find(line, concurrent=True, timeout=max(deadline - time.monotonic(), 0.001))
+        except TimeoutError:
+            raise _TooSlow(path, number) from None
+        if found is None:
             continue
         matched = True
         shown = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " …"

@@ -7,6 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+import trio
 
 from robotad.tools import GlobTool, GrepTool
 from robotad.tools import glob as glob_module
@@ -253,6 +254,35 @@ async def test_grep_invalid_regex_is_a_failed_result(project: Path) -> None:
     result = await call(GrepTool(), project, pattern="(unclosed")
     assert not result.ok
     assert result.content.startswith("invalid regular expression '(unclosed'")
+
+
+async def test_a_pattern_that_backtracks_without_end_is_stopped_and_stops_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``(a|aa)+$`` on a line of a's that ends otherwise backtracks for longer than anyone
+    waits. With `re` it held the interpreter lock all the while, and every session of the
+    daemon with it; now the search gives up at its deadline, naming the line, and the event
+    loop runs meanwhile (the ticker below keeps ticking)."""
+    monkeypatch.setattr(grep_module, "TIME_LIMIT_S", 0.5)
+    (tmp_path / "fine.txt").write_text("nothing here\n")
+    (tmp_path / "trap.txt").write_text("ok\n" + "a" * 60 + "b\n")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await trio.sleep(0.01)
+            ticks += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        result = await call(GrepTool(), tmp_path, pattern="(a|aa)+$")
+        nursery.cancel_scope.cancel()
+    assert not result.ok
+    assert result.content.startswith(
+        f"the pattern '(a|aa)+$' took more than 0.5 s to search (stopped at {tmp_path}/trap.txt:2)"
+    )
+    assert ticks >= 2
 
 
 async def test_grep_missing_path_is_a_failed_result(project: Path) -> None:
