@@ -176,7 +176,7 @@ def _read_window(
 def _numbered_window(text: io.TextIOWrapper, path: str, offset: int, limit: int) -> ToolResult:
     number = 0
     while number < offset - 1:
-        if read_line(text, MAX_LINE_CHARS) is None:
+        if read_line(text, MAX_LINE_CHARS, trio.from_thread.check_cancelled) is None:
             break
         number += 1
         if number % 10_000 == 0:  # skipping into a huge file can take a while
@@ -190,7 +190,7 @@ def _numbered_window(text: io.TextIOWrapper, path: str, offset: int, limit: int)
     used = 0
     note = ""
     while len(shown) < limit:
-        line = read_line(text, MAX_LINE_CHARS)
+        line = read_line(text, MAX_LINE_CHARS, trio.from_thread.check_cancelled)
         if line is None:
             break
         number += 1

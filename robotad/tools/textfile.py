@@ -16,6 +16,7 @@ import codecs
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -129,12 +130,15 @@ def binary_reason(head: bytes, *, complete: bool) -> str | None:
     return None
 
 
-def read_line(stream: TextIO, max_chars: int) -> tuple[str, int] | None:
+def read_line(
+    stream: TextIO, max_chars: int, check: Callable[[], object] | None = None
+) -> tuple[str, int] | None:
     """The next line without its newline, keeping at most `max_chars` characters.
 
     Returns ``(text, dropped)`` where `dropped` counts the characters cut off the end, or None
-    at end of file. Memory stays bounded by `max_chars` whatever the line's length.
-    """
+    at end of file. Memory stays bounded by `max_chars` whatever the line's length; skipping
+    the rest of a long line (gigabytes take seconds) calls `check` between chunks, so a caller
+    can stop it (`trio.from_thread.check_cancelled`)."""
     chunk = stream.readline(max_chars + 1)
     if chunk == "":
         return None
@@ -144,6 +148,8 @@ def read_line(stream: TextIO, max_chars: int) -> tuple[str, int] | None:
         return chunk, 0
     dropped = len(chunk) - max_chars
     while more := stream.readline(_SKIP_CHUNK_CHARS):
+        if check is not None:
+            check()
         if more.endswith("\n"):
             dropped += len(more) - 1
             break

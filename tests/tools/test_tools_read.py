@@ -194,3 +194,29 @@ async def test_a_stored_result_reads_by_its_reference_in_windows(tmp_path: Path)
     assert not unknown.ok
     assert "unknown or has expired" in unknown.content
     assert not without_store.ok
+
+
+class _Stopped(Exception):
+    pass
+
+
+async def test_skipping_a_long_line_can_be_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rest of a line past `MAX_LINE_CHARS` is read and dropped in chunks — gigabytes of
+    one line take seconds — and between chunks the call looks whether it was cancelled (here
+    a stand-in for the turn's abort says stop), instead of reading to the line's end."""
+    path = tmp_path / "one-line.txt"
+    path.write_text("x" * (4 * 1024 * 1024) + "\nsecond\n")
+    checks = 0
+
+    def check_cancelled() -> None:
+        nonlocal checks
+        checks += 1
+        if checks == 3:
+            raise _Stopped
+
+    monkeypatch.setattr(trio.from_thread, "check_cancelled", check_cancelled)
+    with pytest.raises(_Stopped):
+        await call(ReadTool(), tmp_path, file_path=str(path), limit=1)
+    assert checks == 3
