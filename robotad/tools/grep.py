@@ -24,7 +24,6 @@ expression or glob is a failed result.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -167,7 +166,7 @@ class GrepTool(TypedTool[GrepArguments]):
 def _grep(
     root: str,
     search: _Search,
-    name_filter: re.Pattern[str] | None,
+    name_filter: regex.Pattern[str] | None,
     by_name: bool,
     pattern: str,
     withheld: Callable[[str], bool],
@@ -187,7 +186,7 @@ def _grep(
 def _grep_within(
     root: str,
     search: _Search,
-    name_filter: re.Pattern[str] | None,
+    name_filter: regex.Pattern[str] | None,
     by_name: bool,
     pattern: str,
     withheld: Callable[[str], bool],
@@ -213,7 +212,7 @@ def _grep_within(
 def _search_tree(
     root: str,
     search: _Search,
-    name_filter: re.Pattern[str] | None,
+    name_filter: regex.Pattern[str] | None,
     by_name: bool,
     withheld: Callable[[str], bool],
 ) -> _Search:
