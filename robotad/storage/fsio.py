@@ -29,6 +29,7 @@ __all__ = [
     "UnsafePath",
     "atomic_write",
     "create_exclusive",
+    "end_of_last_line",
     "ensure_private_dir",
     "exact_mode",
     "fsync_dir",
@@ -87,6 +88,19 @@ def fsync_dir(directory: Path) -> None:
 def is_temp_name(name: str) -> bool:
     """Whether a folder entry is one of our in-flight temp files (never a record)."""
     return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
+
+
+def end_of_last_line(fd: int, size: int) -> int:
+    """The offset just past the last newline before `size` in the file `fd` (0 when there is
+    none): where a line-per-record file ends once an unfinished last line is cut away."""
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
 
 
 def remove_temp_files(directory: Path) -> int:

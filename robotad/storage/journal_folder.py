@@ -139,7 +139,7 @@ class JournalFolder:
                 return
             keep = info.st_size
             if keep and os.pread(fd, 1, keep - 1) != b"\n":
-                keep = _end_of_last_line(fd, keep)
+                keep = fsio.end_of_last_line(fd, keep)
                 os.ftruncate(fd, keep)
                 os.fsync(fd)
                 # Said, not silent: what a crash cut off never returned to anyone, but a
@@ -288,15 +288,3 @@ def _cut_back(fd: int, size: int) -> None:
         os.fsync(fd)
     except OSError as exc:
         raise DurabilityLost(exc.errno, exc.strerror) from exc
-
-
-def _end_of_last_line(fd: int, size: int) -> int:
-    """The offset just past the last newline before `size` (0 when there is none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - (1 << 16))
-        found = os.pread(fd, end - start, start).rfind(b"\n")
-        if found >= 0:
-            return start + found + 1
-        end = start
-    return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 import threading
@@ -27,6 +28,8 @@ from .ids import validate_session_id
 from .sidecars import SidecarError, digest
 
 __all__ = ["OPEN_LOGS_KEPT", "FileLogSink", "FileLogSource", "log_paths", "open_logs"]
+
+log = logging.getLogger("robotad.storage")
 
 
 def log_paths(logs_dir: Path, session_id: str) -> tuple[Path, Path]:
@@ -92,6 +95,22 @@ class _OpenLogs:
 open_logs = _OpenLogs(OPEN_LOGS_KEPT)
 
 
+def _cut_unfinished_line(fd: int, size: int, name: str) -> int:
+    """Cut away the unfinished last line of the log `fd` (`size` bytes) and say so; its new
+    size. Only for a file this sink has just opened: a line not ended there was left by a
+    writer that died mid-write (robotad killed while a line over a page long was written). It
+    never returned to anyone, and kept, it was a bad line in the middle of the log for good:
+    ``session/log`` called the log incomplete even after recovery closed it."""
+    keep = fsio.end_of_last_line(fd, size)
+    os.ftruncate(fd, keep)
+    log.warning(
+        "log %s: removed %d bytes of an unfinished last line (robotad stopped while writing it)",
+        name,
+        size - keep,
+    )
+    return keep
+
+
 class FileLogSink:
     """Appends to one log file; `durable` fsyncs each line (off by default: call `sync`).
 
@@ -100,7 +119,10 @@ class FileLogSink:
     removed or replaced since it was opened is reopened by name, so a line always lands in
     the file the path names now, as if it had been opened afresh. A line appended by another
     writer (log recovery) is noticed by the file's size: the torn-line check reads the last
-    byte only when the file does not end where this sink's last line did.
+    byte only when the file does not end where this sink's last line did. A file this sink
+    has just opened that ends in an unfinished line has that line cut away (a dead writer's:
+    `_cut_unfinished_line`); one that another writer left unfinished while this sink had the
+    file open stays, as one line of its own.
     """
 
     def __init__(self, path: Path, *, durable: bool = False, root: Path | None = None) -> None:
@@ -135,7 +157,10 @@ class FileLogSink:
                 fd, size = self._descriptor()
                 data = line + b"\n"
                 if size > 0 and size != self._end and os.pread(fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data  # a torn line stays one bad line
+                    if self._end == -1:
+                        size = _cut_unfinished_line(fd, size, self._name)
+                    else:
+                        data = b"\n" + data  # another writer's torn line stays one line
                 fsio.write_all(fd, data)
                 if self._durable:
                     os.fsync(fd)

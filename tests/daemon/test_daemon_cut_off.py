@@ -118,3 +118,24 @@ async def test_a_first_turn_cut_off_by_sigkill_leaves_a_log_that_replays_the_his
     assert (before["complete"], before["problems"]) == (True, [])
     assert (after_turn["complete"], after_turn["problems"]) == (True, [])
     assert [m["content"] for m in messages] == ["kept", "slow"]
+
+
+async def test_a_log_line_a_kill_left_unfinished_leaves_the_log_complete(tmp_path: Path) -> None:
+    """A SIGKILL during the write of a line longer than a page leaves the log ending in half a
+    line (the soak's crash test met one). The next robotad cuts it away before its first line
+    there: kept, it sat in the middle of the log for good and session/log said incomplete."""
+    home = DaemonHome(tmp_path / "home")
+    with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            await client.call("session/create", {"cwd": str(tmp_path), "sessionId": "s"})
+            await client.call("session/run", {"sessionId": "s", "prompt": "first"})
+    log = home.state_dir / "logs" / "s.jsonl"
+    with log.open("ab") as torn:  # what the kill left of a provider_request line
+        torn.write(b'{"event":"provider_request","data":{"tools":[' + b" " * 5_000)
+    with running_daemon(home) as restarted, trio.fail_after(IO_TIMEOUT):
+        async with connect(restarted) as client:
+            await client.call("session/run", {"sessionId": "s", "prompt": "second"})
+            report = await client.call("session/log", {"sessionId": "s"})
+    assert report["complete"] is True, report
+    assert all(line.startswith("{") for line in log.read_text().splitlines())
+    assert "removed" in restarted.output()

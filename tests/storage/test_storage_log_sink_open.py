@@ -121,6 +121,29 @@ def test_another_writers_lines_and_a_torn_tail_stay_whole_lines(
     assert lines(path) == ['{"n":1}', '{"recovered":true}', '{"n":2}', '{"cut', '{"n":3}']
 
 
+def test_a_dead_writers_unfinished_line_is_cut_away_by_the_next_sink(tmp_path: Path) -> None:
+    """A robotad killed mid-line left a log ending without a newline. The sink of the next
+    process cuts that line away before its own first line: kept, it stayed a bad line in the
+    middle of the log for good, and ``session/log`` called the log incomplete."""
+    path = path_of(tmp_path)
+    first = FileLogSink(path)
+    first.append(b'{"n":1}')
+    first.close()
+    with open(path, "ab") as torn:  # the killed process's last, unfinished line
+        torn.write(b'{"cut": "' + b"x" * 70_000)
+    second = FileLogSink(path)
+    second.append(b'{"n":2}')
+    second.close()
+    assert lines(path) == ['{"n":1}', '{"n":2}']
+    whole_torn = path_of(tmp_path / "other")
+    whole_torn.parent.mkdir(parents=True, exist_ok=True)
+    whole_torn.write_bytes(b'{"only a cut')
+    third = FileLogSink(whole_torn)
+    third.append(b'{"n":1}')
+    third.close()
+    assert lines(whole_torn) == ['{"n":1}']
+
+
 def test_a_mode_changed_under_an_open_log_is_put_back(sink: FileLogSink, tmp_path: Path) -> None:
     path = path_of(tmp_path)
     sink.append(b'{"n":1}')
