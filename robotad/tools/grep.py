@@ -172,8 +172,14 @@ def _grep(
     withheld: Callable[[str], bool],
     real_path: str | None,
 ) -> ToolResult:
+    def vet(raw: BinaryIO, path: str) -> str | None:
+        return moved_since_check(raw.fileno(), path, real_path)
+
     try:
-        return _grep_within(root, search, name_filter, by_name, pattern, withheld, real_path)
+        if os.path.isdir(root):
+            tree = _search_tree(root, search, name_filter, by_name, withheld)
+            return _render(tree, root, pattern)
+        skipped = _search_file(root, search, vet)
     except _TooSlow as exc:
         return _failed(
             f"the pattern {pattern!r} took more than {TIME_LIMIT_S:g} s to search (stopped at "
@@ -181,25 +187,6 @@ def _grep(
             "end on a line they do not match; simplify the pattern, or narrow path or glob",
             root,
         )
-
-
-def _grep_within(
-    root: str,
-    search: _Search,
-    name_filter: regex.Pattern[str] | None,
-    by_name: bool,
-    pattern: str,
-    withheld: Callable[[str], bool],
-    real_path: str | None,
-) -> ToolResult:
-    if os.path.isdir(root):
-        tree = _search_tree(root, search, name_filter, by_name, withheld)
-        return _render(tree, root, pattern)
-
-    def vet(raw: BinaryIO, path: str) -> str | None:
-        return moved_since_check(raw.fileno(), path, real_path)
-
-    skipped = _search_file(root, search, vet)
     if skipped == "binary":
         return _failed(f"cannot search {root}: it looks binary (contains NUL bytes)", root)
     if skipped == "oversized":

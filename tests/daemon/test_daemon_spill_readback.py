@@ -89,6 +89,13 @@ api_key_command = "echo sk-test"
     return work, home
 
 
+def searching(server: FakeModelServer, work: Path) -> dict[str, Any]:
+    """Script `server` to answer one Grep over ``big`` (far past the spill threshold), then
+    "ok"; the create params of a session on it in ``default`` mode."""
+    server.replies += [calls("Grep", {"pattern": "line", "path": str(work / "big")}), says("ok")]
+    return {"cwd": str(work), "provider": "fake", "permissionMode": "default"}
+
+
 async def test_a_spilled_result_reads_back_in_its_session_and_its_forks_only(
     tmp_path: Path, server: FakeModelServer
 ) -> None:
@@ -97,10 +104,9 @@ async def test_a_spilled_result_reads_back_in_its_session_and_its_forks_only(
     it too, also after its source is deleted; a session that only knows the reference reads
     it as unknown; deleting the last session holding it removes the stored file."""
     work, home = spill_home(tmp_path, server)
-    server.replies += [calls("Grep", {"pattern": "line", "path": str(work / "big")}), says("ok")]
+    create = searching(server, work)
     with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(daemon) as client:
-            create = {"cwd": str(work), "provider": "fake", "permissionMode": "default"}
             await client.call("session/create", {**create, "sessionId": "source"})
             await client.call("session/subscribe", {"sessionId": "source"})
             await client.call("session/run", {"sessionId": "source", "prompt": "search"})
@@ -155,10 +161,9 @@ async def test_a_fork_reads_a_result_the_summary_of_its_history_names(
     made an owner of the references its tool messages name only, so it read such a result
     as unknown."""
     work, home = spill_home(tmp_path, server)
-    server.replies += [calls("Grep", {"pattern": "line", "path": str(work / "big")}), says("ok")]
+    create = searching(server, work)
     with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(daemon) as client:
-            create = {"cwd": str(work), "provider": "fake", "permissionMode": "default"}
             await client.call("session/create", {**create, "sessionId": "source"})
             await client.call("session/run", {"sessionId": "source", "prompt": "search"})
             (spilled,) = await tool_results(client, "source")

@@ -420,13 +420,19 @@ async def test_resubscribing_a_key_with_an_older_after_seq_never_repeats_or_reor
     assert recorder.seqs == [1, 2, 3, 4, 5]
 
 
-async def test_resubscribing_while_an_overflowed_subscription_drains_repeats_nothing(
-    hub: EventHub, autojump_clock: trio.testing.MockClock
-) -> None:
+async def overflowed(hub: EventHub) -> Recorder:
+    """A stalled subscriber "c1" with event 1 in flight, 2..9 queued and 10 overflowed."""
     recorder = stalled_subscriber(hub)
     hub.publish(delta())
     await trio.testing.wait_all_tasks_blocked()  # 1 in flight
     publish_deltas(hub, 9)  # 2..9 queued, 10 overflows
+    return recorder
+
+
+async def test_resubscribing_while_an_overflowed_subscription_drains_repeats_nothing(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    recorder = await overflowed(hub)
     assert hub.subscribers == frozenset()
     hub.subscribe("c1", recorder.send, after_seq=0)  # before the client saw anything
     hub.publish(delta())
@@ -456,10 +462,7 @@ async def test_unsubscribing_first_replays_what_was_sent_even_in_the_same_step(
 async def test_unsubscribing_while_an_overflowed_subscription_drains_replays_after_it(
     hub: EventHub, autojump_clock: trio.testing.MockClock
 ) -> None:
-    recorder = stalled_subscriber(hub)
-    hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()  # 1 in flight
-    publish_deltas(hub, 9)  # 2..9 queued, 10 overflows
+    recorder = await overflowed(hub)
     assert hub.unsubscribe("c1") is False  # already unsubscribed by the overflow
     hub.subscribe("c1", recorder.send, after_seq=7)
     await release_one_at_a_time(recorder, 13)  # 1..9, the notice, then 8..10 again
