@@ -70,6 +70,7 @@ from protocol.jsonrpc import (
     Request,
     Response,
 )
+from protocol.last_words import refusal_of
 from protocol.socket_path import resolve_socket_path
 
 __all__ = [
@@ -92,9 +93,6 @@ CONNECT_TIMEOUT: Final = 10.0
 DEFAULT_TIMEOUT: Final = 60.0
 #: Seconds spent sending ``$/cancelRequest`` for a request that timed out.
 CANCEL_NOTICE_TIMEOUT: Final = 1.0
-
-#: The most `BlockingClient._refusal` reads looking for the daemon's last words.
-_REFUSAL_BYTES: Final = 1 << 20
 
 _CANCEL_METHOD: Final = "$/cancelRequest"
 _EMPTY_PARAMS: Final = Raw(b"{}")
@@ -322,26 +320,10 @@ class BlockingClient:
 
     def _refusal(self) -> BaseException | None:
         """The error the daemon answered a frame of ours with before closing the connection
-        mid-write (one over its size limit gets -32600 with ``data.limit``), or None. It is
-        here already, if anywhere: the daemon wrote it before it closed."""
-        data = b""
-        try:
+        mid-write (`protocol.last_words`), or None."""
+        with contextlib.suppress(OSError):
             self._socket.setblocking(False)
-            while len(data) < _REFUSAL_BYTES and (chunk := self._socket.recv(self._receive_size)):
-                data += chunk
-        except OSError:  # nothing more (BlockingIOError), or a reset after it
-            pass
-        try:
-            frames = [*self._decoder.feed(data), *self._decoder.feed_eof()]
-        except FramingError as exc:
-            frames = exc.frames
-        refusals = [
-            message.error
-            for body in frames
-            for message in jsonrpc.parse_frame(body).messages
-            if isinstance(message, Response) and message.id is None and message.error is not None
-        ]
-        return refusals[0] if refusals else None
+        return refusal_of(self._socket.fileno(), self._decoder, self._receive_size)
 
     # -- incoming ---------------------------------------------------------------------------
 

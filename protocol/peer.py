@@ -79,6 +79,7 @@ from protocol.jsonrpc import (
     RequestId,
     Response,
 )
+from protocol.last_words import refusal_in, refusal_of
 
 __all__ = [
     "CANCEL_METHOD",
@@ -466,34 +467,13 @@ class JsonRpcPeer:
             raise ConnectionLost("connection closed by the remote") from exc
 
     def _last_words(self) -> RpcError | None:
-        """Why the remote closed while a request of ours was being written, if it said so: a
-        server refuses a frame over its size limit with -32600 (no id: it never read one) and
-        closes. The reader may have met that reply already; else it waits unread, and the
-        bytes the socket holds are all there is to read (no wait: the remote has closed)."""
+        """Why the remote closed while a request of ours was being written, if it said so
+        (`protocol.last_words`): the reader may have met it already; else it waits unread."""
         stream = self.stream
-        if self._refusal is not None or type(stream) is not trio.SocketStream:
-            return self._refusal
-        data = bytearray()
-        fd = stream.socket.fileno()
-        with contextlib.suppress(OSError):  # nothing more, or a reset after it
-            while fd >= 0 and len(data) < _LAST_WORDS_BYTES:
-                chunk = os.read(fd, self._receive_size)
-                if not chunk:
-                    break
-                data += chunk
-        try:
-            frames = [*self._decoder.feed(bytes(data)), *self._decoder.feed_eof()]
-        except FramingError as exc:
-            frames = exc.frames
-        for body in frames:
-            for message in jsonrpc.parse_frame(body).messages:
-                if isinstance(message, Response):
-                    self._note_refusal(message)
+        if self._refusal is None and type(stream) is trio.SocketStream:
+            fd = stream.socket.fileno()
+            self._refusal = refusal_of(fd, self._decoder, self._receive_size)
         return self._refusal
-
-    def _note_refusal(self, response: Response) -> None:
-        if response.id is None and isinstance(response.error, RpcError):
-            self._refusal = self._refusal or response.error
 
     def _cancel_remote(self, request_id: int) -> None:
         if self._sending and self._nursery is not None:
@@ -681,7 +661,7 @@ class JsonRpcPeer:
         await flight.deliver(jsonrpc.encode_error(target, RequestCancelled()))
 
     def _on_response(self, response: Response) -> None:
-        self._note_refusal(response)
+        self._refusal = self._refusal or refusal_in(response)
         slot = self._outgoing.get(response.id) if type(response.id) is int else None
         if slot is None:
             return  # nothing awaits it (e.g. its requester was cancelled)
@@ -694,8 +674,6 @@ class JsonRpcPeer:
 # -- helpers --------------------------------------------------------------------------------
 
 _EMPTY_PARAMS: Final = b"{}"
-#: The most `JsonRpcPeer._last_words` reads looking for the remote's refusal.
-_LAST_WORDS_BYTES: Final = 1 << 20
 
 
 def _decode_params(route: Route, params: msgspec.Raw | None) -> Any:
