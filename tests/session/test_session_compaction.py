@@ -225,6 +225,17 @@ def test_the_oldest_messages_are_left_out_last_an_earlier_summary() -> None:
     assert lines[2].startswith(f'user: "question {left_out} ')
 
 
+def test_a_long_history_is_fitted_to_the_budget_with_its_note() -> None:
+    """50,000 messages (a long session's history) against the default window: within the
+    budget, the line saying how many were left out included."""
+    budget = prompt_budget(200_000)
+    request = summary_request([Message.user("q" * 200) for _ in range(50_000)], max_chars=budget)
+    assert request is not None
+    prompt = request.messages[0].content or ""
+    assert "earlier messages left out" in prompt
+    assert len(prompt) <= budget
+
+
 def test_a_history_that_fits_is_rendered_whole() -> None:
     history = conversation()
     fitted = summary_request(history, max_chars=prompt_budget(200_000))

@@ -149,6 +149,8 @@ _CHARS_PER_TOKEN: Final = 3
 _PROMPT_SHARE: Final = 0.75
 #: A message is cut to at most this share of the budget before any is left out whole.
 _MESSAGE_SHARE: Final = 8
+#: Characters kept free for the line saying how many messages were left out.
+_NOTE_ROOM: Final = 100
 
 
 def prompt_budget(context_window: int) -> int:
@@ -194,20 +196,19 @@ def _fitted(body: list[Message], room: int) -> str:
         render_message(_clipped(message, longest)) if len(line) > longest else line
         for message, line in zip(body, lines, strict=True)
     ]
-    kept = list(range(len(lines)))
-    used = sum(len(lines[index]) + 1 for index in kept)
+    used = sum(len(line) + 1 for line in lines)
+    room -= _NOTE_ROOM  # for the line that says how many were left out
     # Leave out the oldest first, an earlier summary last, never the newest message.
-    order = sorted(kept[:-1], key=lambda index: (is_summary(body[index]), index))
-    left_out = 0
+    order = sorted(range(len(lines) - 1), key=lambda index: (is_summary(body[index]), index))
+    left_out: set[int] = set()
     for index in order:
         if used <= room:
             break
-        kept.remove(index)
+        left_out.add(index)
         used -= len(lines[index]) + 1
-        left_out += 1
-    shown = [lines[index] for index in kept]
+    shown = [line for index, line in enumerate(lines) if index not in left_out]
     if left_out:
-        note = f"({left_out} earlier messages left out: they did not fit the model's context)"
+        note = f"({len(left_out)} earlier messages left out: they did not fit the model's context)"
         shown.insert(0, note)
     return "\n".join(shown)
 
