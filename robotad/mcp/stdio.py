@@ -195,6 +195,10 @@ class StdioChannel:
             anyio.ClosedResourceError,  # `stop` closed the session's side while it waited
             OSError,
         ):
+            # A server that could not start (the tether's shell failed to exec it) closes its
+            # stdin as it exits: its exit, a moment later, says why; a closed pipe does not.
+            with trio.move_on_after(_STDERR_GRACE):
+                await self.closed.wait()
             self._end("stopped reading its stdin")
 
     async def pump_stderr(self) -> None:
