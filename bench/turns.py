@@ -3,10 +3,12 @@
 Run: ``.venv/bin/python bench/turns.py [--turns N] [--chunks N]``. Prints figures; asserts
 nothing.
 
-- daemon overhead per turn: ``session/run`` to its result on one connection, with the scripted
-  provider answering at once (no delay, no tool) — persistence, journal, session log and events
-  included — as a median over `--turns` turns spread over fresh sessions of 50 turns each (so
-  history stays short), beside the round trip of ``daemon/status`` on the same connection;
+- daemon overhead per turn: ``session/run`` until both its result and the turn's
+  ``turn_finished`` event have arrived on one connection (as a client following the turn waits),
+  with the scripted provider answering at once (no delay, no tool) — persistence, journal,
+  session log and events included — as a median over `--turns` turns spread over fresh
+  sessions of 50 turns each (so history stays short), beside the round trip of
+  ``daemon/status`` on the same connection;
 - the fsync floor of a turn, measured in the same run, one sample after each turn (so load from
   elsewhere falls on both alike), on the same file system: the durable steps a turn took when
   the target was set (issue #20) and nothing else — a new journal file written and fsynced, its
@@ -90,6 +92,18 @@ async def _seconds(connection: SoakConnection, method: str, params: dict[str, An
     return time.perf_counter() - started
 
 
+async def _turn_seconds(connection: SoakConnection, params: dict[str, Any]) -> float:
+    """One ``session/run`` as a client following its turn meets it: until both its reply and
+    the turn's ``turn_finished`` event have arrived (they travel separately)."""
+    stream = connection.stream(params["sessionId"])
+    finished = stream.turn_finished
+    started = time.perf_counter()
+    await connection.call("session/run", params)
+    while stream.turn_finished == finished:
+        await stream.changed.wait()
+    return time.perf_counter() - started
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process `pid` has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -112,7 +126,7 @@ async def per_turn(
             await connection.call("session/create", {"cwd": cwd, "sessionId": session_id})
         params = {"sessionId": session_id, "prompt": f"prompt {index}"}
         before = cpu_seconds(daemon_pid)
-        times.append(await _seconds(connection, "session/run", params))
+        times.append(await _turn_seconds(connection, params))
         cpu += cpu_seconds(daemon_pid) - before
         whole, record_half = fsync_floor(floor_dir, index)
         floors.append(whole)
@@ -234,7 +248,7 @@ async def _paired_round(
                     await connection.call("session/create", {"cwd": cwd, "sessionId": session_id})
                 before = cpu_seconds(daemons[side].pid)
                 run = {"sessionId": session_id, "prompt": f"prompt {index}"}
-                took = await _seconds(connection, "session/run", run)
+                took = await _turn_seconds(connection, run)
                 if index >= warm_up:
                     times[side].append(took)
                     cpu[side] += cpu_seconds(daemons[side].pid) - before

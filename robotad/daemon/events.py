@@ -28,6 +28,13 @@ A ``send`` the socket takes at once passes no checkpoint (the daemon's uses
 ``notify(..., checkpoint=False)``): the task's wait for its next event is its one round of the
 event loop per event, and a long backlog lets other tasks run every `_SENDS_PER_ROUND` sends.
 
+A delivery task woken by new events first lets the loop settle (`_Subscription.settle`): it
+waits, at most `SETTLE_WAIT`, until no other task can run — until the work that published the
+events waits for the disk, a model or a person — and then sends all that is pending. A turn's
+events thus go out while its record is being saved, not between its steps (decision 38 of
+docs/architecture.md). ``turn_finished`` and ``session_closed`` go at once: a client waits for a
+turn's end beside its reply.
+
 Events are plain dicts shaped as `protocol.events` describes (``sessionId``, ``seq``, ``turnId``
 — null outside a turn — ``type`` and the type's members). The same dict goes to every subscriber
 (and to the buffer's open chunk; a replay from a sealed chunk hands out equal copies): consumers
@@ -48,6 +55,11 @@ from typing import Any, Final, Literal
 
 import msgspec
 import trio
+
+# trio's wait for an idle loop, public as `trio.testing.wait_all_tasks_blocked` (the same
+# function; tests/daemon/test_event_hub.py checks it): imported from where it lives, because
+# `trio.testing` imports pytest wherever pytest is installed.
+from trio._core._generated_run import wait_all_tasks_blocked as wait_until_idle
 
 from protocol.errors import EventsLost
 from protocol.events import Overflow, SessionClosed, SessionEvent
@@ -80,6 +92,11 @@ def first_seq_after_restart() -> int:
     instead of silently skipping this process's first events. Within 2**53 until year 2255."""
     return time.time_ns() // 1000 + 1
 
+
+#: Longest a woken delivery task waits for the event loop to settle (`_Subscription.settle`).
+SETTLE_WAIT: Final = 0.001
+#: Events that never wait for the loop to settle: a turn's end and the stream's.
+_AT_ONCE: Final = frozenset({"turn_finished", "session_closed"})
 
 #: Events one delivery task sends back to back, at most, before it lets other tasks run (a send
 #: the socket takes at once passes no checkpoint: a replayed backlog would hold the loop).
@@ -156,6 +173,8 @@ class _Subscription:
         self.unsubscribed = False
         self.finished = trio.Event()
         self._wakeup = trio.Event()
+        #: The wait of `settle` in progress, cut short by an event that goes at once.
+        self._settling: trio.CancelScope | None = None
 
     def offer(self, event: Event, *, force: bool = False) -> bool:
         """Queue a live event; False (nothing queued) when the live queue is full."""
@@ -163,7 +182,17 @@ class _Subscription:
             return False
         self.pending.append(event)
         self._wakeup.set()
+        if self._settling is not None and self._urgent():
+            self._settling.cancel()
         return True
+
+    def _urgent(self) -> bool:
+        """Whether what is pending must go without letting the loop settle: an event that
+        goes at once came last, or a quarter of the live queue is taken (a producer that
+        keeps the loop busy must not overflow it: the task woken runs within the producer's
+        next step or the one after)."""
+        live = len(self.pending) - self.backlog_left
+        return self.pending[-1]["type"] in _AT_ONCE or 4 * live >= self.limit
 
     def take(self) -> Event | None:
         """The next event to deliver, or None when there is none (now, or ever if retired)."""
@@ -184,6 +213,8 @@ class _Subscription:
         if state == "retired":
             self.pending.clear()
         self._wakeup.set()
+        if self._settling is not None:
+            self._settling.cancel()
 
     async def wait_for_more(self) -> None:
         """Return once an event is pending or the subscription stopped receiving."""
@@ -191,6 +222,19 @@ class _Subscription:
             return
         self._wakeup = trio.Event()
         await self._wakeup.wait()
+
+    async def settle(self) -> None:
+        """Let the loop settle before sending what is pending: return once no other task can
+        run, or after `SETTLE_WAIT`, or at once when what is pending is urgent (`_urgent`, now
+        or as events come meanwhile) or the subscription stopped receiving."""
+        if self.state != "active" or not self.pending or self._urgent():
+            return
+        with trio.move_on_after(SETTLE_WAIT) as scope:
+            self._settling = scope
+            try:
+                await wait_until_idle()
+            finally:
+                self._settling = None
 
 
 class EventHub:
@@ -416,6 +460,7 @@ class EventHub:
                     if sub.state != "active":
                         break
                     await sub.wait_for_more()
+                    await sub.settle()
                     continue
                 if event["seq"] <= sub.last_seq:
                     continue  # the previous subscription on this key already sent it

@@ -26,7 +26,8 @@ from protocol.events import (
     TurnStarted,
 )
 from protocol.peer import ConnectionLost, JsonRpcPeer
-from robotad.daemon.events import Event, EventHub, first_seq_after_restart
+from robotad.daemon import events as events_module
+from robotad.daemon.events import SETTLE_WAIT, Event, EventHub, first_seq_after_restart
 
 SID = "s1"
 
@@ -93,6 +94,14 @@ async def hub() -> AsyncIterator[EventHub]:
         nursery.cancel_scope.cancel()
 
 
+async def settled() -> None:
+    """Return once every task is blocked and every delivery woken meanwhile has sent. A
+    delivery task woken by events first waits for the loop to go idle (`_Subscription.settle`):
+    the first idle moment wakes it and this test alike, the second comes once it has sent."""
+    await trio.testing.wait_all_tasks_blocked()
+    await trio.testing.wait_all_tasks_blocked()
+
+
 def delta(text: str = "x", turn_id: str = "t1") -> dict[str, Any]:
     return {"type": "text_delta", "turnId": turn_id, "text": text}
 
@@ -116,13 +125,116 @@ async def release_one_at_a_time(recorder: Recorder, count: int) -> None:
     settled: it was never sent two events at once."""
     recorder.open_gate()
     await recorder.wait_for(count)
-    await trio.testing.wait_all_tasks_blocked()
+    await settled()
     assert recorder.max_in_flight == 1
 
 
 def as_wire(event: Event) -> Any:
     """Decode an event through the protocol's Structs: proves it is a valid session/event."""
     return msgspec.json.decode(msgspec.json.encode(event), type=SessionEvent)
+
+
+# -- letting the loop settle ----------------------------------------------------------------
+
+
+class Producer:
+    """A task that publishes events between steps of its own work (checkpoints, as a turn's
+    steps are) and records how many events the subscriber had when it stopped working."""
+
+    def __init__(self, hub: EventHub, recorder: Recorder) -> None:
+        self.hub = hub
+        self.recorder = recorder
+        self.delivered_while_busy = -1
+
+    async def run(self, kinds: list[str], *, busy_steps: int = 20) -> None:
+        for kind in kinds:
+            self.hub.publish(
+                {"type": kind, "turnId": "t1"} | ({"text": "x"} if kind == "text_delta" else {})
+            )
+            await trio.lowlevel.checkpoint()
+        for _ in range(busy_steps):
+            await trio.lowlevel.checkpoint()
+        self.delivered_while_busy = len(self.recorder.events)
+
+
+async def test_events_wait_until_their_producer_waits_then_go_out_together(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Decision 38: a woken delivery lets the loop settle, so a turn's events go out while
+    the turn waits (for its save), not between its steps."""
+    recorder = Recorder()
+    async with trio.open_nursery() as nursery:
+        hub = EventHub(SID, subscriber_queue=64)
+        await nursery.start(hub.run)
+        hub.subscribe("c1", recorder.send)
+        await settled()  # the delivery task started and waits for events
+        producer = Producer(hub, recorder)
+        await producer.run(["turn_started", "text_delta", "context_updated"])
+        assert producer.delivered_while_busy == 0
+        events = await recorder.wait_for(3)
+        assert [e["seq"] for e in events] == [1, 2, 3]
+        hub.close()
+
+
+async def test_the_end_of_a_turn_goes_at_once_with_what_waited_before_it(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``turn_finished`` does not wait for the loop to settle (a client waits for it beside
+    the reply), and it takes the events queued before it along, in order."""
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send)
+    await settled()  # the delivery task started and waits for events
+    producer = Producer(hub, recorder)
+    await producer.run(["text_delta", "text_delta", "turn_finished"])
+    assert producer.delivered_while_busy == 3
+    assert recorder.seqs == [1, 2, 3]
+
+
+async def test_a_quarter_full_queue_goes_without_waiting_for_the_loop(
+    hub: EventHub, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A producer that keeps the loop busy must not overflow a subscriber that waits for the
+    loop to settle: with a quarter of the queue (2 of 8) waiting, they go at once; one alone
+    waits."""
+    recorder = Recorder()
+    hub.subscribe("c1", recorder.send)
+    await settled()
+    producer = Producer(hub, recorder)
+    await producer.run(["text_delta"])
+    assert producer.delivered_while_busy == 0
+    await recorder.wait_for(1)
+    await settled()
+    await producer.run(["text_delta"] * 2)
+    assert producer.delivered_while_busy == 3
+    assert hub.subscribers == {"c1"}
+
+
+async def test_a_loop_that_never_settles_still_delivers_within_the_bound() -> None:
+    """On the real clock: a producer that publishes once and then keeps the loop busy for
+    twenty times `SETTLE_WAIT` has its event delivered while it is still busy."""
+    hub = EventHub(SID)
+    recorder = Recorder()
+    delivered_at: list[float] = []
+    busy_until = 0.0
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.run)
+        hub.subscribe("c1", recorder.send)
+        await trio.testing.wait_all_tasks_blocked()  # the delivery task waits for events
+        hub.publish(delta())
+        busy_until = trio.current_time() + 20 * SETTLE_WAIT
+        while trio.current_time() < busy_until:
+            if recorder.events and not delivered_at:
+                delivered_at.append(trio.current_time())
+            await trio.lowlevel.checkpoint()
+        hub.close()
+    assert delivered_at
+    assert delivered_at[0] < busy_until
+
+
+def test_the_idle_wait_is_trios_public_one() -> None:
+    """robotad imports trio's idle wait from where it lives (`trio.testing` imports pytest);
+    it must stay the function trio documents, or an upgrade that moved it fails here."""
+    assert events_module.wait_until_idle is trio.testing.wait_all_tasks_blocked
 
 
 # -- stamping -------------------------------------------------------------------------------
@@ -263,7 +375,7 @@ async def test_reconnect_with_after_seq_sees_exactly_the_missed_events(
     hub.publish(delta())  # a live one after the replayed ones
     await after.wait_for(5)
     assert after.seqs == [4, 5, 6, 7, 8]
-    await trio.testing.wait_all_tasks_blocked()
+    await settled()
     assert before.seqs == [1, 2, 3]
 
 
@@ -308,7 +420,7 @@ async def test_a_replayed_backlog_larger_than_the_queue_does_not_overflow(
     # Once the backlog is out, the live queue holds exactly eight again.
     recorder.gate = trio.Event()
     hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()  # 39 in flight
+    await settled()  # 39 in flight
     publish_deltas(hub, 8)
     assert hub.subscribers == {"c1"}
     hub.publish(delta())
@@ -326,7 +438,7 @@ async def test_a_stalled_subscriber_gets_one_overflow_and_never_slows_another(
     hub.subscribe("stalled", stalled.send)
     hub.subscribe("healthy", healthy.send)
     hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()  # event 1 is stuck in the stalled send
+    await settled()  # event 1 is stuck in the stalled send
 
     # publish is synchronous and returns at once while the stalled send stays blocked; the
     # healthy subscriber gets to run between small batches.
@@ -334,7 +446,7 @@ async def test_a_stalled_subscriber_gets_one_overflow_and_never_slows_another(
     for i in range(40):
         seqs.append(hub.publish(delta()))
         if i % 4 == 3:
-            await trio.testing.wait_all_tasks_blocked()
+            await settled()
     assert seqs == list(range(2, 42))
     assert hub.subscribers == {"healthy"}
     await healthy.wait_for(41)
@@ -343,7 +455,7 @@ async def test_a_stalled_subscriber_gets_one_overflow_and_never_slows_another(
     stalled.gate.set()
     await stalled.wait_for(10)  # event 1, the 8 it had queued, then the notice
     hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()
+    await settled()
     assert stalled.seqs == list(range(1, 10))
     notice = stalled.events[-1]
     assert len(stalled.events) == 10
@@ -385,7 +497,7 @@ async def test_a_subscriber_whose_send_raises_is_dropped(
     hub.subscribe("healthy", healthy.send)
     publish_deltas(hub, 5)
     await healthy.wait_for(5)
-    await trio.testing.wait_all_tasks_blocked()
+    await settled()
     assert calls == [1, 2]
     assert hub.subscribers == {"healthy"}
     hub.publish(delta())
@@ -401,7 +513,7 @@ async def test_resubscribing_a_key_without_after_seq_takes_over_its_queue(
 ) -> None:
     recorder = stalled_subscriber(hub)
     hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()  # event 1 in flight on the old subscription
+    await settled()  # event 1 in flight on the old subscription
     publish_deltas(hub, 4)
     assert hub.subscribe("c1", recorder.send) == 5
     hub.publish(delta())
@@ -414,7 +526,7 @@ async def test_resubscribing_a_key_with_an_older_after_seq_never_repeats_or_reor
 ) -> None:
     recorder = stalled_subscriber(hub)
     publish_deltas(hub, 5)
-    await trio.testing.wait_all_tasks_blocked()  # event 1 in flight
+    await settled()  # event 1 in flight
     hub.subscribe("c1", recorder.send, after_seq=0)
     await release_one_at_a_time(recorder, 5)
     assert recorder.seqs == [1, 2, 3, 4, 5]
@@ -424,7 +536,7 @@ async def overflowed(hub: EventHub) -> Recorder:
     """A stalled subscriber "c1" with event 1 in flight, 2..9 queued and 10 overflowed."""
     recorder = stalled_subscriber(hub)
     hub.publish(delta())
-    await trio.testing.wait_all_tasks_blocked()  # 1 in flight
+    await settled()  # 1 in flight
     publish_deltas(hub, 9)  # 2..9 queued, 10 overflows
     return recorder
 
@@ -451,7 +563,7 @@ async def test_unsubscribing_first_replays_what_was_sent_even_in_the_same_step(
     hub.subscribe("c1", recorder.send)
     publish_deltas(hub, 3)
     await recorder.wait_for(3)
-    await trio.testing.wait_all_tasks_blocked()
+    await settled()
     assert hub.unsubscribe("c1") is True
     hub.subscribe("c1", recorder.send, after_seq=0)
     hub.publish(delta())
@@ -500,7 +612,7 @@ async def _interleave(hub: EventHub, recorder: Recorder, rng: random.Random) -> 
             last = recorder.seqs[-1] if recorder.seqs else 0
             hub.subscribe("c1", recorder.send, after_seq=last)
         if hub.subscribers == frozenset():  # overflowed: resubscribe as a client would
-            await trio.testing.wait_all_tasks_blocked()
+            await settled()
             last = recorder.seqs[-1] if recorder.seqs else 0
             hub.subscribe("c1", recorder.send, after_seq=last)
 
@@ -520,7 +632,7 @@ async def test_close_delivers_session_closed_and_ends_delivery(
             hub.subscribe("c1", first.send)
             hub.subscribe("c2", full.send)
             hub.publish(delta())
-            await trio.testing.wait_all_tasks_blocked()
+            await settled()
             hub.publish(delta())
             hub.publish(delta())  # c2's queue is now full
             hub.close()
@@ -547,12 +659,12 @@ async def test_unsubscribe_stops_delivery_and_reports_whether_it_was_subscribed(
 ) -> None:
     recorder = stalled_subscriber(hub)
     publish_deltas(hub, 3)
-    await trio.testing.wait_all_tasks_blocked()  # 1 in flight, 2 and 3 queued
+    await settled()  # 1 in flight, 2 and 3 queued
     assert hub.unsubscribe("c1") is True
     assert hub.unsubscribe("c1") is False
     hub.publish(delta())
     recorder.open_gate()
-    await trio.testing.wait_all_tasks_blocked()
+    await settled()
     assert recorder.seqs == [1]  # the send in progress finished; nothing after it
 
 
@@ -590,7 +702,7 @@ async def test_events_reach_a_client_peer_and_a_closed_connection_is_dropped(
 
         await client.aclose()
         hub.publish(delta())
-        await trio.testing.wait_all_tasks_blocked()
+        await settled()
         assert hub.subscribers == frozenset()
         nursery.cancel_scope.cancel()
 
