@@ -209,6 +209,8 @@ class FileLogSink:
         if digest(content) != sha256:
             raise ValueError("a sidecar's name must be the SHA-256 of its content")
         path = self._payloads / sha256
+        if _stored_already(path, len(content)):
+            return sha256  # named by its content: a file of that name and size holds it
         with refusing_writes(path, self._root):
             fsio.ensure_private_dir(self._path.parent)
             fsio.ensure_private_dir(self._payloads)
@@ -247,6 +249,15 @@ class FileLogSink:
         if fd is not None:
             os.close(fd)
             open_logs.closed(self)
+
+
+def _stored_already(path: Path, size: int) -> bool:
+    """Whether a regular file of `size` bytes is at `path` (a symlink is not one)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == size
 
 
 def _own_mode(fd: int, info: os.stat_result) -> None:

@@ -3,7 +3,10 @@
 Writing (`SessionLogger.log`): the payload is checked against its event's shape
 (`log_events.PAYLOADS`, so nothing is written that the reader would refuse), every sensitive key
 is redacted at any depth (G-152, by key only: G-220), oversized members go to sidecars
-(`sidecars.externalize`, G-153), and the line is wrapped in the logger-owned envelope
+(`sidecars.externalize`, G-153), a member that repeats from line to line — a provider request's
+tools, the same schemas on every call — goes to a sidecar once per distinct content and each
+line names it (`_SHARED`; a reader resolves it as any sidecar, so the entry it decodes is the
+same), and the line is wrapped in the logger-owned envelope
 ``{schemaVersion, timestamp, sessionId, event, data}``: the payload lives under ``data`` and can
 never override an envelope member, whatever names it uses (G-147). Lines are only appended
 (G-146). Streamed text goes to the log as ``text_delta`` events (G-148).
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol, TypedDict
+from typing import Any, Final, Protocol, TypedDict
 
 import msgspec
 from msgspec import Struct
@@ -37,12 +40,15 @@ from .sidecars import (
     DEFAULT_BYTE_BUDGET,
     DEFAULT_DEPTH_LIMIT,
     DEFAULT_SPILL_LIMIT,
+    LITERAL_KEY,
+    SIDECAR_KEY,
     PayloadSource,
     SidecarError,
     contains_reference,
     externalize,
     may_hold_reference,
     resolve,
+    stored,
 )
 
 __all__ = [
@@ -108,6 +114,11 @@ class LogDecodeError(Exception):
 
 # -- writing --------------------------------------------------------------------------------
 
+#: Where a member sits that repeats from line to line, by event: logged as a sidecar, stored
+#: once per distinct content. A provider request's tools are its biggest part and the same on
+#: every call of a session (5 KB of schemas for the built-in tools, far more with MCP servers).
+_SHARED: Final[dict[str, tuple[str, ...]]] = {"provider_request": ("request", "tools")}
+
 
 class SessionLogger:
     """Writes one session's events to a `LogSink`. Not a persistence barrier: a sink failure
@@ -126,6 +137,8 @@ class SessionLogger:
         self._clock = clock
         self._spill_limit = spill_limit
         self._encoder = msgspec.json.Encoder()
+        #: Per shared member's path: its last content as given, and the reference it got.
+        self._shared: dict[tuple[str, ...], tuple[bytes, dict[str, Any]]] = {}
 
     def log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
         """Write one event. `data` may hold Structs (messages…) and datetimes.
@@ -140,8 +153,12 @@ class SessionLogger:
         if not isinstance(payload, dict):
             raise ValueError("a session-log payload must be an object")
         convert(payload, shape)
+        path = _SHARED.get(event)
+        shared = _detach(payload, path) if path is not None else None
         redact_in_place(payload)  # a fresh tree of plain dicts and lists: ours to change
         spilled = externalize(payload, self._sink.put_payload, limit=self._spill_limit)
+        if path is not None and shared is not None:
+            spilled = self._attach(spilled, payload, path, shared)
         line = self._encoder.encode(
             {
                 "schemaVersion": LOG_SCHEMA_VERSION,
@@ -153,12 +170,63 @@ class SessionLogger:
         )
         self._sink.append(line)
 
+    def _attach(
+        self, spilled: dict[str, Any], payload: dict[str, Any], path: tuple[str, ...], value: Any
+    ) -> dict[str, Any]:
+        """`spilled` with the shared member `value` at `path` as a reference to its sidecar;
+        when it cannot be (it spells a sidecar key, or what holds it was spilled whole), the
+        payload logged with the member in place, as any other."""
+        holder = _holder(spilled, path)
+        reference = self._reference(path, value) if holder is not None else None
+        if reference is not None and holder is not None:
+            holder[path[-1]] = reference
+            return spilled
+        redact_in_place(value)
+        restored = _holder(payload, path)
+        assert restored is not None  # `_detach` took the member from there
+        restored[path[-1]] = value
+        return externalize(payload, self._sink.put_payload, limit=self._spill_limit)
+
+    def _reference(self, path: tuple[str, ...], value: Any) -> dict[str, Any] | None:
+        """The sidecar reference for the shared member `value` (stored the first time its
+        content is seen, redacted); None when it cannot be a sidecar."""
+        content = self._encoder.encode(value)
+        known = self._shared.get(path)
+        if known is not None and known[0] == content:
+            return known[1]
+        redact_in_place(value)
+        reference = stored(self._encoder.encode(value), self._sink.put_payload)
+        if reference is not None:
+            self._shared[path] = (content, reference)
+        return reference
+
     def close(self) -> None:
         """Release what the sink holds open, when it has a ``close`` (`FileLogSink` keeps its
         file open between lines); a later `log` may open it again."""
         close = getattr(self._sink, "close", None)
         if close is not None:
             close()
+
+
+def _detach(payload: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """Take the member at `path` out of `payload` and return it, when it is a nonempty
+    object or array; None (and `payload` unchanged) otherwise."""
+    holder = _holder(payload, path)
+    value = holder.get(path[-1]) if holder is not None else None
+    if holder is None or type(value) not in (dict, list) or not value:
+        return None
+    return holder.pop(path[-1])
+
+
+def _holder(tree: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
+    """The object that holds the member at `path` in `tree`: each step a plain object (not
+    a sidecar reference or a literal wrapper); None when there is none such."""
+    node: Any = tree
+    for key in path[:-1]:
+        node = node.get(key) if type(node) is dict else None
+        if type(node) is not dict or SIDECAR_KEY in node or LITERAL_KEY in node:
+            return None
+    return node if type(node) is dict else None
 
 
 # -- reading --------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "externalize",
     "may_hold_reference",
     "resolve",
+    "stored",
 ]
 
 SIDECAR_KEY = "$sidecar"
@@ -97,6 +98,15 @@ def externalize(
     if SIDECAR_KEY in data or LITERAL_KEY in data:
         return {LITERAL_KEY: out}
     return out
+
+
+def stored(content: bytes, put: Callable[[bytes, str], str]) -> dict[str, Any] | None:
+    """`content` (a redacted member's JSON) stored as a sidecar whatever its size, and the
+    reference a line holds in its place; None when it spells a sidecar or literal key (only
+    `externalize`'s walk can wrap those so that a reader takes them literally)."""
+    if _spells_a_key(content):
+        return None
+    return _reference(content, put)
 
 
 def _spill(value: Any, put: Callable[[bytes, str], str], limit: int) -> tuple[Any, int]:

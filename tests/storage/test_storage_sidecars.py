@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from robotad.storage import sidecars
+from robotad.storage import fsio, log_files, sidecars
 from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
 from robotad.storage.session_log import LogDecodeError, SessionLogger, decode_log
 from robotad.storage.sidecars import SidecarError, digest, resolve
@@ -106,6 +106,36 @@ def test_sidecars_are_created_exclusively_and_existing_ones_kept(logs: Path) -> 
     assert existing.stat().st_ino == inode
     assert existing.read_bytes() == content
     assert not [p for p in existing.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_sidecar_stored_already_is_not_written_again(
+    logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reloaded session's first request names the tools' sidecar its log holds already:
+    a file of that name and size is taken as it (G-154) without a temp file and its fsyncs.
+    A symlink of that name is not taken for it: the exclusive create meets it and keeps it."""
+    content = msgspec.json.encode({"blob": "y" * 500})
+    existing = _put(logs, content)
+    created: list[Path] = []
+    real = fsio.create_exclusive
+
+    def counting(path: Path, data: bytes) -> bool:
+        created.append(path)
+        return real(path, data)
+
+    monkeypatch.setattr(log_files.fsio, "create_exclusive", counting)
+    sink = FileLogSink.for_session(logs, SID)
+    assert sink.put_payload(content, digest(content)) == digest(content)
+    assert created == []
+    other = msgspec.json.encode({"blob": "z" * 500})
+    # A link whose own size (its target's length) is the content's: only its kind tells.
+    target = ("d" * 200 + "/") * 2
+    target += "f" * (len(other) - len(target))
+    existing.with_name(digest(other)).symlink_to(target)
+    assert os.lstat(existing.with_name(digest(other))).st_size == len(other)
+    assert sink.put_payload(other, digest(other)) == digest(other)
+    assert created == [existing.with_name(digest(other))]
+    assert existing.with_name(digest(other)).is_symlink()
 
 
 def test_a_sink_refuses_a_name_that_is_not_the_contents_hash(logs: Path) -> None:
