@@ -166,7 +166,9 @@ def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
     bits; a new one gets the default mode under the process umask. A symlink at `path` is
     written through (its target is replaced and the link stays). With `make_parents`, missing
     parent directories are created. Returns True when the file did not exist before.
-    Raises `FileRefused` for a directory or special file at `path`, `OSError` otherwise; on any
+    Raises `FileRefused` for a directory, a special file or a read-only file at `path` (the
+    rename would replace a read-only file, which an in-place write could not change),
+    `OSError` otherwise; on any
     failure the temporary file is removed and `path` is untouched.
     """
     target = os.path.realpath(path) if os.path.islink(path) else path
@@ -184,6 +186,10 @@ def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
         raise FileRefused(f"{path} is a directory, not a file")
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         raise FileRefused(f"{path} is not a regular file (device, FIFO or socket)")
+    if existing is not None and _read_only(target, existing):
+        # The rename would replace it whatever its mode says: refuse as an in-place write would.
+        mode = stat.filemode(existing.st_mode)
+        raise FileRefused(f"{path} is read-only ({mode}); it was left as it is")
 
     fsio.atomic_write(
         Path(target),
@@ -192,6 +198,12 @@ def write_atomically(path: str, data: bytes, *, make_parents: bool) -> bool:
         strict_dir_sync=False,
     )
     return existing is None
+
+
+def _read_only(path: str, info: os.stat_result) -> bool:
+    """Whether the file at `path` is one its mode or owner keeps from being written: no write
+    bit at all (as editors mark a file read-only, also for root), or none for this user."""
+    return not info.st_mode & 0o222 or not os.access(path, os.W_OK)
 
 
 def describe_os_error(exc: OSError, path: str) -> str:

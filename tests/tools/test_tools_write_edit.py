@@ -76,6 +76,38 @@ async def test_write_refuses_a_directory(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "d") == []
 
 
+@pytest.mark.parametrize("mode", [0o444, 0o400, 0o555])
+async def test_write_and_edit_refuse_a_read_only_file(tmp_path: Path, mode: int) -> None:
+    """A file marked read-only is not replaced: the atomic rename would have replaced it
+    (also as root, who may write anything), where an in-place write is refused."""
+    target = tmp_path / "locked.txt"
+    target.write_text("keep me\n")
+    target.chmod(mode)
+    written = await call(WriteTool(), tmp_path, file_path="locked.txt", content="new\n")
+    edited = await call(
+        EditTool(), tmp_path, file_path="locked.txt", old_string="keep", new_string="lose"
+    )
+    for result in (written, edited):
+        assert not result.ok
+        assert (
+            result.content
+            == f"{target} is read-only ({stat.filemode(0o100000 | mode)}); it was left as it is"
+        )
+    assert target.read_text() == "keep me\n"
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    assert os.listdir(tmp_path) == ["locked.txt"]
+
+
+async def test_write_goes_through_a_link_to_a_writable_file_only(tmp_path: Path) -> None:
+    (tmp_path / "real.txt").write_text("before")
+    (tmp_path / "real.txt").chmod(0o444)
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    result = await call(WriteTool(), tmp_path, file_path="link.txt", content="after")
+    assert not result.ok
+    assert "read-only" in result.content
+    assert (tmp_path / "real.txt").read_text() == "before"
+
+
 async def test_write_refuses_a_parent_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("keep")
     result = await call(WriteTool(), tmp_path, file_path="f/child.txt", content="x")
