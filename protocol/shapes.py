@@ -39,6 +39,7 @@ __all__ = [
     "Usage",
     "UtcDatetime",
     "format_timestamp",
+    "in_utc",
     "new_id",
     "utc_now",
 ]
@@ -56,6 +57,19 @@ def utc_now() -> datetime:
     """Now, in UTC, at millisecond precision (what the wire carries)."""
     now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def in_utc(instant: datetime, member: str) -> datetime:
+    """`instant` in UTC; a `ValueError` naming `member` (which msgspec reports as a located
+    validation issue) when it has no UTC date: ``9999-12-31T23:59:59-05:00`` is in year
+    10000, beyond what `datetime` holds. A Struct's ``__post_init__`` uses it."""
+    if instant.utcoffset() == UTC.utcoffset(None):
+        return instant
+    try:
+        return instant.astimezone(UTC)
+    except OverflowError:
+        problem = f"{member} is out of range: in UTC it falls outside years 1-9999"
+        raise ValueError(problem) from None
 
 
 def format_timestamp(instant: datetime) -> str:
@@ -127,8 +141,7 @@ class Message(_Wire):
     metadata: dict[str, Any] | UnsetType = UNSET
 
     def __post_init__(self) -> None:
-        if self.timestamp.utcoffset() != UTC.utcoffset(None):
-            self.timestamp = self.timestamp.astimezone(UTC)
+        self.timestamp = in_utc(self.timestamp, "timestamp")
 
     # -- constructors ---------------------------------------------------------------------
 

@@ -24,13 +24,13 @@ re-encoded; nothing is defaulted in. It reads no field for its meaning (G-216).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from protocol.shapes import Message, PermissionMode, UtcDatetime
+from protocol.shapes import Message, PermissionMode, UtcDatetime, in_utc
 from protocol.validate import Issue, ValidationFailed, convert, issue_from_error, join_path
 from robotad.sandbox.policy import SandboxPolicy
 
@@ -77,8 +77,7 @@ class HistoryEntry(_Record):
     data: dict[str, Any] | UnsetType = UNSET
 
     def __post_init__(self) -> None:
-        if self.timestamp.utcoffset() != timedelta(0):
-            self.timestamp = self.timestamp.astimezone(UTC)
+        self.timestamp = in_utc(self.timestamp, "timestamp")
 
 
 class StoredToolSchema(_Record):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
@@ -274,3 +274,47 @@ def test_random_mutations_are_corrupt_at_the_mutated_path_or_valid(
     assert any(p == path or p.startswith((path + ".", path + "[")) for p in reported) or (
         parent_path in reported
     ), (path, outcome.issues)
+
+
+_FAR_INSTANTS = st.builds(
+    lambda year, rest, hours, minutes: f"{year:04d}-{rest}{hours:+03d}:{minutes:02d}",
+    st.sampled_from([1, 2, 1970, 9998, 9999]),
+    st.sampled_from(["01-01T00:00:00", "12-31T23:59:59", "06-15T12:00:00.5"]),
+    st.integers(-23, 23),
+    st.sampled_from([0, 30, 59]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["messages", "history"]), _FAR_INSTANTS)
+@example("messages", "9999-12-31T23:59:59-05:00")
+@example("history", "0001-01-01T00:00:00+01:00")
+def test_a_timestamp_with_no_utc_date_is_a_located_issue(member: str, instant: str) -> None:
+    """G-002, G-014, G-015: ``9999-12-31T23:59:59-05:00`` is an ISO-8601 instant whose UTC
+    date is in year 10000, which no datetime holds: decoding it raised OverflowError (an
+    import answered -32603, a stored record failed to load the same way). It is now an issue
+    at its message or history entry, in the store and in an artifact alike; an instant with a
+    UTC date decodes to it."""
+    base = record_builtins(make_record(messages=4))
+    base[member][1 if member == "messages" else 0]["timestamp"] = instant
+    where = f"$.record.{member}[{1 if member == 'messages' else 0}]"
+    try:
+        utc = datetime.fromisoformat(instant).astimezone(UTC)
+    except OverflowError:
+        utc = None
+    stored = decode_record(envelope_bytes(base))
+    imported = check_record(base, "$.artifact.record")
+    if utc is None:
+        assert isinstance(stored, Corrupt), stored
+        assert stored.issues == [
+            {
+                "path": where,
+                "message": "timestamp is out of range: in UTC it falls outside years 1-9999",
+            }
+        ]
+        assert imported == [{**stored.issues[0], "path": where.replace("$", "$.artifact", 1)}]
+    else:
+        assert isinstance(stored, Valid), stored
+        entries = getattr(stored.record, member)
+        assert entries[1 if member == "messages" else 0].timestamp == utc
+        assert isinstance(imported, SessionRecord)
