@@ -301,6 +301,7 @@ class SessionAssembler:
         commands are then refused one by one, never run unconfined.
         """
         settings = record.settings
+        self._require_mcp_rules(record, new_at)
         sandbox = settings.sandbox if settings.sandbox is not UNSET else UNCONFINED
         if sandbox.confined and new_at is not None:
             await self._require_sandbox(sandbox)
@@ -356,6 +357,17 @@ class SessionAssembler:
             raise
 
     # -- parts -------------------------------------------------------------------------------
+
+    def _require_mcp_rules(self, record: SessionRecord, new_at: str | None) -> None:
+        """`InvalidParams` at each MCP server of a new session's `record` (`new_at` not None)
+        that breaks the rules of ``session/create``'s (its name, one transport): an import's
+        are checked here, their shape by the record decoder. A stored session's load as
+        they are."""
+        servers = record.settings.mcp_servers
+        if new_at is None or servers is UNSET:
+            return
+        if issues := wire_issues(servers, reserved=self.config.mcp_servers.keys()):
+            raise _relocated(InvalidParams(issues), new_at)
 
     async def _require_sandbox(self, sandbox: SandboxPolicy) -> None:
         """Refuse a new session whose sandbox this machine cannot set up, saying how to go on

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from protocol.methods import McpServer
 from protocol.shapes import Message, PermissionMode, UtcDatetime, in_utc
 from protocol.validate import Issue, ValidationFailed, convert, issue_from_error, join_path
 from robotad.sandbox.policy import SandboxPolicy
@@ -54,6 +55,7 @@ __all__ = [
     "encode_record",
     "instant_issues",
     "is_instant",
+    "mcp_server_issues",
 ]
 
 #: The one version number of the store envelope and the export artifact.
@@ -110,7 +112,8 @@ class SessionSettings(_Record):
     #: The project-instruction files the system prompt was built with at creation.
     instructions: list[str] | UnsetType = UNSET
     script: list[dict[str, Any]] | UnsetType = UNSET
-    #: Session-scoped MCP servers (``session/create {mcpServers}``), as given on the wire.
+    #: Session-scoped MCP servers (``session/create {mcpServers}``), as given on the wire; each
+    #: must be a wire ``McpServer`` (`mcp_server_issues`), since a session is built from it.
     mcp_servers: list[dict[str, Any]] | UnsetType = UNSET
     #: The session's sandbox; absent in records made before sandboxes (then: unconfined).
     sandbox: SandboxPolicy | UnsetType = UNSET
@@ -210,7 +213,9 @@ def decode_record(data: bytes | None) -> DecodeOutcome:
         return _slow_decode(data, exc)
     if envelope.schema_version != SCHEMA_VERSION:
         return Unsupported(envelope.schema_version)
-    issues = instant_issues(envelope.record, "$.record")
+    issues = instant_issues(envelope.record, "$.record") + mcp_server_issues(
+        envelope.record, "$.record"
+    )
     return Corrupt(issues) if issues else Valid(envelope)
 
 
@@ -230,6 +235,7 @@ def _slow_decode(data: bytes, error: msgspec.MsgspecError) -> DecodeOutcome:
         issues = exc.issues
     if isinstance(parsed, dict) and isinstance(parsed.get("record"), dict):
         issues += _raw_instant_issues(parsed["record"], "$.record", issues)
+        issues += _raw_mcp_server_issues(parsed["record"], "$.record")
     return Corrupt(issues or [issue_from_error(error)])
 
 
@@ -242,8 +248,9 @@ def check_record(obj: Any, root: str) -> SessionRecord | list[Issue]:
         issues = _rooted(exc.issues, root)
         if isinstance(obj, dict):
             issues += _raw_instant_issues(obj, root, issues)
+            issues += _raw_mcp_server_issues(obj, root)
         return issues
-    return instant_issues(record, root) or record
+    return instant_issues(record, root) + mcp_server_issues(record, root) or record
 
 
 def _rooted(issues: list[Issue], root: str) -> list[Issue]:
@@ -265,6 +272,29 @@ def _raw_instant_issues(obj: dict[str, Any], root: str, known: list[Issue]) -> l
         path = join_path(root, member)
         if isinstance(value, str) and path not in seen and not is_instant(value):
             issues.append({"path": path, "message": "expected an ISO-8601 instant with timezone"})
+    return issues
+
+
+def mcp_server_issues(record: SessionRecord, root: str) -> list[Issue]:
+    """Issues for each ``settings.mcpServers`` entry that is no wire ``McpServer`` (PROTOCOL
+    §10.5): the record keeps them as given, an open shape, but a session is built from them."""
+    return _raw_mcp_server_issues({"settings": msgspec.to_builtins(record.settings)}, root)
+
+
+def _raw_mcp_server_issues(obj: dict[str, Any], root: str) -> list[Issue]:
+    settings = obj.get("settings")
+    servers = settings.get("mcpServers") if isinstance(settings, dict) else None
+    if not isinstance(servers, list):
+        return []  # absent, or refused for its shape already
+    issues: list[Issue] = []
+    for index, server in enumerate(servers):
+        if not isinstance(server, dict):
+            continue  # refused for its shape already
+        try:
+            convert(server, McpServer)
+        except ValidationFailed as exc:
+            where = join_path(join_path(join_path(root, "settings"), "mcpServers"), index)
+            issues += _rooted(exc.issues, where)
     return issues
 
 

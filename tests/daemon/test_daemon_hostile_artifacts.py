@@ -11,9 +11,14 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol.errors import InvalidParams, RecordCorrupt, SessionNotFound
+from robotad.mcp.config import spec_of_wire
+from robotad.storage.record import check_record
 from tests.daemon_helpers import IO_TIMEOUT, Client, RunningDaemon, connect, module_daemon
+from tests.storage.storage_factories import make_record, record_builtins
 
 daemon = module_daemon()
 
@@ -75,3 +80,99 @@ async def test_a_timestamp_with_no_utc_date_is_refused_where_it_stands(
     ]
     assert listed["far-2"]["status"] == "corrupt"
     assert stored.read_text() == content
+
+
+_SERVER_VALUES = st.one_of(
+    st.none(), st.integers(), st.text(max_size=4), st.lists(st.text(max_size=3), max_size=2)
+)
+_SERVERS = st.lists(
+    st.dictionaries(
+        st.sampled_from(["name", "command", "args", "env", "url", "headers", "cwd"]),
+        _SERVER_VALUES | st.dictionaries(st.text(max_size=3), _SERVER_VALUES, max_size=2),
+        max_size=4,
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_SERVERS)
+def test_every_mcp_server_a_record_lets_through_can_be_built(servers: list[Any]) -> None:
+    """G-002, G-030: a record's ``settings.mcpServers`` is kept as given, and a session is
+    built from it: ``[{"bogus": 1}]`` in an import answered -32603 (KeyError), and in a
+    stored record failed its load the same way. Whatever the entries, the decoder either
+    refuses them at their paths or each one becomes a server spec."""
+    record = record_builtins(make_record(messages=1))
+    record["settings"]["mcpServers"] = servers
+    checked = check_record(record, "$.artifact.record")
+    if isinstance(checked, list):
+        assert checked, servers
+        assert all(i["path"].startswith("$.artifact.record.settings.mcpServers[") for i in checked)
+        return
+    assert checked.settings.mcp_servers == servers
+    for server in servers:
+        spec_of_wire(server, "/tmp")
+
+
+async def test_mcp_servers_that_build_no_session_are_refused_where_they_stand(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-002, G-004, G-030, G-032: an import whose MCP servers are no ``McpServer`` is
+    -32602 at each defect, writing nothing (it answered -32603); a stored record holding one
+    is RecordCorrupt, listed corrupt and untouched; the other sessions go on."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path)
+            source = artifact["record"]["id"]
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            bad["record"]["settings"]["mcpServers"] = [{"bogus": 1}, {"name": "ok", "url": 5}]
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "mcp-1"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "mcp-1"})
+            after_refusal = state_files(daemon)
+            stored = daemon.home.record_path("mcp-2")
+            content = json.dumps({"schemaVersion": 1, "record": {**bad["record"], "id": "mcp-2"}})
+            stored.write_text(content)
+            with pytest.raises(RecordCorrupt) as corrupt:
+                await client.call("session/open", {"sessionId": "mcp-2"})
+            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+            still = await client.call("session/run", {"sessionId": source, "prompt": "again"})
+    root = "$.artifact.record.settings.mcpServers"
+    assert [i["path"] for i in refused.value.issues] == [
+        f"{root}[0].name",
+        f"{root}[0].bogus",
+        f"{root}[1].url",
+    ]
+    assert after_refusal == before
+    assert corrupt.value.data is not None
+    assert [i["path"] for i in corrupt.value.data["issues"]] == [
+        "$.record.settings.mcpServers[0].name",
+        "$.record.settings.mcpServers[0].bogus",
+        "$.record.settings.mcpServers[1].url",
+    ]
+    assert listed["mcp-2"]["status"] == "corrupt"
+    assert stored.read_text() == content
+    assert still["status"] == "completed"
+
+
+async def test_an_import_is_held_to_the_mcp_rules_of_a_create(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032: well-shaped MCP servers an import holds keep the rules a create keeps
+    (a name fit for ``mcp__NAME__TOOL``, one transport), each refused at its path."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path)
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            bad["record"]["settings"]["mcpServers"] = [
+                {"name": "a__b", "command": "x"},
+                {"name": "both", "command": "x", "url": "http://127.0.0.1:1/mcp"},
+            ]
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "mcp-3"})
+    root = "$.artifact.record.settings.mcpServers"
+    assert [i["path"] for i in refused.value.issues] == [f"{root}[0].name", f"{root}[1]"]
+    assert state_files(daemon) == before
