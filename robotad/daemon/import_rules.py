@@ -13,6 +13,10 @@ written:
   answered yet: a result of no call, one before its call or a second one for a call is a
   history every provider refuses, so each later turn of the session would fail. (A call
   without its result is fine: the next prompt closes it, `close_unheld_round`.)
+- no call takes the id of a call still without a result (two calls of one reply under one
+  id, say): a result could not tell them apart, and the next prompt, closing both, gave the
+  id two results — a history this very rule refuses, so the session could not be exported
+  and imported again (architecture decision 25: a call id names one call).
 
 A stored session is not held to these: it loads as it is, a usage that is no `Usage` ignored.
 """
@@ -62,7 +66,9 @@ def tool_result_issues(history: Sequence[Message], root: str) -> list[Issue]:
     answered: set[str] = set()
     for index, message in enumerate(history):
         if message.role == "assistant" and message.tool_calls:
-            for call in message.tool_calls:
+            for position, call in enumerate(message.tool_calls):
+                if call.id in open_calls:
+                    issues.append(_repeated_call(root, index, position, call.id))
                 open_calls.add(call.id)
                 answered.discard(call.id)
         if message.role != "tool":
@@ -80,6 +86,14 @@ def tool_result_issues(history: Sequence[Message], root: str) -> list[Issue]:
             reason = f"answers no call of an earlier assistant message (no call {call_id!r})"
         issues.append({"path": f"{root}.messages[{index}].toolCallId", "message": reason})
     return issues
+
+
+def _repeated_call(root: str, index: int, position: int, call_id: str) -> Issue:
+    return {
+        "path": f"{root}.messages[{index}].toolCalls[{position}].id",
+        "message": f"repeats the id {call_id!r} of a call that has no result yet, so no "
+        "result could tell the two apart",
+    }
 
 
 def _position(path: str, root: str) -> int:

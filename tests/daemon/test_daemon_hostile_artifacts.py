@@ -15,7 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import InvalidParams, RecordCorrupt, SessionNotFound
+from protocol.shapes import Message, ToolCall
+from robotad.agent.loop import open_calls
+from robotad.daemon.fork import fork_history
+from robotad.daemon.import_rules import require_importable
 from robotad.mcp.config import spec_of_wire
+from robotad.session.conversation import NEVER_ANSWERED
 from robotad.storage.record import check_record
 from tests.daemon_helpers import IO_TIMEOUT, Client, RunningDaemon, connect, module_daemon
 from tests.storage.storage_factories import make_record, record_builtins
@@ -175,4 +180,82 @@ async def test_an_import_is_held_to_the_mcp_rules_of_a_create(
                 await client.call("session/import", {"artifact": bad, "sessionId": "mcp-3"})
     root = "$.artifact.record.settings.mcpServers"
     assert [i["path"] for i in refused.value.issues] == [f"{root}[0].name", f"{root}[1]"]
+    assert state_files(daemon) == before
+
+
+_CALL_IDS = st.sampled_from(["c1", "c2", "c3"])
+_STEPS = st.lists(
+    st.one_of(
+        st.builds(lambda: ("user", None)),
+        st.builds(lambda ids: ("assistant", ids), st.lists(_CALL_IDS, max_size=3)),
+        st.builds(lambda call_id: ("tool", call_id), _CALL_IDS),
+    ),
+    max_size=8,
+)
+
+
+def _history(steps: list[tuple[str, Any]]) -> list[Message]:
+    history: list[Message] = []
+    for index, (role, detail) in enumerate(steps):
+        if role == "user":
+            message = Message.user(f"u{index}")
+        elif role == "assistant":
+            message = Message.assistant(None, [ToolCall(i, "Glob", {}) for i in detail] or None)
+        else:
+            message = Message.tool(detail, "Glob", "r", ok=True)
+        history.append(message)
+    return history
+
+
+@settings(max_examples=150, deadline=None)
+@given(_STEPS)
+def test_what_an_import_accepts_its_next_prompt_keeps_importable(
+    steps: list[tuple[str, Any]],
+) -> None:
+    """G-030: a history an import accepts stays one it accepts after the next prompt closes
+    its open round (`close_unheld_round`) and after a fork: two open calls under one id
+    were accepted, and closing both gave that id two results, which import refuses, so the
+    session could not be exported and imported again."""
+    history = _history(steps)
+    refused: list[Any] = []
+    try:
+        require_importable(history, "$.artifact.record")
+    except InvalidParams as exc:
+        refused = exc.issues
+    assert all(i["path"].startswith("$.artifact.record.messages[") for i in refused)
+    if refused:
+        return
+    closed = history + [
+        Message.tool(call.id, call.name, NEVER_ANSWERED, ok=False) for call in open_calls(history)
+    ]
+    require_importable([*closed, Message.user("next")], "$.artifact.record")
+    forked = fork_history("s", history, None, 0).messages
+    require_importable(forked, "$.artifact.record")
+
+
+async def test_two_open_calls_under_one_id_are_refused_at_import(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032: an assistant message whose two calls share an id (a provider never gets
+    to make one: the daemon renames a repeated id, architecture decision 25) is -32602 at
+    the repeat, writing nothing. It was imported, and its next prompt closed both calls,
+    giving the id two results: its export then failed to import."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path, {"toolCalls": [GLOB]}, {"text": "done"})
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            messages = bad["record"]["messages"]
+            calls = messages[1]["toolCalls"]
+            calls.append(dict(calls[0]))
+            del messages[2:]  # the round stays open, as a parked one's would
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "dup-1"})
+    assert refused.value.issues == [
+        {
+            "path": "$.artifact.record.messages[1].toolCalls[1].id",
+            "message": f"repeats the id {calls[0]['id']!r} of a call that has no result yet, "
+            "so no result could tell the two apart",
+        }
+    ]
     assert state_files(daemon) == before
