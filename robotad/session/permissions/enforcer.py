@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -71,9 +71,11 @@ from robotad.session.permissions.consent import consent_pattern
 from robotad.session.permissions.hazards import ProtectedPaths, is_critical_removal
 from robotad.session.permissions.patterns import (
     ANY_TOOL,
+    MATCH_TIME_LIMIT,
     WILDCARD,
     Matcher,
     Rule,
+    compile_pattern,
     compile_rule,
     parse_rule,
     parse_rules,
@@ -100,6 +102,8 @@ __all__ = [
     "RuleKind",
     "parse_permission_mode",
 ]
+
+log = logging.getLogger("robotad.session.permissions")
 
 RuleKind = Literal["allow", "ask", "deny"]
 Outcome = Literal["allow", "ask", "deny"]
@@ -517,6 +521,7 @@ class PermissionEnforcer:
                         if r.tool == ANY_TOOL or rule_covers(r.tool, tool_name)
                     ],
                     compile_one,
+                    too_slow_catches=kind != "allow",
                 )
                 for kind in RULE_KINDS
             }
@@ -536,9 +541,18 @@ _ASKED_ROOTS_KEPT = 64
 
 class _RuleGroup:
     """The rules of one kind that apply to one tool, compiled for its profile. All regex
-    rules are also joined into one alternation, so a value no rule matches costs one scan."""
+    rules are also joined into one alternation, so a value no rule matches costs one scan.
 
-    def __init__(self, rules: Sequence[Rule], compile_one: Callable[[Rule], Matcher]) -> None:
+    A rule whose pattern cannot tell within `MATCH_TIME_LIMIT` whether it catches a value
+    fails closed (decision 40): a deny or ask rule catches it, an allow rule does not."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        compile_one: Callable[[Rule], Matcher],
+        *,
+        too_slow_catches: bool,
+    ) -> None:
         self.bares = [rule for rule in rules if not rule.scoped]
         self.bare = self.bares[0] if self.bares else None
         self.matchers = [compile_one(rule) for rule in rules if rule.scoped]
@@ -546,8 +560,9 @@ class _RuleGroup:
             m for m in self.matchers if m.rule.form == "glob" and WILDCARD not in m.rule.pieces
         ]
         patterns = [f"(?:{m.regex.pattern})" for m in self.matchers if m.regex is not None]
-        self.any_regex = re.compile("|".join(patterns), re.DOTALL) if patterns else None
+        self.any_regex = compile_pattern("|".join(patterns)) if patterns else None
         self.has_domains = any(m.regex is None for m in self.matchers)
+        self.too_slow_catches = too_slow_catches
 
     def first(self, value: str) -> Rule | None:
         """The first argument-scoped rule matching `value`."""
@@ -556,11 +571,36 @@ class _RuleGroup:
     def matching(self, value: str) -> Iterator[Rule]:
         """Every argument-scoped rule matching `value`, in order (none after one scan of the
         joined alternation when no rule can)."""
-        if not self.has_domains and (
-            self.any_regex is None or self.any_regex.fullmatch(value) is None
-        ):
+        if not self.has_domains and not self._any_may_catch(value):
             return iter(())
-        return (m.rule for m in self.matchers if m.matches(value))
+        return (m.rule for m in self.matchers if self.catches(m, value))
+
+    def exactly(self, value: str) -> Rule | None:
+        """The first rule naming `value` exactly (no wildcard) that catches it."""
+        return next((m.rule for m in self.exact if self.catches(m, value)), None)
+
+    def catches(self, matcher: Matcher, value: str) -> bool:
+        """Whether `matcher` catches `value`, failing closed when it cannot tell in time."""
+        try:
+            return matcher.matches(value)
+        except TimeoutError:
+            log.warning(
+                "the rule %s could not be matched against a value of %d characters within "
+                "%g s; it counts as %s",
+                matcher.rule.text,
+                len(value),
+                MATCH_TIME_LIMIT,
+                "catching it" if self.too_slow_catches else "not catching it",
+            )
+            return self.too_slow_catches
+
+    def _any_may_catch(self, value: str) -> bool:
+        if self.any_regex is None:
+            return False
+        try:
+            return self.any_regex.fullmatch(value, timeout=MATCH_TIME_LIMIT) is not None
+        except TimeoutError:
+            return True  # each rule on its own then
 
 
 class _Call:
@@ -630,7 +670,7 @@ class _Call:
         if self.value is None:
             return None
         if self.kind == "command":
-            exact = next((m.rule for m in group.exact if m.matches(self.value)), None)
+            exact = group.exactly(self.value)
             if exact is not None or not self.parts:
                 return exact
         spellings = self.paths or self.parts or [self.value]
@@ -643,7 +683,7 @@ class _Call:
         rule naming it exactly: ``Bash(echo:*)`` must not admit ``echo x >> ~/.bashrc``, nor
         ``Bash(rg:*)`` ``rg --pre ./x foo``."""
         if self.kind == "command" and writes_or_runs(spelling):
-            return next((m.rule for m in group.exact if m.matches(spelling)), None)
+            return group.exactly(spelling)
         return group.first(spelling)
 
     def sensitive(self) -> str | None:

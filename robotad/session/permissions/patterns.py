@@ -25,19 +25,24 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from protocol.errors import Issue
 from protocol.pattern_text import escape_pattern_text, url_host
 from robotad.agent.tool import ToolProfile
 from robotad.session.errors import InvalidSetting
 
+if TYPE_CHECKING:
+    import regex
+
 __all__ = [
     "ANY_TOOL",
+    "MATCH_TIME_LIMIT",
     "WILDCARD",
     "Matcher",
     "Rule",
     "RuleForm",
+    "compile_pattern",
     "compile_rule",
     "escape_pattern_text",
     "host_matches",
@@ -237,16 +242,32 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
 # -- matching --------------------------------------------------------------------------------
 
 
+#: Seconds one rule's pattern may take to match one argument. A pattern of several `*`
+#: backtracks on a long argument the model chose (``Read(**/a/**/b/**/c/**)`` took 5.5 s on a
+#: 4 KB path, ``Bash(*foo*bar*baz)`` would take minutes on 60 KB), holding every session; past
+#: this the check raises TimeoutError and its caller fails closed (decision 40).
+MATCH_TIME_LIMIT: Final = 0.02
+
+
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """`pattern` compiled by the `regex` package, whose matches take a time limit."""
+    import regex  # 20 ms of start-up: imported when a session first compiles its rules
+
+    return regex.compile(pattern, regex.DOTALL | regex.V0)
+
+
 @dataclass(frozen=True, slots=True)
 class Matcher:
     """A rule compiled for one tool profile and cwd. `matches(value)` takes the call's
     effective (canonical) argument value; None (no argument) matches only bare tool rules."""
 
     rule: Rule
-    regex: re.Pattern[str] | None
+    regex: regex.Pattern[str] | None
     host: str = ""
 
     def matches(self, value: str | None) -> bool:
+        """Whether the rule catches `value`; TimeoutError when its pattern could not tell
+        within `MATCH_TIME_LIMIT` (the caller decides which way that fails closed)."""
         form = self.rule.form
         if form == "tool":
             return True
@@ -256,7 +277,7 @@ class Matcher:
             host = url_host(value)
             return host is not None and host_matches(host, self.host)
         assert self.regex is not None
-        return self.regex.fullmatch(value) is not None
+        return self.regex.fullmatch(value, timeout=MATCH_TIME_LIMIT) is not None
 
 
 def host_matches(host: str, domain: str) -> bool:
@@ -285,7 +306,7 @@ def compile_rule(
         pattern = _path_regex(rule.pieces, cwd, home or os.path.expanduser("~"), prefix, resolve)
     else:
         pattern = _text_regex(rule.pieces) + (".*" if prefix else "")
-    return Matcher(rule, re.compile(pattern, re.DOTALL))
+    return Matcher(rule, compile_pattern(pattern))
 
 
 def _text_regex(pieces: Sequence[str]) -> str:
