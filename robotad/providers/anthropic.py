@@ -42,7 +42,7 @@ from anthropic.types import (
 
 from protocol.shapes import ToolCall, Usage, new_id
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
-from robotad.providers.bodies import bounded
+from robotad.http_bounds import bounded
 from robotad.providers.clients import ClientLease
 from robotad.providers.convert import (
     anthropic_messages,
@@ -228,13 +228,13 @@ def new_anthropic_client(
 ) -> anthropic.AsyncAnthropic:
     """Blocking (SSL context, CA bundle): the SDK client every Anthropic provider uses — the
     key and base URL explicit, no SDK retries, only connecting bounded, no telemetry, what
-    an answer may make it hold bounded (`bodies`)."""
+    an answer may make it hold bounded (`robotad.http_bounds`)."""
     return anthropic.AsyncAnthropic(
         api_key=api_key or NO_KEY,
         base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
         max_retries=0,
         timeout=sdk_timeout(connect_timeout),
-        http_client=bounded(http_client or anthropic.DefaultAsyncHttpxClient()),
+        http_client=bounded(http_client or anthropic.DefaultAsyncHttpxClient(), ProviderFailure),
         open_telemetry=False,
     )
 

@@ -31,7 +31,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from protocol.shapes import ToolCall, Usage, new_id
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
-from robotad.providers.bodies import bounded
+from robotad.http_bounds import bounded
 from robotad.providers.clients import ClientLease
 from robotad.providers.convert import (
     openai_messages,
@@ -214,13 +214,13 @@ def new_openai_client(
 ) -> openai.AsyncOpenAI:
     """Blocking (SSL context, CA bundle): the SDK client every OpenAI provider uses — the
     key and base URL explicit, no SDK retries, only connecting bounded (`sdk_timeout`), what
-    an answer may make it hold bounded (`bodies`)."""
+    an answer may make it hold bounded (`robotad.http_bounds`)."""
     return openai.AsyncOpenAI(
         api_key=api_key or NO_KEY,
         base_url=base_url or DEFAULT_OPENAI_BASE_URL,
         max_retries=0,
         timeout=sdk_timeout(connect_timeout),
-        http_client=bounded(http_client or openai.DefaultAsyncHttpxClient()),
+        http_client=bounded(http_client or openai.DefaultAsyncHttpxClient(), ProviderFailure),
     )
 
 

@@ -1,5 +1,5 @@
-"""What a model server's answer may make robotad hold (`robotad.providers.bodies`): a line
-without end and an error body without end are cut off instead of growing the daemon until the
+"""What a model server's answer may make robotad hold (`robotad.http_bounds`): a line or an
+event without end and an error body without end are cut off instead of growing the daemon until the
 turn's idle deadline; answers are asked for uncompressed, and one compressed anyway is refused.
 Against a loopback server that never ends what it sends: without the bounds each call would
 wait for ever (the tests' own deadline fails them)."""
@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from robotad.agent.provider import ProviderError
+from robotad.http_bounds import MAX_ERROR_BODY_BYTES, MAX_MESSAGE_BYTES
 from robotad.providers.anthropic import AnthropicProvider
-from robotad.providers.bodies import MAX_ERROR_BODY_BYTES, MAX_LINE_BYTES
 from robotad.providers.openai import OpenAIProvider
 
 from .conftest import ProviderCloser, Recorder, Serve, cause_of, fake_served, user_request
@@ -48,7 +48,7 @@ async def test_a_line_without_end_fails_at_the_bound(
     """The OpenAI SDK keeps a line until it ends; a server that never ends one (here it
     stalls after sending past the bound) is cut off there, naming why."""
     opening = b'data: {"choices":[{"index":0,"delta":{"content":"'
-    pieces = [opening] + [b"x" * PIECE] * (MAX_LINE_BYTES // PIECE + 2)
+    pieces = [opening] + [b"x" * PIECE] * (MAX_MESSAGE_BYTES // PIECE + 2)
     server = await serve(Reply(events=pieces, stall_after=len(pieces), coalesce=False))
     failure = await failure_of(provider_for(vendor, server, closing), recorder)
     assert cause_of(failure) == (
@@ -56,6 +56,23 @@ async def test_a_line_without_end_fails_at_the_bound(
         "can read"
     )
     assert failure.retryable is False
+    assert recorder.texts == []
+
+
+@VENDORS
+async def test_an_event_without_end_fails_at_the_bound(
+    vendor: Vendor, serve: Serve, closing: ProviderCloser, recorder: Recorder
+) -> None:
+    """The SDKs keep an event's data lines until the event ends: short lines that never end
+    their event (no empty line) are cut off at the bound too, naming why."""
+    line = b"data: " + b"x" * (PIECE - 7) + b"\n"
+    pieces = [line] * (MAX_MESSAGE_BYTES // PIECE + 2)
+    server = await serve(Reply(events=pieces, stall_after=len(pieces), coalesce=False))
+    failure = await failure_of(provider_for(vendor, server, closing), recorder)
+    assert cause_of(failure) == (
+        "the server sent an event longer than 16 MiB without ending it: no event stream "
+        "robotad can read"
+    )
     assert recorder.texts == []
 
 
