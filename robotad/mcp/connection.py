@@ -13,6 +13,13 @@ JSON-RPC on stdout…``, ``HTTP 401 Unauthorized…``), never an exception group
 The SDK answers an HTTP server's refusal with a stand-in ("Server returned an error
 response"); robotad's HTTP client notes the status it saw (`_HttpRefusals`) so the reason
 names it, and for 401 and 403 says what to set.
+
+An HTTP server's answers are held to `robotad.http_bounds` (decision 39): a JSON answer, an
+event or a line past 16 MiB, or a compressed answer, fails the one call it answered, saying
+what was too large; the connection, and every other call on it, carries on. The SDK reads
+through those bounds on its own (a JSON answer whole; an event up to 1 MiB unless told, so
+it is told the same 16 MiB: a result that fits a stdio server's answer must not fail over
+HTTP).
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final
 
+import httpx2
 import mcp_types as types
 import trio
 from mcp.client.session import ClientSession
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from robotad.http_bounds import MAX_MESSAGE_BYTES, bounded
 from robotad.log import fields
 from robotad.mcp.config import ServerSpec
 from robotad.mcp.stdio import StdioChannel, open_stdio
@@ -55,20 +64,38 @@ class ServerFailed(Exception):
 _STAND_IN: Final = "Server returned an error response"
 
 
+class _AnswerRefused(httpx2.SSEError, httpx2.StreamError):
+    """An answer a bound of `robotad.http_bounds` refused. Both an event stream's error and
+    a stream error, so the SDK fails the one request whose answer it was reading, however it
+    read it (a JSON body, an event stream), quoting this; anything else would tear down the
+    whole transport, every call on it."""
+
+
 class _HttpRefusals:
-    """The last refusal (status 400 and up) an HTTP server answered a POST with: the SDK's
-    stand-in follows the refused POST of its own request. Its GET event stream (refused 405
-    by many servers, and retried) and its DELETE at close are not what a call is told."""
+    """What an HTTP server's answers were refused for. The last refusal (status 400 and up)
+    it answered a POST with: the SDK's stand-in follows the refused POST of its own request.
+    Its GET event stream (refused 405 by many servers, and retried) and its DELETE at close
+    are not what a call is told. And the reasons `robotad.http_bounds` refused an answer for
+    (`refuse`), which the SDK quotes in the failure of the call it answered."""
 
     def __init__(self) -> None:
         self.last: tuple[int, str] | None = None
+        self.bounds: set[str] = set()
 
     async def on_response(self, response: Any) -> None:
         if response.status_code >= 400 and response.request.method == "POST":
             self.last = (response.status_code, response.reason_phrase)
 
+    def refuse(self, reason: str) -> Exception:
+        self.bounds.add(reason)
+        return _AnswerRefused(reason)
+
     def explain(self, exc: MCPError) -> str | None:
-        """What the refusal behind `exc` was, when `exc` is the SDK's stand-in for one."""
+        """What the refusal behind `exc` was, when `exc` is the SDK's stand-in for one or
+        quotes a refused answer."""
+        for reason in self.bounds:
+            if reason in exc.message:
+                return reason
         if exc.message != _STAND_IN or self.last is None:
             return None
         status, phrase = self.last
@@ -228,9 +255,12 @@ async def _http_streams(
     from mcp.client.streamable_http import streamable_http_client
 
     assert spec.url is not None
-    client = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers)))
+    client = create_mcp_http_client(headers=dict(spec.headers))
     client.event_hooks["response"].append(refusals.on_response)
-    async with streamable_http_client(spec.url, http_client=client) as streams:
+    client = await stack.enter_async_context(bounded(client, refusals.refuse))
+    async with streamable_http_client(
+        spec.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
+    ) as streams:
         yield streams[0], streams[1]
 
 
