@@ -5,6 +5,8 @@ its socket; once the holder is gone (even killed with SIGKILL, since the kernel 
 with the last descriptor) the socket left behind is stale and may be replaced.
 
 The holder writes its pid into the lock file, so a second daemon can say who is in the way.
+That is a courtesy, not the claim: when the pid cannot be written (a full disk under a new
+state folder) the lock is held all the same and a second daemon says "pid unknown".
 The lock file itself is never unlinked: removing it would let a third process lock a fresh
 inode while a second still waits on the old one.
 """
@@ -12,6 +14,7 @@ inode while a second still waits on the old one.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 from types import TracebackType
@@ -19,6 +22,8 @@ from types import TracebackType
 __all__ = ["LOCK_NAME", "AlreadyRunning", "InstanceLock"]
 
 LOCK_NAME = "robotad.lock"
+
+log = logging.getLogger("robotad.server")
 
 
 class AlreadyRunning(Exception):
@@ -67,12 +72,11 @@ class InstanceLock:
             raise
         try:
             os.fchmod(fd, 0o600)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
+        _record_pid(fd, self.path)
 
     def release(self) -> None:
         """Drop the lock (closing the descriptor releases it). The file stays in place."""
@@ -91,6 +95,20 @@ class InstanceLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def _record_pid(fd: int, path: Path) -> None:
+    """Write this process's pid into the held lock file; a failure is logged, never raised:
+    the flock alone is the claim (a dead holder's pid is truncated away first either way)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:
+        log.warning(
+            "%s: cannot write its pid (%s); holding the lock all the same",
+            path,
+            exc.strerror or exc,
+        )
 
 
 def _read_pid(fd: int) -> int | None:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.full_disk import fill, small_tmpfs
 from tests.server.server_harness import (
     IO_TIMEOUT,
     REPO,
@@ -367,3 +368,20 @@ async def test_in_process_daemon_refuses_a_second_in_process_daemon() -> None:
         assert reply["result"]["pid"] == os.getpid()
         reply = await client.call("nope", request_id=2)
         assert error_code(reply) == -32601
+
+
+async def test_a_full_disk_under_a_new_state_folder_does_not_stop_the_start() -> None:
+    """robotad's first start over a state folder on a full disk: its pid cannot be written
+    into the new ``robotad.lock``, which only serves to name it to a second daemon. It serves
+    anyway (reads work, and the README promises no restart once space is freed); the lock
+    still keeps a second daemon out, which then cannot name the holder."""
+    with private_base() as base, small_tmpfs(base / "state"):
+        filler = fill(base / "state")
+        socket_path = base / "run" / "robotad.sock"
+        async with daemon_process(socket_path, base) as process:
+            assert (await status_of(socket_path))["pid"] == process.pid
+            assert "cannot write its pid" in (base / "stderr").read_text()
+            code, stderr = await run_daemon_to_exit(base / "other" / "robotad.sock", base)
+            assert code == 1
+            assert "already running (another process (pid unknown)" in stderr
+            filler.unlink()
