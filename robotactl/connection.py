@@ -111,8 +111,13 @@ async def _start_unless_served(
     """Start robotad under the autostart lock unless `probe` finds one serving meanwhile;
     return what `probe` connects once it serves."""
     # Imported here: only a client that found no daemon pays for it.
+    from protocol.instance_lock import LOCK_NAME, PREDECESSOR_WAIT, shutting_down
     from robotactl.autostart import autostart_lock, start_daemon
 
+    if shutting_down(socket_path.parent / LOCK_NAME):
+        # A daemon is shutting down there (its socket is gone, its lock still held): the one
+        # started now waits for it to exit before it serves.
+        ready_timeout += PREDECESSOR_WAIT
     async with autostart_lock(socket_path, lock_timeout=2 * ready_timeout):
         # Whoever held the lock before us may have started it already.
         connection = await probe()

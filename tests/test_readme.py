@@ -211,6 +211,7 @@ def test_the_readme_lists_exactly_the_hook_events_the_config_accepts() -> None:
 def test_the_error_messages_the_readme_quotes_are_the_ones_printed(tmp_path: Path) -> None:
     """A reader searches for the message on their screen: the README's quotes of a config
     error and of a second daemon's refusal are what robotad prints."""
+    from protocol.instance_lock import PREDECESSOR_WAIT
     from protocol.validate import ValidationFailed
     from robotad.config import decode_config
     from robotad.server.lock import AlreadyRunning
@@ -223,3 +224,6 @@ def test_the_error_messages_the_readme_quotes_are_the_ones_printed(tmp_path: Pat
     running = str(AlreadyRunning(tmp_path / "robotad.lock", 4242))
     quoted = running.replace("4242", "N").replace(str(tmp_path), "…")
     assert f"`{quoted}`" in text
+    stopping = AlreadyRunning(tmp_path / "robotad.lock", 4242, stopping=True)
+    waited = f"{stopping} after {PREDECESSOR_WAIT:g} s of waiting for\n  it to exit"
+    assert f"`{waited.replace('4242', 'N').replace(str(tmp_path), '…')}`" in text

@@ -6,7 +6,10 @@
    ``ROBOTA_SOCKET`` / ``$XDG_RUNTIME_DIR/robota`` / ``/tmp/robota-$UID``;
 2. check (or create, 0700) the directory that holds it, take the instance lock beside it, and
    only then bind — a stale socket is replaced, a live one is never touched; then the same
-   lock in the state folder, so that one daemon owns a state folder whatever its socket;
+   lock in the state folder, so that one daemon owns a state folder whatever its socket. A
+   lock held by a daemon that is shutting down (it marked it so) is waited for, at most
+   `PREDECESSOR_WAIT` seconds: its socket is gone, and a daemon started meanwhile (the next
+   robotactl command after ``robotactl shutdown``) must not refuse as "already running";
 3. open the application, add the daemon methods to its router, start the server, install the
    SIGTERM/SIGINT handlers;
 4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
@@ -22,6 +25,7 @@ with a message fit to print as is.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -34,6 +38,7 @@ from typing import Final
 import trio
 
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from protocol.instance_lock import PREDECESSOR_WAIT
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
 from robotad import open_files
@@ -66,6 +71,8 @@ log = logging.getLogger("robotad.server")
 
 #: Events buffered per session for replay (``--event-buffer``), PROTOCOL.md §5.
 DEFAULT_EVENT_BUFFER: Final = 10_000
+#: How often a lock held by a stopping daemon is tried again (flock has nothing to wait on).
+_PREDECESSOR_POLL: Final = 0.05
 
 
 class StartupError(Exception):
@@ -110,10 +117,11 @@ async def serve_daemon(
         cleanup.callback(ready_pipe.close)
         notifier = Notifier.from_environ(env)
         cleanup.callback(notifier.close)
-        listener, socket_lock = _open_listener(settings, env, cleanup)
+        listener, socket_lock = await _open_listener(settings, env, cleanup)
         socket_name = _socket_name(listener)
         state = state_dir(env)
-        _claim_state(state, socket_lock, cleanup)
+        state_lock = await _claim_state(state, socket_lock.path, cleanup)
+        locks = [lock for lock in (socket_lock, state_lock) if lock is not None]
         context = DaemonContext(
             state_dir=state,
             socket_path=socket_name,
@@ -122,7 +130,11 @@ async def serve_daemon(
         )
         async with app_factory(context) as app:
             server = Server(
-                listener, app, max_message_bytes=settings.max_message_bytes, notifier=notifier
+                listener,
+                app,
+                max_message_bytes=settings.max_message_bytes,
+                notifier=notifier,
+                on_stopping=functools.partial(_mark_stopping, locks),
             )
             info = DaemonInfo(
                 version=daemon_version(),
@@ -160,11 +172,11 @@ async def serve_daemon(
     log.info("stopped")
 
 
-def _open_listener(
+async def _open_listener(
     settings: DaemonSettings, env: MutableMapping[str, str], cleanup: ExitStack
-) -> tuple[Listener, Path]:
+) -> tuple[Listener, InstanceLock]:
     """The listener, with the instance lock held beside it (released by `cleanup`), and that
-    lock's path."""
+    lock."""
     try:
         listener = activated_listener(env)
     except ListenerError as exc:
@@ -177,14 +189,14 @@ def _open_listener(
                 extra=fields(listener=listener.path, ignored=settings.socket),
             )
         base = listener.path or resolve_socket_path(settings.socket, env)
-        return listener, _take_lock(base.parent, cleanup)
+        return listener, await _take_lock(base.parent, cleanup)
     path = resolve_socket_path(settings.socket, env)
     try:
         check_socket_path(path)
         refuse_non_socket(path)  # before the lock file is made beside it
     except (RuntimeDirError, ListenerError) as exc:
         raise StartupError(str(exc)) from exc
-    lock = _take_lock(path.parent, cleanup)
+    lock = await _take_lock(path.parent, cleanup)
     try:
         listener = bind_listener(path)
     except ListenerError as exc:
@@ -194,47 +206,78 @@ def _open_listener(
     return listener, lock
 
 
-def _take_lock(directory: Path, cleanup: ExitStack) -> Path:
-    """The instance lock in the socket's folder (created 0700 when missing); its path."""
+async def _take_lock(directory: Path, cleanup: ExitStack) -> InstanceLock:
+    """The instance lock in the socket's folder (created 0700 when missing)."""
     try:
         ensure_private_dir(directory)
     except RuntimeDirError as exc:
         raise StartupError(str(exc)) from exc
-    return _hold(directory / LOCK_NAME, cleanup)
+    return await _hold(directory / LOCK_NAME, cleanup)
 
 
-def _hold(path: Path, cleanup: ExitStack, advice: str = "") -> Path:
-    """Take the lock at `path` until `cleanup` runs, or raise `StartupError` naming who holds
-    it (with `advice` after)."""
+async def _hold(path: Path, cleanup: ExitStack, advice: str = "") -> InstanceLock:
+    """Take the lock at `path` until `cleanup` runs, waiting while its holder is shutting
+    down; else raise `StartupError` naming who holds it (with `advice` after)."""
     lock = InstanceLock(path)
-    try:
-        lock.acquire()
-    except AlreadyRunning as exc:
-        raise StartupError(f"{exc}{advice}") from exc
-    except OSError as exc:
-        raise StartupError(f"cannot open lock file {lock.path}: {exc.strerror or exc}") from exc
-    cleanup.callback(lock.release)
-    return path
+    waited: AlreadyRunning | None = None
+    with trio.move_on_after(PREDECESSOR_WAIT):
+        while True:
+            try:
+                lock.acquire()
+            except AlreadyRunning as exc:
+                if not exc.stopping:
+                    raise StartupError(f"{exc}{advice}") from exc
+                if waited is None:
+                    log.info(
+                        "robotad pid %s is shutting down; waiting for it to exit",
+                        exc.pid,
+                        extra=fields(lock=path),
+                    )
+                waited = exc
+                await trio.sleep(_PREDECESSOR_POLL)
+                continue
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot open lock file {lock.path}: {exc.strerror or exc}"
+                ) from exc
+            cleanup.callback(lock.release)
+            return lock
+    raise StartupError(
+        f"{waited} after {PREDECESSOR_WAIT:g} s of waiting for it to exit{advice}; "
+        "try again once it has exited"
+    )
 
 
-def _claim_state(state: Path, socket_lock: Path, cleanup: ExitStack) -> None:
+async def _claim_state(state: Path, socket_lock: Path, cleanup: ExitStack) -> InstanceLock | None:
     """One daemon a state folder: the instance lock again, in the state folder (unless that is
     the socket's folder too), so that a daemon started for another socket cannot open — and
-    delete, and overwrite — the sessions, journals and logs another one holds."""
+    delete, and overwrite — the sessions, journals and logs another one holds. The lock, or
+    None when it is the socket's."""
     try:
         fsio.ensure_private_dir(state)
     except OSError as exc:
         raise StartupError(f"cannot use state folder {state}: {exc.strerror or exc}") from exc
     path = state / LOCK_NAME
-    with suppress(OSError):
-        if os.path.samefile(path, socket_lock):
-            return
-    _hold(
+    if _same_file(path, socket_lock):
+        return None
+    return await _hold(
         path,
         cleanup,
         "; one robotad owns a state folder: stop that one, or give this one "
         "another (ROBOTA_STATE_DIR)",
     )
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    with suppress(OSError):
+        return os.path.samefile(path, other)
+    return False
+
+
+def _mark_stopping(locks: list[InstanceLock]) -> None:
+    """Say in every lock this daemon holds that its shutdown has begun (`Server.on_stopping`)."""
+    for lock in locks:
+        lock.mark_stopping()
 
 
 def _socket_name(listener: Listener) -> str:

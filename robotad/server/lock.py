@@ -4,8 +4,10 @@ The lock is what makes a socket file "live": while a daemon holds it, nobody unl
 its socket; once the holder is gone (even killed with SIGKILL, since the kernel drops the lock
 with the last descriptor) the socket left behind is stale and may be replaced.
 
-The holder writes its pid into the lock file, so a second daemon can say who is in the way.
-That is a courtesy, not the claim: when the pid cannot be written (a full disk under a new
+The holder writes its pid into the lock file, so a second daemon can say who is in the way,
+and marks it stopping once its shutdown begins (`mark_stopping`; the text is
+`protocol.instance_lock`'s), so a daemon started meanwhile can wait for it instead of refusing.
+That is a courtesy, not the claim: when the text cannot be written (a full disk under a new
 state folder) the lock is held all the same and a second daemon says "pid unknown".
 The lock file itself is never unlinked: removing it would let a third process lock a fresh
 inode while a second still waits on the old one.
@@ -19,21 +21,24 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["LOCK_NAME", "AlreadyRunning", "InstanceLock"]
+from protocol.instance_lock import LOCK_NAME, format_holder, parse_holder
 
-LOCK_NAME = "robotad.lock"
+__all__ = ["LOCK_NAME", "AlreadyRunning", "InstanceLock"]
 
 log = logging.getLogger("robotad.server")
 
 
 class AlreadyRunning(Exception):
-    """Another daemon holds the lock. `pid` is the pid it wrote, or None when unreadable."""
+    """Another daemon holds the lock. `pid` is the pid it wrote, or None when unreadable;
+    `stopping` when it wrote that its shutdown has begun."""
 
-    def __init__(self, lock_path: Path, pid: int | None) -> None:
+    def __init__(self, lock_path: Path, pid: int | None, *, stopping: bool = False) -> None:
         who = f"pid {pid}" if pid is not None else "another process (pid unknown)"
-        super().__init__(f"robotad is already running ({who} holds {lock_path})")
+        state = "still shutting down" if stopping else "already running"
+        super().__init__(f"robotad is {state} ({who} holds {lock_path})")
         self.lock_path = lock_path
         self.pid = pid
+        self.stopping = stopping
 
 
 class InstanceLock:
@@ -64,9 +69,9 @@ class InstanceLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = _read_pid(fd)
+            pid, stopping = _read_holder(fd)
             os.close(fd)
-            raise AlreadyRunning(self.path, pid) from None
+            raise AlreadyRunning(self.path, pid, stopping=stopping) from None
         except BaseException:
             os.close(fd)
             raise
@@ -76,7 +81,12 @@ class InstanceLock:
             os.close(fd)
             raise
         self._fd = fd
-        _record_pid(fd, self.path)
+        _record(fd, self.path, stopping=False)
+
+    def mark_stopping(self) -> None:
+        """Write that this holder's shutdown has begun (best effort; see the module doc)."""
+        if self._fd is not None:
+            _record(self._fd, self.path, stopping=True)
 
     def release(self) -> None:
         """Drop the lock (closing the descriptor releases it). The file stays in place."""
@@ -97,12 +107,13 @@ class InstanceLock:
         self.release()
 
 
-def _record_pid(fd: int, path: Path) -> None:
-    """Write this process's pid into the held lock file; a failure is logged, never raised:
-    the flock alone is the claim (a dead holder's pid is truncated away first either way)."""
+def _record(fd: int, path: Path, *, stopping: bool) -> None:
+    """Write this process's pid (and `stopping`) into the held lock file; a failure is logged,
+    never raised: the flock alone is the claim (a dead holder's text is truncated away first
+    either way)."""
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, format_holder(os.getpid(), stopping=stopping), 0)
     except OSError as exc:
         log.warning(
             "%s: cannot write its pid (%s); holding the lock all the same",
@@ -111,10 +122,10 @@ def _record_pid(fd: int, path: Path) -> None:
         )
 
 
-def _read_pid(fd: int) -> int | None:
-    """The pid the holder wrote, or None if the file is empty (holder between lock and write)."""
+def _read_holder(fd: int) -> tuple[int | None, bool]:
+    """The pid the holder wrote and whether it is stopping; no pid if the file is empty
+    (holder between lock and write)."""
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return parse_holder(os.pread(fd, 64, 0))
     except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+        return None, False

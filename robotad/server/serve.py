@@ -2,9 +2,10 @@
 
 `Server.run` serves a `Listener` until `request_shutdown` is called, then shuts down in order:
 
-1. **stop accepting** — the accept loop is cancelled, the listening socket closed and (if we
-   bound it) its file unlinked, so a new client fails fast instead of queueing for a dying
-   daemon; ``STOPPING=1`` goes to the service manager;
+1. **stop accepting** — `on_stopping` is called (the daemon marks its lock: a daemon started
+   from now on waits for this one to exit), the accept loop is cancelled, the listening socket
+   closed and (if we bound it) its file unlinked, so a new client fails fast instead of
+   queueing for a dying daemon; ``STOPPING=1`` goes to the service manager;
 2. **drain the application** — ``app.on_shutdown(grace)`` runs while every open connection is
    still served, so a client waiting on a turn hears its outcome; it is cancelled if it overruns
    ``grace + margin``;
@@ -28,6 +29,7 @@ import errno
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Final
 
 import trio
@@ -82,7 +84,9 @@ class Server:
     """Serves one listener with the application's router until asked to shut down.
 
     The server does not own `listener` beyond closing it when it stops accepting; the caller
-    keeps the instance lock. `notifier` (optional) is told ``STOPPING=1`` when shutdown begins.
+    keeps the instance lock. `notifier` (optional) is told ``STOPPING=1`` when shutdown begins;
+    `on_stopping` (optional, must not block or raise) is called once, just before the socket
+    file goes.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class Server:
         notifier: Notifier | None = None,
         flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
         hook_margin: float = DEFAULT_HOOK_MARGIN,
+        on_stopping: Callable[[], None] | None = None,
     ) -> None:
         self.listener = listener
         self.app = app
@@ -101,6 +106,7 @@ class Server:
         self.notifier = notifier or Notifier(None)
         self.flush_timeout = flush_timeout
         self.hook_margin = hook_margin
+        self.on_stopping = on_stopping
         self._uid = os.geteuid()
         self._connections: set[_Connection] = set()
         self._shutdown_requested = trio.Event()
@@ -163,6 +169,8 @@ class Server:
         if self._stopping:
             return
         self._stopping = True
+        if self.on_stopping is not None:
+            self.on_stopping()
         self.listener.remove_socket_file()
         trio_listener.socket.close()
         self.notifier.stopping("shutting down")

@@ -22,7 +22,7 @@ from robotactl.autostart import (
 )
 from robotactl.connection import DaemonStartFailed, connect
 
-from .conftest import PROCESS_TIMEOUT, REPO
+from .conftest import PROCESS_TIMEOUT, REPO, Pidfds
 
 
 def test_daemon_environment_drops_systemd_unit_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,6 +151,55 @@ async def test_connect_autostarts_and_the_peer_works(socket_dir: Path) -> None:
             os.close(pidfd)
     _, status_code = os.waitpid(pid, 0)  # our child: reap it
     assert os.waitstatus_to_exitcode(status_code) == 0
+
+
+async def test_a_daemon_shutting_down_gets_its_successor_more_time(
+    socket_dir: Path, stray_daemons: Pidfds
+) -> None:
+    """The next command after ``robotactl shutdown``, while a turn still finishes: the robotad
+    it starts waits for the stopping one (its socket gone, its lock held and marked stopping)
+    to exit, so robotactl gives it that much longer than `ready_timeout` (here 0 s, which no
+    start could meet: it failed 'did not report ready within 0 s')."""
+    from robotad.server.lock import InstanceLock
+
+    path = socket_dir / "robotad.sock"
+    stopping = InstanceLock(socket_dir / "robotad.lock")  # the stopping daemon's, in-process
+    stopping.acquire()
+    stopping.mark_stopping()
+    log = socket_dir / LOG_NAME
+    with trio.fail_after(PROCESS_TIMEOUT):
+        async with trio.open_nursery() as nursery:
+
+            async def release_once_waited_for() -> None:
+                while "waiting for it to exit" not in (log.read_text() if log.exists() else ""):
+                    await trio.sleep(0.05)
+                stopping.release()
+
+            nursery.start_soon(release_once_waited_for)
+            try:
+                pid = await _status_then_shutdown(path)
+            except DaemonStartFailed as exc:  # before the fix: 'within 0 s'; stop that daemon
+                stopping.release()
+                started = re.search(r"robotad \(pid (\d+)\)", str(exc))
+                if started:
+                    stray_daemons.track(int(started.group(1)))
+                raise
+    _, status_code = os.waitpid(pid, 0)  # our child: reap it
+    assert os.waitstatus_to_exitcode(status_code) == 0
+    assert f"robotad pid {os.getpid()} is shutting down" in log.read_text()
+
+
+async def _status_then_shutdown(path: Path) -> int:
+    """Autostart (ready_timeout 0) a daemon at `path`, then shut it down; its pid once exited."""
+    async with connect(path, autostart=True, ready_timeout=0) as peer:
+        pid: int = (await peer.request("daemon/status", {}))["pid"]
+        pidfd = os.pidfd_open(pid)
+        try:
+            assert await peer.request("daemon/shutdown", {"graceSeconds": 0}) == {"ok": True}
+            await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+    return pid
 
 
 # -- the lock ----------------------------------------------------------------------------------

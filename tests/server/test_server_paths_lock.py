@@ -7,7 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
+from protocol.instance_lock import PREDECESSOR_WAIT, parse_holder, shutting_down
 from robotad.server.lock import AlreadyRunning, InstanceLock
 from robotad.server.paths import (
     MAX_SOCKET_PATH_BYTES,
@@ -138,3 +141,40 @@ def test_a_folder_of_ones_own_may_be_tightened(tmp_path: Path) -> None:
     # Tightening is one way; a folder others should read (a project's) has another.
     assert f"run: chmod 700 {own}, if nobody else should read it; or put the socket" in message
     assert f"--socket {own / f'robota-{os.geteuid()}' / 'robotad.sock'}" in message
+
+
+def test_a_stopping_holder_says_so(tmp_path: Path) -> None:
+    """Once its shutdown began, the holder's lock says so: a second claimant learns it is
+    stopping (and waits for it, in `serve_daemon`), and so does a client."""
+    path = tmp_path / "robotad.lock"
+    with InstanceLock(path) as holder:
+        with pytest.raises(AlreadyRunning, match="already running") as caught:
+            InstanceLock(path).acquire()
+        assert not caught.value.stopping
+        assert not shutting_down(path)
+        holder.mark_stopping()
+        with pytest.raises(AlreadyRunning, match=f"still shutting down \\(pid {os.getpid()}"):
+            InstanceLock(path).acquire()
+        assert shutting_down(path)
+    assert parse_holder(b"") == (None, False)
+    assert parse_holder(b"12 stopping\n") == (12, True)
+    assert parse_holder(b"stopping\n") == (None, False)
+    assert not shutting_down(tmp_path / "missing.lock")
+
+
+async def test_a_daemon_that_never_finishes_stopping_is_waited_for_so_long(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    from robotad.server.lifecycle import DaemonSettings, StartupError, serve_daemon
+
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    with InstanceLock(run / "robotad.lock") as holder:
+        holder.mark_stopping()
+        with pytest.raises(StartupError) as caught:
+            await serve_daemon(DaemonSettings(socket=run / "robotad.sock"), environ={})
+    assert str(caught.value) == (
+        f"robotad is still shutting down (pid {os.getpid()} holds {run / 'robotad.lock'}) "
+        f"after {PREDECESSOR_WAIT:g} s of waiting for it to exit; try again once it has exited"
+    )
+    assert not (run / "robotad.sock").exists()

@@ -45,14 +45,17 @@ def private_base() -> Iterator[Path]:
 
 
 @asynccontextmanager
-async def daemon_process(socket_path: Path, base: Path, *args: str) -> AsyncIterator[trio.Process]:
-    """A daemon subprocess that has announced readiness on its ready pipe; killed on exit."""
+async def daemon_process(
+    socket_path: Path, base: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[trio.Process]:
+    """A daemon subprocess that has announced readiness on its ready pipe; killed on exit.
+    `env`: variables beside the state folder's."""
     read_end, write_end = os.pipe()
     with open(base / "stderr", "ab") as stderr:
         process = await trio.lowlevel.open_process(
             daemon_command("--socket", str(socket_path), "--ready-fd", str(write_end), *args),
             pass_fds=(write_end,),
-            env=daemon_environ(ROBOTA_STATE_DIR=str(base / "state")),
+            env=daemon_environ(ROBOTA_STATE_DIR=str(base / "state"), **(env or {})),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -385,3 +388,64 @@ async def test_a_full_disk_under_a_new_state_folder_does_not_stop_the_start() ->
             assert code == 1
             assert "already running (another process (pid unknown)" in stderr
             filler.unlink()
+
+
+async def _read_until(stream: trio.abc.ReceiveStream, text: bytes) -> bytes:
+    seen = b""
+    while text not in seen:
+        chunk = await stream.receive_some(4096)
+        assert chunk, seen.decode()
+        seen += chunk
+    return seen
+
+
+async def test_a_daemon_started_while_the_last_one_shuts_down_waits_for_it() -> None:
+    """``robotactl shutdown`` while a session is closing (a turn finishing in its grace, a slow
+    SessionEnd hook), then any command: its autostarted robotad found the lock held by a
+    daemon whose socket was already gone, and exited 'already running' — a daemon nobody
+    could reach. The stopping one now says so in its lock, and the new one waits for it to
+    exit, then serves."""
+    with private_base() as base:
+        socket_path = base / "run" / "robotad.sock"
+        hook_started, release = base / "hook-started", base / "release"
+        os.mkfifo(hook_started)
+        os.mkfifo(release)
+        config = base / "config.toml"
+        hook = f"echo started > {hook_started}; read line < {release}"
+        config.write_text(
+            f"[[hooks.SessionEnd]]\nhooks = [{{type = 'command', command = {hook!r}, "
+            "timeout = 60}]\n"
+        )
+        env = {"ROBOTA_CONFIG": str(config)}
+        async with daemon_process(socket_path, base, env=env) as first:
+            client = await RawClient.connect(socket_path)
+            reply = await client.call("session/create", {"cwd": str(base)})
+            assert "result" in reply, reply
+            reply = await client.call("daemon/shutdown", {"graceSeconds": 0}, request_id=2)
+            assert reply["result"] == {"ok": True}
+            with trio.fail_after(IO_TIMEOUT):  # the first daemon is closing its session
+                assert await trio.to_thread.run_sync(hook_started.read_text) == "started\n"
+            assert not socket_path.exists()
+            second = await trio.lowlevel.open_process(
+                daemon_command("--socket", str(socket_path)),
+                env=daemon_environ(ROBOTA_STATE_DIR=str(base / "state")),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            assert second.stderr is not None
+            try:
+                with trio.fail_after(START_TIMEOUT):
+                    waiting = await _read_until(second.stderr, b"waiting for it to exit")
+                assert f"pid {first.pid}".encode() in waiting
+                with trio.fail_after(IO_TIMEOUT):
+                    await trio.to_thread.run_sync(release.write_text, "go\n")
+                    assert await first.wait() == 0
+                with trio.fail_after(START_TIMEOUT):
+                    await _read_until(second.stderr, b"serving")
+                assert (await status_of(socket_path))["pid"] == second.pid
+            finally:
+                second.kill()
+                with trio.fail_after(IO_TIMEOUT):
+                    await second.wait()
+                await client.aclose()
