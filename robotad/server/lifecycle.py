@@ -16,7 +16,8 @@
    watchdog if systemd asked for one; the allocator, tuned before anything else, is trimmed
    periodically from now on, and what start-up made is exempted from the garbage collector's
    walks (`allocator`);
-5. serve until ``daemon/shutdown`` or a signal, then shut down gracefully (see `Server`), close
+5. serve until ``daemon/shutdown``, a signal, or the removal of the socket file it bound
+   (nobody can reach it then), then shut down gracefully (see `Server`), close
    the application, remove the socket file and release the lock. Returning means exit 0.
 
 Any reason not to start is raised as `StartupError` before a byte of readiness is announced,
@@ -73,6 +74,8 @@ log = logging.getLogger("robotad.server")
 DEFAULT_EVENT_BUFFER: Final = 10_000
 #: How often a lock held by a stopping daemon is tried again (flock has nothing to wait on).
 _PREDECESSOR_POLL: Final = 0.05
+#: How often the daemon checks that its socket file is still there (one lstat).
+_SOCKET_CHECK_INTERVAL: Final = 5.0
 
 
 class StartupError(Exception):
@@ -158,6 +161,7 @@ async def serve_daemon(
                 notifier.ready(f"serving on {socket_name}")
                 nursery.start_soon(notifier.run_watchdog)
                 nursery.start_soon(allocator.trim_periodically)
+                nursery.start_soon(_stop_when_unreachable, listener, server)
                 task_status.started(socket_name)
                 log.info(
                     "serving",
@@ -324,6 +328,22 @@ class _ReadyPipe:
         if fd is not None:
             with suppress(OSError):
                 os.close(fd)
+
+
+async def _stop_when_unreachable(listener: Listener, server: Server) -> None:
+    """Shut down gracefully once the socket file we bound is removed or replaced (logind
+    removes the runtime folder at logout; systemd-tmpfiles ages files out of /tmp): nobody
+    can connect any more, yet the daemon would hold the state folder's lock, so the next
+    robotactl could start none and ``robotactl shutdown`` would find nothing to stop."""
+    while True:
+        await trio.sleep(_SOCKET_CHECK_INTERVAL)  # a polled file: no event to wait on
+        if listener.socket_file_is_gone():
+            break
+    log.warning(
+        "socket file removed or replaced: nobody can connect; shutting down",
+        extra=fields(socket=listener.path),
+    )
+    server.request_shutdown(DEFAULT_GRACE_SECONDS)
 
 
 async def _watch_signals(server: Server, *, task_status: trio.TaskStatus[None]) -> None:

@@ -57,6 +57,20 @@ class Listener:
     activated: bool
     _identity: tuple[int, int] | None = field(default=None, repr=False)
 
+    def socket_file_is_gone(self) -> bool:
+        """Whether the socket file we bound was removed or replaced (a runtime folder removed
+        at logout, a file aged out of /tmp): clients can no longer reach us. False for a
+        socket we did not bind (systemd keeps its own), and when the file cannot be checked."""
+        if not self.owned or self.path is None or self._identity is None:
+            return False
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) != self._identity
+
     def remove_socket_file(self) -> None:
         """Unlink the socket file if we bound it and it is still ours (same device and inode).
 

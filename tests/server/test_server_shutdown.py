@@ -150,3 +150,30 @@ async def test_sigint_is_a_graceful_shutdown_too() -> None:
                 await _start_daemon(nursery, settings, app)
                 os.kill(os.getpid(), signal.SIGINT)
         assert app.shutdown_graces == [10.0]
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+async def test_a_daemon_whose_socket_file_went_shuts_down(
+    autojump_clock: trio.testing.MockClock, replaced: bool
+) -> None:
+    """logind removes the runtime folder at logout (and systemd-tmpfiles ages a socket out of
+    /tmp): the daemon went on unreachable, holding its state folder's lock, so the next
+    robotactl could start none ('already running … one robotad owns a state folder') and
+    `robotactl shutdown` found nothing to stop. It now notices within seconds and shuts down
+    gracefully — an open connection is no reason to stay — leaving a replacement alone."""
+    app = ProbeApp()
+    with short_tmpdir() as base:
+        socket_path = base / "run" / "robotad.sock"
+        settings = DaemonSettings(socket=socket_path)
+        with trio.fail_after(IO_TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await _start_daemon(nursery, settings, app)
+                client = await RawClient.connect(socket_path)
+                os.unlink(socket_path)
+                if replaced:
+                    replacement = bind_listener(socket_path)
+        await client.aclose()
+        assert app.shutdown_graces == [10.0]
+        assert os.path.exists(socket_path) == replaced
+        if replaced:
+            replacement.sock.close()
