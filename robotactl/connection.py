@@ -45,6 +45,8 @@ C = TypeVar("C")
 
 #: Seconds a freshly started robotad has to report that it serves.
 READY_TIMEOUT = 10.0
+#: The longest path connect(2) takes for a Unix socket (``sizeof(sun_path) - 1`` on Linux).
+_MAX_SOCKET_PATH_BYTES = 107
 #: connect(2) errors meaning "nobody is listening there", as opposed to "not allowed".
 _NOBODY_LISTENING = frozenset({errno.ENOENT, errno.ECONNREFUSED})
 
@@ -171,7 +173,15 @@ def _unless_nobody_listens(exc: OSError, socket_path: Path) -> None:
     raise `DaemonUnavailable` (with the reason, for a person) for any other failure."""
     if exc.errno in _NOBODY_LISTENING:
         return
+    import os
+
     reason = exc.strerror or str(exc)
+    size = len(os.fsencode(socket_path))
+    if exc.errno is None and size > _MAX_SOCKET_PATH_BYTES:  # "AF_UNIX path too long"
+        reason = (
+            f"the path is {size} bytes long; Unix sockets allow at most "
+            f"{_MAX_SOCKET_PATH_BYTES} (choose a shorter --socket or ROBOTA_SOCKET)"
+        )
     raise DaemonUnavailable(
         f"cannot connect to robotad at {socket_path}: {reason}", socket_path
     ) from exc

@@ -254,3 +254,27 @@ async def test_no_lock_without_a_private_directory(socket_dir: Path) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         finally:
             os.close(fd)
+
+
+@pytest.mark.parametrize("autostart", [False, True])
+async def test_a_socket_path_too_long_says_how_long_and_what_to_do(
+    socket_dir: Path, autostart: bool
+) -> None:
+    """A deep XDG_RUNTIME_DIR or ROBOTA_SOCKET: connect(2) refuses the path before any
+    daemon could answer; robotactl said only 'AF_UNIX path too long'."""
+    from robotactl.connection import DaemonUnavailable, connect_blocking
+
+    path = socket_dir / ("d" * 60) / ("e" * 60) / "robotad.sock"
+    size = len(os.fsencode(path))
+    expected = (
+        f"cannot connect to robotad at {path}: the path is {size} bytes long; Unix sockets "
+        "allow at most 107 (choose a shorter --socket or ROBOTA_SOCKET)"
+    )
+    with pytest.raises(DaemonUnavailable) as caught:
+        connect_blocking(path, autostart=autostart, timeout=PROCESS_TIMEOUT)
+    assert str(caught.value) == expected
+    with pytest.raises(DaemonUnavailable) as caught:
+        async with connect(path, autostart=autostart):
+            pass
+    assert str(caught.value) == expected
+    assert not (socket_dir / ("d" * 60)).exists()
