@@ -14,7 +14,9 @@ literal itself), so every path or command can be written as a pattern (`escape_p
 `parse_rules` refuses malformed patterns all at once, each with its own path (G-108, G-109);
 a pattern naming a tool no profile declares yet is accepted (G-110). `compile_rule` turns a
 parsed rule into a `Matcher` for one profile and cwd: regexes are built once, here, and
-matching is a plain function over strings.
+matching is a plain function over strings. Its size is one concept: the pattern language, from
+text to a bounded matcher (the `regex` time limit of decision 40 included), kept in one place so
+parsing and matching cannot disagree.
 """
 
 from __future__ import annotations
