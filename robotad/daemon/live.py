@@ -94,6 +94,12 @@ class RecordWriter:
     record — and its ``updatedAt``, the list order — as they were. Snapshots are compared by
     a digest of their encoded form (a long session's snapshot runs to megabytes; its digest is
     32 bytes), so a message changed in place can never pass for an unchanged one.
+
+    Saves land in the order they were called, which is the order their snapshots were taken:
+    a settings change saved while a turn runs (another client's ``setPermissionMode``) wrote
+    from a worker thread beside the turn's own save, and the older snapshot could land last,
+    taking back a reply the turn had been answered "completed" with (G-010). A save waits for
+    the one before it; one that does not have to wait passes no checkpoint for it.
     """
 
     def __init__(
@@ -110,6 +116,7 @@ class RecordWriter:
         #: The session's own MCP servers: fixed at creation, the Session never holds them.
         self.mcp_servers = mcp_servers
         self._saved: bytes | None = None
+        self._writing = trio.StrictFIFOLock()
 
     def remember(self, snapshot: SessionSnapshot) -> None:
         """Record that the stored record already holds `snapshot`'s state."""
@@ -126,12 +133,19 @@ class RecordWriter:
     async def save(self, snapshot: SessionSnapshot) -> None:
         """Persist the session-owned members durably; raises when the store refuses."""
         digest = _digest(snapshot)
-        if digest == self._saved:
-            return
-        record = self.record_of(snapshot, updated_at=iso_now())
-        written = await run_blocking(self._store.save, record)
-        self.updated_at = written.updated_at
-        self._saved = digest
+        try:
+            self._writing.acquire_nowait()  # the usual case: no save in progress
+        except trio.WouldBlock:
+            await self._writing.acquire()
+        try:
+            if digest == self._saved:
+                return
+            record = self.record_of(snapshot, updated_at=iso_now())
+            written = await run_blocking(self._store.save, record)
+            self.updated_at = written.updated_at
+            self._saved = digest
+        finally:
+            self._writing.release()
 
 
 def _digest(snapshot: SessionSnapshot) -> bytes:

@@ -1,0 +1,122 @@
+"""One session driven from several clients at once, in process: what a second client's
+request does to the first one's turn, approval or save (the wire is covered by the other
+test_daemon_* modules)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import trio
+import trio.testing
+
+from protocol.methods import CreateParams, RunParams, Step
+from protocol.shapes import TurnCompleted
+from robotad.config import Config
+from robotad.daemon import live as live_module
+from robotad.daemon.assembly import SessionAssembler
+from robotad.daemon.manager import SessionManager
+from robotad.daemon.operations import SessionOperations
+from robotad.storage.record import SessionRecord
+
+TIMEOUT = 20.0
+T = TypeVar("T")
+
+
+@pytest.fixture
+async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
+    state = tmp_path / "state"
+    assembler = SessionAssembler.from_config(Config(), state_dir=state)
+    manager = SessionManager(
+        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
+    )
+    await nursery.start(manager.run)
+    yield manager
+    with trio.fail_after(TIMEOUT):
+        await manager.shutdown(0)
+
+
+def stored(manager: SessionManager, session_id: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(manager.store.path_for(session_id).read_bytes())["record"]
+    return record
+
+
+async def test_a_settings_save_during_a_turn_never_lands_over_the_turns_save(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G-010 with a second client: ``session/setPermissionMode`` while another client's turn
+    runs saves a snapshot taken mid-turn. Its write went to a worker thread beside the turn's
+    own save, and whichever thread wrote last won: the record lost the reply the turn had
+    already been answered "completed" with. A session's saves now land in the order their
+    snapshots were taken."""
+    ops = SessionOperations(manager)
+    reply = "slow reply"
+    go = threading.Event()  # lets the mid-turn settings save write
+    turn_save_started = False
+    real_run_blocking = live_module.run_blocking
+
+    def holds_reply(record: SessionRecord) -> bool:
+        return any(message.content == reply for message in record.messages)
+
+    async def ordered_writes(function: Callable[..., T], *args: Any) -> T:
+        nonlocal turn_save_started
+        (record,) = args
+        if holds_reply(record):  # the turn's save: the held settings save may go once it wrote
+            turn_save_started = True
+
+            def write_then_go() -> T:
+                try:
+                    return function(*args)
+                finally:
+                    go.set()
+
+            return await real_run_blocking(write_then_go)
+
+        def wait_then_write() -> T:
+            go.wait(TIMEOUT)
+            return function(*args)
+
+        return await real_run_blocking(wait_then_write)
+
+    monkeypatch.setattr(live_module, "run_blocking", ordered_writes)
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(
+            CreateParams(cwd=str(tmp_path), script=[Step(text=reply, chunks=4, delay_ms=20)])
+        )
+        sid = info.session_id
+        live = await manager.session(sid)
+        streaming = trio.Event()
+
+        async def watch(event: dict[str, Any]) -> None:
+            if event["type"] == "text_delta":
+                streaming.set()
+
+        live.hub.subscribe("watcher", watch)
+        turn_save_called = trio.Event()
+        writer_save = live.writer.save
+
+        async def noted_save(snapshot: Any) -> None:
+            if any(message.content == reply for message in snapshot.messages):
+                turn_save_called.set()
+            await writer_save(snapshot)
+
+        live.writer.save = noted_save  # type: ignore[method-assign]
+        started = await ops.run(RunParams(session_id=sid, prompt="go", wait=False), None)
+        await streaming.wait()
+        async with trio.open_nursery() as clients:
+            clients.start_soon(ops.set_permission_mode, sid, "acceptEdits")
+            await turn_save_called.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            if not turn_save_started:  # it waits behind the settings save: let that write
+                go.set()
+            outcome = await ops.run(
+                RunParams(session_id=sid, prompt="go", turn_id=started.turn_id), None
+            )
+    assert isinstance(outcome, TurnCompleted)
+    record = stored(manager, sid)
+    assert [m["content"] for m in record["messages"]] == ["go", reply]
+    assert record["settings"]["permissionMode"] == "acceptEdits"
