@@ -183,6 +183,8 @@ class LiveSession:
     last_used: float = field(default_factory=trio.current_time)
     #: Set once a close or unload began: the session takes no new work.
     closing: bool = False
+    #: Set while the close under way is an idle unload (not a client's close).
+    unloading: bool = False
     #: Work the manager started on this session and has not yet seen end, by id.
     work: dict[str, Work] = field(default_factory=dict)
 

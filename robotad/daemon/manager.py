@@ -11,7 +11,9 @@ store's outcome maps to `SessionNotFound` (-32002, G-001), `RecordCorrupt` (-320
 issue, G-002) or `RecordUnsupported` (-32004, G-003); a damaged file is only ever read, so it
 stays byte-for-byte unchanged (G-004). Loads, closes and deletes of one id are serialised by a
 per-id lock; a request arriving while its session closes waits for the close, then loads it
-again. Reading methods (get, abort…) still reach a closing session.
+again. Reading methods (get, abort…) still reach a closing session — not one being unloaded
+for idleness: that unload is nobody's close, so they wait for it and reach the session loaded
+again (a subscription attached to the closing stream got ``session_closed`` and nothing after).
 
 Creating (create, import, fork). The id is validated before any path is built (G-156); an id
 whose record exists — valid, corrupt or unsupported — is refused with `SessionExists` (G-005);
@@ -167,10 +169,11 @@ class SessionManager:
         """The live session `session_id`, loaded first if it is only stored.
 
         With `closing_ok`, a session being closed is returned as it is (for methods that only
-        read or abort); otherwise the caller waits for the close and gets a fresh load.
+        read or abort); otherwise, and always for a session being unloaded for idleness (it is
+        in use again), the caller waits for the close and gets a fresh load.
         """
         live = self._live.get(session_id)
-        if live is None or (live.closing and not closing_ok):
+        if live is None or (live.closing and (live.unloading or not closing_ok)):
             async with self._locks.hold(session_id):
                 live = self._live.get(session_id)
                 if live is None:
@@ -571,7 +574,12 @@ class SessionManager:
                 live = self._live.get(session_id)
                 if live is not None and self._unloadable(live):
                     log.info("unloading an idle session", extra=fields(session_id=session_id))
-                    await self._saved_first(live)  # a refused save keeps it loaded
+                    live.unloading = True
+                    try:
+                        await self._saved_first(live)  # a refused save keeps it loaded
+                    except BaseException:
+                        live.unloading = False
+                        raise
                     await self._retire(live)
         except Exception:
             log.exception("idle unload failed", extra=fields(session_id=session_id))

@@ -314,7 +314,8 @@ class SessionOperations:
         """Deliver the session's events to `subscriber` (buffered ones after `after_seq`
         first); the latest seq so far. `EventsLost` when they are no longer buffered. A
         session being closed is subscribed to as it is (its stream ends with session_closed)
-        rather than waited for: this runs inline in the connection's reader."""
+        rather than waited for: this runs inline in the connection's reader. One being
+        unloaded for idleness is waited for and loaded again (nobody closed it)."""
         live = await self.manager.session(session_id, closing_ok=True)
         return self._attach(live, subscriber, after_seq=after_seq, replace=True)
 

@@ -120,3 +120,57 @@ async def test_a_settings_save_during_a_turn_never_lands_over_the_turns_save(
     record = stored(manager, sid)
     assert [m["content"] for m in record["messages"]] == ["go", reply]
     assert record["settings"]["permissionMode"] == "acceptEdits"
+
+
+class _Connection:
+    """A subscriber standing for one client connection: the types of the events it got."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.types: list[str] = []
+        self._arrived = trio.Event()
+
+    async def notify(self, method: str, params: Any = None, *, checkpoint: bool = True) -> None:
+        self.types.append(params["type"])
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    async def wait_for(self, *types: str) -> None:
+        while not set(types) & set(self.types):
+            await self._arrived.wait()
+
+
+async def test_a_subscription_during_an_idle_unload_follows_the_reloaded_session(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """An idle unload is not a close (PROTOCOL §5: the next use reloads the session
+    transparently). A ``session/subscribe`` arriving while one was under way (its SessionEnd
+    running) was attached to the stream being closed: the client got ``session_closed`` for a
+    session nobody closed, and the next client's turn never reached it. It now waits for the
+    unload and subscribes to the session loaded again."""
+    ops = SessionOperations(manager)
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(CreateParams(cwd=str(tmp_path), script=[Step(text="later")]))
+        sid = info.session_id
+        live = await manager.session(sid)
+        gate, shutdown = trio.Event(), live.session.shutdown
+
+        async def held_shutdown() -> None:
+            await gate.wait()
+            await shutdown()
+
+        live.session.shutdown = held_shutdown  # type: ignore[method-assign]
+        watcher = _Connection()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(manager._unload_if_idle, sid)
+            await trio.testing.wait_all_tasks_blocked()
+            assert live.closing  # the unload holds at its SessionEnd
+            nursery.start_soon(ops.subscribe, sid, watcher, None)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+        outcome = await ops.run(RunParams(session_id=sid, prompt="go"), None)
+        await watcher.wait_for("turn_finished", "session_closed")
+    assert isinstance(outcome, TurnCompleted)
+    assert manager.loaded(sid) is not live
+    assert "session_closed" not in watcher.types
+    assert watcher.types[0] == "turn_started"
