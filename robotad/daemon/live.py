@@ -187,6 +187,9 @@ class LiveSession:
     unloading: bool = False
     #: Work the manager started on this session and has not yet seen end, by id.
     work: dict[str, Work] = field(default_factory=dict)
+    #: Held by a mode or rule change from the change to its save (or undo): a refused save
+    #: puts back only its own change, never one another client made meanwhile.
+    settings_lock: trio.StrictFIFOLock = field(default_factory=trio.StrictFIFOLock)
 
     @property
     def session_id(self) -> str:

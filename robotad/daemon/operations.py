@@ -366,11 +366,13 @@ class SessionOperations:
 
     async def set_permission_mode(self, session_id: str, mode: str) -> str:
         """Enter `mode`, done once saved: a refused save puts the mode back and is raised
-        (StorageFailed), so a change a client was told of survives a restart."""
+        (StorageFailed), so a change a client was told of survives a restart. Changes of one
+        session's settings take turns (`LiveSession.settings_lock`)."""
         live = await self.manager.session(session_id)
-        before = live.session.permission_mode, live.session.rules()
-        entered = live.session.set_permission_mode(mode)
-        await self._save(live, undo=before)
+        async with live.settings_lock:
+            before = live.session.permission_mode, live.session.rules()
+            entered = live.session.set_permission_mode(mode)
+            await self._save(live, undo=before)
         return entered
 
     async def add_rule(self, params: AddRuleParams) -> PermissionRules:
@@ -379,13 +381,14 @@ class SessionOperations:
         `NotAllowed` and nothing added (G-114) — then applied here (G-115); the project's file
         holds it, so the session's own save is best effort."""
         live = await self.manager.session(params.session_id)
-        if params.scope == "project":
-            rules = await live.session.add_project_rule(params.rule, params.kind)
-            await self._save(live)
-        else:
-            before = live.session.permission_mode, live.session.rules()
-            rules = live.session.add_rule(params.rule, params.kind)
-            await self._save(live, undo=before)
+        async with live.settings_lock:  # as for a mode change
+            if params.scope == "project":
+                rules = await live.session.add_project_rule(params.rule, params.kind)
+                await self._save(live)
+            else:
+                before = live.session.permission_mode, live.session.rules()
+                rules = live.session.add_rule(params.rule, params.kind)
+                await self._save(live, undo=before)
         return PermissionRules(allow=rules["allow"], ask=rules["ask"], deny=rules["deny"])
 
     async def _save(

@@ -4,6 +4,7 @@ test_daemon_* modules)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +22,7 @@ from robotad.daemon import live as live_module
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
+from robotad.storage.failure import StorageError
 from robotad.storage.record import SessionRecord
 
 TIMEOUT = 20.0
@@ -174,3 +176,45 @@ async def test_a_subscription_during_an_idle_unload_follows_the_reloaded_session
     assert manager.loaded(sid) is not live
     assert "session_closed" not in watcher.types
     assert watcher.types[0] == "turn_started"
+
+
+async def test_a_refused_settings_save_never_takes_back_another_clients_change(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients change one session's permission mode at once and the first one's save is
+    refused (a full disk). Putting the mode back used to restore what it was before the first
+    change, over the second client's change, which had been saved and answered: the session
+    then ran in the mode nobody chose while its record and the second client said otherwise.
+    Settings changes of one session now take turns, each undo restoring only its own."""
+    ops = SessionOperations(manager)
+    refuse = threading.Event()
+    store_save = manager.store.save
+
+    def save(record: SessionRecord) -> SessionRecord:
+        if record.settings.permission_mode == "acceptEdits":
+            refuse.wait(TIMEOUT)
+            raise StorageError(f"sessions/{sid}.json", "no space left on device", errno.ENOSPC)
+        return store_save(record)
+
+    monkeypatch.setattr(manager.store, "save", save)
+    told: dict[str, object] = {}
+
+    async def change(mode: str) -> None:
+        try:
+            told[mode] = await ops.set_permission_mode(sid, mode)
+        except StorageError as exc:  # the edge answers it StorageFailed
+            told[mode] = exc
+
+    with trio.fail_after(TIMEOUT):
+        sid = (await manager.create(CreateParams(cwd=str(tmp_path)))).session_id
+        live = await manager.session(sid)
+        async with trio.open_nursery() as clients:
+            clients.start_soon(change, "acceptEdits")
+            await trio.testing.wait_all_tasks_blocked()  # its save is under way
+            clients.start_soon(change, "plan")
+            await trio.testing.wait_all_tasks_blocked()
+            refuse.set()
+    assert isinstance(told["acceptEdits"], StorageError)
+    assert told["plan"] == "plan"
+    assert live.session.permission_mode == "plan"
+    assert stored(manager, sid)["settings"]["permissionMode"] == "plan"
