@@ -43,8 +43,8 @@ import logging
 import math
 import os
 import shutil
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final, Literal
 
@@ -131,6 +131,8 @@ class SessionManager:
         # keeps its meaning across an idle unload.
         self._parked_turns: OrderedDict[str, TurnRegistry[WorkOutcome]] = OrderedDict()
         self._next_seq: dict[str, int] = {}
+        #: Sessions a fork is being made of, with how many (see `forking`).
+        self._forking: Counter[str] = Counter()
         self._closing = False
         #: Unloaded sessions with a parked execution (PROTOCOL §10.2), known from start-up.
         self.parked = ParkedSessions()
@@ -298,13 +300,27 @@ class SessionManager:
             live.closing = False
             raise
 
+    @contextlib.contextmanager
+    def forking(self, source_id: str) -> Iterator[None]:
+        """Mark a fork of `source_id` as being made: the source cannot be deleted meanwhile,
+        or its stored tool results would go before the fork shares them."""
+        self._forking[source_id] += 1
+        try:
+            yield
+        finally:
+            self._forking[source_id] -= 1
+            if not self._forking[source_id]:
+                del self._forking[source_id]
+
     async def delete(self, session_id: str) -> None:
-        """``session/delete``: `NotAllowed` while loaded; else remove the record (valid or
-        damaged) with its journal, log and stored tool results (those no fork of it holds),
-        so a later session of that id starts clean."""
+        """``session/delete``: `NotAllowed` while loaded or while a fork of it is being made;
+        else remove the record (valid or damaged) with its journal, log and stored tool
+        results (those no fork of it holds), so a later session of that id starts clean."""
         async with self._locks.hold(session_id):
             if session_id in self._live:
                 raise NotAllowed(f"session {session_id} is loaded; close it before deleting it")
+            if self._forking[session_id]:
+                raise NotAllowed(f"session {session_id} is being forked; delete it afterwards")
             if not await trio.to_thread.run_sync(self.store.exists, session_id):
                 raise SessionNotFound(session_id)
             await trio.to_thread.run_sync(self._remove_files, session_id)

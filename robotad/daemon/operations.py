@@ -124,12 +124,18 @@ class SessionOperations:
         """A new session holding the source's history up to and including `atMessageId`
         (see `robotad.daemon.fork` for an open round), with the source's cwd, provider, model,
         mode, rules and remaining script, and ``forkedFrom`` naming the source message. The
-        source is only read. `SessionBusy` while the source runs anything; `SessionNotFound`
-        with ``data.messageId`` for an unknown message."""
+        source is only read, and cannot be deleted until the fork is made. `SessionBusy` while
+        the source runs anything; `SessionNotFound` with ``data.messageId`` for an unknown
+        message."""
         source_id = params.session_id
         live = await self.manager.session(source_id)
         if live.busy:
             raise live.busy_error()
+        with self.manager.forking(source_id):  # the source is not deleted under it
+            return await self._fork(live, params)
+
+    async def _fork(self, live: LiveSession, params: ForkParams) -> SessionInfo:
+        source_id = live.session_id
         at = params.at_message_id if params.at_message_id is not UNSET else None
         forked = fork_history(source_id, live.session.get_history(), at, live.session.turn_count)
         snapshot = live.session.snapshot()

@@ -15,8 +15,9 @@ import pytest
 import trio
 import trio.testing
 
-from protocol.methods import CreateParams, RunParams, Step
-from protocol.shapes import TurnCompleted
+from protocol.errors import NotAllowed
+from protocol.methods import CreateParams, ForkParams, RunParams, Step
+from protocol.shapes import Message, TurnCompleted
 from robotad.config import Config
 from robotad.daemon import live as live_module
 from robotad.daemon.assembly import SessionAssembler
@@ -24,6 +25,7 @@ from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
 from robotad.storage.failure import StorageError
 from robotad.storage.record import SessionRecord
+from robotad.storage.spill import SpillStore
 
 TIMEOUT = 20.0
 T = TypeVar("T")
@@ -218,3 +220,54 @@ async def test_a_refused_settings_save_never_takes_back_another_clients_change(
     assert told["plan"] == "plan"
     assert live.session.permission_mode == "plan"
     assert stored(manager, sid)["settings"]["permissionMode"] == "plan"
+
+
+async def test_a_source_deleted_while_its_fork_is_made_leaves_the_fork_its_results(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """``session/fork`` copies the source's history, then writes the fork and makes it an owner
+    of the spilled tool results that history names. A second client could close and delete
+    the source in between (a fork holds no claim on it): the delete released the source's
+    results, the fork then found nothing to share, and its history named results nobody
+    could read. A delete is now refused (NotAllowed, as for a loaded session) while a fork
+    of that session is being made."""
+    state = tmp_path / "state"
+    with SpillStore(tmp_path / "run") as spill:
+        assembler = SessionAssembler.from_config(Config(), state_dir=state, spill=spill)
+        manager = SessionManager(state_dir=state, assembler=assembler, nursery=nursery)
+        await nursery.start(manager.run)
+        ops = SessionOperations(manager)
+        with trio.fail_after(TIMEOUT):
+            sid = (await manager.create(CreateParams(cwd=str(tmp_path)))).session_id
+            reference = spill.scoped(sid).put("a long tool result")
+            source = await manager.session(sid)
+            source.session.inject_message(Message.user(f"see {reference}"))
+            gate, add = trio.Event(), manager.add
+
+            async def held_add(*args: Any, **kwargs: Any) -> Any:
+                await gate.wait()
+                return await add(*args, **kwargs)
+
+            manager.add = held_add  # type: ignore[method-assign]
+            forked: list[str] = []
+            refused: list[Exception] = []
+
+            async def fork() -> None:
+                forked.append((await ops.fork(ForkParams(session_id=sid))).session_id)
+
+            async def close_and_delete() -> None:
+                await manager.close(sid)
+                try:
+                    await manager.delete(sid)
+                except NotAllowed as exc:
+                    refused.append(exc)
+
+            async with trio.open_nursery() as clients:
+                clients.start_soon(fork)
+                await trio.testing.wait_all_tasks_blocked()  # the fork waits to be written
+                clients.start_soon(close_and_delete)
+                await trio.testing.wait_all_tasks_blocked()
+                gate.set()
+            await manager.shutdown(0)
+        assert refused
+        assert spill.scoped(forked[0]).get(reference) == "a long tool result"
