@@ -468,7 +468,7 @@ class SessionManager:
             source=source,
             new_at=new_at,
         )
-        writer.remember(session.snapshot())
+        await writer.remember(session.snapshot())
         next_seq = self._next_seq.get(record.id)
         if next_seq is None:
             next_seq = 1 if source == "startup" else first_seq_after_restart()

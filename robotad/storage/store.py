@@ -268,20 +268,26 @@ class FileSessionStore:
             self._remember(record.id, data, record)
         return record
 
-    def save(self, record: SessionRecord) -> SessionRecord:
+    def save(
+        self, record: SessionRecord, *, messages: bytes | bytearray | None = None
+    ) -> SessionRecord:
         """Write the session-owned members of `record`, keeping everything else stored.
 
         With no stored file the record is written as given. A stored record that is corrupt or
         unsupported is refused (`RecordCorrupt`/`RecordUnsupported`) and left byte-identical.
         The stored file is read each time and decoded only when its bytes are not the ones
         this store last wrote or decoded (module doc). Returns what was written.
+
+        `messages`, when given, is the history already encoded (`encode_messages`) and is
+        written in place of ``record.messages``, which is then not read (and is returned as
+        given): a long history is encoded once a save, by its caller.
         """
         path = self.path_for(record.id)
         with self._lock:
             kept = self._stored_kept(record.id, path)
             if kept is not None:
                 record = _merge(kept, record)
-            data = encode_record(record)
+            data = encode_record(record, messages=messages)
             with refusing_writes(path, self._dir.parent):
                 fsio.ensure_private_dir(self._dir)
                 fsio.atomic_write(path, data)
