@@ -50,6 +50,7 @@ DEFAULT_BYTE_BUDGET = 64 * 1024 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _encode = msgspec.json.Encoder().encode
 _MARKERS = (f'"{SIDECAR_KEY}"'.encode(), f'"{LITERAL_KEY}"'.encode())
+assert all(marker.startswith(b'"$') for marker in _MARKERS)  # `_spells_a_key`'s first test
 
 
 class SidecarError(Exception):
@@ -109,10 +110,18 @@ def stored(content: bytes, put: Callable[[bytes, str], str]) -> dict[str, Any] |
     return _reference(content, put)
 
 
-def _spill(value: Any, put: Callable[[bytes, str], str], limit: int) -> tuple[Any, int]:
-    """(value with large parts spilled, its compact JSON size)."""
+def _spill(
+    value: Any, put: Callable[[bytes, str], str], limit: int, *, whole: bool = True
+) -> tuple[Any, int]:
+    """(value with large parts spilled, its compact JSON size).
+
+    With `whole`, each member of a container is first encoded as one piece: one that fits
+    the limit and spells no marker key is kept as it is, unwalked (the walk would give it
+    back unchanged, the same size), so a history of 20,000 small messages costs 20,000
+    encodings, not a Python call per value in it (170,000). A member found too large is
+    walked without that shortcut, so no part is encoded more than twice."""
     if isinstance(value, dict):
-        items = {key: _spill(item, put, limit) for key, item in value.items()}
+        items = {key: _member(item, put, limit, whole) for key, item in value.items()}
         new: Any = {key: item for key, (item, _) in items.items()}
         size = 2 + max(0, len(items) - 1)
         size += sum(len(_encode(str(key))) + 1 + item_size for key, (_, item_size) in items.items())
@@ -120,7 +129,7 @@ def _spill(value: Any, put: Callable[[bytes, str], str], limit: int) -> tuple[An
             new = {LITERAL_KEY: new}
             size += len(LITERAL_KEY) + 5
     elif isinstance(value, list | tuple):
-        parts = [_spill(item, put, limit) for item in value]
+        parts = [_member(item, put, limit, whole) for item in value]
         new = [item for item, _ in parts]
         size = 2 + max(0, len(parts) - 1) + sum(item_size for _, item_size in parts)
     else:
@@ -130,6 +139,18 @@ def _spill(value: Any, put: Callable[[bytes, str], str], limit: int) -> tuple[An
         return new, size
     ref = _reference(_encode(new), put)
     return ref, len(_encode(ref))
+
+
+def _member(
+    item: Any, put: Callable[[bytes, str], str], limit: int, whole: bool
+) -> tuple[Any, int]:
+    """`_spill` of one member of a container (see `_spill` for `whole`)."""
+    if whole and isinstance(item, dict | list):
+        encoded = _encode(item)
+        if len(encoded) <= limit and not _spells_a_key(encoded):
+            return item, len(encoded)
+        return _spill(item, put, limit, whole=False)
+    return _spill(item, put, limit, whole=whole)
 
 
 def _spill_whole(value: Any, put: Callable[[bytes, str], str], limit: int) -> Any:
@@ -150,7 +171,7 @@ def _reference(content: bytes, put: Callable[[bytes, str], str]) -> dict[str, An
 
 def _spells_a_key(encoded: bytes) -> bool:
     """Whether JSON text `encoded` spells a sidecar or literal key as msgspec writes it."""
-    return any(marker in encoded for marker in _MARKERS)
+    return b'"$' in encoded and any(marker in encoded for marker in _MARKERS)
 
 
 # -- reading --------------------------------------------------------------------------------

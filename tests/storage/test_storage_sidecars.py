@@ -307,3 +307,52 @@ def test_malformed_references_fail_closed(logs: Path) -> None:
         _write_line_with(logs, bad)
         assert "sidecar refused" in _refusal(logs)
     assert os.listdir(log_paths(logs, SID)[1]) == []
+
+
+def _walked(value: Any, stored: dict[str, bytes], limit: int) -> Any:
+    """What the walk makes of `value`, by the rules of the module doc, one value at a time:
+    the reference implementation `externalize`'s shortcut must agree with."""
+    if isinstance(value, dict):
+        value = {key: _walked(item, stored, limit) for key, item in value.items()}
+    elif isinstance(value, list):
+        value = [_walked(item, stored, limit) for item in value]
+    content = msgspec.json.encode(value)
+    if len(content) <= limit:
+        return value
+    sha = digest(content)
+    stored[sha] = content
+    return {sidecars.SIDECAR_KEY: {"sha256": sha, "bytes": len(content), "path": sha}}
+
+
+def test_a_long_list_of_small_members_is_not_walked_value_by_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole history logged as one line (a session loaded, G-145) holds thousands of small
+    messages: each is encoded whole, never walked a value at a time (a 20,000-message history
+    took ~170,000 calls), and what is spilled is what the walk spills."""
+    messages: list[Any] = [
+        {"id": f"m-{i}", "role": "user", "content": f"text {i}", "metadata": {"ok": True}}
+        for i in range(3_000)
+    ]
+    messages[1_500]["content"] = "x" * 5_000  # one member too large: walked, its text spilled
+    payload = {"op": "replace", "messages": messages}
+    calls = 0
+    spill = sidecars._spill
+
+    def counted(*args: Any, **options: Any) -> tuple[Any, int]:
+        nonlocal calls
+        calls += 1
+        return spill(*args, **options)
+
+    monkeypatch.setattr(sidecars, "_spill", counted)
+    stored: dict[str, bytes] = {}
+
+    def put(content: bytes, sha: str) -> str:
+        stored[sha] = content
+        return sha
+
+    spilled = sidecars.externalize(payload, put, limit=4_096)
+    assert calls < 50
+    expected: dict[str, bytes] = {}
+    assert spilled == {key: _walked(value, expected, 4_096) for key, value in payload.items()}
+    assert stored == expected
