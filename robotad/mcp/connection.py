@@ -19,7 +19,9 @@ event or a line past 16 MiB, or a compressed answer, fails the one call it answe
 what was too large; the connection, and every other call on it, carries on. The SDK reads
 through those bounds on its own (a JSON answer whole; an event up to 1 MiB unless told, so
 it is told the same 16 MiB: a result that fits a stdio server's answer must not fail over
-HTTP).
+HTTP). And one request's POST times out, fails or is abandoned alone (decision 41,
+`robotad.mcp.http_client`): a call that outlived its tool timeout no longer takes the
+connection down minutes later, nor holds up the calls after it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import httpx2
 import mcp_types as types
 import trio
 from mcp.client.session import ClientSession
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from robotad.http_bounds import MAX_MESSAGE_BYTES, bounded
@@ -158,19 +159,25 @@ class Connection:
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:  # noqa: ASYNC109
         """One ``tools/call``; raises `ServerFailed` for a protocol error, a timeout or a
-        connection that ended. Cancellation sends ``notifications/cancelled`` (the SDK)."""
-        try:
-            return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
-        except MCPError as exc:
-            raise ServerFailed(self._reason(exc, timeout)) from None
-        except Exception as exc:  # a result the SDK refuses (shape, schema, input request)
-            raise ServerFailed(f"unusable answer: {describe_error(exc)}") from None
+        connection that ended. Cancellation sends ``notifications/cancelled`` (the SDK).
+
+        `timeout` counts from this call: the SDK starts its own clock only once its transport
+        took the request, so a transport still busy with an earlier message held the call
+        without bound (decision 41)."""
+        with trio.move_on_after(timeout):
+            try:
+                return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
+            except MCPError as exc:
+                raise ServerFailed(self._reason(exc, timeout)) from None
+            except Exception as exc:  # a result the SDK refuses (shape, schema, input request)
+                raise ServerFailed(f"unusable answer: {describe_error(exc)}") from None
+        raise ServerFailed(_timed_out(timeout))
 
     def _reason(self, exc: MCPError, timeout: float) -> str:
         if self.http is not None and (refusal := self.http.explain(exc)) is not None:
             return refusal
         if exc.code == types.REQUEST_TIMEOUT:
-            return f"did not answer within {round(timeout * 1000)} ms"
+            return _timed_out(timeout)
         if exc.code == types.CONNECTION_CLOSED:
             self._lost.set()
             return self.failure or "the connection to the server closed"
@@ -254,14 +261,22 @@ async def _http_streams(
 ) -> AsyncIterator[tuple[Any, Any]]:
     from mcp.client.streamable_http import streamable_http_client
 
+    from robotad.mcp.http_client import McpHttpClient
+
     assert spec.url is not None
-    client = create_mcp_http_client(headers=dict(spec.headers))
+    background = await stack.enter_async_context(trio.open_nursery())
+    stack.callback(background.cancel_scope.cancel)
+    client = McpHttpClient(spec, refusals.refuse, background)
     client.event_hooks["response"].append(refusals.on_response)
     client = await stack.enter_async_context(bounded(client, refusals.refuse))
     async with streamable_http_client(
         spec.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
     ) as streams:
         yield streams[0], streams[1]
+
+
+def _timed_out(timeout: float) -> str:
+    return f"did not answer within {round(timeout * 1000)} ms"
 
 
 def _startup_timeout(spec: ServerSpec) -> str:

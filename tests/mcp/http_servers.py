@@ -4,8 +4,11 @@
 it serves the handshake (``initialize``, ``tools/list`` with the one tool ``big``, 202 for a
 notification, 405 for the GET event stream) as a real server does, and answers every
 ``tools/call`` with `answer` — the status, headers and body pieces it sends, then either an
-end (the connection closes) or a stall (it waits until the client goes away). Bodies are sent
-without a length, so only the connection's end says where they stop.
+end (the connection closes) or a stall (it waits until the client goes away); or, `silent`,
+nothing at all until the client goes away; or, `hang_up`, nothing at all: it closes the
+connection. Bodies are sent without a length, so only the
+connection's end says where they stop. With `answer_cancels=False` it never answers a
+``notifications/cancelled`` either (it notes the id it names, in `cancelled`).
 
 It counts what it got to send (`sent`): what robotad read, or the socket buffers hold. A test
 of a bound sends more than the bound, up to a cap, and checks that the count stayed under the
@@ -34,7 +37,9 @@ class Answer:
     """What the server sends for a ``tools/call``: the id of the call replaces ``{id}`` in the
     first piece. `pieces` may be endless (an iterator); with `gzip` they are joined and sent
     compressed, saying so (``Content-Encoding: gzip``). `arrived` is set when the call
-    arrives; with `after` the answer waits for it."""
+    arrives; with `after` the answer waits for it. `interval` seconds pass between pieces (a
+    drip). `done` is set when the server is through with the call: it sent all, or the client
+    went away."""
 
     pieces: Iterable[bytes]
     content_type: str = "application/json"
@@ -44,6 +49,10 @@ class Answer:
     gzip: bool = False
     arrived: trio.Event = field(default_factory=trio.Event)
     after: trio.Event | None = None
+    silent: bool = False
+    hang_up: bool = False
+    interval: float = 0.0
+    done: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass
@@ -53,13 +62,17 @@ class MisbehavingServer:
     call_headers: list[dict[str, str]] = field(default_factory=list)
     #: Bytes of ``tools/call`` bodies sent so far.
     sent: int = 0
+    #: The request ids ``notifications/cancelled`` named.
+    cancelled: list[Any] = field(default_factory=list)
 
 
 def sse_event(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
 
 
-async def serve_mcp(nursery: trio.Nursery, *answers: Answer) -> MisbehavingServer:
+async def serve_mcp(
+    nursery: trio.Nursery, *answers: Answer, answer_cancels: bool = True
+) -> MisbehavingServer:
     """The server (module doc), listening until `nursery` is cancelled; the n-th call gets
     the n-th of `answers` (the last one once they run out)."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -68,7 +81,7 @@ async def serve_mcp(nursery: trio.Nursery, *answers: Answer) -> MisbehavingServe
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
-            await _serve_connection(stream, server, answers)
+            await _serve_connection(stream, server, answers, answer_cancels)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
@@ -79,7 +92,10 @@ async def serve_mcp(nursery: trio.Nursery, *answers: Answer) -> MisbehavingServe
 
 
 async def _serve_connection(
-    stream: trio.SocketStream, server: MisbehavingServer, answers: tuple[Answer, ...]
+    stream: trio.SocketStream,
+    server: MisbehavingServer,
+    answers: tuple[Answer, ...],
+    answer_cancels: bool,
 ) -> None:
     buffer = b""
     while True:
@@ -107,6 +123,11 @@ async def _serve_connection(
             server.call_headers.append(headers)
             await _misbehave(stream, server, answer, message["id"])
             return
+        if message.get("method") == "notifications/cancelled":
+            server.cancelled.append(message["params"]["requestId"])
+            if not answer_cancels:
+                await _wait_until_gone(stream)
+                return
         await stream.send_all(_handshake_answer(message))
 
 
@@ -132,7 +153,21 @@ def _response(status: int, content_type: str, body: bytes) -> bytes:
 async def _misbehave(
     stream: trio.SocketStream, server: MisbehavingServer, answer: Answer, call_id: Any
 ) -> None:
+    try:
+        await _answer(stream, server, answer, call_id)
+    finally:
+        answer.done.set()
+
+
+async def _answer(
+    stream: trio.SocketStream, server: MisbehavingServer, answer: Answer, call_id: Any
+) -> None:
     answer.arrived.set()
+    if answer.hang_up:
+        return
+    if answer.silent:
+        await _wait_until_gone(stream)
+        return
     if answer.after is not None:
         await answer.after.wait()
     head = f"HTTP/1.1 {answer.status} X\r\nContent-Type: {answer.content_type}\r\n"
@@ -144,9 +179,16 @@ async def _misbehave(
     first = [next(pieces).replace(b"{id}", json.dumps(call_id).encode())]
     if answer.gzip:
         pieces, first = iter(()), [gzip.compress(b"".join([*first, *pieces]))]
-    for piece in itertools.chain(first, pieces):
+    for n, piece in enumerate(itertools.chain(first, pieces)):
+        if n and answer.interval:
+            await trio.sleep(answer.interval)
         await stream.send_all(piece)
         server.sent += len(piece)
     if answer.stall:
-        while await stream.receive_some():
-            pass
+        await _wait_until_gone(stream)
+
+
+async def _wait_until_gone(stream: trio.SocketStream) -> None:
+    """Read (and drop) what the client sends until it closes the connection."""
+    while await stream.receive_some():
+        pass
