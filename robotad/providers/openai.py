@@ -92,6 +92,7 @@ class ChatStreamAssembler:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}
+        self._role_seen = False
 
     def feed(self, chunk: ChatCompletionChunk, observer: StreamObserver) -> None:
         if not self.meta:
@@ -104,8 +105,9 @@ class ChatStreamAssembler:
         kept = 0  # characters of tool calls kept from this chunk
         # A chunk that says nothing (an empty delta, as a server's keep-alive) is no sign of
         # life: the idle timeout is for a model that stopped producing, as Anthropic's pings
-        # do not count either. Anything else does: the role, a tool call piece, a finish, usage,
-        # or a member the SDK does not know (a reasoning model's thinking, ``reasoning_content``).
+        # do not count either. Anything else does: the role (the first time: a server that
+        # repeats it forever says nothing new), a tool call piece, a finish, usage, or a member
+        # the SDK does not know (a reasoning model's thinking, ``reasoning_content``).
         alive = chunk.usage is not None
         for choice in chunk.choices or ():
             if choice.index not in (0, None):
@@ -121,7 +123,9 @@ class ChatStreamAssembler:
                     kept += self._add_call_delta(call)
                     alive = True
                 extra = delta.model_extra or {}
-                alive = alive or bool(delta.role) or any(value for value in extra.values())
+                news = bool(delta.role) and not self._role_seen
+                self._role_seen = self._role_seen or bool(delta.role)
+                alive = alive or news or any(value for value in extra.values())
             if choice.finish_reason is not None:
                 self.finish_reason = text_of(choice.finish_reason)
                 alive = True

@@ -98,10 +98,12 @@ async def test_empty_chunks_are_no_sign_of_life_but_thinking_is(
 ) -> None:
     """A keep-alive of empty deltas must not hold the idle timeout off forever (Anthropic's
     pings do not either); a reasoning model's thinking (``reasoning_content``, a member the
-    SDK does not name) is activity, as are the role, the finish and usage."""
+    SDK does not name) is activity, as are the role, the finish and usage. A role repeated
+    is no news: a server that sent role-only chunks forever kept a turn alive until abort."""
     events = [
         openai_chunk({"role": "assistant", "content": ""}),
         *[openai_chunk({}) for _ in range(5)],
+        *[openai_chunk({"role": "assistant"}) for _ in range(5)],
         *[openai_chunk({"reasoning_content": "hmm"}) for _ in range(2)],
         openai_chunk({"content": "ok"}),
         openai_chunk({}, finish_reason="stop"),
