@@ -71,6 +71,7 @@ from robotad.agent.provider import (
     ProviderError,
     ToolChoice,
     idle_timeout_reason,
+    located_reason,
 )
 from robotad.agent.stream_tap import StreamTap
 from robotad.agent.tool import Tool, ToolContext
@@ -366,7 +367,8 @@ class _Turn:
             self._partial = None
             self._observe_round("failed")
             logger.warning("provider %s raised %s", self._provider.name, type(exc).__name__)
-            reason = f"unexpected {type(exc).__name__} from the provider"
+            cause = f"unexpected {type(exc).__name__} from the provider"
+            reason = located_reason(self._provider, cause)
             raise ModelCallFailed(reason, self._provider.name) from None
         except BaseException:
             self._observe_round("cancelled")

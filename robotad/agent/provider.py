@@ -30,6 +30,7 @@ __all__ = [
     "ToolChoice",
     "ToolSchema",
     "idle_timeout_reason",
+    "located_reason",
     "provider_endpoint",
     "provider_idle_timeout",
 ]
@@ -130,6 +131,10 @@ def provider_endpoint(provider: Provider) -> str | None:
 def idle_timeout_reason(provider: Provider, seconds: float | None) -> str:
     """The `ProviderError` reason of a call that sent nothing for `seconds`:
     ``127.0.0.1:8080: no data for 120 s (idle timeout)``, the endpoint first when known."""
+    return located_reason(provider, f"no data for {seconds or 0:g} s (idle timeout)")
+
+
+def located_reason(provider: Provider, cause: str) -> str:
+    """`cause` with `provider`'s endpoint first when it has one (``127.0.0.1:8080: …``)."""
     endpoint = provider_endpoint(provider)
-    cause = f"no data for {seconds or 0:g} s (idle timeout)"
     return f"{endpoint}: {cause}" if endpoint else cause

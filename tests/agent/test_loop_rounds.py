@@ -169,6 +169,7 @@ async def test_g207_provider_error_fails_the_turn_keeping_completed_rounds() -> 
 
 class _Exploding(FakeProvider):
     name = "exploding"
+    endpoint = "127.0.0.1:8080"
 
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
         raise KeyError("Authorization: Bearer sk-live-123")
@@ -180,7 +181,8 @@ async def test_an_unexpected_provider_exception_is_a_provider_failure_without_it
     with pytest.raises(ModelCallFailed) as caught:
         await turn(_Exploding(), journal)
 
-    assert "KeyError" in caught.value.reason
+    # Where it happened, as every other provider failure says: which server's call broke.
+    assert caught.value.reason == "127.0.0.1:8080: unexpected KeyError from the provider"
     assert "sk-live" not in str(caught.value)
     assert "sk-live" not in caught.value.reason
     assert caught.value.__cause__ is None
