@@ -3,6 +3,7 @@ names and defaults are the documented ones, and the constraints are enforced wit
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from protocol.shapes import (
     Message,
     Pending,
     SessionInfo,
+    ToolCall,
     TurnCompleted,
     TurnRunning,
     TurnWaiting,
@@ -360,3 +362,15 @@ def test_tool_choice_shapes() -> None:
         msgspec.json.decode(data, type=methods.RunParams)
     bad = b'{"sessionId":"s","prompt":"p","toolChoice":"always"}'
     assert [i["path"] for i in issues_of(bad, methods.RunParams)] == ["$.toolChoice"]
+
+
+def test_history_costs_the_collector_nothing_per_message() -> None:
+    """Messages (their tool calls and usage with them) are built, decoded and copied untracked
+    by the garbage collector: a daemon holding many long histories walked every one of them on
+    each full collection. They hold JSON data only, so no cycle can run through them."""
+    built = Message.assistant("hi", [ToolCall("c1", "Read", {"path": "/x"})], usage=Usage(1, 2))
+    decoded = msgspec.json.decode(msgspec.json.encode(built), type=Message)
+    copied = msgspec.structs.replace(decoded, content="changed")
+    assert isinstance(decoded.tool_calls, list)
+    for value in (built, decoded, copied, decoded.tool_calls[0], Usage(1, 2)):
+        assert not gc.is_tracked(value), value
