@@ -153,6 +153,10 @@ the last ContextState plist seen."
 (defvar robota--id-counter 0
   "Counter mixed into generated ids.")
 
+(defvar robota--asking nil
+  "While an approval question is open: (SESSION . EXECUTION) it is about.
+Another client's answer to that execution ends the question.")
+
 (defvar robota-prompt-history nil
   "Minibuffer history of `robota-send-prompt'.")
 
@@ -556,7 +560,7 @@ With prefix argument ASK, read the provider and model to use."
 Interactively, choose among the daemon's sessions, those whose cwd is the
 project root first.  The events robotad still holds are replayed into
 the project's buffer, and an approval the session waits for is asked.
-A SESSION-ID robotad does not know is a `user-error'."
+A SESSION-ID robotad does not know or refuses is a `user-error'."
   (interactive
    (let* ((root (robota--project-root))
           (sessions (plist-get (robota-request 'session/list nil)
@@ -577,7 +581,9 @@ A SESSION-ID robotad does not know is a `user-error'."
       (jsonrpc-error
        (if (eql (robota-error-code err) -32002)
            (user-error "No session %s" session-id)
-         (signal (car err) (cdr err)))))
+         (user-error "Cannot attach to session %s: %s" session-id
+                     (or (alist-get 'jsonrpc-error-message (cdr err))
+                         (error-message-string err))))))
     (robota--subscribe (robota--register root session-id)
                        #'robota--after-attach :after 0)))
 
@@ -792,6 +798,11 @@ dropped, so a replay after resubscribing shows nothing twice."
     ("approval_requested"
      (setf (robota--session-state session) 'waiting)
      (robota--ask-pending session))
+    ;; Answered while this Emacs still asks: another client was first.
+    ("approval_resolved"
+     (when (robota--asked-about-p session (plist-get event :executionId))
+       (run-at-time 0 nil #'robota--stop-asking session
+                    (plist-get event :executionId))))
     ("turn_finished"
      (setf (robota--session-state session)
            (if (equal (plist-get event :status) "waiting") 'waiting 'idle)))
@@ -918,20 +929,24 @@ connection to robotad is gone) is said to be lost.  Either way
 `robota-review-pending' asks again."
   (condition-case err
       (let ((responses
-             (mapcar
-              (lambda (request)
-                (list :requestId (plist-get request :requestId)
-                      :responseId (robota--new-id)
-                      :approved
-                      (if (robota--in-session-buffer session
-                            (funcall robota-approval-function request))
-                          t
-                        :json-false)))
-              (append requests nil))))
-        (robota--when-subscribed
-         session
-         (lambda (session)
-           (robota--send-answers session execution responses))))
+             (catch 'robota--question-ended
+               (let ((robota--asking (cons session execution)))
+                 (mapcar
+                  (lambda (request)
+                    (list :requestId (plist-get request :requestId)
+                          :responseId (robota--new-id)
+                          :approved
+                          (if (robota--in-session-buffer session
+                                (funcall robota-approval-function request))
+                              t
+                            :json-false)))
+                  (append requests nil))))))
+        (if (eq responses 'elsewhere)
+            (robota--answered-elsewhere session requests)
+          (robota--when-subscribed
+           session
+           (lambda (session)
+             (robota--send-answers session execution responses)))))
     (quit
      (robota--unask session requests)
      (message
@@ -961,6 +976,25 @@ connection to robotad is gone) is said to be lost.  Either way
            t)))
     (error (robota--answer-lost session responses
                                 (error-message-string err)))))
+
+(defun robota--asked-about-p (session execution)
+  "Non-nil while a question about SESSION's EXECUTION is open."
+  (and robota--asking
+       (eq (car robota--asking) session)
+       (equal (cdr robota--asking) execution)))
+
+(defun robota--stop-asking (session execution)
+  "End the open question about SESSION's EXECUTION: another client answered.
+Run from a timer, which runs inside the question's wait for input, as
+`with-timeout' ends one; nothing when that question is over."
+  (when (robota--asked-about-p session execution)
+    (throw 'robota--question-ended 'elsewhere)))
+
+(defun robota--answered-elsewhere (session requests)
+  "Say that SESSION's REQUESTS, asked here, were answered by another client."
+  (robota--unask session requests)
+  (robota--insert-line session "  [answered elsewhere]" 'robota-notice)
+  (message "robota: the approval was answered by another client"))
 
 (defun robota--unask (session requests)
   "Forget that SESSION's REQUESTS were asked about, so they can be again.

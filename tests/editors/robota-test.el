@@ -574,6 +574,74 @@ connection is the fake one of `robota-test--offline-session'."
       (should (= (length (plist-get (robota-request 'session/list) :sessions))
                  before)))))
 
+;; Another client answers while this Emacs still asks: the question ends.
+(ert-deftest robota-an-approval-answered-elsewhere-ends-the-question ()
+  "A question another client answered ends; nothing more is sent."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-elsewhere" t))
+           (robota-project-root-function (lambda () root))
+           (id (plist-get (robota-request
+                           'session/create
+                           (list :cwd root :provider "scripted"
+                                 :script robota-test--write-script))
+                          :sessionId))
+           (other nil)
+           (asked 0)
+           (returned nil)
+           (robota-approval-function
+            (lambda (request)
+              (cl-incf asked)
+              ;; The other client, say a second Emacs, denies it...
+              (setq other (robota--connect (robota-resolve-socket-path)))
+              (jsonrpc-async-request
+               other 'session/resume
+               (list :sessionId id
+                     :executionId (plist-get request :executionId)
+                     :responses
+                     (vector (list :requestId (plist-get request :requestId)
+                                   :responseId "answer-from-elsewhere"
+                                   :approved :json-false)))
+               :success-fn #'ignore :error-fn #'ignore)
+              ;; ...while the person here has not answered yet.
+              (let ((deadline (+ (float-time) robota-test--deadline)))
+                (while (< (float-time) deadline)
+                  (accept-process-output nil 0.05)))
+              (setq returned t)
+              t)))
+      (unwind-protect
+          (progn
+            (should (equal (plist-get (robota-request
+                                       'session/run
+                                       (list :sessionId id :prompt "write"))
+                                      :status)
+                           "waiting"))
+            (robota-attach-session id)
+            (let ((session (gethash root robota--sessions-by-root)))
+              (robota-test--wait-for
+               (lambda ()
+                 (robota-test--text-has session "\\[answered elsewhere\\]"))
+               "the question to end")
+              (robota-test--wait-for
+               (lambda () (robota-test--text-has session "Done writing\\."))
+               "the turn's reply")
+              (should (= asked 1))
+              (should-not returned)
+              (should-not (robota-test--text-has session "not delivered"))
+              (should-not (file-exists-p (expand-file-name "w.txt" root)))))
+        (when other (jsonrpc-shutdown other))))))
+
+(ert-deftest robota-attach-to-a-malformed-id-is-a-user-error ()
+  "An id robotad refuses as malformed is a `user-error' with its reason."
+  :tags '(daemon)
+  (robota-test--isolated
+    (let* ((root (make-temp-file "robota-attach" t))
+           (robota-project-root-function (lambda () root))
+           (err (should-error (robota-attach-session "../x")
+                              :type 'user-error)))
+      (should (string-prefix-p "Cannot attach to session ../x: " (cadr err)))
+      (should-not (robota-session-id root)))))
+
 ;;;; The full turn (needs the session methods)
 
 (defun robota-test--of-type (type events)
