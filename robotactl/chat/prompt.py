@@ -41,13 +41,35 @@ from robotactl.chat.status import status_line
 if TYPE_CHECKING:
     from robotactl.chat.controller import ChatController
 
-__all__ = ["ChatPrompt", "Dispatch"]
+__all__ = ["ChatPrompt", "Dispatch", "live_lines"]
 
 #: Hands a call to the trio side: ``dispatch(function, *args)``.
 Dispatch = Callable[..., None]
 
 #: Most lines of streaming text shown in the live area.
 LIVE_LINES: Final = 12
+
+
+def live_lines(text: str, width: int, count: int) -> list[str]:
+    """The last `count` lines of `text` wrapped at `width`. Only the end of the text is
+    wrapped: the live area is redrawn on every delta, and wrapping a whole reply (it may run
+    to megabytes) each time made the chat lag behind the stream. A longer line than `count`
+    lines can show is cut first, at a space near its cut when there is one."""
+    body = text.rstrip("\n")
+    limit = 2 * width * count
+    lines: list[str] = []
+    stop = len(body)
+    while stop >= 0 and len(lines) < count:
+        start = body.rfind("\n", 0, stop) + 1
+        line = body[start:stop]
+        if len(line) > limit:
+            cut = len(line) - limit
+            space = line.find(" ", cut, cut + width)
+            line = line[space + 1 if space >= 0 else cut :]
+        lines[:0] = textwrap.wrap(line, width) or [""]
+        stop = start - 1
+    return lines[-count:]
+
 
 _STYLE: Final = Style.from_dict(
     {
@@ -183,10 +205,8 @@ class ChatPrompt:
         width = max(10, self.width() - 1)
         parts: StyleAndTextTuples = []
         if state.live_text.strip():
-            lines: list[str] = []
-            for line in state.live_text.rstrip("\n").split("\n"):
-                lines.extend(textwrap.wrap(line, width) or [""])
-            parts.append(("class:live", "\n".join(lines[-LIVE_LINES:]) + "\n"))
+            lines = live_lines(state.live_text, width, LIVE_LINES)
+            parts.append(("class:live", "\n".join(lines) + "\n"))
         for call in state.calls.values():
             if call.ok is None:
                 parts.append(

@@ -4,6 +4,7 @@ prompt-history order and the event follower (on a recording screen, no terminal)
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,13 @@ from protocol.events import (
 )
 from protocol.methods import HistoryEntry
 from protocol.shapes import ApprovalRequest, ContextState, SessionInfo
+from robotactl.chat import prompt as prompt_module
 from robotactl.chat.approval import exact_call_rule
 from robotactl.chat.completion import ChatCompleter
 from robotactl.chat.follower import EventFollower
 from robotactl.chat.history import ordered_prompts
 from robotactl.chat.host import cancel_trio
+from robotactl.chat.prompt import live_lines
 from robotactl.chat.render import Renderer
 from robotactl.chat.slash import SLASH_COMMANDS, UnknownCommand, help_text, parse_slash, prompt_text
 from robotactl.chat.state import ChatState
@@ -226,3 +229,31 @@ def test_the_end_of_a_turn_disarms_leaving_unless_ctrl_c_aborted_it() -> None:
     state.leave_armed = state.abort_asked = True  # Ctrl-C aborted this turn
     state.turn_ended()
     assert state.leave_armed  # "Ctrl-C again leaves" still holds
+
+
+def test_the_live_area_wraps_only_the_end_of_a_long_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live area shows the last lines of the streaming reply, wrapped to the terminal. It
+    wrapped the whole reply on every redraw (one per delta), so a long reply made the chat lag
+    ever further behind its stream; only the end is wrapped now, and the lines are the same."""
+    words = " ".join(f"word{index}" for index in range(40))
+    text = "\n".join(f"{index}: {words}" for index in range(2000)) + "\n"
+    full: list[str] = []
+    for line in text.rstrip("\n").split("\n"):
+        full.extend(textwrap.wrap(line, 50) or [""])
+    assert live_lines(text, 50, 12) == full[-12:]
+    assert live_lines("a\n\nb", 50, 12) == ["a", "", "b"]
+
+    wrapped: list[int] = []
+    real_wrap = textwrap.wrap
+
+    def counted(line: str, width: int) -> list[str]:
+        wrapped.append(len(line))
+        return real_wrap(line, width)
+
+    monkeypatch.setattr(prompt_module.textwrap, "wrap", counted)
+    huge = ("x" * 30 + " ") * 40_000 + "the end"  # 1.2 MB on one line
+    shown = live_lines(huge, 50, 12)
+    assert len(shown) == 12
+    assert shown[-1].endswith("the end")
+    assert all(len(line) <= 50 for line in shown)
+    assert sum(wrapped) <= 2 * 50 * 12 * 2
