@@ -72,7 +72,7 @@ class BashArguments(Struct, forbid_unknown_fields=True, frozen=True):
             min_length=1,
             max_length=MAX_COMMAND_CHARS,
             description="The command line to run "
-            f"(at most {MAX_COMMAND_CHARS:,} characters: the system's limit for one argument).",
+            f"(at most {MAX_COMMAND_CHARS:,} bytes in UTF-8: the system's limit for one argument).",
         ),
     ]
     timeout: (
@@ -89,6 +89,16 @@ class BashArguments(Struct, forbid_unknown_fields=True, frozen=True):
     description: (
         Annotated[str, Meta(description="A short note of what the command does.")] | UnsetType
     ) = UNSET
+
+    def __post_init__(self) -> None:
+        # The system's limit is in bytes: 100,000 characters of Cyrillic are 200,000 of them,
+        # which passed the length check and failed at the spawn as "Argument list too long".
+        size = len(self.command.encode("utf-8", "surrogatepass"))
+        if size > MAX_COMMAND_CHARS:
+            raise ValueError(
+                f"the command is {size:,} bytes in UTF-8; the system runs at most "
+                f"{MAX_COMMAND_CHARS:,} in one argument - at `$.command`"
+            )
 
 
 class OutputCapture:

@@ -311,6 +311,22 @@ def test_a_command_longer_than_the_system_takes_is_refused_before_anything_reads
     )
 
 
+def test_the_command_cap_counts_the_bytes_the_system_counts() -> None:
+    """Linux's limit is in bytes: a command of fewer characters than the cap but more bytes
+    (Cyrillic is two bytes a letter in UTF-8) passed and then failed at the spawn as
+    "Argument list too long"; it is refused with the arguments, saying so."""
+    letters = "echo " + "ж" * (MAX_COMMAND_CHARS // 2)  # within the cap in characters
+    assert len(letters) <= MAX_COMMAND_CHARS
+    with pytest.raises(ArgumentError) as refused:
+        BashTool().decode_arguments({"command": letters})
+    assert str(refused.value) == (
+        "invalid arguments for Bash: the command is 131,075 bytes in UTF-8; the system runs "
+        f"at most {MAX_COMMAND_CHARS:,} in one argument - at `$.command`"
+    )
+    fits = "echo " + "ж" * ((MAX_COMMAND_CHARS - len("echo ")) // 2)
+    assert BashTool().decode_arguments({"command": fits}).command == fits
+
+
 async def test_the_longest_command_is_the_longest_the_system_runs(tmp_path: Path) -> None:
     """The cap is Linux's limit for one argument on 4 KiB pages (32 pages with the NUL) and
     never above it: the longest command runs; one more character cannot be started there."""
