@@ -30,7 +30,12 @@ from protocol.shapes import SessionInfo
 from robotactl import __version__
 from robotactl.acp.attachment import Attachment
 from robotactl.acp.defaults import SessionDefaults
-from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers
+from robotactl.acp.mcp_servers import (
+    in_editor_terms,
+    kept_indexes,
+    mcp_servers,
+    refused_servers,
+)
 from robotactl.acp.modes import mode_state
 from robotactl.acp.prompt import PromptDriver
 from robotactl.acp.prompt_text import prompt_text
@@ -161,16 +166,30 @@ class AcpAgent:
         servers, left_out = mcp_servers(entries, await self._own_mcp_names())
         for reason in left_out:
             logger.warning("MCP server from the editor is not used: %s", reason)
-        create: dict[str, Any] = {"cwd": params.cwd, **self.defaults.create_params()}
-        if servers:
-            create["mcpServers"] = servers
+        kept = kept_indexes(entries)
         try:
-            info = await self.robotad.request("session/create", create, result_type=SessionInfo)
-        except InvalidParams as exc:  # name the editor's own server, not the n-th passed on
-            raise InvalidParams(in_editor_terms(exc.issues, kept_indexes(entries))) from None
+            info = await self._create(params.cwd, servers)
+        except InvalidParams as exc:
+            refused = refused_servers(exc.issues)
+            if refused is None:  # name the editor's own server, not the n-th passed on
+                raise InvalidParams(in_editor_terms(exc.issues, kept)) from None
+            for index, said in refused.items():  # the session starts without them
+                name = entries[kept[index]].name if index < len(kept) else str(index)
+                logger.warning("MCP server from the editor is not used: %s (%s)", name, said)
+            servers = [server for i, server in enumerate(servers) if i not in refused]
+            try:
+                info = await self._create(params.cwd, servers)
+            except InvalidParams as again:
+                raise InvalidParams(in_editor_terms(again.issues, kept)) from None
         attachment = await self._attach(info)
         await self._start(attachment)
         return NewSessionResult(info.session_id, mode_state(info.permission_mode))
+
+    async def _create(self, cwd: str, servers: list[dict[str, Any]]) -> SessionInfo:
+        create: dict[str, Any] = {"cwd": cwd, **self.defaults.create_params()}
+        if servers:
+            create["mcpServers"] = servers
+        return await self.robotad.request("session/create", create, result_type=SessionInfo)
 
     async def _own_mcp_names(self) -> set[str]:
         """The names of robotad's own MCP servers (its configuration's), which an editor's

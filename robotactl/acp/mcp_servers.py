@@ -6,7 +6,9 @@ ACP gives a stdio server as ``{name, command, args, env:[{name, value}]}`` and a
 ``[A-Za-z0-9_-]+``, with no ``__`` and no ``_`` at the end) has every other character replaced
 by ``_``, runs of ``_`` made one and a trailing one dropped, and a name an earlier server
 took gets ``-2``, ``-3``…, so odd names never keep the editor from starting a session. SSE
-servers are not supported by robotad: they are left out, and `mcp_servers` says which.
+servers are not supported by robotad: they are left out, and `mcp_servers` says which. So is
+a server robotad refuses (a URL that is no http:// or https:// one, say): `refused_servers`
+reads robotad's located issues, and the session starts without it, the log saying why.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 from protocol.errors import Issue
 from robotactl.acp.schema import McpServerEntry
 
-__all__ = ["in_editor_terms", "kept_indexes", "mcp_servers"]
+__all__ = ["in_editor_terms", "kept_indexes", "mcp_servers", "refused_servers"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SERVER_PATH = re.compile(r"\$\.mcpServers\[([0-9]+)\]")
 _RUNS = re.compile(r"__+")
 
 
@@ -72,10 +75,22 @@ def in_editor_terms(issues: Sequence[Issue], kept: Sequence[int]) -> list[Issue]
         index = int(match.group(1))
         return f"$.mcpServers[{kept[index] if index < len(kept) else index}]"
 
-    return [
-        {**issue, "path": re.sub(r"\$\.mcpServers\[([0-9]+)\]", renumber, issue["path"])}
-        for issue in issues
-    ]
+    return [{**issue, "path": _SERVER_PATH.sub(renumber, issue["path"])} for issue in issues]
+
+
+def refused_servers(issues: Sequence[Issue]) -> dict[int, str] | None:
+    """The index (in the list robotad got) of each server robotad's `issues` are about, with
+    what it said; None when any issue is about something else (the session itself)."""
+    refused: dict[int, str] = {}
+    for issue in issues:
+        match = _SERVER_PATH.match(issue["path"])
+        if match is None:
+            return None
+        index = int(match.group(1))
+        member = issue["path"][match.end() :].lstrip(".")
+        said = f"{member}: {issue['message']}" if member else issue["message"]
+        refused[index] = f"{refused[index]}; {said}" if index in refused else said
+    return refused or None
 
 
 def _unique(name: str, taken: set[str]) -> str:

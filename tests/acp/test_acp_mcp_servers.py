@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from protocol.methods import McpServer
-from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers
+from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers, refused_servers
 from robotactl.acp.schema import McpServerEntry, NameValue
 from robotad.mcp.config import name_problem
 
@@ -100,3 +100,19 @@ def test_robotads_issues_name_the_editors_own_server() -> None:
     assert in_editor_terms([{"path": "$.cwd", "message": "x"}], kept) == [
         {"path": "$.cwd", "message": "x"}
     ]
+
+
+def test_refused_servers_are_read_from_robotads_issues() -> None:
+    """robotad's located issues say which servers it refused and why; an issue about anything
+    else (the session itself) refuses the whole request."""
+    issues = [
+        {"path": "$.mcpServers[2].url", "message": "expected an http:// or https:// URL"},
+        {"path": "$.mcpServers[2].headers.X-Key", "message": "not a valid header value"},
+        {"path": "$.mcpServers[0]", "message": "give either command or url"},
+    ]
+    assert refused_servers(issues) == {
+        2: "url: expected an http:// or https:// URL; headers.X-Key: not a valid header value",
+        0: "give either command or url",
+    }
+    assert refused_servers([*issues, {"path": "$.cwd", "message": "not absolute"}]) is None
+    assert refused_servers([]) is None

@@ -58,14 +58,23 @@ async def test_modes_are_permission_modes_and_list_shows_robotads_sessions(
             {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []},
             {"type": "http", "name": "web", "url": "ftp://127.0.0.1/x", "headers": []},
         ]
-        with pytest.raises(EditorError) as bad_server:
-            await editor.new_session(workspace, mcpServers=servers)
-        # The SSE server is left out before robotad sees the list: the editor's [1] is named.
-        assert "$.mcpServers[1].url" in bad_server.value.message
+        # Servers robotad cannot use are left out, and the session starts without them (one
+        # bad URL in an editor's settings refused every new thread); the log says why.
+        third = tmp_path / "third"
+        third.mkdir()
+        without = await editor.new_session(third.resolve(), mcpServers=servers)
+        assert robotad_call(acp_daemon, "mcp/list", {"sessionId": without})["servers"] == [
+            server
+            for server in robotad_call(acp_daemon, "mcp/list", {})["servers"]
+            if server["scope"] == "daemon"
+        ]
+        log = (tmp_path / "editor-0.log").read_text()
+        assert "MCP server from the editor is not used: old (SSE servers" in log
+        assert "MCP server from the editor is not used: web (url: " in log
         there = await editor.new_session(elsewhere.resolve())
         listed = await editor.request("session/list", {})
         ids = [s["sessionId"] for s in listed["sessions"]]
-        assert {session_id, there} <= set(ids)
+        assert {session_id, without, there} <= set(ids)
         entry = next(s for s in listed["sessions"] if s["sessionId"] == session_id)
         assert entry["cwd"] == str(workspace)
         assert entry["updatedAt"].endswith("Z")
