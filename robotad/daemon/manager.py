@@ -83,6 +83,7 @@ from robotad.storage.failure import refused, relative_path, storage_reason
 from robotad.storage.ids import validate_session_id
 from robotad.storage.journal import FileExecutionJournal, JournalError, JournalLocked
 from robotad.storage.log_files import log_paths
+from robotad.storage.log_files import sweep_temp_files as sweep_log_temp_files
 from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
 from robotad.storage.store import FileSessionStore, LoadOutcome, Missing, record_file
@@ -140,12 +141,13 @@ class SessionManager:
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Sweep temp files a crashed writer left (records, project rules), then unload idle
-        sessions until cancelled.
+        """Sweep temp files a crashed writer left (records, project rules, log sidecars), then
+        unload idle sessions until cancelled.
 
         Ready once the sweep is done. Only for a daemon holding the single-instance lock."""
         removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
         removed += await trio.to_thread.run_sync(self.assembler.project_rules.sweep_temp_files)
+        removed += await trio.to_thread.run_sync(sweep_log_temp_files, self.logs_dir)
         if removed:
             log.info("removed leftover temp files", extra=fields(count=removed))
         round_open = functools.partial(record_round_open, self.store)

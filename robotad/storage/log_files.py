@@ -27,7 +27,14 @@ from .failure import refusal, refusing_writes
 from .ids import validate_session_id
 from .sidecars import SidecarError, digest
 
-__all__ = ["OPEN_LOGS_KEPT", "FileLogSink", "FileLogSource", "log_paths", "open_logs"]
+__all__ = [
+    "OPEN_LOGS_KEPT",
+    "FileLogSink",
+    "FileLogSource",
+    "log_paths",
+    "open_logs",
+    "sweep_temp_files",
+]
 
 log = logging.getLogger("robotad.storage")
 
@@ -40,6 +47,22 @@ def log_paths(logs_dir: Path, session_id: str) -> tuple[Path, Path]:
 
 def _payload_dir_of(log_path: Path) -> Path:
     return log_path.with_name(log_path.name.removesuffix(".jsonl") + ".payloads")
+
+
+def sweep_temp_files(logs_dir: Path) -> int:
+    """Remove the temp files of sidecars a killed daemon was writing, in every session's
+    ``<id>.payloads`` folder (and any in `logs_dir` itself); how many. Without it they stayed
+    until the session was deleted. Only while nothing writes there (start-up, under the
+    single-instance lock); a symlink in place of a folder is not followed."""
+    removed = fsio.remove_temp_files(logs_dir)
+    try:
+        entries = list(os.scandir(logs_dir))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if entry.name.endswith(".payloads") and entry.is_dir(follow_symlinks=False):
+            removed += fsio.remove_temp_files(Path(entry.path))
+    return removed
 
 
 #: Log descriptors kept open at once in the process; past it the least recently used closes.

@@ -325,3 +325,33 @@ def test_a_session_server_may_not_take_the_name_of_a_configured_one(tmp_path: Pa
         CreateParams,
     )
     assert assembler.create_issues(renamed, frozenset()) == []
+
+
+async def test_start_up_removes_the_sidecar_temp_files_a_killed_daemon_left(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """A daemon killed while it wrote a log sidecar leaves the sidecar's temp file in
+    ``logs/<id>.payloads/``; it stayed until the session was deleted. The next daemon's
+    start-up sweep removes it, as it does the records' own, and leaves every sidecar."""
+    state = tmp_path / "state"
+    payloads = state / "logs" / "s1.payloads"
+    payloads.mkdir(parents=True)
+    sidecar = payloads / ("a" * 64)
+    sidecar.write_bytes(b"{}")
+    left = [payloads / f".{'b' * 64}.0123456789abcdef.tmp", state / "logs" / ".s2.jsonl.1.tmp"]
+    for path in left:
+        path.write_bytes(b"half of a sidec")
+    elsewhere = tmp_path / "elsewhere"  # a link in place of a folder is not followed
+    elsewhere.mkdir()
+    (elsewhere / ".x.0123456789abcdef.tmp").write_bytes(b"not ours")
+    (state / "logs" / "s3.payloads").symlink_to(elsewhere)
+    assembler = SessionAssembler.from_config(Config(), state_dir=state)
+    manager = SessionManager(
+        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
+    )
+    with trio.fail_after(TIMEOUT):
+        await nursery.start(manager.run)
+        await manager.shutdown(0)
+    assert [path.exists() for path in left] == [False, False]
+    assert sidecar.read_bytes() == b"{}"
+    assert (elsewhere / ".x.0123456789abcdef.tmp").exists()
