@@ -38,15 +38,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.shapes import Message, ToolCall
-from robotad.storage.record import Permissions, SessionRecord, SessionSettings
+from robotad.storage.record import SessionRecord
 from robotad.storage.store import FileSessionStore
 from tests.system.daemon_process import DaemonHome, DaemonProcess, daemon_home
+from tests.system.scale_workload import scripted_record
 from tests.system.soak_client import SoakConnection, open_soak_connection
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -85,26 +85,7 @@ def history(count: int) -> list[Message]:
 
 
 def record(session_id: str, cwd: str, count: int) -> SessionRecord:
-    iso = msgspec.to_builtins(T0)
-    return SessionRecord(
-        id=session_id,
-        cwd=cwd,
-        created_at=iso,
-        updated_at=iso,
-        messages=history(count),
-        history=[],
-        system_prompt=None,
-        tool_schemas=[],
-        settings=SessionSettings(
-            provider="scripted",
-            model="scripted",
-            permission_mode="default",
-            permissions=Permissions(allow=[], ask=[], deny=[]),
-            auto_compact_threshold=False,
-        ),
-        turn_count=count // 4,
-        metadata={},
-    )
+    return scripted_record(session_id, cwd, history(count), T0, turn_count=count // 4)
 
 
 class Probe:

@@ -69,6 +69,14 @@ def make_record(session_id: str, cwd: str, messages: int, *, minute: int = 0) ->
         )
         for index in range(messages)
     ]
+    return scripted_record(session_id, cwd, history, stamp, turn_count=messages // 2)
+
+
+def scripted_record(
+    session_id: str, cwd: str, history: list[Message], stamp: datetime, *, turn_count: int
+) -> SessionRecord:
+    """A valid record holding `history`, created and updated at `stamp`, on the scripted
+    provider with automatic compaction off (for benchmarks and scale tests)."""
     iso = msgspec.to_builtins(stamp)
     return SessionRecord(
         id=session_id,
@@ -86,7 +94,7 @@ def make_record(session_id: str, cwd: str, messages: int, *, minute: int = 0) ->
             permissions=Permissions(allow=[], ask=[], deny=[]),
             auto_compact_threshold=False,
         ),
-        turn_count=messages // 2,
+        turn_count=turn_count,
         metadata={},
     )
 
