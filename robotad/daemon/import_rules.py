@@ -1,10 +1,16 @@
-"""What a history given to ``session/import`` must hold beyond what the record decoder checks.
+"""What a record given to ``session/import`` must hold beyond what the record decoder checks.
 
 The decoder (the store's own, G-214) checks shapes only and reads no field for its meaning
-(G-216). An imported history is input, though, and two conventions of it are refused here, each
-issue located under the record's root (``$.artifact.record.messages[i]…``), before anything is
-written:
+(G-216). An imported record is input, though, and these conventions of it are refused here, each
+issue located under the record's root (``$.artifact.record.id``,
+``$.artifact.record.messages[i]…``), before anything is written:
 
+- every session id it names is a safe one (PROTOCOL §3, G-156: `session_id_problem`, the rule
+  and wording of every other id robotad takes): its own ``id`` (when ``sessionId`` does not
+  replace it; the decoder's pattern lets ``"abc\n"`` through, as a regex ``$`` matches before
+  a final newline) and ``forkedFrom.sessionId``, which names a session as any id does
+  (``session/list`` shows it, clients open it), so it is held to the rule before any code
+  could build a path or a terminal line from it;
 - every message id names one fork point (`robotad.daemon.fork.message_id_issues`, the rule
   ``session/fork`` applies), so no import becomes a session that fork calls corrupt;
 - a message's ``metadata.usage``, when present, is a `Usage` — token counts that are not
@@ -25,22 +31,50 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from msgspec import UNSET
+
 from protocol.errors import InvalidParams, Issue
+from protocol.session_ids import session_id_problem
 from protocol.shapes import Message, Usage
 from protocol.validate import ValidationFailed, convert
 from robotad.daemon.fork import message_id_issues
+from robotad.storage.record import SessionRecord
 
-__all__ = ["require_importable", "tool_result_issues", "usage_issues"]
+__all__ = [
+    "history_issues",
+    "require_importable",
+    "session_id_issues",
+    "tool_result_issues",
+    "usage_issues",
+]
 
 
-def require_importable(history: Sequence[Message], root: str) -> None:
-    """`InvalidParams` listing every issue of `history` (the record under `root`) that the
-    module doc names; nothing when it has none."""
+def require_importable(record: SessionRecord, root: str) -> None:
+    """`InvalidParams` listing every issue of `record` (the record under `root`) that the
+    module doc names, in the record's order; nothing when it has none."""
+    issues = session_id_issues(record.id, f"{root}.id")
+    issues += history_issues(record.messages, root)
+    if record.forked_from is not UNSET:
+        where = f"{root}.forkedFrom.sessionId"
+        issues += session_id_issues(record.forked_from.session_id, where)
+    if issues:
+        raise InvalidParams(issues)
+
+
+def session_id_issues(value: str, path: str) -> list[Issue]:
+    """The issue at `path` of a `value` that is no safe session id, in `session_id_problem`'s
+    words (which never repeat the value); none for a safe one."""
+    problem = session_id_problem(value)
+    return [] if problem is None else [{"path": path, "message": problem}]
+
+
+def history_issues(history: Sequence[Message], root: str) -> list[Issue]:
+    """Every issue of `history` (the messages of the record under `root`) that the module
+    doc names, in message order."""
     issues = message_id_issues(history, root) + usage_issues(history, root)
     issues += tool_result_issues(history, root)
-    if issues:
-        issues.sort(key=lambda issue: _position(issue["path"], root))
-        raise InvalidParams(issues)
+    issues.sort(key=lambda issue: _position(issue["path"], root))
+    return issues
 
 
 def usage_issues(history: Sequence[Message], root: str) -> list[Issue]:

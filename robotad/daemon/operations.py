@@ -431,15 +431,14 @@ class SessionOperations:
         return export_artifact(record, redact_sensitive if redact else None)
 
     async def import_session(self, params: ImportParams) -> SessionInfo:
-        """A new session from an artifact, decoded by the store's own total decoder (every
-        defect located under ``$.artifact``), under `sessionId` or the artifact's own id;
-        `SessionExists` when taken. The record is stored exactly as imported; a refusal
-        writes nothing (G-032)."""
+        """A new session from an artifact, decoded by the store's own total decoder and held
+        to `robotad.daemon.import_rules` (every defect located under ``$.artifact``), under
+        `sessionId` or the artifact's own id; `SessionExists` when taken. The record is
+        stored exactly as imported; a refusal writes nothing (G-032)."""
         record = import_artifact(params.artifact)
-        require_importable(record.messages, "$.artifact.record")
         if params.session_id is not UNSET:
-            record = msgspec.structs.replace(record, id=params.session_id)
-        validate_session_id(record.id)
+            record = msgspec.structs.replace(record, id=validate_session_id(params.session_id))
+        require_importable(record, "$.artifact.record")
 
         def as_imported(imported: SessionRecord, live: LiveSession) -> SessionRecord:
             return imported

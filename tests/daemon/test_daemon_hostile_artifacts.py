@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import InvalidParams, RecordCorrupt, SessionNotFound
+from protocol.session_ids import session_id_problem
 from protocol.shapes import Message, ToolCall
 from robotad.agent.loop import open_calls
 from robotad.daemon.fork import fork_history
-from robotad.daemon.import_rules import require_importable
+from robotad.daemon.import_rules import history_issues
 from robotad.mcp.config import spec_of_wire
 from robotad.session.conversation import NEVER_ANSWERED
 from robotad.storage.record import check_record
@@ -217,20 +218,16 @@ def test_what_an_import_accepts_its_next_prompt_keeps_importable(
     were accepted, and closing both gave that id two results, which import refuses, so the
     session could not be exported and imported again."""
     history = _history(steps)
-    refused: list[Any] = []
-    try:
-        require_importable(history, "$.artifact.record")
-    except InvalidParams as exc:
-        refused = exc.issues
+    refused = history_issues(history, "$.artifact.record")
     assert all(i["path"].startswith("$.artifact.record.messages[") for i in refused)
     if refused:
         return
     closed = history + [
         Message.tool(call.id, call.name, NEVER_ANSWERED, ok=False) for call in open_calls(history)
     ]
-    require_importable([*closed, Message.user("next")], "$.artifact.record")
+    assert history_issues([*closed, Message.user("next")], "$.artifact.record") == []
     forked = fork_history("s", history, None, 0).messages
-    require_importable(forked, "$.artifact.record")
+    assert history_issues(forked, "$.artifact.record") == []
 
 
 async def test_two_open_calls_under_one_id_are_refused_at_import(
@@ -259,3 +256,69 @@ async def test_two_open_calls_under_one_id_are_refused_at_import(
         }
     ]
     assert state_files(daemon) == before
+
+
+#: Session ids no path may be built from; the last passes the decoder's own pattern (a regex
+#: ``$`` matches before a final newline).
+UNSAFE_IDS = ["../x", "a/b", "", "x" * 129, "a\x1b[2Jb", "..", "abc\n"]
+
+
+async def test_an_imported_forked_from_names_a_safe_session_id(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-156, G-030, G-032: ``forkedFrom.sessionId`` names a session, as any id does
+    (``session/list`` shows it, clients open it), yet an import took ``"../x"``, ``"a/b"``,
+    an empty, over-long or escape-holding one as it came. Each is now -32602 at that path,
+    in the words every unsafe id gets, writing nothing; a fork's own export still imports."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path)
+            source = artifact["record"]["id"]
+            before = state_files(daemon)
+            refusals = []
+            for bad in UNSAFE_IDS:
+                forged = copy.deepcopy(artifact)
+                forged["record"]["forkedFrom"] = {"sessionId": bad, "messageId": "m-1"}
+                with pytest.raises(InvalidParams) as refused:
+                    await client.call("session/import", {"artifact": forged, "sessionId": "ff-1"})
+                refusals.append(refused.value.issues)
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "ff-1"})
+            after_refusals = state_files(daemon)
+            fork = await client.call("session/fork", {"sessionId": source})
+            forked = await client.call("session/export", {"sessionId": fork["sessionId"]})
+            imported = await client.call(
+                "session/import", {"artifact": forked["artifact"], "sessionId": "ff-2"}
+            )
+            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+    assert refusals == [
+        [{"path": "$.artifact.record.forkedFrom.sessionId", "message": session_id_problem(bad)}]
+        for bad in UNSAFE_IDS
+    ]
+    assert after_refusals == before
+    assert imported["sessionId"] == "ff-2"
+    assert listed["ff-2"]["forkedFrom"] == source
+
+
+async def test_an_unsafe_artifact_id_is_refused_where_it_stands(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-156, G-030: an import without ``sessionId`` takes the artifact's own id; one the
+    decoder's pattern lets through (``"abc\\n"``) was refused at ``$.sessionId``, a
+    parameter the caller never gave. It is refused at ``$.artifact.record.id``; a
+    ``sessionId`` given in its place imports it under that id."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path)
+            before = state_files(daemon)
+            forged = copy.deepcopy(artifact)
+            forged["record"]["id"] = "abc\n"
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": forged})
+            after_refusal = state_files(daemon)
+            renamed = await client.call("session/import", {"artifact": forged, "sessionId": "id-1"})
+    assert refused.value.issues == [
+        {"path": "$.artifact.record.id", "message": session_id_problem("abc\n")}
+    ]
+    assert after_refusal == before
+    assert renamed["sessionId"] == "id-1"
