@@ -15,6 +15,10 @@ issue located under the record's root (``$.artifact.record.id``,
   ``session/fork`` applies), so no import becomes a session that fork calls corrupt;
 - a message's ``metadata.usage``, when present, is a `Usage` — token counts that are not
   negative — so the context figures never show a negative ``usedTokens``;
+- only an assistant message makes tool calls and only a tool message answers one: a
+  ``toolCalls`` on any other message is a call no model made and nothing ran, which no
+  provider is sent yet ``robotactl show`` and a compaction's summary request present as made,
+  and a ``toolCallId`` on any other message answers nothing;
 - every tool message answers a call an earlier assistant message made and no tool message
   answered yet: a result of no call, one before its call or a second one for a call is a
   history every provider refuses, so each later turn of the session would fail. (A call
@@ -43,6 +47,7 @@ from robotad.storage.record import SessionRecord
 __all__ = [
     "history_issues",
     "require_importable",
+    "role_issues",
     "session_id_issues",
     "tool_result_issues",
     "usage_issues",
@@ -72,8 +77,33 @@ def history_issues(history: Sequence[Message], root: str) -> list[Issue]:
     """Every issue of `history` (the messages of the record under `root`) that the module
     doc names, in message order."""
     issues = message_id_issues(history, root) + usage_issues(history, root)
-    issues += tool_result_issues(history, root)
+    issues += role_issues(history, root) + tool_result_issues(history, root)
     issues.sort(key=lambda issue: _position(issue["path"], root))
+    return issues
+
+
+def role_issues(history: Sequence[Message], root: str) -> list[Issue]:
+    """An issue for each ``toolCalls`` holding calls on a message that is not an assistant
+    message, and each ``toolCallId`` on one that is not a tool message."""
+    issues: list[Issue] = []
+    for index, message in enumerate(history):
+        where = f"{root}.messages[{index}]"
+        if message.role != "assistant" and message.calls:
+            issues.append(
+                {
+                    "path": f"{where}.toolCalls",
+                    "message": "only an assistant message makes tool calls (this one's "
+                    f"role is {message.role!r})",
+                }
+            )
+        if message.role != "tool" and isinstance(message.tool_call_id, str):
+            issues.append(
+                {
+                    "path": f"{where}.toolCallId",
+                    "message": "only a tool message answers a call (this one's role is "
+                    f"{message.role!r})",
+                }
+            )
     return issues
 
 

@@ -322,3 +322,50 @@ async def test_an_unsafe_artifact_id_is_refused_where_it_stands(
     ]
     assert after_refusal == before
     assert renamed["sessionId"] == "id-1"
+
+
+async def test_only_an_assistant_message_makes_calls_and_only_a_tool_message_answers(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032: an import took ``toolCalls`` on a user or tool message — calls no model
+    made and nothing ran, which no provider is sent yet ``robotactl show`` and a
+    compaction's summary request present as made — and a ``toolCallId`` on a message that
+    answers nothing. Each is now -32602 at that member, writing nothing; a result that
+    answers a user message's "call" is refused as answering no call, as before."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path, {"toolCalls": [GLOB]}, {"text": "done"})
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            user, call, result, reply = bad["record"]["messages"]
+            made = {"id": "u-1", "name": "Glob", "arguments": {"pattern": "*"}}
+            user["toolCalls"] = [made]
+            result["toolCalls"] = [{**made, "id": "t-1"}]
+            reply["toolCallId"] = call["toolCalls"][0]["id"]
+            answer = {**result, "id": "answer", "toolCallId": "u-1"}
+            del answer["toolCalls"]
+            bad["record"]["messages"].append(answer)
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "role-1"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "role-1"})
+    root = "$.artifact.record.messages"
+    assert refused.value.issues == [
+        {
+            "path": f"{root}[0].toolCalls",
+            "message": "only an assistant message makes tool calls (this one's role is 'user')",
+        },
+        {
+            "path": f"{root}[2].toolCalls",
+            "message": "only an assistant message makes tool calls (this one's role is 'tool')",
+        },
+        {
+            "path": f"{root}[3].toolCallId",
+            "message": "only a tool message answers a call (this one's role is 'assistant')",
+        },
+        {
+            "path": f"{root}[4].toolCallId",
+            "message": "answers no call of an earlier assistant message (no call 'u-1')",
+        },
+    ]
+    assert state_files(daemon) == before
