@@ -19,10 +19,14 @@ issue located under the record's root (``$.artifact.record.id``,
   ``toolCalls`` on any other message is a call no model made and nothing ran, which no
   provider is sent yet ``robotactl show`` and a compaction's summary request present as made,
   and a ``toolCallId`` on any other message answers nothing;
-- every tool message answers a call an earlier assistant message made and no tool message
-  answered yet: a result of no call, one before its call or a second one for a call is a
-  history every provider refuses, so each later turn of the session would fail. (A call
-  without its result is fine: the next prompt closes it, `close_unheld_round`.)
+- the results of an assistant message's calls come right after it, one for each call, with
+  only other results between, as the runtime writes them; only the last assistant message's
+  calls may still wait for theirs (the next prompt closes them, `close_unheld_round`). A
+  result of no call, one before its call, a second one, one after another message, or a call
+  another message follows before its result is a history every provider refuses (OpenAI
+  takes a call's results only right after it and wants every one before the next message;
+  Anthropic a ``tool_use``'s ``tool_result`` in the very next user turn), so each later turn
+  of the session would fail.
 - no call takes the id of a call still without a result (two calls of one reply under one
   id, say): a result could not tell them apart, and the next prompt, closing both, gave the
   id two results — a history this very rule refuses, so the session could not be exported
@@ -34,12 +38,13 @@ A stored session is not held to these: it loads as it is, a usage that is no `Us
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from msgspec import UNSET
 
 from protocol.errors import InvalidParams, Issue
 from protocol.session_ids import session_id_problem
-from protocol.shapes import Message, Usage
+from protocol.shapes import Message, ToolCall, Usage
 from protocol.validate import ValidationFailed, convert
 from robotad.daemon.fork import message_id_issues
 from robotad.storage.record import SessionRecord
@@ -123,33 +128,81 @@ def usage_issues(history: Sequence[Message], root: str) -> list[Issue]:
 
 
 def tool_result_issues(history: Sequence[Message], root: str) -> list[Issue]:
-    """An issue for each tool message that answers no open call (see the module doc),
-    located at its ``toolCallId``."""
-    issues: list[Issue] = []
-    open_calls: set[str] = set()
-    answered: set[str] = set()
+    """An issue for each tool message that does not answer an open call of the assistant
+    message its results follow (located at its ``toolCallId``), for each call another
+    message comes before the result of (at the call's ``id``), and for each call that
+    repeats the id of one still without a result; see the module doc."""
+    rounds = _Rounds(root)
     for index, message in enumerate(history):
-        if message.role == "assistant" and message.tool_calls:
-            for position, call in enumerate(message.tool_calls):
-                if call.id in open_calls:
-                    issues.append(_repeated_call(root, index, position, call.id))
-                open_calls.add(call.id)
-                answered.discard(call.id)
-        if message.role != "tool":
-            continue
+        if message.role == "tool":
+            rounds.result(index, message)
+        else:
+            rounds.close(index)
+            if message.role == "assistant" and message.calls:
+                rounds.open(index, message.calls)
+    return rounds.issues
+
+
+@dataclass
+class _Rounds:
+    """The walk of `tool_result_issues`: the round in progress (the assistant message whose
+    results may follow now) and every call made so far."""
+
+    root: str
+    issues: list[Issue] = field(default_factory=list)
+    #: The calls of the round in progress that have no result yet, by id: their position.
+    waiting: dict[str, int] = field(default_factory=dict)
+    #: The message of the round in progress.
+    current: int = -1
+    #: Each call id made so far: the message that made it last.
+    made: dict[str, int] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+
+    def open(self, index: int, calls: Sequence[ToolCall]) -> None:
+        """The assistant message at `index` makes `calls`: its results may follow."""
+        self.current = index
+        for position, call in enumerate(calls):
+            if call.id in self.waiting:
+                self.issues.append(_repeated_call(self.root, index, position, call.id))
+            self.waiting[call.id] = position
+            self.made[call.id] = index
+            self.answered.discard(call.id)
+
+    def close(self, index: int) -> None:
+        """A message other than a result comes at `index`: the round in progress ends, and
+        each of its calls still without a result never gets one in its place."""
+        for position in self.waiting.values():
+            self.issues.append(
+                {
+                    "path": f"{self.root}.messages[{self.current}].toolCalls[{position}].id",
+                    "message": f"has no result before {self.root}.messages[{index}]: a call's "
+                    "results come right after the assistant message that made it, and only "
+                    "the last one's calls may still wait for theirs",
+                }
+            )
+        self.waiting = {}
+
+    def result(self, index: int, message: Message) -> None:
+        """The tool message at `index` answers a call of the round in progress, or is out of
+        place."""
         call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else None
-        if call_id is not None and call_id in open_calls:
-            open_calls.discard(call_id)
-            answered.add(call_id)
-            continue
+        if call_id is not None and call_id in self.waiting:
+            del self.waiting[call_id]
+            self.answered.add(call_id)
+            return
         if call_id is None:
             reason = "is missing: a tool message answers one call of an earlier assistant message"
-        elif call_id in answered:
+        elif call_id in self.answered:
             reason = f"answers the call {call_id!r} a second time"
+        elif call_id in self.made:
+            reason = (
+                f"answers the call {call_id!r} of {self.root}.messages[{self.made[call_id]}] "
+                "out of place: a call's results come right after the assistant message that "
+                "made it, with only other results between"
+            )
         else:
             reason = f"answers no call of an earlier assistant message (no call {call_id!r})"
-        issues.append({"path": f"{root}.messages[{index}].toolCallId", "message": reason})
-    return issues
+        self.issues.append({"path": f"{self.root}.messages[{index}].toolCallId", "message": reason})
 
 
 def _repeated_call(root: str, index: int, position: int, call_id: str) -> Issue:

@@ -369,3 +369,56 @@ async def test_only_an_assistant_message_makes_calls_and_only_a_tool_message_ans
         },
     ]
     assert state_files(daemon) == before
+
+
+async def test_tool_results_out_of_place_are_refused_at_import(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032: the results of a reply's calls come right after it, and only the last
+    reply's calls may still wait for theirs (the next prompt closes them). An import took a
+    result after a later user message, and a call whose reply another message followed
+    without its result: no provider takes either history (OpenAI wants a call's results
+    right after it, Anthropic a tool_use's result in the very next turn), so every later
+    turn of the session would have failed. Each is now -32602 at the call and at the
+    result, writing nothing; a history whose last round is open still imports."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(
+                client, tmp_path, {"toolCalls": [GLOB]}, {"toolCalls": [GLOB]}, {"text": "done"}
+            )
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            user, first, first_result, second, _second_result, reply = bad["record"]["messages"]
+            later = {**user, "id": "later", "content": "and then?"}
+            bad["record"]["messages"] = [user, first, later, first_result, second, reply]
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "place-1"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "place-1"})
+            after_refusal = state_files(daemon)
+            waiting = copy.deepcopy(artifact)
+            del waiting["record"]["messages"][4:]  # the second round still open, as parked
+            imported = await client.call(
+                "session/import", {"artifact": waiting, "sessionId": "place-2"}
+            )
+    root = "$.artifact.record.messages"
+    cause = "a call's results come right after the assistant message that made it"
+    assert refused.value.issues == [
+        {
+            "path": f"{root}[1].toolCalls[0].id",
+            "message": f"has no result before {root}[2]: {cause}, and only the last one's "
+            "calls may still wait for theirs",
+        },
+        {
+            "path": f"{root}[3].toolCallId",
+            "message": f"answers the call {first['toolCalls'][0]['id']!r} of {root}[1] out of "
+            f"place: {cause}, with only other results between",
+        },
+        {
+            "path": f"{root}[4].toolCalls[0].id",
+            "message": f"has no result before {root}[5]: {cause}, and only the last one's "
+            "calls may still wait for theirs",
+        },
+    ]
+    assert after_refusal == before
+    assert imported["messageCount"] == 4
