@@ -23,6 +23,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from protocol.session_ids import SESSION_ID_PATTERN
 from protocol.shapes import (
+    MAX_SAFE_INTEGER,
     ContextState,
     Message,
     Pending,
@@ -45,10 +46,12 @@ __all__ = [
     "AddRuleParams",
     "ApprovalResponse",
     "Artifact",
+    "Chunks",
     "ClientInfo",
     "CloseResult",
     "CompactParams",
     "CompactResult",
+    "Count",
     "CreateParams",
     "DaemonCapabilities",
     "DaemonSessionCounts",
@@ -66,6 +69,7 @@ __all__ = [
     "InitializeResult",
     "LogProblem",
     "LogResult",
+    "MaxRounds",
     "McpListParams",
     "McpListResult",
     "McpServer",
@@ -75,6 +79,7 @@ __all__ = [
     "PendingResult",
     "PermissionRules",
     "Permissions",
+    "PositiveInt",
     "ResumeParams",
     "RunParams",
     "RunResult",
@@ -107,12 +112,18 @@ SessionId = Annotated[
 ]
 AbsolutePath = Annotated[str, Meta(pattern=r"^/", description="an absolute path")]
 NonEmpty = Annotated[str, Meta(min_length=1)]
-Count = Annotated[int, Meta(ge=0)]
-PositiveInt = Annotated[int, Meta(gt=0)]
+Count = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
+PositiveInt = Annotated[int, Meta(gt=0, le=MAX_SAFE_INTEGER)]
 MaxRounds = Annotated[
     int,
-    Meta(ge=1, description="provider calls a turn may make before it stops (stopReason maxRounds)"),
+    Meta(
+        ge=1,
+        le=MAX_SAFE_INTEGER,
+        description="provider calls a turn may make before it stops (stopReason maxRounds)",
+    ),
 ]
+#: Pieces a scripted step's text streams in.
+Chunks = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]
 Threshold = Annotated[float, Meta(gt=0, le=1, description="a fraction of the context window")]
 
 RuleKind = Literal["allow", "ask", "deny"]
@@ -221,7 +232,7 @@ class Step(_Params, frozen=True):
 
     text: str | UnsetType = UNSET
     tool_calls: list[ScriptedToolCall] | UnsetType = UNSET
-    chunks: Annotated[int, Meta(ge=1)] = 1
+    chunks: Chunks = 1
     delay_ms: Count = 0
     error: str | UnsetType = UNSET
     usage: Usage | UnsetType = UNSET

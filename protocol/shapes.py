@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 __all__ = [
+    "MAX_SAFE_INTEGER",
     "UNSET",
     "ApprovalRequest",
     "ContextState",
@@ -101,14 +102,21 @@ class ToolCall(_Frozen, frozen=True, gc=False):
     raw_arguments: str | UnsetType = UNSET
 
 
-#: A number of tokens: never negative.
-TokenCount = Annotated[int, Meta(ge=0)]
+#: The largest integer every JSON reader holds exactly (2**53 - 1, JavaScript's
+#: ``Number.MAX_SAFE_INTEGER``), and the bound of every count, size and duration robotad takes
+#: (params, records, artifacts, configuration, a provider's usage). Past it a figure robotad
+#: echoes reads back changed in an editor, and the arithmetic that makes a float of one
+#: (context percentages, seconds) overflows long before Python's integers do.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+
+#: A number of tokens: never negative, never past `MAX_SAFE_INTEGER`.
+TokenCount = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
 
 
 class Usage(_Frozen, frozen=True, gc=False):
-    """Provider-reported token usage of one model call. No count is negative: decoding
-    refuses one (a script step's, an imported message's), and a provider that reports one is
-    taken to have reported no usage."""
+    """Provider-reported token usage of one model call. No count is negative or past
+    2**53 - 1 (`MAX_SAFE_INTEGER`): decoding refuses one (a script step's, an imported
+    message's), and a provider that reports one is taken to have reported no usage."""
 
     input_tokens: TokenCount
     output_tokens: TokenCount

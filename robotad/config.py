@@ -49,6 +49,7 @@ import msgspec
 from msgspec import Meta, Struct
 from xdg_base_dirs import xdg_config_home, xdg_runtime_dir, xdg_state_home
 
+from protocol.methods import PositiveInt
 from protocol.shapes import SandboxMode
 from protocol.validate import Issue, ValidationFailed, convert
 from robotad.config_checks import (
@@ -100,7 +101,6 @@ HookEvent = Literal[
 ]
 HOOK_EVENTS: tuple[str, ...] = get_args(HookEvent)
 
-_Positive = Annotated[int, Meta(gt=0)]
 _Name = Annotated[str, Meta(min_length=1)]
 
 
@@ -113,11 +113,11 @@ class ProviderConfig(_Table, frozen=True):
     base_url: _Name | None = None
     model: _Name | None = None
     api_key_env: _Name | None = None
-    context_window: _Positive | None = None
-    max_tokens: _Positive | None = None
+    context_window: PositiveInt | None = None
+    max_tokens: PositiveInt | None = None
     #: PROTOCOL §10.3: the idle deadline of a model call and the bound on opening a connection.
-    idle_timeout_ms: _Positive = 120_000
-    connect_timeout_ms: _Positive = 10_000
+    idle_timeout_ms: PositiveInt = 120_000
+    connect_timeout_ms: PositiveInt = 10_000
     #: Run through ``/bin/sh -c`` when the provider is built; its first stdout line is the key.
     api_key_command: _Name | None = None
 
@@ -159,7 +159,7 @@ class DefaultsConfig(_Table, frozen=True):
     """Defaults of new sessions. `max_rounds` bounds each turn's provider calls (absent: no
     limit)."""
 
-    max_rounds: _Positive | None = None
+    max_rounds: PositiveInt | None = None
 
 
 class InstructionsConfig(_Table, frozen=True):

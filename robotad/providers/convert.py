@@ -68,15 +68,20 @@ def reported_usage(
     vendor: str, input_tokens: int, output_tokens: int, total_tokens: int | None = None
 ) -> Usage | None:
     """The `Usage` a vendor's reply reported, or None — with a warning in robotad's log —
-    when a count is negative, which no call can have (the context figures then rest on the
-    estimate instead of a nonsense figure)."""
+    when a count is negative or past `protocol.shapes.MAX_SAFE_INTEGER`, which no call can
+    have (the context figures then rest on the estimate instead of a nonsense figure)."""
     counts: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens}
     if total_tokens is not None:
         counts["totalTokens"] = total_tokens
     try:
         return msgspec.convert(counts, Usage)
     except msgspec.ValidationError:
-        log.warning("%s reported a negative token count %s; usage ignored", vendor, counts)
+        log.warning(
+            "%s reported a token count no call can have (negative, or past 2**53 - 1) %s; "
+            "usage ignored",
+            vendor,
+            counts,
+        )
         return None
 
 

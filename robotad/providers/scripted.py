@@ -33,6 +33,7 @@ import msgspec
 import trio
 from msgspec import Meta, Struct
 
+from protocol.methods import Chunks, Count
 from protocol.shapes import Message, ToolCall, Usage, new_id
 from protocol.validate import Issue, ValidationFailed, convert, join_path
 from robotad.agent.provider import (
@@ -65,8 +66,8 @@ class TurnStep(Struct, frozen=True, forbid_unknown_fields=True, rename="camel", 
 
     text: str = ""
     tool_calls: list[ScriptedToolCall] = msgspec.field(default_factory=list)
-    chunks: Annotated[int, Meta(ge=1)] = 1
-    delay_ms: Annotated[int, Meta(ge=0)] = 0
+    chunks: Chunks = 1
+    delay_ms: Count = 0
     error: Annotated[str, Meta(min_length=1)] | None = None
     usage: Usage | None = None
 
@@ -77,7 +78,7 @@ class SummaryStep(
     """Answers one compaction call."""
 
     summary: str
-    delay_ms: Annotated[int, Meta(ge=0)] = 0
+    delay_ms: Count = 0
 
 
 Step = TurnStep | SummaryStep

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, cast
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from protocol.methods import McpServer
+from protocol.methods import Count, MaxRounds, McpServer, PositiveInt
 from protocol.shapes import Message, PermissionMode, UtcDatetime, in_utc
 from protocol.validate import Issue, ValidationFailed, convert, issue_from_error, join_path
 from robotad.sandbox.policy import SandboxPolicy
@@ -108,9 +108,9 @@ class SessionSettings(_Record):
     permission_mode: PermissionMode
     permissions: Permissions
     auto_compact_threshold: CompactThreshold
-    context_window: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
-    idle_timeout_ms: Annotated[int, Meta(gt=0)] | UnsetType = UNSET
-    max_rounds: Annotated[int, Meta(ge=1)] | UnsetType = UNSET
+    context_window: PositiveInt | UnsetType = UNSET
+    idle_timeout_ms: PositiveInt | UnsetType = UNSET
+    max_rounds: MaxRounds | UnsetType = UNSET
     #: The project-instruction files the system prompt was built with at creation.
     instructions: list[str] | UnsetType = UNSET
     script: list[dict[str, Any]] | UnsetType = UNSET
@@ -143,7 +143,7 @@ class SessionRecord(_Record):
     system_prompt: str | None
     tool_schemas: list[StoredToolSchema]
     settings: SessionSettings
-    turn_count: Annotated[int, Meta(ge=0)]
+    turn_count: Count
     metadata: dict[str, Any]
     name: str | UnsetType = UNSET
     title: str | UnsetType = UNSET

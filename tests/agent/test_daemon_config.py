@@ -145,6 +145,26 @@ hooks = []
     assert "sk-do-not-echo-me" not in repr(caught.value.issues)
 
 
+def test_a_number_past_what_a_record_holds_is_a_start_up_error(tmp_path: Path) -> None:
+    """A ``[defaults] max_rounds`` goes into every new session's record, which holds at most
+    2**53 - 1 (PROTOCOL §2): a larger one made sessions whose record no longer loaded
+    (RecordCorrupt). Such a number is a start-up error at its path, as any bad value is."""
+    text = """
+[defaults]
+max_rounds = 9007199254740992
+
+[providers.local]
+kind = "openai"
+context_window = 9007199254740992
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    assert caught.value.issues == [
+        {"path": path, "message": "expected <= 9007199254740991"}
+        for path in ("providers.local.context_window", "defaults.max_rounds")
+    ]
+
+
 def test_pattern_and_hook_problems_are_listed_beside_type_errors_in_one_pass(
     tmp_path: Path,
 ) -> None:

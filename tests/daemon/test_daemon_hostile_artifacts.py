@@ -422,3 +422,80 @@ async def test_tool_results_out_of_place_are_refused_at_import(
     ]
     assert after_refusal == before
     assert imported["messageCount"] == 4
+
+
+#: A number no JSON reader holds exactly, and one too large for a float.
+PAST_SAFE = 2**53
+PAST_FLOAT = 10**400
+TOO_LARGE = "expected <= 9007199254740991"
+
+
+async def test_numbers_past_what_json_holds_are_refused_where_they_enter(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032, G-002, G-004: a count, window or timeout had no upper bound. An import
+    with a ``contextWindow``, ``idleTimeoutMs`` or message usage of 10**400 was written, then
+    answered -32603 (the context figures or the timeout overflow a float), leaving a session
+    every later call answered -32603; ``session/create`` answered -32603 for them too; a
+    ``turnCount`` of 2**53 was kept, to be read back changed by a JSON client. Each is now
+    -32602 at its path (past 2**53 - 1), nothing written; a stored record holding one is
+    RecordCorrupt there, listed corrupt and left byte for byte."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            usage = {"inputTokens": 10, "outputTokens": 2}
+            artifact = await exported(client, tmp_path, {"text": "hi", "usage": usage})
+            before = state_files(daemon)
+            settings = copy.deepcopy(artifact)
+            record = settings["record"]
+            record["turnCount"] = PAST_SAFE
+            record["settings"].update(
+                contextWindow=PAST_FLOAT, idleTimeoutMs=PAST_FLOAT, maxRounds=PAST_SAFE
+            )
+            used = copy.deepcopy(artifact)
+            used["record"]["messages"][1]["metadata"]["usage"]["inputTokens"] = PAST_FLOAT
+            slow = copy.deepcopy(artifact)
+            slow["record"]["settings"]["script"] = [{"text": "x", "delayMs": PAST_FLOAT}]
+            refusals = []
+            for bad in (settings, used, slow):
+                with pytest.raises(InvalidParams) as refused:
+                    await client.call("session/import", {"artifact": bad, "sessionId": "big-1"})
+                refusals.append([(i["path"], i["message"]) for i in refused.value.issues])
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "big-1"})
+            after_refusals = state_files(daemon)
+            with pytest.raises(InvalidParams) as created:
+                await client.call(
+                    "session/create",
+                    {"cwd": str(tmp_path), "contextWindow": PAST_FLOAT, "idleTimeoutMs": PAST_SAFE},
+                )
+            stored = daemon.home.record_path("big-2")
+            content = json.dumps({"schemaVersion": 1, "record": {**record, "id": "big-2"}})
+            stored.write_text(content)
+            with pytest.raises(RecordCorrupt) as corrupt:
+                await client.call("session/open", {"sessionId": "big-2"})
+            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+    root = "$.artifact.record"
+    assert refusals == [
+        [
+            (f"{root}.settings.contextWindow", TOO_LARGE),
+            (f"{root}.settings.idleTimeoutMs", TOO_LARGE),
+            (f"{root}.settings.maxRounds", TOO_LARGE),
+            (f"{root}.turnCount", TOO_LARGE),
+        ],
+        [(f"{root}.messages[1].metadata.usage.inputTokens", TOO_LARGE)],
+        [(f"{root}.settings.script[0].delayMs", TOO_LARGE)],
+    ]
+    assert after_refusals == before
+    assert [(i["path"], i["message"]) for i in created.value.issues] == [
+        ("$.contextWindow", TOO_LARGE),
+        ("$.idleTimeoutMs", TOO_LARGE),
+    ]
+    assert corrupt.value.data is not None
+    assert [i["path"] for i in corrupt.value.data["issues"]] == [
+        "$.record.settings.contextWindow",
+        "$.record.settings.idleTimeoutMs",
+        "$.record.settings.maxRounds",
+        "$.record.turnCount",
+    ]
+    assert listed["big-2"]["status"] == "corrupt"
+    assert stored.read_text() == content

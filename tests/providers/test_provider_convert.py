@@ -16,6 +16,7 @@ from robotad.providers.convert import (
     anthropic_tool_choice,
     openai_messages,
     openai_tool_choice,
+    reported_usage,
     tool_call,
 )
 
@@ -179,3 +180,15 @@ def test_argument_text_edge_cases() -> None:
     assert tool_call("c", "T", '"x"') == ToolCall("c", "T", {}, raw_arguments='"x"')
     assert tool_call("c", "T", "NaN") == ToolCall("c", "T", {}, raw_arguments="NaN")
     assert tool_call("c", "T", '{"a": 1} x') == ToolCall("c", "T", {}, raw_arguments='{"a": 1} x')
+
+
+def test_a_reported_count_past_what_json_holds_is_no_usage() -> None:
+    """A server's usage of 10**400 tokens was taken as it came, and the session's context
+    figures (``session/get``, ``session/context``) would then overflow a float and answer
+    -32603, as an imported usage of it did. A count past 2**53 - 1 is no usage, like a
+    negative one."""
+    assert reported_usage("openai", 10**400, 1) is None
+    assert reported_usage("openai", 1, 1, 2**53) is None
+    usage = reported_usage("openai", 2**53 - 2, 1)
+    assert usage is not None
+    assert usage.used == 2**53 - 1
