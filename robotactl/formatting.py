@@ -104,7 +104,8 @@ def format_arguments(arguments: Mapping[str, Any], width: int = PROMPT_VALUE_WID
 
 
 def parse_instant(text: str | None) -> datetime | None:
-    """An ISO-8601 instant (``Z`` or an offset) as an aware UTC datetime; None if unreadable."""
+    """An ISO-8601 instant (``Z`` or an offset) as an aware UTC datetime; None if unreadable
+    or if it has no UTC date (``0001-01-01T00:00:00+01:00`` is in year 0)."""
     if not text:
         return None
     try:
@@ -113,7 +114,10 @@ def parse_instant(text: str | None) -> datetime | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 def format_when(text: str | None, *, now: datetime) -> str:

@@ -28,7 +28,7 @@ from protocol.errors import Issue
 from protocol.shapes import utc_now
 from protocol.validate import ValidationFailed, convert, join_path
 
-from .record import SCHEMA_VERSION, SessionRecord, check_record, is_instant
+from .record import SCHEMA_VERSION, SessionRecord, check_record, instant_problem
 from .refusal import InputRejected
 from .scrub import scrub_sensitive_keys
 
@@ -104,13 +104,9 @@ def import_artifact(artifact: Any, *, root: str = _ROOT) -> SessionRecord:
     except ValidationFailed as exc:
         issues = [{"path": root + i["path"][1:], "message": i["message"]} for i in exc.issues]
     exported_at = artifact.get("exportedAt") if isinstance(artifact, dict) else None
-    if isinstance(exported_at, str) and not is_instant(exported_at):
-        issues.append(
-            {
-                "path": join_path(root, "exportedAt"),
-                "message": "expected an ISO-8601 instant with timezone",
-            }
-        )
+    problem = instant_problem(exported_at, "exportedAt") if isinstance(exported_at, str) else None
+    if problem is not None:
+        issues.append({"path": join_path(root, "exportedAt"), "message": problem})
     record_root = join_path(root, "record")
     if isinstance(artifact, dict) and "record" in artifact:
         checked = check_record(artifact["record"], record_root)

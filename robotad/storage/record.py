@@ -8,8 +8,9 @@ a ``schemaVersion`` key inside it is an unknown member and the record is corrupt
 
 - `Valid` — every member checked: declared objects refuse unknown members (G-017), timestamps
   typed as dates are revived as UTC datetimes (G-015), ``createdAt``/``updatedAt`` keep their
-  exact string but must parse as an instant (G-016), open maps (``metadata``, tool arguments…)
-  take any key and hold plain JSON values only, so a date-like string stays a string (G-018/19);
+  exact string but must be an instant with a UTC date (G-016, `instant_problem`), open maps
+  (``metadata``, tool arguments…) take any key and hold plain JSON values only, so a date-like
+  string stays a string (G-018/19);
 - `Corrupt` — every failing location, not just the first (G-013/G-014); null, empty or
   non-JSON input is corrupt;
 - `Unsupported` — the version is read first, and a version this build does not implement is
@@ -56,6 +57,7 @@ __all__ = [
     "encode_messages",
     "encode_record",
     "instant_issues",
+    "instant_problem",
     "is_instant",
     "mcp_server_issues",
 ]
@@ -291,7 +293,7 @@ def _rooted(issues: list[Issue], root: str) -> list[Issue]:
 
 
 def instant_issues(record: SessionRecord, root: str) -> list[Issue]:
-    """Issues for ``createdAt``/``updatedAt`` strings that do not parse as instants."""
+    """Issues for ``createdAt``/``updatedAt`` strings that are no instants (`instant_problem`)."""
     return _raw_instant_issues(
         {"createdAt": record.created_at, "updatedAt": record.updated_at}, root, []
     )
@@ -303,8 +305,9 @@ def _raw_instant_issues(obj: dict[str, Any], root: str, known: list[Issue]) -> l
     for member in ("createdAt", "updatedAt"):
         value = obj.get(member)
         path = join_path(root, member)
-        if isinstance(value, str) and path not in seen and not is_instant(value):
-            issues.append({"path": path, "message": "expected an ISO-8601 instant with timezone"})
+        problem = instant_problem(value, member) if isinstance(value, str) else None
+        if problem is not None and path not in seen:
+            issues.append({"path": path, "message": problem})
     return issues
 
 
@@ -332,9 +335,20 @@ def _raw_mcp_server_issues(obj: dict[str, Any], root: str) -> list[Issue]:
 
 
 def is_instant(text: str) -> bool:
-    """Whether `text` is an ISO-8601 (RFC 3339) date-time with a timezone."""
+    """Whether `text` is an ISO-8601 (RFC 3339) date-time with a timezone and a UTC date."""
+    return instant_problem(text, "instant") is None
+
+
+def instant_problem(text: str, member: str) -> str | None:
+    """What keeps `text` (the value of `member`) from being an ISO-8601 (RFC 3339) date-time
+    with a timezone whose UTC date exists (``0001-01-01T00:00:00+01:00`` falls in year 0,
+    which clients reading it in UTC cannot hold); None when nothing does."""
     try:
-        msgspec.convert(text, _INSTANT)
+        moment = msgspec.convert(text, _INSTANT)
     except msgspec.ValidationError:
-        return False
-    return True
+        return "expected an ISO-8601 instant with timezone"
+    try:
+        in_utc(moment, member)
+    except ValueError as exc:
+        return str(exc)
+    return None

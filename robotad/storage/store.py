@@ -52,7 +52,6 @@ from protocol.errors import (
     SessionExists,
     SessionNotFound,
 )
-from protocol.shapes import UtcDatetime
 
 from . import fsio
 from .failure import refusing_writes
@@ -66,6 +65,7 @@ from .record import (
     Valid,
     decode_record,
     encode_record,
+    is_instant,
 )
 
 __all__ = [
@@ -445,11 +445,7 @@ def _summarise(session_id: str, data: bytes) -> StoredSession:
 
     def instant(value: Any) -> str:
         """A readable timestamp, else "" (listed as null)."""
-        try:
-            msgspec.convert(value, UtcDatetime)
-        except msgspec.ValidationError:
-            return ""
-        return str(value)
+        return value if isinstance(value, str) and is_instant(value) else ""
 
     count = len(summary.messages) if isinstance(summary.messages, list) else 0
     title = summary.title if isinstance(summary.title, str) else None

@@ -120,6 +120,14 @@ def test_format_when_is_as_short_as_unambiguous() -> None:
     assert format_when(None, now=NOW) == "?"
 
 
+def test_an_instant_with_no_utc_date_shows_as_unreadable() -> None:
+    """``robotactl ls`` stopped with an OverflowError traceback, whatever else it listed, when
+    one session's ``updatedAt`` had no UTC date (``0001-01-01T00:00:00+01:00``, which an
+    import used to take): such an instant shows as ``?``, as any unreadable one does."""
+    assert format_when("0001-01-01T00:00:00+01:00", now=NOW) == "?"
+    assert format_when("9999-12-31T23:59:59-05:00", now=NOW) == "?"
+
+
 def test_home_relative_and_tokens() -> None:
     assert home_relative("/home/u/src/x", home="/home/u") == "~/src/x"
     assert home_relative("/home/user2/x", home="/home/u") == "/home/user2/x"

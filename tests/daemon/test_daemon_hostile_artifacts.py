@@ -499,3 +499,36 @@ async def test_numbers_past_what_json_holds_are_refused_where_they_enter(
     ]
     assert listed["big-2"]["status"] == "corrupt"
     assert stored.read_text() == content
+
+
+async def test_a_record_instant_with_no_utc_date_is_refused_where_it_stands(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-002, G-004, G-006, G-030, G-032: an ``updatedAt`` of ``0001-01-01T00:00:00+01:00``
+    (in UTC, year 0) was imported and listed as it was, and ``robotactl ls`` then stopped with
+    an OverflowError traceback however many sessions it had to list. An import is -32602 at
+    that member, writing nothing; a stored record holding one is RecordCorrupt there, listed
+    corrupt without the instant, and left byte for byte."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(client, tmp_path)
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            bad["record"]["updatedAt"] = "0001-01-01T00:00:00+01:00"
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "year-0"})
+            after_refusal = state_files(daemon)
+            stored = daemon.home.record_path("year-1")
+            content = json.dumps({"schemaVersion": 1, "record": {**bad["record"], "id": "year-1"}})
+            stored.write_text(content)
+            with pytest.raises(RecordCorrupt) as corrupt:
+                await client.call("session/open", {"sessionId": "year-1"})
+            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+    message = "updatedAt is out of range: in UTC it falls outside years 1-9999"
+    assert refused.value.issues == [{"path": "$.artifact.record.updatedAt", "message": message}]
+    assert after_refusal == before
+    assert corrupt.value.data is not None
+    assert corrupt.value.data["issues"] == [{"path": "$.record.updatedAt", "message": message}]
+    assert listed["year-1"]["status"] == "corrupt"
+    assert listed["year-1"].get("updatedAt") is None
+    assert stored.read_text() == content

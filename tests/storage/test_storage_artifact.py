@@ -114,6 +114,21 @@ def test_import_lists_every_failing_path() -> None:
         assert caught.value.issues[0]["path"] == "$.artifact"
 
 
+def test_an_export_time_with_no_utc_date_is_refused_where_it_stands() -> None:
+    """G-030: ``exportedAt`` was checked only to parse, so ``9999-12-31T23:59:59-05:00``
+    (in UTC, year 10000) passed; it is refused at its path as the record's instants are."""
+    artifact = export_artifact(make_record())
+    artifact["exportedAt"] = "9999-12-31T23:59:59-05:00"
+    with pytest.raises(InputRejected) as caught:
+        import_artifact(artifact)
+    assert caught.value.issues == [
+        {
+            "path": "$.artifact.exportedAt",
+            "message": "exportedAt is out of range: in UTC it falls outside years 1-9999",
+        }
+    ]
+
+
 def test_import_reads_the_version_first() -> None:
     """G-031: an unimplemented version is the only issue, however broken the record."""
     artifact = export_artifact(make_record())

@@ -318,3 +318,35 @@ def test_a_timestamp_with_no_utc_date_is_a_located_issue(member: str, instant: s
         entries = getattr(stored.record, member)
         assert entries[1 if member == "messages" else 0].timestamp == utc
         assert isinstance(imported, SessionRecord)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["createdAt", "updatedAt"]), _FAR_INSTANTS)
+@example("updatedAt", "0001-01-01T00:00:00+01:00")
+@example("createdAt", "9999-12-31T23:59:59-05:00")
+def test_a_created_or_updated_instant_with_no_utc_date_is_a_located_issue(
+    member: str, instant: str
+) -> None:
+    """G-002, G-016, G-030: ``createdAt``/``updatedAt`` keep their exact string, checked only
+    to parse: ``0001-01-01T00:00:00+01:00`` (in UTC, year 0) passed, was imported and
+    listed, and ``robotactl ls`` then stopped with an OverflowError traceback whatever else it
+    listed. Such an instant is an issue at its member, in the store and in an artifact
+    alike; one with a UTC date keeps its exact string."""
+    base = record_builtins(make_record(messages=1))
+    base[member] = instant
+    try:
+        datetime.fromisoformat(instant).astimezone(UTC)
+        has_utc_date = True
+    except OverflowError:
+        has_utc_date = False
+    stored = decode_record(envelope_bytes(base))
+    imported = check_record(base, "$.artifact.record")
+    if has_utc_date:
+        assert isinstance(stored, Valid), stored
+        assert msgspec.to_builtins(stored.record)[member] == instant
+        assert isinstance(imported, SessionRecord)
+        return
+    message = f"{member} is out of range: in UTC it falls outside years 1-9999"
+    assert isinstance(stored, Corrupt), stored
+    assert stored.issues == [{"path": f"$.record.{member}", "message": message}]
+    assert imported == [{"path": f"$.artifact.record.{member}", "message": message}]
