@@ -114,8 +114,11 @@ SUMMARIES: Final[dict[str, str]] = {
     "session/export": "The session as an artifact; lossless unless `redact`.",
     "session/import": (
         "Create a session from an artifact, decoded by the same total decoder as a stored "
-        "record: every defect is listed in one -32602 with its path under `$.artifact`. "
-        "-32010 if the session exists."
+        "record: every defect is listed in one -32602 with its path under `$.artifact`. A "
+        "record that decodes is then held to what a session can go on from (safe session ids, "
+        "`forkedFrom` included; tool calls on assistant messages only, each call's results "
+        "right after it; message ids that name fork points; settings a create would take), "
+        "each defect again at its path. A refusal writes nothing. -32010 if the session exists."
     ),
     "session/log": "Check the session log: lines decoded and every problem found.",
     "history/search": "Prompts of every session, newest first, narrowed by query and cwd.",

@@ -503,7 +503,8 @@ class ExportResult(_Result, frozen=True):
 
 class ImportParams(_Params, frozen=True):
     """``session/import``: the artifact is decoded by the same total decoder as a stored
-    record, so every defect is refused with its path under ``$.artifact``."""
+    record, then held to what a session can go on from, so every defect is refused with its
+    path under ``$.artifact``."""
 
     artifact: dict[str, Any]
     session_id: SessionId | UnsetType = UNSET
