@@ -13,8 +13,9 @@ issue located under the record's root (``$.artifact.record.id``,
   could build a path or a terminal line from it;
 - every message id names one fork point (`robotad.daemon.fork.message_id_issues`, the rule
   ``session/fork`` applies), so no import becomes a session that fork calls corrupt;
-- a message's ``metadata.usage``, when present, is a `Usage` — token counts that are not
-  negative — so the context figures never show a negative ``usedTokens``;
+- a message's ``metadata.usage``, when present, is a `Usage` — token counts from 0 to
+  2**53 - 1 — so the context figures never show a negative ``usedTokens`` nor overflow a
+  float;
 - only an assistant message makes tool calls and only a tool message answers one: a
   ``toolCalls`` on any other message is a call no model made and nothing ran, which no
   provider is sent yet ``robotactl show`` and a compaction's summary request present as made,
@@ -26,7 +27,7 @@ issue located under the record's root (``$.artifact.record.id``,
   another message follows before its result is a history every provider refuses (OpenAI
   takes a call's results only right after it and wants every one before the next message;
   Anthropic a ``tool_use``'s ``tool_result`` in the very next user turn), so each later turn
-  of the session would fail.
+  of the session would fail;
 - no call takes the id of a call still without a result (two calls of one reply under one
   id, say): a result could not tell them apart, and the next prompt, closing both, gave the
   id two results — a history this very rule refuses, so the session could not be exported
