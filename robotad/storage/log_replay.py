@@ -29,8 +29,15 @@ import msgspec
 from protocol.shapes import Message
 from protocol.validate import ValidationFailed, convert
 
-from .session_log import LogDecodeError, LogEntry, LogProblem, LogSource, decode_lines, decode_log
-from .sidecars import contains_reference
+from .session_log import (
+    LogDecodeError,
+    LogEntry,
+    LogProblem,
+    LogSource,
+    UnresolvedLogEntry,
+    decode_lines,
+    decode_log,
+)
 
 __all__ = [
     "CutOff",
@@ -68,17 +75,18 @@ def replay_history(entries: Iterable[LogEntry]) -> list[Message]:
     for position, entry in enumerate(entries, start=1):
         if entry.event != "history_mutation":
             continue
-        problem = _apply(history, entry.data)
+        problem = _apply(history, entry.data, resolved=not isinstance(entry, UnresolvedLogEntry))
         if problem is not None:
             raise ReplayError([LogProblem(line=position, event=entry.event, message=problem)])
     return history
 
 
-def _apply(history: list[Message], data: dict[str, Any]) -> str | None:
-    """Apply one mutation to `history` in place, or say why it cannot apply."""
+def _apply(history: list[Message], data: dict[str, Any], *, resolved: bool) -> str | None:
+    """Apply one mutation to `history` in place, or say why it cannot apply. In a `resolved`
+    payload every reference was followed: a value shaped like one is a message's content."""
+    if not resolved:
+        return "a message still holds an unresolved sidecar reference or literal wrapper"
     raw_messages = data.get("messages")
-    if contains_reference(raw_messages):
-        return "a message still holds an unresolved sidecar reference"
     try:
         messages = convert(raw_messages, list[Message])
     except ValidationFailed as exc:
@@ -222,11 +230,8 @@ def _coverage(numbered: list[tuple[int, LogEntry]]) -> tuple[list[LogProblem], l
             problem = _unrebuildable(data.get("request"), history)
             if problem is not None:
                 problems.append(_gap(line, entry, problem))
-        elif entry.event == "provider_response":
-            if contains_reference(data.get("normalized")):
-                problems.append(_gap(line, entry, "normalized response holds a sidecar reference"))
         elif entry.event == "history_mutation":
-            problem = _apply(history, data)
+            problem = _apply(history, data, resolved=True)
             if problem is not None:
                 problems.append(_gap(line, entry, problem))
     for line in openings.open_requests().values():

@@ -44,8 +44,8 @@ from .sidecars import (
     SIDECAR_KEY,
     PayloadSource,
     SidecarError,
-    contains_reference,
     externalize,
+    holds_markup,
     may_hold_reference,
     resolve,
     stored,
@@ -91,6 +91,14 @@ class LogEntry(Struct, rename="camel", forbid_unknown_fields=True):
     session_id: str
     event: LogEventName
     data: dict[str, Any]
+
+
+class UnresolvedLogEntry(LogEntry):
+    """A line decoded without resolving its sidecars (``resolve_sidecars=False``) whose
+    payload still holds a reference or a literal wrapper: it is not shape-checked, and replay
+    refuses the history mutation it carries (G-162). Never decoded from a line: only
+    `decode_lines` makes one, so a resolved payload holding a marker-shaped value as content
+    (a model's tool arguments ``{"$sidecar": …}``) is never taken for one."""
 
 
 class LogProblem(TypedDict, total=False):
@@ -308,8 +316,9 @@ def _decode_line(
         except RecursionError:
             return LogProblem(event=entry.event, message=_TOO_DEEP_TO_RESOLVE)
         entry.data = resolved
-    elif contains_reference(entry.data):
-        return entry  # unresolved on request: the payload cannot be checked, replay refuses it
+    elif holds_markup(entry.data):
+        # Unresolved on request: the payload cannot be checked, and replay refuses it.
+        return UnresolvedLogEntry(*msgspec.structs.astuple(entry))
     try:
         convert(entry.data, PAYLOADS[entry.event])
     except ValidationFailed as exc:

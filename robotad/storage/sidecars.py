@@ -33,9 +33,9 @@ __all__ = [
     "SIDECAR_KEY",
     "PayloadSource",
     "SidecarError",
-    "contains_reference",
     "digest",
     "externalize",
+    "holds_markup",
     "may_hold_reference",
     "resolve",
     "stored",
@@ -190,14 +190,15 @@ def may_hold_reference(encoded: bytes) -> bool:
     return b"\\u" in encoded or _spells_a_key(encoded)
 
 
-def contains_reference(value: Any) -> bool:
-    """Whether an unresolved sidecar reference sits anywhere inside `value` (walked without
-    recursion: a payload may nest deeper than Python's stack)."""
+def holds_markup(value: Any) -> bool:
+    """Whether `value`, a payload as a log line holds it before resolving, still holds a
+    sidecar reference or a literal wrapper anywhere (walked without recursion: a payload may
+    nest deeper than Python's stack): only resolving gives such a payload its true form."""
     stack = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if SIDECAR_KEY in node and len(node) == 1:
+            if len(node) == 1 and (SIDECAR_KEY in node or LITERAL_KEY in node):
                 return True
             stack.extend(node.values())
         elif isinstance(node, list):

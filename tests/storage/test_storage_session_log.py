@@ -363,6 +363,26 @@ def test_unresolved_sidecar_references_in_messages_fail_replay(logs: Path) -> No
         replay_history(unresolved)
 
 
+def test_marker_shaped_content_replays_as_content(logs: Path) -> None:
+    """G-145, G-162: a model's tool arguments ``{"$sidecar": "abc"}`` (and such metadata) are
+    content: the log wraps them as literals and resolving unwraps them. Replay and
+    `session/log` took the unwrapped value for an unresolved reference: the log was called
+    incomplete and would not replay. Unresolved on request, the line is still refused."""
+    logger = _logger(logs, limit=128)
+    call = ToolCall("c1", "Echo", {"$sidecar": "abc"})
+    messages = [
+        Message("m-1", "assistant", None, "complete", T0, tool_calls=[call]),
+        Message("m-2", "tool", "q" * 1000, "complete", T0, tool_call_id="c1", name="Echo"),
+    ]
+    messages[1].metadata = {"ok": True, "note": {"$literal": {"$sidecar": "x"}}}
+    logger.log("history_mutation", {"op": "append", "messages": messages})
+    assert replay_log(_source(logs)) == messages
+    report = validate_log(_source(logs), ["m-1", "m-2"])
+    assert (report.complete, report.problems) == (True, [])
+    with pytest.raises(ReplayError, match="unresolved sidecar"):
+        replay_history(decode_log(_source(logs), resolve_sidecars=False))
+
+
 def test_missing_responses_and_results_make_the_log_incomplete(logs: Path) -> None:
     """G-163: a provider request with no raw response and a tool call with no result."""
     logger = _logger(logs)
