@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,36 @@ async def exported(client: Client, cwd: Path, *steps: dict[str, Any]) -> dict[st
     return artifact
 
 
+@dataclass
+class StoredCorrupt:
+    """A record written by hand and refused on open: the RecordCorrupt error, how
+    ``session/list`` shows it, and the file's content and path (to check it is left byte for
+    byte)."""
+
+    error: RecordCorrupt
+    listed: dict[str, Any]
+    content: str
+    path: Path
+
+    def issues(self) -> list[Any]:
+        assert self.error.data is not None
+        issues: list[Any] = self.error.data["issues"]
+        return issues
+
+
+async def stored_corrupt(
+    client: Client, daemon: RunningDaemon, record: dict[str, Any], session_id: str
+) -> StoredCorrupt:
+    """Store `record` as `session_id` by hand, open it (RecordCorrupt) and list it."""
+    path = daemon.home.record_path(session_id)
+    content = json.dumps({"schemaVersion": 1, "record": {**record, "id": session_id}})
+    path.write_text(content)
+    with pytest.raises(RecordCorrupt) as corrupt:
+        await client.call("session/open", {"sessionId": session_id})
+    listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+    return StoredCorrupt(corrupt.value, listed[session_id], content, path)
+
+
 async def test_a_timestamp_with_no_utc_date_is_refused_where_it_stands(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
@@ -67,25 +98,19 @@ async def test_a_timestamp_with_no_utc_date_is_refused_where_it_stands(
             with pytest.raises(SessionNotFound):
                 await client.call("session/get", {"sessionId": "far-1"})
             after_refusal = state_files(daemon)
-            stored = daemon.home.record_path("far-2")
-            content = json.dumps({"schemaVersion": 1, "record": {**bad["record"], "id": "far-2"}})
-            stored.write_text(content)
-            with pytest.raises(RecordCorrupt) as corrupt:
-                await client.call("session/open", {"sessionId": "far-2"})
-            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+            stored = await stored_corrupt(client, daemon, bad["record"], "far-2")
     message = "timestamp is out of range: in UTC it falls outside years 1-9999"
     assert refused.value.issues == [
         {"path": "$.artifact.record.messages[1]", "message": message},
         {"path": "$.artifact.record.history[0]", "message": message},
     ]
     assert after_refusal == before
-    assert corrupt.value.data is not None
-    assert corrupt.value.data["issues"] == [
+    assert stored.issues() == [
         {"path": "$.record.messages[1]", "message": message},
         {"path": "$.record.history[0]", "message": message},
     ]
-    assert listed["far-2"]["status"] == "corrupt"
-    assert stored.read_text() == content
+    assert stored.listed["status"] == "corrupt"
+    assert stored.path.read_text() == stored.content
 
 
 _SERVER_VALUES = st.one_of(
@@ -138,12 +163,7 @@ async def test_mcp_servers_that_build_no_session_are_refused_where_they_stand(
             with pytest.raises(SessionNotFound):
                 await client.call("session/get", {"sessionId": "mcp-1"})
             after_refusal = state_files(daemon)
-            stored = daemon.home.record_path("mcp-2")
-            content = json.dumps({"schemaVersion": 1, "record": {**bad["record"], "id": "mcp-2"}})
-            stored.write_text(content)
-            with pytest.raises(RecordCorrupt) as corrupt:
-                await client.call("session/open", {"sessionId": "mcp-2"})
-            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+            stored = await stored_corrupt(client, daemon, bad["record"], "mcp-2")
             still = await client.call("session/run", {"sessionId": source, "prompt": "again"})
     root = "$.artifact.record.settings.mcpServers"
     assert [i["path"] for i in refused.value.issues] == [
@@ -152,14 +172,13 @@ async def test_mcp_servers_that_build_no_session_are_refused_where_they_stand(
         f"{root}[1].url",
     ]
     assert after_refusal == before
-    assert corrupt.value.data is not None
-    assert [i["path"] for i in corrupt.value.data["issues"]] == [
+    assert [i["path"] for i in stored.issues()] == [
         "$.record.settings.mcpServers[0].name",
         "$.record.settings.mcpServers[0].bogus",
         "$.record.settings.mcpServers[1].url",
     ]
-    assert listed["mcp-2"]["status"] == "corrupt"
-    assert stored.read_text() == content
+    assert stored.listed["status"] == "corrupt"
+    assert stored.path.read_text() == stored.content
     assert still["status"] == "completed"
 
 
@@ -468,12 +487,7 @@ async def test_numbers_past_what_json_holds_are_refused_where_they_enter(
                     "session/create",
                     {"cwd": str(tmp_path), "contextWindow": PAST_FLOAT, "idleTimeoutMs": PAST_SAFE},
                 )
-            stored = daemon.home.record_path("big-2")
-            content = json.dumps({"schemaVersion": 1, "record": {**record, "id": "big-2"}})
-            stored.write_text(content)
-            with pytest.raises(RecordCorrupt) as corrupt:
-                await client.call("session/open", {"sessionId": "big-2"})
-            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+            stored = await stored_corrupt(client, daemon, record, "big-2")
     root = "$.artifact.record"
     assert refusals == [
         [
@@ -490,15 +504,14 @@ async def test_numbers_past_what_json_holds_are_refused_where_they_enter(
         ("$.contextWindow", TOO_LARGE),
         ("$.idleTimeoutMs", TOO_LARGE),
     ]
-    assert corrupt.value.data is not None
-    assert [i["path"] for i in corrupt.value.data["issues"]] == [
+    assert [i["path"] for i in stored.issues()] == [
         "$.record.settings.contextWindow",
         "$.record.settings.idleTimeoutMs",
         "$.record.settings.maxRounds",
         "$.record.turnCount",
     ]
-    assert listed["big-2"]["status"] == "corrupt"
-    assert stored.read_text() == content
+    assert stored.listed["status"] == "corrupt"
+    assert stored.path.read_text() == stored.content
 
 
 async def test_a_record_instant_with_no_utc_date_is_refused_where_it_stands(
@@ -518,17 +531,11 @@ async def test_a_record_instant_with_no_utc_date_is_refused_where_it_stands(
             with pytest.raises(InvalidParams) as refused:
                 await client.call("session/import", {"artifact": bad, "sessionId": "year-0"})
             after_refusal = state_files(daemon)
-            stored = daemon.home.record_path("year-1")
-            content = json.dumps({"schemaVersion": 1, "record": {**bad["record"], "id": "year-1"}})
-            stored.write_text(content)
-            with pytest.raises(RecordCorrupt) as corrupt:
-                await client.call("session/open", {"sessionId": "year-1"})
-            listed = {s["sessionId"]: s for s in (await client.call("session/list"))["sessions"]}
+            stored = await stored_corrupt(client, daemon, bad["record"], "year-1")
     message = "updatedAt is out of range: in UTC it falls outside years 1-9999"
     assert refused.value.issues == [{"path": "$.artifact.record.updatedAt", "message": message}]
     assert after_refusal == before
-    assert corrupt.value.data is not None
-    assert corrupt.value.data["issues"] == [{"path": "$.record.updatedAt", "message": message}]
-    assert listed["year-1"]["status"] == "corrupt"
-    assert listed["year-1"].get("updatedAt") is None
-    assert stored.read_text() == content
+    assert stored.issues() == [{"path": "$.record.updatedAt", "message": message}]
+    assert stored.listed["status"] == "corrupt"
+    assert stored.listed.get("updatedAt") is None
+    assert stored.path.read_text() == stored.content
