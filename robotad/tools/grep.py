@@ -13,6 +13,11 @@ line it does not match, and `re` holds the interpreter lock all the while — ev
 the daemon stopped with it. `regex` matches with the lock released and gives up at a deadline:
 a search still running after `TIME_LIMIT_S` is a failed result naming the line it was on.
 
+A cancelled call (the turn aborted) stops the search at the next line or file. A match
+already underway cannot be interrupted (`regex` offers no way): the call waits for it no
+longer than `stoppable.STOP_GRACE_S`, and leaves it to end in its worker thread, at the call's
+deadline at the latest, its answer dropped.
+
 Binary files (a NUL byte in the first `SNIFF_BYTES`), files over `MAX_FILE_BYTES`, special files
 and, walking a folder, the files the session's `ToolContext.policy` withholds (protected secrets
 such as ``.env`` files, PROTOCOL.md §10.7, and files a deny or ask rule of Grep or Read covers) are
@@ -36,6 +41,7 @@ from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResu
 from robotad.tools.glob import walk_files
 from robotad.tools.glob_pattern import GlobError, compile_glob
 from robotad.tools.paths import canonical_path
+from robotad.tools.stoppable import run_stoppable
 from robotad.tools.textfile import (
     SNIFF_BYTES,
     FileRefused,
@@ -158,7 +164,7 @@ class GrepTool(TypedTool[GrepArguments]):
             return policy is not None and policy.withholds(self.name, path, root)
 
         search = _Search(compiled, time.monotonic() + TIME_LIMIT_S)
-        return await trio.to_thread.run_sync(
+        return await run_stoppable(
             _grep, root, search, name_filter, by_name, arguments.pattern, withheld, ctx.real_path
         )
 
@@ -270,7 +276,9 @@ def _search_file(path: str, search: _Search, vet: Vet) -> str | None:
         return "binary"
     matched = False
     find, deadline = search.regex.search, search.deadline
+    check_cancelled = trio.from_thread.check_cancelled
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
+        check_cancelled()  # the call was cancelled: stop between two lines
         line = line.removesuffix("\r")
         try:  # the interpreter lock released while it matches; never past the deadline
             found = find(line, concurrent=True, timeout=max(deadline - time.monotonic(), 0.001))
