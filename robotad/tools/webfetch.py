@@ -1,12 +1,13 @@
 """WebFetch: GET an http(s) URL and return its text; HTML comes back as readable text.
 
-Limits, each a failed result saying which: the whole fetch (connect, redirects, body) within
-`FETCH_TIME_LIMIT_S`; a body of at most `MAX_RESPONSE_BYTES` after content decoding (read as a
-stream, gzip and deflate unpacked no further than the limit, and abandoned past it, so a huge,
-endless or compressed-bomb body costs no more; another content encoding is refused); at most
-`MAX_REDIRECTS` redirects. Also refused: a scheme other than http/https, a non-2xx status, and
-content that is not text (``text/*``, JSON, XML, JavaScript and a few other textual types are
-accepted; a response without a type is accepted if it does not look binary).
+Limits, each a failed result saying which: the whole fetch (connect, redirects, body, and the
+HTML made text) within `FETCH_TIME_LIMIT_S`; a body of at most `MAX_RESPONSE_BYTES` after
+content decoding (read as a stream, gzip and deflate unpacked no further than the limit, and
+abandoned past it, so a huge, endless or compressed-bomb body costs no more; another content
+encoding is refused); at most `MAX_REDIRECTS` redirects. Also refused: a scheme other than
+http/https, a non-2xx status, and content that is not text (``text/*``, JSON, XML, JavaScript
+and a few other textual types are accepted; a response without a type is accepted if it does
+not look binary).
 
 Every connection passes the address guard (`address_guard`, PROTOCOL.md §10.7): the host is
 resolved once, refused when any of its addresses is not public (loopback, private, link-local,
@@ -52,6 +53,7 @@ from robotad.tools.address_guard import (
     system_resolver,
 )
 from robotad.tools.html_text import html_to_text
+from robotad.tools.stoppable import run_stoppable
 
 __all__ = [
     "FETCH_TIME_LIMIT_S",
@@ -251,8 +253,12 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
         html = mime in _HTML_TYPES
         text = bytes(body).decode(_charset(response, body, html=html), errors="replace")
         if html:
-            # Seconds for a page of megabytes: in a worker thread, not the daemon's loop.
-            text = await trio.to_thread.run_sync(partial(html_to_text, text, base_url=str(url)))
+            # Seconds for a page of megabytes, minutes for some malformed ones: in a worker
+            # thread, not the daemon's loop, and stopped when the call is cancelled.
+            convert = partial(
+                html_to_text, text, base_url=str(url), check=trio.from_thread.check_cancelled
+            )
+            text = await run_stoppable(convert)
         truncated = len(text) > MAX_CONTENT_CHARS
         if truncated:
             text = text[:MAX_CONTENT_CHARS] + (

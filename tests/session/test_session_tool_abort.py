@@ -7,6 +7,7 @@ waits for ``tool_started``, aborts, and bounds the wait for the turn's end with
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -16,9 +17,11 @@ import trio
 from protocol.errors import TurnAborted
 from protocol.events import SessionEvent
 from robotad.session.session import Session
-from robotad.tools import builtin_tools, stoppable
+from robotad.tools import Tool, WebFetchTool, builtin_tools, stoppable
 from robotad.tools import grep as grep_module
+from robotad.tools import webfetch as webfetch_module
 from tests.session.session_harness import Events, new_session, scripted
+from tests.tools.loopback_http import respond, serve_loopback
 
 #: Seconds an aborted turn may take to end: a tool that notices the abort ends in far less.
 STOP_BOUND_S = 5
@@ -37,10 +40,19 @@ class _Watch(Events):
             self.tool_started.set()
 
 
-def _calling(cwd: Path, events: _Watch, name: str, arguments: dict[str, Any]) -> Session:
-    """A session whose first reply calls the built-in tool `name` with `arguments`."""
+def _calling(
+    cwd: Path,
+    events: _Watch,
+    name: str,
+    arguments: dict[str, Any],
+    tools: list[Tool] | None = None,
+    **options: Any,
+) -> Session:
+    """A session (with `options`) whose first reply calls the tool `name` of `tools` (default:
+    the built-in ones) with `arguments`."""
     provider = scripted([{"toolCalls": [{"name": name, "arguments": arguments}]}])
-    return new_session(cwd, provider, tools=builtin_tools(), event_sink=events)
+    tools = builtin_tools() if tools is None else tools
+    return new_session(cwd, provider, tools=tools, event_sink=events, **options)
 
 
 async def _abort_once_started(
@@ -118,3 +130,37 @@ async def test_an_abort_leaves_a_line_still_matching_behind(
     session = _calling(tmp_path, events, "Grep", {"pattern": "(a|aa)+$", "path": "trap.txt"})
     await _abort_once_started(session, events, matching)
     assert await session.run("again") == "echo: again"
+
+
+async def test_an_abort_stops_webfetch_converting_a_page(
+    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G-095: WebFetch turned an HTML page into text in a worker thread nothing stopped, and
+    Python's parser takes minutes over some malformed pages (``<a b='`` repeated): an aborted
+    turn waited for the whole conversion. It now looks for the abort between the parser's
+    steps. The call waits for it for as long as it takes (`STOP_GRACE_S` made long), so only
+    a conversion that stops by itself passes. The abort comes once the conversion began."""
+    monkeypatch.setattr(stoppable, "STOP_GRACE_S", 600.0)
+    server = await serve_loopback(nursery)
+    server.routes["/slow"] = partial(
+        respond, status="200 OK", body=b"<a b='" * 20_000, content_type="text/html"
+    )
+    converting = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+    html_to_text = webfetch_module.html_to_text
+
+    def convert_and_tell(*args: Any, **kwargs: Any) -> str:
+        token.run_sync_soon(converting.set)
+        return html_to_text(*args, **kwargs)
+
+    monkeypatch.setattr(webfetch_module, "html_to_text", convert_and_tell)
+    events = _Watch()
+    session = _calling(
+        tmp_path,
+        events,
+        "WebFetch",
+        {"url": server.url("/slow")},
+        [WebFetchTool(time_limit_s=600.0)],
+        permissions={"allow": ["WebFetch(domain:127.0.0.1)"]},
+    )
+    await _abort_once_started(session, events, converting)

@@ -207,6 +207,21 @@ async def test_a_server_that_never_answers_times_out(server: LoopbackHTTP) -> No
     assert result.content == f"timed out after 0.3 s fetching {server.url('/silent')}"
 
 
+#: A page Python's HTML parser takes minutes over: each ``<a b='`` is a step that scans the rest.
+SLOW_PAGE = b"<a b='" * 20_000
+
+
+async def test_a_page_slow_to_convert_times_out_at_the_fetch_limit(server: LoopbackHTTP) -> None:
+    """The fetch's limit held for the download only: converting a malformed page to text ran
+    in a worker thread nothing stopped, minutes past it. It now stops at the limit too."""
+    server.routes["/slow"] = partial(
+        respond, status="200 OK", body=SLOW_PAGE, content_type="text/html"
+    )
+    result = await fetch(server.url("/slow"), WebFetchTool(time_limit_s=0.5))
+    assert not result.ok
+    assert result.content == f"timed out after 0.5 s fetching {server.url('/slow')}"
+
+
 async def test_same_host_redirects_are_followed(server: LoopbackHTTP) -> None:
     server.routes["/old"] = partial(
         respond, status="301 Moved Permanently", headers={"Location": "/new"}
