@@ -12,7 +12,7 @@ Version-control internals (`SKIPPED_DIRECTORIES`: ``.git``, ``.hg``, ``.svn``) a
 descended into unless the search starts inside one: they are large, and nearly never what a
 file search means. Symlinked directories are not followed (no loops, no escaping the tree).
 Unreadable directories are skipped silently. The walk runs in a worker thread and stops
-promptly when the call is cancelled.
+promptly when the call is cancelled: it looks before each directory and each file.
 """
 
 from __future__ import annotations
@@ -68,10 +68,12 @@ def walk_files(root: str, *, depth_limit: int | None = None) -> Iterator[tuple[s
     not following symlinked directories. `depth_limit` caps the segments of a relative path.
 
     Blocking; meant for a worker thread started by `trio.to_thread.run_sync`, where it checks
-    for cancellation at every directory.
+    for cancellation at every directory and before every entry it yields (what the caller does
+    with each, a stat, a judgement, a search, can take a while over a folder of many files).
     """
+    check_cancelled = trio.from_thread.check_cancelled
     for directory, subdirectories, files in os.walk(root):
-        trio.from_thread.check_cancelled()
+        check_cancelled()
         relative = os.path.relpath(directory, root)
         prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
         depth = prefix.count("/")
@@ -80,6 +82,7 @@ def walk_files(root: str, *, depth_limit: int | None = None) -> Iterator[tuple[s
         else:
             subdirectories[:] = sorted(d for d in subdirectories if d not in SKIPPED_DIRECTORIES)
         for name in sorted(files):
+            check_cancelled()
             yield os.path.join(directory, name), prefix + name
 
 

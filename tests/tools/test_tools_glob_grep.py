@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 import trio
 
-from robotad.tools import GlobTool, GrepTool
+from robotad.tools import GlobTool, GrepTool, ToolContext
 from robotad.tools import glob as glob_module
 from robotad.tools import grep as grep_module
 from tests.tools.tool_calls import call
@@ -170,6 +171,52 @@ async def test_glob_ignores_the_process_cwd(
     monkeypatch.chdir(elsewhere)
     result = await call(GlobTool(), project, pattern="*.py", path="src")
     assert result.content.splitlines() == [str(project / "src/app.py")]
+
+
+class _SlowJudge:
+    """A session policy that takes 10 ms to judge each file a listing shows (as a slow disk
+    takes to stat it), and says when it judged the first (`judging`)."""
+
+    def __init__(self) -> None:
+        self.judging = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+
+    def exempts(self, tool_name: str, host: str) -> bool:
+        return False
+
+    def withholds(self, tool_name: str, path: str, root: str) -> bool:
+        return False
+
+    def hides(self, tool_name: str, path: str) -> bool:
+        self._token.run_sync_soon(self.judging.set)
+        time.sleep(0.01)
+        return False
+
+
+async def test_a_cancelled_glob_stops_inside_a_folder(tmp_path: Path) -> None:
+    """The tool's side of G-095: Glob looked for a cancellation once a folder, so a turn
+    aborted while it listed one large folder waited for the whole listing (every file is
+    stat'ed and judged: a second for 200,000 cached files, far longer on a slow disk). It now
+    looks before each file. Here the folder takes half a minute; the call is cancelled once
+    its first file was judged and must stop within seconds."""
+    for name in range(3000):
+        (tmp_path / f"f{name:04d}.txt").touch()
+    judge = _SlowJudge()
+    glob = GlobTool()
+    scope = trio.CancelScope()
+
+    async def list_until_cancelled() -> None:
+        with scope:
+            arguments = glob.decode_arguments({"pattern": "*.txt"})
+            await glob.run(arguments, ToolContext(tmp_path, "test-session", judge))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(list_until_cancelled)
+            await judge.judging.wait()
+            scope.cancel()
+        await trio.lowlevel.checkpoint()  # a listing that outran the bound fails here
+    assert scope.cancelled_caught
 
 
 # --- Grep ----------------------------------------------------------------------------------
