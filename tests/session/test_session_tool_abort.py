@@ -1,8 +1,9 @@
 """An abort stops the built-in tool that is running, and the turn ends aborted, promptly.
 
-Each test makes the tool's own deadline long, starts a turn whose first reply calls the tool,
-waits for ``tool_started``, aborts, and bounds the wait for the turn's end with
-``trio.fail_after``: a tool that stops only at its deadline fails the test as TooSlowError.
+Each test makes the tool's own deadline longer than the bound, starts a turn whose first reply
+calls the tool, waits for ``tool_started`` (and for the tool to be at work), aborts, and bounds
+the wait for the turn's end with ``trio.fail_after``: a tool that stops only at its deadline
+fails the test as TooSlowError.
 """
 
 from __future__ import annotations
@@ -106,15 +107,15 @@ async def test_an_abort_stops_grep_between_two_lines(
     await _abort_once_started(session, events, opened)
 
 
-async def test_an_abort_leaves_a_line_still_matching_behind(
+async def test_an_abort_leaves_a_grep_match_underway_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """G-095: a backtracking pattern on one line held an aborted turn until Grep's deadline
     (20 s): the match cannot be interrupted, and the turn waited for its thread. The call
     now waits `STOP_GRACE_S` for the search to stop, then leaves the match to end alone at
     the deadline, its answer dropped. (The deadline is 10 s, not longer: the match left
-    behind runs to it.) The abort comes once the search has looked for one before the line
-    and gone on to match it."""
+    behind runs to it.) The abort comes once the search, having looked for an abort before
+    the line, has gone on to match it."""
     monkeypatch.setattr(grep_module, "TIME_LIMIT_S", 10.0)
     (tmp_path / "trap.txt").write_text("a" * 60 + "b\n")
     matching = trio.Event()
