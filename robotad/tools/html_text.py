@@ -157,6 +157,15 @@ class _TextExtractor(HTMLParser):
     def unknown_decl(self, data: str) -> None:
         self._check()
 
+    def parse_marked_section(self, i: int, report: bool = True) -> int:
+        # Python 3.11's parser asserts on a marked section it does not know (``<![C …``, as
+        # any page may hold): skip it to its ``>`` as markup, as later Pythons do.
+        try:
+            return int(super().parse_marked_section(i, report))
+        except AssertionError:
+            end = self.rawdata.find(">", i + 3)
+            return -1 if end < 0 else end + 1
+
     def _resolve(self, href: str | None) -> str | None:
         if not href or href.startswith("#"):
             return None

@@ -94,12 +94,19 @@ def test_dropped_elements_nest_and_close_in_any_order() -> None:
     assert html_to_text("<svg>" * 3000 + "</p>" * 3000 + "</svg>" * 3000 + "shown") == "shown"
 
 
+def test_an_unknown_marked_section_is_markup_not_a_failure() -> None:
+    """Python 3.11's parser asserted on ``<![C …`` (a marked section it does not know), and
+    WebFetch answered "AssertionError" for the whole page; it is skipped as markup."""
+    assert html_to_text("<p>one<![C x]>two</p> <![foo]>three") == "onetwo\n\nthree"
+    assert html_to_text("a <![C unfinished") == "a <![C unfinished"
+
+
 def test_plain_text_passes_through() -> None:
     assert html_to_text("just   words\n here") == "just words here"
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("<>/&;=\"' abpre\nscript#x")), max_size=80))
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("<>/&;=\"' abpre\nscript#x![]-?CD")), max_size=80))
 def test_any_markup_converts_without_raising(markup: str) -> None:
     text = html_to_text(markup)
     assert "\x00" not in text
