@@ -40,7 +40,10 @@ Ends of a turn:
   assistant message with state ``"interrupted"`` (when any text had streamed, G-191); or the
   round's results, with interrupted failures for calls that produced none. Cancellation of an
   enclosing scope other than `abort` is not an abort: it propagates and nothing more is
-  committed.
+  committed. The turn settles its signal (`AbortSignal.settle`) the moment its outcome is
+  decided — a reply without tool calls arrived, the round limit was reached, a round parked,
+  or a failure is on its way out — so an abort from then on is not taken (the caller's
+  closing hooks are all it cuts short); an abort taken just before still wins.
 - anything `commit`, the gate or a callback raises propagates as it is — a commit failure is a
   persistence failure even while aborting (each commit runs shielded: it completes or fails, it
   is never cut off by cancellation).
@@ -272,8 +275,15 @@ class _Turn:
 
     async def run(self) -> TurnOutcome:
         outcome: TurnOutcome | None = None
-        with self._abort_scope():
-            outcome = await self._rounds_until_done()
+        try:
+            with self._abort_scope():
+                outcome = await self._rounds_until_done()
+        except Exception:
+            # A failure decides the turn's outcome; an abort taken first stays second to it
+            # (a journal failure while aborting is a persistence failure, G-194).
+            if self._abort is not None:
+                self._abort.settle()
+            raise
         if outcome is not None:
             return outcome
         # Only the abort scope can swallow what ended the block early.
@@ -299,25 +309,30 @@ class _Turn:
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()  # an abort stops before the next call
             if self._round_limit_reached():
+                await self._settle()
                 return CompletedTurn(self._last_text, self._rounds, "maxRounds")
             self._rounds += 1
             request = self._request()
             if self._callbacks.on_request is not None:
                 await self._callbacks.on_request(request)
             reply = await self._call_provider(request)
-            if reply.tool_calls:
+            final = not reply.tool_calls
+            if final:  # the turn ends with this reply, unless an abort came first
+                await self._settle(reply.text)
+            else:
                 calls = distinct_call_ids(reply.tool_calls, self._history)
                 reply = msgspec.structs.replace(reply, tool_calls=calls)
-            content = reply.text if reply.text or not reply.tool_calls else None
+            content = reply.text if reply.text or final else None
             self._last_text = reply.text
-            await self._commit(Message.assistant(content, reply.tool_calls, usage=reply.usage))
-            # The round exists from the moment its calls are in history, so an abort from here
-            # on closes them.
             tool_round = None
-            if reply.tool_calls:
-                tool_round = self._tool_round_of(reply.tool_calls, round_number=self._rounds)
-            if self._callbacks.on_reply is not None:
-                await self._callbacks.on_reply(reply)
+            with trio.CancelScope(shield=final):  # settled: a later abort takes nothing back
+                await self._commit(Message.assistant(content, reply.tool_calls, usage=reply.usage))
+                # The round exists from the moment its calls are in history, so an abort from
+                # here on closes them.
+                if not final:
+                    tool_round = self._tool_round_of(reply.tool_calls, round_number=self._rounds)
+                if self._callbacks.on_reply is not None:
+                    await self._callbacks.on_reply(reply)
             if tool_round is None:
                 return CompletedTurn(reply.text, self._rounds)
             parked = await self._run_tools(tool_round)
@@ -411,10 +426,22 @@ class _Turn:
 
     async def _run_tools(self, tool_round: ToolRound) -> ParkedTurn | None:
         await tool_round.run()
+        if tool_round.park is not None:
+            await self._settle()  # the turn parks, unless an abort came first (it closes it)
         self._tool_round = None
         if tool_round.park is None:
             return None
         return ParkedTurn((tool_round.park,), tool_round.held, self._rounds)
+
+    async def _settle(self, text: str = "") -> None:
+        """The turn's outcome is decided here (see `AbortSignal.settle`): an abort from now
+        on is not taken. One taken first, while this task waited to run after the provider's
+        last checkpoint, still wins: the reply's `text` is then kept as interrupted text, as
+        a reply cut off mid-stream is (G-191), and the round, if any, is closed."""
+        if self._abort is None or self._abort.settle():
+            return
+        self._partial = [text] if text else None
+        await trio.lowlevel.checkpoint()  # the abort cancelled this turn's scope: raises
 
     # -- history ----------------------------------------------------------------------------
 

@@ -241,10 +241,11 @@ class LiveSession:
 
     def abort_admitted(self) -> bool:
         """Fire the abort signal of every admitted work (it starts aborted if it has not
-        claimed the session yet); True when there was any."""
+        claimed the session yet); True when any of it ends aborted for it — not work whose
+        outcome was settled already (`AbortSignal.settle`)."""
         for work in self.work.values():
             work.abort.abort()
-        return bool(self.work)
+        return any(work.abort.aborted for work in self.work.values())
 
     def busy_error(self) -> SessionBusy:
         """The `SessionBusy` this session answers now: naming the Session's current turn, else

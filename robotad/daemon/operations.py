@@ -243,8 +243,9 @@ class SessionOperations:
         return outcome
 
     async def abort(self, session_id: str) -> bool:
-        """``session/abort``: True when a running turn or compaction was signalled (G-193),
-        also one that was accepted and has not begun yet (it begins aborted)."""
+        """``session/abort``: True when a running turn or compaction was signalled and so
+        ends aborted (G-193), also one that was accepted and has not begun yet (it begins
+        aborted); False when its outcome was already decided (architecture decision 42)."""
         live = await self.manager.require_exists(session_id)
         if live is None:
             return False

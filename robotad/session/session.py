@@ -278,7 +278,7 @@ class Session(RuntimeSettings):
 
     async def recover(self, journal: ExecutionJournal) -> None:
         """After a load: rebuild the waiting execution, if any, from `journal` and history."""
-        with self._claimed("resume", None):
+        with self._claimed("resume", None, AbortSignal.settled_now()):
             await self._executions.recover(journal)
 
     def get_pending_execution(self) -> Pending | None:
@@ -289,12 +289,14 @@ class Session(RuntimeSettings):
         """Give the waiting execution up: nothing runs, nothing is journaled, its open calls
         close as failed in history, and the session is saved (`StaleResponse` if it does not
         wait)."""
-        with self._claimed("resume", self._executions.turn_id_of(execution_id)):
+        turn_id = self._executions.turn_id_of(execution_id)
+        with self._claimed("resume", turn_id, AbortSignal.settled_now()):  # nothing to abort
             await self._executions.abandon(execution_id)
 
     def abort(self) -> bool:
-        """Signal the running turn, compaction or direct call to stop; True when something
-        was running. The claim stays held until it has stopped (G-064)."""
+        """Signal the running turn, compaction or direct call to stop; True when it ends
+        aborted for it, False when nothing ran or its outcome was already decided (then only
+        its closing hooks are cut short). The claim stays held until it has stopped (G-064)."""
         return self._claim.abort()
 
     async def compact(

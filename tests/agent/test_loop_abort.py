@@ -308,3 +308,21 @@ async def test_a_provider_turning_the_abort_into_an_error_still_ends_in_the_abor
         await turn(SwallowsCancellation(), journal, abort=abort)
     assert journal.messages[-1].content == "partial "
     assert journal.messages[-1].state == "interrupted"
+
+
+async def test_a_settled_signal_takes_no_abort_and_only_cuts_what_runs_after() -> None:
+    """Decision 42: once the work's outcome is settled, an abort is not taken (it answers
+    false and `aborted` stays false) and only cancels the scopes still open or opened later
+    (a closing hook); an abort taken before the settle wins it."""
+    settled = AbortSignal()
+    assert settled.settle() is True
+    assert settled.abort() is False
+    assert not settled.aborted
+    with settled.scope() as scope:
+        await trio.lowlevel.checkpoint()
+    assert scope.cancelled_caught
+    first = AbortSignal()
+    assert first.abort() is True
+    assert first.settle() is False
+    assert first.aborted
+    assert not first.settled

@@ -344,9 +344,10 @@ async def test_compaction_hooks_trace_only_for_auto(workspace: Path, hookdir: Pa
 async def test_an_abort_stops_a_running_stop_or_post_compact_hook(
     workspace: Path, hookdir: Path, event: str
 ) -> None:
-    """G-064: an abort while Stop or PostCompact ran was answered "aborted" but waited out the
-    hook (60 s by default), the session busy all along. Now it stops the hook; the turn's
-    reply, or the compaction, is done and stands."""
+    """G-064, G-193: an abort while Stop or PostCompact ran was answered "aborted" but waited
+    out the hook (60 s by default), the session busy all along. Now it stops the hook; the
+    turn's reply, or the compaction, is done and stands — and the abort says so: it answers
+    false, since it stopped nothing of the work (architecture decision 42)."""
     started = hookdir / "started"
     hooks = hooks_for(workspace, every_event(f"touch {started}; sleep 30", [event]))
     session = new_session(
@@ -364,7 +365,7 @@ async def test_an_abort_stops_a_running_stop_or_post_compact_hook(
             nursery.start_soon(work)
             while not started.exists():
                 await trio.sleep(0.02)
-            assert session.abort()
+            assert session.abort() is False
     assert outcome["response"] == "done"
     if event == "PostCompact":
         assert outcome["compacted"] is True

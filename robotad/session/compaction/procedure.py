@@ -15,7 +15,9 @@
   "failed" and `CompactionFailed` (G-177, G-210) with history, tracker and stored record as
   they were (G-178);
 - an abort during the call, or after it returned but before the summary was applied: phase
-  "aborted" and `CompactionAborted`, nothing applied (G-180…G-182).
+  "aborted" and `CompactionAborted`, nothing applied (G-180…G-182). A manual compaction
+  settles its abort signal as it applies the summary: an abort after that is not taken
+  (answered false) and only stops the PostCompact hook.
 
 The trigger given is the one value every hook input, event, log entry and error carries
 (G-055). The caller holds the claim; the abort signal is the claim holder's.
@@ -90,7 +92,10 @@ class CompactionProcedure:
         with turn.abort.scope():
             await self._lifecycle.pre_compact(turn, trigger, instructions)
             result = await self._summarise(turn, trigger, instructions)
-        if turn.abort.aborted or result is None:
+        # A manual compaction's outcome is decided here: an abort from now on only stops the
+        # PostCompact hook. An automatic one belongs to its turn, which settles later.
+        settled = turn.abort.settle() if trigger == "manual" else not turn.abort.aborted
+        if not settled or result is None:
             self._reporter.compaction(turn.turn_id, trigger, "aborted")
             raise CompactionAborted(self._session_id, trigger)
         if isinstance(result, CompactionNoOp):  # history changed under us: nothing left
@@ -112,7 +117,7 @@ class CompactionProcedure:
             await self._session.save()
         after = conversation.state()
         self._reporter.compaction(turn.turn_id, trigger, "completed")
-        with turn.abort.scope():  # an abort stops the hook: the compaction stands, is saved
+        with turn.abort.scope():  # a late abort stops the hook: the compaction stands, saved
             await self._lifecycle.post_compact(turn, trigger, result.summarized)
         return CompactOutcome(True, before, after)
 

@@ -9,7 +9,8 @@ with `SessionBusy` naming the holder (G-059) — never queued, never pre-empting
 `release(token)` frees the claim only while that token still holds it, so a late-finishing
 holder can never free a claim a newer one took (G-063). `running` is true from the claim until
 its holder released it: an aborted turn keeps it while it unwinds (G-064, G-065). Each holder
-carries the `AbortSignal` that `abort()` of the session fires; signalling never releases.
+carries the `AbortSignal` that `abort()` of the session fires; signalling never releases, and a
+holder whose outcome is settled takes no abort (architecture decision 42).
 """
 
 from __future__ import annotations
@@ -79,13 +80,14 @@ class TurnClaim:
         return True
 
     def abort(self) -> bool:
-        """Signal the holder's abort. True when something holds the claim (whether or not it
-        was already signalled); False, changing nothing, when the session is idle."""
+        """Signal the holder's abort. True when the holder ends aborted for it (whether or
+        not it was already signalled); False when the session is idle, or the holder's outcome
+        was settled already (`AbortSignal.settle`: then only its closing hooks are cut)."""
         holder = self._holder
         if holder is None:
             return False
         holder.abort.abort()
-        return True
+        return holder.abort.aborted
 
     async def wait_released(self) -> None:
         """Return once nothing holds the claim (at once when idle)."""

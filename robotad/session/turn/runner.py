@@ -316,7 +316,7 @@ class TurnRunner:
     async def completed(self, turn: TurnContext, outcome: CompletedTurn) -> None:
         assert turn.turn_id is not None
         self.session.callbacks.completed()
-        with turn.abort.scope():  # an abort stops the hook; the turn's work is done and saved
+        with turn.abort.scope():  # settled: a late abort stops the hook, the reply stands
             await self.session.lifecycle.stop(turn)
         self.session.reporter.log(
             "turn_completed",
@@ -355,12 +355,15 @@ class TurnRunner:
         save: bool = True,
         cause: BaseException | None = None,
     ) -> NoReturn:
-        """Log the failure with its detail, fire StopFailure, save, report; raise `error`."""
+        """Log the failure with its detail, fire StopFailure, save, report; raise `error`.
+        The failure decides the turn's outcome: an abort from here on only cuts the hook
+        short (`AbortSignal.settle`)."""
         assert turn.turn_id is not None
+        turn.abort.settle()
         self.session.reporter.log(
             "turn_failed", log_events.TurnFailedEntry(turn_id=turn.turn_id, error=detail)
         )
-        with turn.abort.scope():  # an abort stops the hook, not the failure's report
+        with turn.abort.scope():  # a (late) abort stops the hook, not the failure's report
             await self.session.lifecycle.stop_failure(turn, error.message)
         if save:
             with trio.CancelScope(shield=True):
