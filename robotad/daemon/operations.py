@@ -218,7 +218,10 @@ class SessionOperations:
             )
 
     async def resume(self, params: ResumeParams, caller: Subscriber | None) -> RunOutcome:
-        """``session/resume``: continue a parked execution with the answers given."""
+        """``session/resume``: continue a parked execution with the answers given. On a
+        session busy with other work, a redelivery to a finished execution still gets its
+        result (G-084) and a stale resume StaleResponse (G-086); only a resume of the waiting
+        execution is SessionBusy (it would have to run)."""
         live = await self.manager.session(params.session_id)
         if caller is not None:
             self._attach(live, caller)
@@ -230,6 +233,12 @@ class SessionOperations:
         running = self._resuming.get(key)
         if running is not None:
             return _turn_result(params.execution_id, await running.wait())
+        if live.busy:  # busy with other work: an execution that is not waiting answers alike
+            settled = await live.session.resume_answer_without_running(
+                params.execution_id, live.journal, responses
+            )
+            if settled is not None:
+                return settled
 
         async def work(admitted: Work) -> TurnCompleted | TurnWaiting:
             try:

@@ -276,6 +276,17 @@ class Session(RuntimeSettings):
                 TurnContext(token, round_cap=self.round_cap), execution_id, journal, responses
             )
 
+    async def resume_answer_without_running(
+        self,
+        execution_id: str,
+        journal: ExecutionJournal,
+        responses: Sequence[ApprovalResponse],
+    ) -> TurnCompleted | TurnWaiting | None:
+        """What `resume_recoverable` answers, judged without the claim, for an execution
+        that neither waits nor runs (a redelivery's latest result, or `StaleResponse`); None
+        when it needs the claim."""
+        return await self._executions.answer_without_running(execution_id, journal, responses)
+
     async def recover(self, journal: ExecutionJournal) -> None:
         """After a load: rebuild the waiting execution, if any, from `journal` and history."""
         with self._claimed("resume", None, AbortSignal.settled_now()):
@@ -288,7 +299,9 @@ class Session(RuntimeSettings):
     async def abandon_pending_execution(self, execution_id: str) -> None:
         """Give the waiting execution up: nothing runs, nothing is journaled, its open calls
         close as failed in history, and the session is saved (`StaleResponse` if it does not
-        wait)."""
+        wait, judged first: whatever holds the session, an execution that neither waits nor
+        runs is stale, not busy)."""
+        self._executions.refuse_unless_held(execution_id)
         turn_id = self._executions.turn_id_of(execution_id)
         with self._claimed("resume", turn_id, AbortSignal.settled_now()):  # nothing to abort
             await self._executions.abandon(execution_id)

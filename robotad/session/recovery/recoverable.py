@@ -16,7 +16,10 @@
   calls are re-checked by the current rules and hooks, denied ones stay denied (G-081…G-083).
   A redelivery continues the round too when nothing of it waits for a person any more (robotad
   stopped after the answer was on record and before its call started): it is the same answer,
-  and it goes on as ``responses: []`` does; the call runs once.
+  and it goes on as ``responses: []`` does; the call runs once. A resume or abandon naming an
+  execution that neither waits nor runs needs no claim (`answer_without_running`,
+  `refuse_unless_held`): a session busy with other work still answers it as an idle one does —
+  the latest result of an identical redelivery, or StaleResponse — never SessionBusy.
 - `abandon`: runs nothing and journals nothing; the open calls close in history as failed and
   the session is saved (G-099…G-101), or, when the save is refused, history is put back and
   the execution still waits. A call whose effect started and never finished closes
@@ -141,6 +144,8 @@ class RecoverableExecutions:
         self._persist = session.persist
         #: The execution that blocks new input, if any.
         self.pending: Execution | None = None
+        #: The execution a turn or resume is driving now, if any.
+        self._running: Execution | None = None
         self._settled: collections.OrderedDict[str, Execution] = collections.OrderedDict()
 
     def pending_view(self) -> Pending | None:
@@ -212,31 +217,9 @@ class RecoverableExecutions:
         journal: ExecutionJournal,
         responses: Sequence[ApprovalResponse],
     ) -> TurnCompleted | TurnWaiting:
-        known = self._known(execution_id)
-        if known is not None and known.state == "abandoned":
-            raise self._stale(execution_id, reason="the execution was abandoned")
-        records = await self._read(execution_id, journal)
-        execution = known or Execution.from_records(execution_id, journal, records)
-        if execution is None:
-            raise self._stale(execution_id, reason="no such execution waits in this session")
-        started = next((r for r in records if isinstance(r, StartedRecord)), None)
-        if started is None or not self._ours(started):
-            raise self._stale(execution_id, reason="the execution belongs to another session")
-        if execution.state == "finished" and execution.result is None:
-            execution.result = execution.completed_result(records)  # settled before a restart
-        try:
-            fresh = execution.fresh_answers(responses)
-        except StaleAnswer as exc:
-            raise self._stale(execution_id, exc.request_id, exc.reason) from None
+        execution, fresh = await self._look_up(execution_id, journal, responses)
         if execution.state != "pending":
-            if (
-                execution.state == "finished"
-                and not fresh
-                and responses
-                and execution.result is not None
-            ):
-                return execution.result
-            raise self._stale(execution_id, reason="the execution does not wait any more")
+            return self._settled_answer(execution, fresh, responses)
         history = self._conversation.messages
         # An effect that started and never finished is checked first: a redelivered answer
         # must meet EffectUncertain too, not a wait with nothing left to answer.
@@ -268,6 +251,75 @@ class RecoverableExecutions:
         return await self._drive(
             execution, turn, lambda policy: self._runner.continue_turn(turn, policy=policy)
         )
+
+    async def answer_without_running(
+        self,
+        execution_id: str,
+        journal: ExecutionJournal,
+        responses: Sequence[ApprovalResponse],
+    ) -> TurnCompleted | TurnWaiting | None:
+        """What `resume` answers for an execution that neither waits nor runs — its latest
+        result for an identical redelivery (G-084), else `StaleResponse` (G-086) — judged
+        without the claim, so a session busy with other work still answers it; None for the
+        execution that waits or runs (its resume needs the claim)."""
+        if any(
+            held is not None and held.execution_id == execution_id
+            for held in (self.pending, self._running)
+        ):
+            return None
+        execution, fresh = await self._look_up(execution_id, journal, responses)
+        if execution.state == "pending":  # it began to wait meanwhile
+            return None
+        return self._settled_answer(execution, fresh, responses)
+
+    def refuse_unless_held(self, execution_id: str) -> None:
+        """`StaleResponse` unless `execution_id` waits or runs in this session: an abandon
+        of anything else is stale whatever holds the session (G-086)."""
+        if not any(
+            held is not None and held.execution_id == execution_id
+            for held in (self.pending, self._running)
+        ):
+            raise self._stale(execution_id, reason="no such execution waits in this session")
+
+    async def _look_up(
+        self,
+        execution_id: str,
+        journal: ExecutionJournal,
+        responses: Sequence[ApprovalResponse],
+    ) -> tuple[Execution, list[ApprovalResponse]]:
+        """The execution a resume names, known or read back from its journal, with the
+        answers not recorded yet; `StaleResponse` for an abandoned, unknown or foreign one
+        and for answers that cannot apply (G-085, G-086, G-089). Changes nothing."""
+        known = self._known(execution_id)
+        if known is not None and known.state == "abandoned":
+            raise self._stale(execution_id, reason="the execution was abandoned")
+        records = await self._read(execution_id, journal)
+        execution = known or Execution.from_records(execution_id, journal, records)
+        if execution is None:
+            raise self._stale(execution_id, reason="no such execution waits in this session")
+        started = next((r for r in records if isinstance(r, StartedRecord)), None)
+        if started is None or not self._ours(started):
+            raise self._stale(execution_id, reason="the execution belongs to another session")
+        if execution.state == "finished" and execution.result is None:
+            execution.result = execution.completed_result(records)  # settled before a restart
+        try:
+            fresh = execution.fresh_answers(responses)
+        except StaleAnswer as exc:
+            raise self._stale(execution_id, exc.request_id, exc.reason) from None
+        return execution, fresh
+
+    def _settled_answer(
+        self,
+        execution: Execution,
+        fresh: list[ApprovalResponse],
+        responses: Sequence[ApprovalResponse],
+    ) -> TurnCompleted | TurnWaiting:
+        """A resume of an execution that does not wait: a finished one's latest result for
+        an identical redelivery (G-084), else `StaleResponse`."""
+        result = execution.result
+        if execution.state == "finished" and not fresh and responses and result is not None:
+            return result
+        raise self._stale(execution.execution_id, reason="the execution does not wait any more")
 
     # -- abandon, recover ---------------------------------------------------------------------
 
@@ -368,6 +420,7 @@ class RecoverableExecutions:
         )
         execution.state = "running"
         self.pending = None
+        self._running = execution
         self._conversation.barrier = barrier
         try:
             outcome = await body(policy)
@@ -376,16 +429,22 @@ class RecoverableExecutions:
             aborted = isinstance(exc, TurnAborted | CompactionAborted | trio.Cancelled)
             with trio.CancelScope(shield=True):
                 await self._after_failure(execution, "aborted" if aborted else "failed")
+            self._running = None
             raise
         self._conversation.barrier = None
-        if isinstance(outcome, ParkedTurn):
-            return await self._park(execution, turn)
-        execution.result = TurnCompleted(
-            turn_id=execution.turn_id, response=outcome.response, stop_reason=outcome.stop_reason
-        )
-        with trio.CancelScope(shield=True):  # saved already: finishing must not be cut short
-            await self._finish(execution, "completed")
-        return execution.result
+        try:
+            if isinstance(outcome, ParkedTurn):
+                return await self._park(execution, turn)
+            execution.result = TurnCompleted(
+                turn_id=execution.turn_id,
+                response=outcome.response,
+                stop_reason=outcome.stop_reason,
+            )
+            with trio.CancelScope(shield=True):  # saved already: finishing must not be cut short
+                await self._finish(execution, "completed")
+            return execution.result
+        finally:
+            self._running = None
 
     async def _park(self, execution: Execution, turn: TurnContext) -> TurnWaiting:
         execution.state = "pending"
