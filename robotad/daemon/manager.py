@@ -26,7 +26,9 @@ transparently.
 
 Shutdown. `shutdown(grace)` takes no new work, lets running work finish within `grace`, aborts
 what is left, waits for it to settle, then closes every session (SessionEnd, persist, event
-hub closed with ``session_closed``). One session's failure to close never stops the others.
+hub closed with ``session_closed``). One session's failure to close never stops the others. A
+close, once it retires its session, finishes whoever asked for it goes away; only the
+shutdown's deadline cuts it (`robotad.daemon.transitions`).
 
 Blocking store work runs in worker threads. Turn-level operations live in
 `robotad.daemon.operations`; this module is the lifecycle.
@@ -77,6 +79,7 @@ from robotad.daemon.live import (
 )
 from robotad.daemon.log_recovery import close_cut_off
 from robotad.daemon.parked import ParkedSessions, record_round_open
+from robotad.daemon.transitions import Transitions
 from robotad.daemon.turns import TurnRegistry
 from robotad.log import fields
 from robotad.storage.failure import refused, relative_path, storage_reason
@@ -134,7 +137,8 @@ class SessionManager:
         self._next_seq: dict[str, int] = {}
         #: Sessions a fork is being made of, with how many (see `forking`).
         self._forking: Counter[str] = Counter()
-        self._closing = False
+        #: Sessions being retired, as the shutdown must see them.
+        self._transitions = Transitions()
         #: Unloaded sessions with a parked execution (PROTOCOL §10.2), known from start-up.
         self.parked = ParkedSessions()
 
@@ -406,8 +410,15 @@ class SessionManager:
     # -- shutdown --------------------------------------------------------------------------
 
     async def shutdown(self, grace: float) -> None:
-        """Finish running work within `grace` seconds, abort the rest, close every session."""
-        self._closing = True
+        """Finish running work within `grace` seconds, abort the rest, close every session.
+        Cancelled (the daemon's deadline), it cuts the SessionEnd hooks still running, which
+        shield themselves from their requesters."""
+        self._transitions.closing = True
+        await self._transitions.cut_if_cancelled(functools.partial(self._drain, grace))
+        self.prompts.close()
+
+    async def _drain(self, grace: float) -> None:
+        """`shutdown`'s steps."""
         with trio.move_on_after(grace):
             for live in list(self._live.values()):
                 await live.wait_idle()
@@ -418,7 +429,6 @@ class SessionManager:
         for live in list(self._live.values()):
             await live.wait_idle()
         await self.close_all()
-        self.prompts.close()
 
     async def close_all(self) -> None:
         """Close every loaded session concurrently; failures are logged, never propagated."""
@@ -515,10 +525,13 @@ class SessionManager:
         return refused("open", folder, storage_reason(cause), live.session_id)
 
     async def _retire(self, live: LiveSession) -> None:
-        """Shut a live session down: drain, SessionEnd, persist, close its hub and journal."""
+        """Shut a live session down: drain, SessionEnd, persist, close its hub and journal.
+        Once begun it finishes, whoever asked for it is cancelled or goes away
+        (`Transitions.leaving`); only the daemon's shutdown deadline cuts it short."""
         live.closing = True
         try:
-            await live.session.shutdown()
+            with self._transitions.leaving():
+                await live.session.shutdown()
         finally:
             with trio.CancelScope(shield=True):
                 await self._dispose(live, started=True)
@@ -565,7 +578,7 @@ class SessionManager:
                 return candidate
 
     def _refuse_if_closing(self) -> None:
-        if self._closing:
+        if self._transitions.closing:
             raise NotAllowed("the daemon is shutting down")
 
     async def _persist_project_rule(self, cwd: str, rule: str, kind: str) -> None:

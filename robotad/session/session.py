@@ -343,7 +343,9 @@ class Session(RuntimeSettings):
 
     async def shutdown(self) -> None:
         """Drain whatever holds the claim, save, fire SessionEnd once, close the provider.
-        Idempotent: a second call waits for the first. Each step is best-effort (G-132)."""
+        Idempotent: a second call waits for the first. Each step is best-effort (G-132): a
+        cancellation (a deadline) can cut the drain and the SessionEnd hooks short, never a
+        save under way nor the closing of the provider and the added tools."""
         if self._shutdown_done is not None:
             await self._shutdown_done.wait()
             return
@@ -351,29 +353,37 @@ class Session(RuntimeSettings):
         self._closing = True
         try:
             await self._claim.wait_released()
-            await self._save()
+            with trio.CancelScope(shield=True):
+                await self._save()
             try:
                 await self._lifecycle.session_end("shutdown")
             except Exception:
                 logger.warning("SessionEnd hooks failed", exc_info=True)
             finally:
                 # Also when the daemon's shutdown deadline cut the hooks short: the log says
-                # the session ended, or its recovery would take it for one cut off mid-turn.
+                # the session ended, or its recovery would take it for one cut off mid-turn;
+                # and what the session holds is let go (a provider's pooled client, the
+                # session's own tool servers), or it stayed held until robotad exited.
                 self._reporter.log("session_end", log_events.SessionEndEntry(reason="shutdown"))
                 self._lifecycle.close()
                 self._reporter.closed = True
-            try:
-                await self._provider.aclose()
-            except Exception:
-                logger.warning("closing provider %s failed", self.provider_name, exc_info=True)
-            try:
-                await self._tool_table.aclose()
-            except Exception:
-                logger.warning("closing the added tools failed", exc_info=True)
+                with trio.CancelScope(shield=True):
+                    await self._release()
         finally:
             self._lifecycle.close()
             self._reporter.closed = True
             done.set()
+
+    async def _release(self) -> None:
+        """Close the provider and the added tools; each failure is logged, never raised."""
+        try:
+            await self._provider.aclose()
+        except Exception:
+            logger.warning("closing provider %s failed", self.provider_name, exc_info=True)
+        try:
+            await self._tool_table.aclose()
+        except Exception:
+            logger.warning("closing the added tools failed", exc_info=True)
 
     # -- history and context --------------------------------------------------------------
 
