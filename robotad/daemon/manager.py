@@ -24,11 +24,13 @@ Idle unload. A session with no subscriber, no work running or waiting, unused fo
 `idle_unload_seconds`, is unloaded (a shutdown: SessionEnd, persist); its next use reloads it
 transparently.
 
-Shutdown. `shutdown(grace)` takes no new work, lets running work finish within `grace`, aborts
-what is left, waits for it to settle, then closes every session (SessionEnd, persist, event
-hub closed with ``session_closed``). One session's failure to close never stops the others. A
-close, once it retires its session, finishes whoever asked for it goes away; only the
-shutdown's deadline cuts it (`robotad.daemon.transitions`).
+Shutdown. `shutdown(grace)` takes no new work and loads or creates no session, lets the loads
+and creates under way and running work finish within `grace` (stopping the loads still under
+way after it: refused, their SessionStart paired with a SessionEnd), aborts what is left, waits
+for it to settle, then closes every session (SessionEnd, persist, event hub closed with
+``session_closed``). One session's failure to close never stops the others. A close, once it
+retires its session, finishes whoever asked for it goes away; only the shutdown's deadline
+cuts it (`robotad.daemon.transitions`).
 
 Blocking store work runs in worker threads. Turn-level operations live in
 `robotad.daemon.operations`; this module is the lifecycle.
@@ -137,7 +139,7 @@ class SessionManager:
         self._next_seq: dict[str, int] = {}
         #: Sessions a fork is being made of, with how many (see `forking`).
         self._forking: Counter[str] = Counter()
-        #: Sessions being retired, as the shutdown must see them.
+        #: Sessions being loaded, created or retired, as the shutdown must see them.
         self._transitions = Transitions()
         #: Unloaded sessions with a parked execution (PROTOCOL §10.2), known from start-up.
         self.parked = ParkedSessions()
@@ -250,32 +252,33 @@ class SessionManager:
         written when building refuses; `SessionExists` when any file has the id. `new_at`
         locates refusals of the record's settings (see `SessionAssembler.build`).
         """
-        self._refuse_if_closing()
         session_id = record.id
-        async with self._locks.hold(session_id):
-            if session_id in self._live or await trio.to_thread.run_sync(
-                self.store.exists, session_id
-            ):
-                raise SessionExists(session_id)
-            live = await self._prepare(record, source="startup", new_at=new_at)
-            try:
-                if written is not None:
-                    to_write = written(record, live)
-                else:
-                    to_write = _with_snapshot(record, live)
-                await trio.to_thread.run_sync(self.store.create, to_write)
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    await self._dispose(live, started=False)
-                raise
-            try:
-                await self._activate(live)
-            except BaseException as exc:
-                # Another process holding the journal owns it and the log: only the record goes.
-                record_only = isinstance(exc.__cause__, JournalLocked)
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self._undo_create, session_id, record_only)
-                raise
+        with self._transitions.arriving():  # NotAllowed once the daemon shuts down
+            async with self._locks.hold(session_id):
+                if session_id in self._live or await trio.to_thread.run_sync(
+                    self.store.exists, session_id
+                ):
+                    raise SessionExists(session_id)
+                live = await self._prepare(record, source="startup", new_at=new_at)
+                try:
+                    if written is not None:
+                        to_write = written(record, live)
+                    else:
+                        to_write = _with_snapshot(record, live)
+                    await trio.to_thread.run_sync(self.store.create, to_write)
+                except BaseException:
+                    with trio.CancelScope(shield=True):
+                        await self._dispose(live, started=False)
+                    raise
+                try:
+                    await self._activate(live)
+                except BaseException as exc:
+                    # Another process holding the journal owns it and the log: only the
+                    # record goes.
+                    record_only = isinstance(exc.__cause__, JournalLocked)
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(self._undo_create, session_id, record_only)
+                    raise
         log.info("session created", extra=fields(session_id=session_id))
         return live
 
@@ -410,18 +413,25 @@ class SessionManager:
     # -- shutdown --------------------------------------------------------------------------
 
     async def shutdown(self, grace: float) -> None:
-        """Finish running work within `grace` seconds, abort the rest, close every session.
-        Cancelled (the daemon's deadline), it cuts the SessionEnd hooks still running, which
-        shield themselves from their requesters."""
+        """Finish running work and the loads and creates under way within `grace` seconds,
+        abort or stop the rest, close every session. Cancelled (the daemon's deadline), it
+        cuts the SessionEnd hooks and SessionStart hooks still running, which shield
+        themselves from their requesters."""
         self._transitions.closing = True
         await self._transitions.cut_if_cancelled(functools.partial(self._drain, grace))
         self.prompts.close()
 
     async def _drain(self, grace: float) -> None:
-        """`shutdown`'s steps."""
+        """`shutdown`'s steps. Loads and creates under way go first: the sessions they bring
+        are closed with the others (left out, one stayed loaded past the shutdown, or was
+        cut halfway through its SessionStart with no SessionEnd); one still under way at the
+        grace's end is stopped and refused."""
         with trio.move_on_after(grace):
+            await self._transitions.arrivals_settled()
             for live in list(self._live.values()):
                 await live.wait_idle()
+        self._transitions.cut_arrivals()
+        await self._transitions.arrivals_settled()
         for live in list(self._live.values()):
             if live.busy:
                 log.info("aborting work at shutdown", extra=fields(session_id=live.session_id))
@@ -449,11 +459,12 @@ class SessionManager:
         return await trio.to_thread.run_sync(self.store.load, session_id)
 
     async def _load(self, session_id: str) -> LiveSession:
-        """Load a stored session (the caller holds its transition lock)."""
-        self._refuse_if_closing()
-        record = _valid(session_id, await self._load_outcome(session_id))
-        live = await self._prepare(record, source="resume")
-        await self._activate(live)
+        """Load a stored session (the caller holds its transition lock); `NotAllowed` once
+        the daemon shuts down."""
+        with self._transitions.arriving():
+            record = _valid(session_id, await self._load_outcome(session_id))
+            live = await self._prepare(record, source="resume")
+            await self._activate(live)
         log.info("session loaded", extra=fields(session_id=session_id))
         return live
 
@@ -494,8 +505,11 @@ class SessionManager:
 
     async def _activate(self, live: LiveSession) -> None:
         """Open the journal, rebuild any parked execution, fire SessionStart; then the session
-        is live. On failure everything is released and the error propagates."""
+        is live. On failure (a cancellation: its requester left, the shutdown stopped it)
+        everything is released and the error propagates; a session whose SessionStart began
+        is shut down first, so its SessionEnd fires and its log ends."""
         session = live.session
+        starting = False
         try:
             try:
                 await live.journal.open()
@@ -508,10 +522,14 @@ class SessionManager:
                 raise self._journal_failed(live, exc) from exc
             await session.recover(live.journal)
             await close_cut_off(session, self.logs_dir)  # a stop's loose ends, in the log
+            starting = True
             await session.start()
         except BaseException:
+            if starting:
+                with self._transitions.leaving():
+                    await session.shutdown()
             with trio.CancelScope(shield=True):
-                await self._dispose(live, started=False)
+                await self._dispose(live, started=starting)
             raise
         self._live[live.session_id] = live
 

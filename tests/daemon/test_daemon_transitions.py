@@ -1,17 +1,19 @@
-"""Sessions on their way out while their requesters leave or the daemon stops, in process: a
-close whose client gives up, a shutdown whose deadline passes during a SessionEnd hook
-(`robotad.daemon.transitions`)."""
+"""Sessions on their way in and out while their requesters leave or the daemon stops, in
+process: a close whose client gives up, a shutdown whose deadline passes during a SessionEnd
+hook, and a shutdown that meets a load still firing SessionStart (`robotad.daemon.transitions`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
+from protocol.errors import NotAllowed
 from protocol.methods import CreateParams, RunParams, Step
 from protocol.shapes import TurnRunning
 from robotad.config import Config
@@ -135,3 +137,96 @@ async def test_a_shutdown_deadline_during_session_end_still_lets_the_session_go(
     assert closes == [live.session.provider_name]
     assert manager.loaded(info.session_id) is None
     assert _log_events(manager, info.session_id)[-1] == "session_end"
+
+
+async def _stored(manager: SessionManager, cwd: Path) -> str:
+    """A session that is stored and not loaded."""
+    session_id = (await manager.create(CreateParams(cwd=str(cwd)))).session_id
+    await manager.close(session_id)
+    return session_id
+
+
+def _hold_session_start(monkeypatch: pytest.MonkeyPatch, gate: trio.Event) -> trio.Event:
+    """SessionStart of the sessions loaded from now on waits for `gate`; the event returned
+    is set once one is waiting."""
+    reached = trio.Event()
+    session_start = HookLifecycle.session_start
+
+    async def held_start(lifecycle: HookLifecycle, source: str) -> None:
+        reached.set()
+        await gate.wait()
+        await session_start(lifecycle, source)
+
+    monkeypatch.setattr(HookLifecycle, "session_start", held_start)
+    return reached
+
+
+async def test_a_load_under_way_at_shutdown_finishes_and_is_closed(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PROTOCOL §5 daemon/shutdown, G-129: ``session/history`` on a stored session loads it;
+    a shutdown arriving while its SessionStart ran returned at once (the session was not
+    loaded yet, so there was nothing to close), and the load then finished into a daemon
+    that had closed everything: the session stayed loaded, never saved or ended by the
+    shutdown. The shutdown now waits for loads under way within its grace, then closes the
+    sessions they brought."""
+    with trio.fail_after(TIMEOUT):
+        sid = await _stored(manager, tmp_path)
+        gate = trio.Event()
+        reached = _hold_session_start(monkeypatch, gate)
+        ends = _Ends(monkeypatch)
+        loaded: list[LiveSession] = []
+        shut = trio.Event()
+
+        async def shutdown() -> None:
+            await manager.shutdown(TIMEOUT)
+            shut.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: _load_into(manager, sid, loaded))
+            await reached.wait()
+            nursery.start_soon(shutdown)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not shut.is_set()  # it waits for the load
+            gate.set()
+    assert [live.session_id for live in loaded] == [sid]
+    assert manager.loaded(sid) is None
+    assert ends.ended == ["shutdown"]
+    events = _log_events(manager, sid)
+    assert events[-1] == "session_end"
+    assert events.count("session_start") == events.count("session_end") == 2
+    with pytest.raises(NotAllowed):
+        await manager.session(sid)
+
+
+async def _load_into(manager: SessionManager, session_id: str, loaded: list[Any]) -> None:
+    try:
+        loaded.append(await manager.session(session_id))
+    except NotAllowed as exc:
+        loaded.append(exc)
+
+
+async def test_a_load_still_starting_at_the_grace_is_refused_and_ended(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PROTOCOL §5 daemon/shutdown, G-129: a load whose SessionStart hook outlasts the
+    shutdown's grace was left running by the shutdown, to be cut when the daemon closed the
+    connections — its client got no answer, and its session a SessionStart but no
+    SessionEnd. It is now stopped at the grace: refused NotAllowed, its SessionEnd fired
+    and its log ended, nothing left loaded."""
+    with trio.fail_after(TIMEOUT):
+        sid = await _stored(manager, tmp_path)
+        reached = _hold_session_start(monkeypatch, trio.Event())  # never set: it hangs
+        ends = _Ends(monkeypatch)
+        loaded: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: _load_into(manager, sid, loaded))
+            await reached.wait()
+            await manager.shutdown(0)
+    assert len(loaded) == 1
+    assert isinstance(loaded[0], NotAllowed)
+    assert manager.loaded(sid) is None
+    assert ends.ended == ["shutdown"]
+    events = _log_events(manager, sid)
+    assert events[-1] == "session_end"
+    assert events.count("session_start") == events.count("session_end") == 2
