@@ -70,7 +70,12 @@ SUMMARIES: Final[dict[str, str]] = {
         "request stops only the waiting. -32001 busy, -32005 an execution waits, -32006 "
         "aborted, -32007 provider failed. The caller is subscribed to the session."
     ),
-    "session/abort": "Abort the running turn or compaction; `aborted: false` if none ran.",
+    "session/abort": (
+        "Abort the running turn or compaction; `aborted: true` exactly when it then ends "
+        "aborted, `false` if none ran or its outcome was already decided (its last reply "
+        "arrived, it parked or failed, its summary is being applied: then only its closing "
+        "hook is cut short)."
+    ),
     "session/pending": (
         "The parked execution waiting for approval, or null; `uncertain` lists the calls that "
         "were running when robotad stopped."
@@ -81,7 +86,8 @@ SUMMARIES: Final[dict[str, str]] = {
         "journals of the last 64 executions of each session that asked for approval). -32011 "
         "for an unknown, abandoned or finished execution or a reused `responseId` with other "
         "content; -32015 when an approved tool was running when robotad stopped (its outcome "
-        "is unknown: abandon the execution)."
+        "is unknown: abandon the execution). Both answers hold while the session is busy "
+        "with other work; -32001 only for the execution that waits or runs."
     ),
     "session/abandon": (
         "Drop a parked execution: nothing runs, its open tool calls close as failed (a call "
