@@ -436,6 +436,7 @@ class SessionManager:
             if live.busy:
                 log.info("aborting work at shutdown", extra=fields(session_id=live.session_id))
                 live.session.abort()
+                live.abort_admitted()  # also work accepted and not begun: it begins aborted
         for live in list(self._live.values()):
             await live.wait_idle()
         await self.close_all()

@@ -230,3 +230,28 @@ async def test_a_load_still_starting_at_the_grace_is_refused_and_ended(
     events = _log_events(manager, sid)
     assert events[-1] == "session_end"
     assert events.count("session_start") == events.count("session_end") == 2
+
+
+async def test_a_turn_accepted_but_not_begun_at_the_grace_begins_aborted(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """PROTOCOL §5 daemon/shutdown ("abort the rest"): a turn answered "running" whose task
+    had not begun when the grace ran out was missed by the shutdown's abort (it signalled
+    only the work holding the session), so it began unaborted and the shutdown waited for
+    the whole turn — a model call of minutes — past its grace. It now begins aborted, as
+    ``session/abort`` makes it."""
+    ops = SessionOperations(manager)
+    with trio.fail_after(TIMEOUT):
+        slow = Step(text="slow reply", chunks=2, delay_ms=60_000)
+        info = await manager.create(CreateParams(cwd=str(tmp_path), script=[slow]))
+        live = await manager.session(info.session_id)
+        started = await ops.run(
+            RunParams(session_id=info.session_id, prompt="go", wait=False), None
+        )
+        assert isinstance(started, TurnRunning)
+        assert not live.session.is_running()  # accepted, not begun
+        await manager.shutdown(0)
+    assert manager.loaded(info.session_id) is None
+    events = _log_events(manager, info.session_id)
+    assert "turn_aborted" in events
+    assert events[-1] == "session_end"
