@@ -5,7 +5,6 @@ tell one story — completed or aborted, never one each (architecture decision 4
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +16,12 @@ from protocol.errors import RpcError, TurnAborted
 from protocol.methods import CompactParams, CreateParams, RunParams, ScriptedToolCall, Step
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
-from robotad.config import Config
-from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.live import LiveSession
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
 
 TIMEOUT = 20.0
 REPLY = "the whole reply"
-
-
-@pytest.fixture
-async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
-    state = tmp_path / "state"
-    assembler = SessionAssembler.from_config(Config(), state_dir=state)
-    manager = SessionManager(
-        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
-    )
-    await nursery.start(manager.run)
-    yield manager
-    with trio.fail_after(TIMEOUT):
-        await manager.shutdown(0)
 
 
 class _Story:

@@ -4,7 +4,6 @@ meets a held session."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,6 @@ from protocol.methods import (
     Step,
 )
 from protocol.shapes import TurnCompleted, TurnRunning, TurnWaiting
-from robotad.config import Config
-from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
 
@@ -30,19 +27,6 @@ TIMEOUT = 20.0
 WRITE = ScriptedToolCall(name="Write", arguments={"file_path": "out.txt", "content": "x"})
 #: A reply that takes a minute: the session stays busy until it is aborted.
 SLOW = Step(text="slow reply", chunks=2, delay_ms=60_000)
-
-
-@pytest.fixture
-async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
-    state = tmp_path / "state"
-    assembler = SessionAssembler.from_config(Config(), state_dir=state)
-    manager = SessionManager(
-        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
-    )
-    await nursery.start(manager.run)
-    yield manager
-    with trio.fail_after(TIMEOUT):
-        await manager.shutdown(0)
 
 
 async def _approved_then_busy(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,19 +29,6 @@ from robotad.storage.spill import SpillStore
 
 TIMEOUT = 20.0
 T = TypeVar("T")
-
-
-@pytest.fixture
-async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
-    state = tmp_path / "state"
-    assembler = SessionAssembler.from_config(Config(), state_dir=state)
-    manager = SessionManager(
-        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
-    )
-    await nursery.start(manager.run)
-    yield manager
-    with trio.fail_after(TIMEOUT):
-        await manager.shutdown(0)
 
 
 def stored(manager: SessionManager, session_id: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ failures, and the shutdown drain (the wire is covered by the other test_daemon_*
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +33,6 @@ from robotad.daemon.operations import SessionOperations
 from robotad.storage.journal import FileExecutionJournal
 
 TIMEOUT = 20.0
-
-
-@pytest.fixture
-async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
-    state = tmp_path / "state"
-    assembler = SessionAssembler.from_config(Config(), state_dir=state)
-    manager = SessionManager(
-        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
-    )
-    await nursery.start(manager.run)
-    yield manager
-    with trio.fail_after(TIMEOUT):
-        await manager.shutdown(0)
 
 
 async def test_concurrent_uses_of_a_stored_session_load_it_once(

@@ -5,7 +5,6 @@ hook, and a shutdown that meets a load still firing SessionStart (`robotad.daemo
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +15,12 @@ import trio.testing
 from protocol.errors import NotAllowed
 from protocol.methods import CreateParams, RunParams, Step
 from protocol.shapes import TurnRunning
-from robotad.config import Config
-from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.live import LiveSession
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
 from robotad.session.hooks.lifecycle import HookLifecycle
 
 TIMEOUT = 20.0
-
-
-@pytest.fixture
-async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
-    state = tmp_path / "state"
-    assembler = SessionAssembler.from_config(Config(), state_dir=state)
-    manager = SessionManager(
-        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
-    )
-    await nursery.start(manager.run)
-    yield manager
-    with trio.fail_after(TIMEOUT):
-        await manager.shutdown(0)
 
 
 class _Ends:
