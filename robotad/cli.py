@@ -1,8 +1,10 @@
 """The ``robotad`` command.
 
 ``robotad [OPTIONS]`` or ``robotad run [OPTIONS]`` serves until ``daemon/shutdown``, SIGTERM or
-SIGINT, then exits 0. It exits 1 with a one-line reason when it cannot start (another daemon
-holds the socket, an unsafe runtime directory, a bad ``--ready-fd``), 2 on a usage error.
+SIGINT, then exits 0; one of those signals during start-up ends it with 0 too, before it
+serves and leaving nothing behind. It exits 1 with a one-line reason when it cannot start
+(another daemon holds the socket, an unsafe runtime directory, a bad ``--ready-fd``), 2 on a
+usage error.
 ``robotad install-units`` writes the systemd user units.
 
 The serving options are accepted before or after ``run``; when given in both places the later
@@ -20,6 +22,7 @@ import click
 import trio
 
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from robotad import startup_signals
 
 __all__ = ["main"]
 
@@ -161,6 +164,7 @@ def _merge(*layers: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serve(options: dict[str, Any]) -> None:
+    startup_signals.hold()  # before the imports below: a stop asked for meanwhile is obeyed
     from robotad.daemon.app import session_application_factory
     from robotad.log import configure_logging
     from robotad.server.lifecycle import DaemonSettings, StartupError, serve_daemon

@@ -10,8 +10,7 @@
    lock held by a daemon that is shutting down (it marked it so) is waited for, at most
    `PREDECESSOR_WAIT` seconds: its socket is gone, and a daemon started meanwhile (the next
    robotactl command after ``robotactl shutdown``) must not refuse as "already running";
-3. open the application, add the daemon methods to its router, start the server, install the
-   SIGTERM/SIGINT handlers;
+3. open the application, add the daemon methods to its router, start the server;
 4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
    watchdog if systemd asked for one; the allocator, tuned before anything else, is trimmed
    periodically from now on, and what start-up made is exempted from the garbage collector's
@@ -21,7 +20,11 @@
    the application, remove the socket file and release the lock. Returning means exit 0.
 
 Any reason not to start is raised as `StartupError` before a byte of readiness is announced,
-with a message fit to print as is.
+with a message fit to print as is. SIGTERM and SIGINT are received from the first step on
+(``robotad run`` holds them from before its imports, `startup_signals`): one that comes before
+step 4 stops the start-up at its next wait (a write under way is finished first) and undoes
+what it made: no socket file is left, no lock held; `serve_daemon` returns without announcing
+anything. After step 4 a signal is a graceful shutdown; a second one during it stops it now.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import signal
 from collections.abc import MutableMapping
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.instance_lock import PREDECESSOR_WAIT
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
-from robotad import open_files
+from robotad import open_files, startup_signals
 from robotad.config import config_path, state_dir
 from robotad.log import fields
 from robotad.server import allocator
@@ -64,6 +66,7 @@ from robotad.server.lock import LOCK_NAME, AlreadyRunning, InstanceLock
 from robotad.server.notify import Notifier
 from robotad.server.paths import RuntimeDirError, check_socket_path, ensure_private_dir
 from robotad.server.serve import Server
+from robotad.server.signals import DaemonSignals
 from robotad.storage import fsio
 
 __all__ = ["DEFAULT_EVENT_BUFFER", "DaemonSettings", "StartupError", "serve_daemon"]
@@ -107,11 +110,43 @@ async def serve_daemon(
     """Run the daemon until it has shut down cleanly (see the module docstring).
 
     `task_status.started(socket_name)` once serving, right after readiness was announced.
-    Runs in the main thread only (it handles SIGTERM and SIGINT). `environ` defaults to
-    `os.environ`; the activation and notification variables are removed from it once read.
-    Raises `StartupError` when the daemon cannot start.
+    Runs in the main thread only: it receives SIGTERM and SIGINT from its first moment to its
+    last, a signal `startup_signals` held before it included. One that comes before serving
+    stops the start-up: what it made (socket file, locks) is undone and it returns without
+    announcing anything. `environ` defaults to `os.environ`; the activation and notification
+    variables are removed from it once read. Raises `StartupError` when the daemon cannot
+    start.
     """
     env = os.environ if environ is None else environ
+    failure: Exception | None = None
+    with trio.open_signal_receiver(*startup_signals.HELD_SIGNALS) as received:
+        signals = DaemonSignals()
+        held = startup_signals.take()
+        if held is not None:
+            signals.deliver(held)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(signals.listen, received)
+            try:
+                with signals.start_scope:
+                    await _serve(settings, app_factory, env, signals, task_status)
+            except Exception as exc:  # raised as itself below, not in the nursery's group
+                failure = exc
+            nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    log.info("stopped" if signals.server is not None else "stopped before serving")
+
+
+async def _serve(
+    settings: DaemonSettings,
+    app_factory: ApplicationFactory,
+    env: MutableMapping[str, str],
+    signals: DaemonSignals,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    """`serve_daemon`'s start, serving life and shutdown; `signals.server` is set once
+    serving."""
+    await trio.lowlevel.checkpoint()  # a signal held already stops the start before it acts
     started_at = utc_now()
     allocator.tune()
     open_files.raise_limit()
@@ -148,13 +183,13 @@ async def serve_daemon(
             )
             register_daemon_methods(app.router, info, app, server.request_shutdown)
             async with trio.open_nursery() as nursery:
-                await nursery.start(_watch_signals, server)
 
                 async def serve_then_stop(*, task_status: trio.TaskStatus[None]) -> None:
                     await server.run(task_status=task_status)
                     nursery.cancel_scope.cancel()
 
                 await nursery.start(serve_then_stop)
+                signals.server = server  # no checkpoint from here to the announcement
                 if settings.settle_heap:
                     allocator.settle()
                 ready_pipe.announce()
@@ -163,17 +198,20 @@ async def serve_daemon(
                 nursery.start_soon(allocator.trim_periodically)
                 nursery.start_soon(_stop_when_unreachable, listener, server)
                 task_status.started(socket_name)
-                log.info(
-                    "serving",
-                    extra=fields(
-                        socket=socket_name,
-                        pid=info.pid,
-                        activated=listener.activated,
-                        state_dir=str(context.state_dir),
-                        config=str(config_path()),
-                    ),
-                )
-    log.info("stopped")
+                _log_serving(info, listener)
+
+
+def _log_serving(info: DaemonInfo, listener: Listener) -> None:
+    log.info(
+        "serving",
+        extra=fields(
+            socket=info.socket_path,
+            pid=info.pid,
+            activated=listener.activated,
+            state_dir=str(info.state_dir),
+            config=str(config_path()),
+        ),
+    )
 
 
 async def _open_listener(
@@ -344,17 +382,3 @@ async def _stop_when_unreachable(listener: Listener, server: Server) -> None:
         extra=fields(socket=listener.path),
     )
     server.request_shutdown(DEFAULT_GRACE_SECONDS)
-
-
-async def _watch_signals(server: Server, *, task_status: trio.TaskStatus[None]) -> None:
-    """SIGTERM/SIGINT: a graceful shutdown; a second one while draining: stop now."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        task_status.started()
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            if server.shutting_down:
-                log.warning("%s during shutdown: closing now", name)
-                server.force_shutdown()
-            else:
-                log.info("%s: shutting down", name)
-                server.request_shutdown(DEFAULT_GRACE_SECONDS)
