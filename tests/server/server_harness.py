@@ -3,6 +3,7 @@ socket client that speaks either framing byte for byte, and a reply-shape checke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -269,6 +270,50 @@ def error_code(message: Any) -> int:
 
 def daemon_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "robotad", *args]
+
+
+#: What systemd does when it activates robotad, in a few lines: the listener on fd 3, then
+#: LISTEN_PID naming the process itself (its own pid plus argv[2]: 0 for its own, 1 for
+#: another's) and LISTEN_FDS as given, then exec robotad, which keeps the pid.
+_ACTIVATE = """
+import os, sys
+listener = int(sys.argv[1])
+os.dup2(listener, 3)
+if listener != 3:
+    os.close(listener)
+os.environ["LISTEN_PID"] = str(os.getpid() + int(sys.argv[2]))
+os.environ["LISTEN_FDS"] = sys.argv[3]
+os.execv(sys.executable, [sys.executable, "-m", "robotad", *sys.argv[4:]])
+"""
+
+
+def activated_command(listener: int, listen_fds: str, *args: str, ours: bool = True) -> list[str]:
+    """``python -m robotad ARGS`` socket-activated as systemd would: descriptor `listener` (pass
+    it to the child) becomes fd 3, ``LISTEN_FDS`` is `listen_fds`, and ``LISTEN_PID`` names
+    robotad itself, or (not `ours`) another process."""
+    offset = "0" if ours else "1"
+    return [sys.executable, "-c", _ACTIVATE, str(listener), offset, listen_fds, *args]
+
+
+@contextmanager
+def descriptor_at(number: int, sock: socket.socket) -> Iterator[None]:
+    """`sock` duplicated onto descriptor `number` (3: where systemd passes a listener) for the
+    block, inheritable as systemd leaves it; what was there before is put back afterwards, or
+    the descriptor closed (the code under test may have closed it already)."""
+    try:
+        saved: int | None = os.dup(number)
+    except OSError:
+        saved = None
+    os.dup2(sock.fileno(), number)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, number)
+            os.close(saved)
+        else:
+            with contextlib.suppress(OSError):
+                os.close(number)
 
 
 def daemon_environ(**extra: str) -> dict[str, str]:

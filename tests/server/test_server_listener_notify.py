@@ -21,6 +21,7 @@ from robotad.server.listener import (
 )
 from robotad.server.notify import Notifier
 from robotad.server.peercred import peer_credentials
+from tests.server.server_harness import descriptor_at
 
 
 def test_socket_is_0600_from_birth_whatever_the_umask(tmp_path: Path) -> None:
@@ -70,41 +71,92 @@ def test_socket_file_removal_spares_a_replacement(tmp_path: Path) -> None:
     assert path.read_text() == "someone else's"
 
 
-def test_activation_needs_our_pid(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {"LISTEN_PID": str(os.getpid() + 1), "LISTEN_FDS": "1"}
-    assert activated_listener(env) is None
-    assert env["LISTEN_FDS"] == "1"  # addressed to someone else: left alone
-    env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "0"}
-    assert activated_listener(env) is None
-    assert "LISTEN_PID" not in env
+def test_activation_for_another_process_is_ignored_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`sd_listen_fds`: variables naming another process (or none) are not ours; they are
+    removed all the same, so that no child of robotad takes them for its own."""
+    env = {"LISTEN_PID": str(os.getpid() + 1), "LISTEN_FDS": "1", "LISTEN_FDNAMES": "x"}
+    with caplog.at_level(logging.WARNING, "robotad.server"):
+        assert activated_listener(env) is None
+        assert env == {}
+        assert "LISTEN_PID names another process" in caplog.text
+        env = {"LISTEN_FDS": "1"}
+        assert activated_listener(env) is None
+        assert env == {}
+        assert "LISTEN_FDS is set without LISTEN_PID" in caplog.text
+    assert activated_listener({}) is None
+
+
+@pytest.mark.parametrize(
+    ("variables", "problem"),
+    [
+        ({"LISTEN_FDS": "abc"}, "LISTEN_FDS is 'abc', not a number of sockets (1 or more)"),
+        ({"LISTEN_FDS": "0"}, "LISTEN_FDS is '0', not a number of sockets (1 or more)"),
+        ({"LISTEN_FDS": " 1"}, "LISTEN_FDS is ' 1', not a number of sockets (1 or more)"),
+        ({}, "LISTEN_FDS is not set, not a number of sockets (1 or more)"),
+    ],
+)
+def test_malformed_activation_addressed_to_us_is_refused(
+    variables: dict[str, str], problem: str
+) -> None:
+    """LISTEN_PID names this process, so robotad was meant to serve a socket it cannot find:
+    a located refusal, never a socket of its own in its place."""
+    env = {"LISTEN_PID": str(os.getpid()), **variables}
+    with pytest.raises(ActivationError) as caught:
+        activated_listener(env)
+    assert str(caught.value) == (
+        f"socket activation: LISTEN_PID names this robotad (pid {os.getpid()}) but {problem}; "
+        "robotad serves the socket it was handed or none: fix what started it (the "
+        "robotad.socket unit, systemd-socket-activate), or unset LISTEN_PID and LISTEN_FDS to "
+        "let it bind its own"
+    )
+    assert env == {}
+
+
+@pytest.mark.parametrize("pid", ["abc", "0", "-5", "x" * 100])
+def test_a_listen_pid_that_is_no_pid_is_refused(pid: str) -> None:
+    with pytest.raises(ActivationError) as caught:
+        activated_listener({"LISTEN_PID": pid, "LISTEN_FDS": "1"})
+    shown = repr(pid if len(pid) <= 40 else pid[:40] + "…")
+    expected = f"socket activation: LISTEN_PID is {shown}, not a process id;"
+    assert str(caught.value).startswith(expected)
 
 
 def test_activation_refuses_a_non_listening_fd3(tmp_path: Path) -> None:
     """fd 3 must be a listening Unix stream socket; anything else is a clear error."""
     a, b = socket.socketpair()
-    saved = os.dup(3) if _fd_open(3) else None
-    try:
-        os.dup2(a.fileno(), 3)
+    with a, b, descriptor_at(3, a):
         env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "1", "LISTEN_FDNAMES": "x"}
         with pytest.raises(ActivationError, match="not listening"):
             activated_listener(env)
         assert env == {}  # consumed: no child inherits the activation variables
-    finally:
-        if saved is not None:
-            os.dup2(saved, 3)
-            os.close(saved)
-        else:
-            os.close(3)
-        a.close()
-        b.close()
 
 
-def _fd_open(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return False
-    return True
+def test_sockets_beyond_the_first_are_kept_from_children_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LISTEN_FDS=2: robotad serves fd 3 and left fd 4 inheritable, unsaid (only the
+    close_fds of every spawn kept it from commands). It is now close-on-exec, as
+    `sd_listen_fds` makes every passed descriptor, and a warning says it is not served."""
+    first = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    second = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with first, second, descriptor_at(3, first), descriptor_at(4, second):
+        first.bind(os.fspath(tmp_path / "first.sock"))
+        first.listen()
+        assert os.get_inheritable(4)
+        env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "2"}
+        with caplog.at_level(logging.WARNING, "robotad.server"):
+            listener = activated_listener(env)
+        assert listener is not None
+        assert listener.path == tmp_path / "first.sock"
+        assert not listener.owned
+        assert not os.get_inheritable(3)
+        assert not os.get_inheritable(4)
+        assert "LISTEN_FDS=2: robotad serves the first socket (fd 3) and ignores fd 4" in (
+            caplog.text
+        )
+        listener.sock.detach()  # fd 3 is descriptor_at's to restore
 
 
 def test_peer_credentials_name_the_connecting_process() -> None:
