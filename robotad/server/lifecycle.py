@@ -16,8 +16,9 @@
    periodically from now on, and what start-up made is exempted from the garbage collector's
    walks (`allocator`);
 5. serve until ``daemon/shutdown``, a signal, or the removal of the socket file it bound
-   (nobody can reach it then), then shut down gracefully (see `Server`), close
-   the application, remove the socket file and release the lock. Returning means exit 0.
+   (nobody can reach it then; under socket activation the file is systemd's, neither watched
+   nor removed), then shut down gracefully (see `Server`), close the application, remove the
+   socket file it bound and release the lock. Returning means exit 0.
 
 Any reason not to start is raised as `StartupError` before a byte of readiness is announced,
 with a message fit to print as is. SIGTERM and SIGINT are received from the first step on
@@ -196,7 +197,8 @@ async def _serve(
                 notifier.ready(f"serving on {socket_name}")
                 nursery.start_soon(notifier.run_watchdog)
                 nursery.start_soon(allocator.trim_periodically)
-                nursery.start_soon(_stop_when_unreachable, listener, server)
+                if listener.owned:  # systemd's socket file is systemd's to watch
+                    nursery.start_soon(_stop_when_unreachable, listener, server)
                 task_status.started(socket_name)
                 _log_serving(info, listener)
 

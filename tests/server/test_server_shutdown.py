@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -16,7 +17,13 @@ from robotad.server.app import Application, DaemonContext
 from robotad.server.lifecycle import DaemonSettings, serve_daemon
 from robotad.server.listener import bind_listener
 from robotad.server.serve import Server
-from tests.server.server_harness import IO_TIMEOUT, ProbeApp, RawClient, short_tmpdir
+from tests.server.server_harness import (
+    IO_TIMEOUT,
+    ProbeApp,
+    RawClient,
+    descriptor_at,
+    short_tmpdir,
+)
 
 
 class StubbornApp(ProbeApp):
@@ -177,3 +184,41 @@ async def test_a_daemon_whose_socket_file_went_shuts_down(
         assert os.path.exists(socket_path) == replaced
         if replaced:
             replacement.sock.close()
+
+
+async def test_an_activated_daemon_neither_watches_nor_removes_systemds_socket_file(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Under socket activation the socket file is systemd's (robotad.socket removes it when it
+    stops, and stops robotad with it): the check that stops a daemon whose socket file went is
+    not run, and shutdown leaves the file where systemd put it, however it was moved."""
+    app = ProbeApp()
+    with short_tmpdir() as base:
+        path, moved = base / "robotad.sock", base / "moved.sock"
+        systemd = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with systemd, descriptor_at(3, systemd):
+            systemd.bind(os.fspath(path))
+            systemd.listen()
+            environ = {
+                "LISTEN_PID": str(os.getpid()),
+                "LISTEN_FDS": "1",
+                "ROBOTA_STATE_DIR": str(base / "state"),
+            }
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        DaemonSettings(),
+                        app_factory=lambda ctx: _factory_for(app, ctx),
+                        environ=environ,
+                        task_status=task_status,
+                    )
+                )
+                os.rename(path, moved)  # gone from its path, as far as robotad can tell
+                await trio.sleep(3600)  # hundreds of the checks a socket of its own gets
+                assert app.shutdown_graces == []
+                client = await RawClient.connect(moved)
+                reply = await client.call("daemon/shutdown", {"graceSeconds": 0})
+                assert reply["result"] == {"ok": True}
+                await client.aclose()
+            assert app.shutdown_graces == [0.0]
+            assert moved.is_socket()
