@@ -9,7 +9,8 @@
    lock in the state folder, so that one daemon owns a state folder whatever its socket. A
    lock held by a daemon that is shutting down (it marked it so) is waited for, at most
    `PREDECESSOR_WAIT` seconds: its socket is gone, and a daemon started meanwhile (the next
-   robotactl command after ``robotactl shutdown``) must not refuse as "already running";
+   robotactl command after ``robotactl shutdown``) must not refuse as "already running"
+   (`claims`);
 3. open the application, add the daemon methods to its router, start the server;
 4. announce readiness: one byte on ``--ready-fd`` (then closed), ``READY=1`` to systemd, and the
    watchdog if systemd asked for one; the allocator, tuned before anything else, is trimmed
@@ -42,7 +43,6 @@ from typing import Final
 import trio
 
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from protocol.instance_lock import PREDECESSOR_WAIT
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
 from robotad import open_files, startup_signals
@@ -50,12 +50,14 @@ from robotad.config import config_path, state_dir
 from robotad.log import fields
 from robotad.server import allocator
 from robotad.server.app import ApplicationFactory, DaemonContext, standalone_application
+from robotad.server.claims import claim_socket_folder, claim_state_folder, mark_stopping
 from robotad.server.daemon_methods import (
     DEFAULT_GRACE_SECONDS,
     DaemonInfo,
     daemon_version,
     register_daemon_methods,
 )
+from robotad.server.errors import StartupError
 from robotad.server.listener import (
     Listener,
     ListenerError,
@@ -63,12 +65,11 @@ from robotad.server.listener import (
     bind_listener,
     refuse_non_socket,
 )
-from robotad.server.lock import LOCK_NAME, AlreadyRunning, InstanceLock
+from robotad.server.lock import InstanceLock
 from robotad.server.notify import Notifier
-from robotad.server.paths import RuntimeDirError, check_socket_path, ensure_private_dir
+from robotad.server.paths import RuntimeDirError, check_socket_path
 from robotad.server.serve import Server
 from robotad.server.signals import DaemonSignals
-from robotad.storage import fsio
 
 __all__ = ["DEFAULT_EVENT_BUFFER", "DaemonSettings", "StartupError", "serve_daemon"]
 
@@ -76,14 +77,8 @@ log = logging.getLogger("robotad.server")
 
 #: Events buffered per session for replay (``--event-buffer``), PROTOCOL.md §5.
 DEFAULT_EVENT_BUFFER: Final = 10_000
-#: How often a lock held by a stopping daemon is tried again (flock has nothing to wait on).
-_PREDECESSOR_POLL: Final = 0.05
 #: How often the daemon checks that its socket file is still there (one lstat).
 _SOCKET_CHECK_INTERVAL: Final = 5.0
-
-
-class StartupError(Exception):
-    """The daemon cannot start; the message says why and is fit to print as is."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +154,7 @@ async def _serve(
         listener, socket_lock = await _open_listener(settings, env, cleanup)
         socket_name = _socket_name(listener)
         state = state_dir(env)
-        state_lock = await _claim_state(state, socket_lock.path, cleanup)
+        state_lock = await claim_state_folder(state, socket_lock.path, cleanup)
         locks = [lock for lock in (socket_lock, state_lock) if lock is not None]
         context = DaemonContext(
             state_dir=state,
@@ -173,7 +168,7 @@ async def _serve(
                 app,
                 max_message_bytes=settings.max_message_bytes,
                 notifier=notifier,
-                on_stopping=functools.partial(_mark_stopping, locks),
+                on_stopping=functools.partial(mark_stopping, locks),
             )
             info = DaemonInfo(
                 version=daemon_version(),
@@ -233,14 +228,14 @@ async def _open_listener(
                 extra=fields(listener=listener.path, ignored=settings.socket),
             )
         base = listener.path or resolve_socket_path(settings.socket, env)
-        return listener, await _take_lock(base.parent, cleanup)
+        return listener, await claim_socket_folder(base.parent, cleanup)
     path = resolve_socket_path(settings.socket, env)
     try:
         check_socket_path(path)
         refuse_non_socket(path)  # before the lock file is made beside it
     except (RuntimeDirError, ListenerError) as exc:
         raise StartupError(str(exc)) from exc
-    lock = await _take_lock(path.parent, cleanup)
+    lock = await claim_socket_folder(path.parent, cleanup)
     try:
         listener = bind_listener(path)
     except ListenerError as exc:
@@ -248,80 +243,6 @@ async def _open_listener(
     cleanup.callback(listener.sock.close)
     cleanup.callback(listener.remove_socket_file)
     return listener, lock
-
-
-async def _take_lock(directory: Path, cleanup: ExitStack) -> InstanceLock:
-    """The instance lock in the socket's folder (created 0700 when missing)."""
-    try:
-        ensure_private_dir(directory)
-    except RuntimeDirError as exc:
-        raise StartupError(str(exc)) from exc
-    return await _hold(directory / LOCK_NAME, cleanup)
-
-
-async def _hold(path: Path, cleanup: ExitStack, advice: str = "") -> InstanceLock:
-    """Take the lock at `path` until `cleanup` runs, waiting while its holder is shutting
-    down; else raise `StartupError` naming who holds it (with `advice` after)."""
-    lock = InstanceLock(path)
-    waited: AlreadyRunning | None = None
-    with trio.move_on_after(PREDECESSOR_WAIT):
-        while True:
-            try:
-                lock.acquire()
-            except AlreadyRunning as exc:
-                if not exc.stopping:
-                    raise StartupError(f"{exc}{advice}") from exc
-                if waited is None:
-                    log.info(
-                        "robotad pid %s is shutting down; waiting for it to exit",
-                        exc.pid,
-                        extra=fields(lock=path),
-                    )
-                waited = exc
-                await trio.sleep(_PREDECESSOR_POLL)
-                continue
-            except OSError as exc:
-                raise StartupError(
-                    f"cannot open lock file {lock.path}: {exc.strerror or exc}"
-                ) from exc
-            cleanup.callback(lock.release)
-            return lock
-    raise StartupError(
-        f"{waited} after {PREDECESSOR_WAIT:g} s of waiting for it to exit{advice}; "
-        "try again once it has exited"
-    )
-
-
-async def _claim_state(state: Path, socket_lock: Path, cleanup: ExitStack) -> InstanceLock | None:
-    """One daemon a state folder: the instance lock again, in the state folder (unless that is
-    the socket's folder too), so that a daemon started for another socket cannot open — and
-    delete, and overwrite — the sessions, journals and logs another one holds. The lock, or
-    None when it is the socket's."""
-    try:
-        fsio.ensure_private_dir(state)
-    except OSError as exc:
-        raise StartupError(f"cannot use state folder {state}: {exc.strerror or exc}") from exc
-    path = state / LOCK_NAME
-    if _same_file(path, socket_lock):
-        return None
-    return await _hold(
-        path,
-        cleanup,
-        "; one robotad owns a state folder: stop that one, or give this one "
-        "another (ROBOTA_STATE_DIR)",
-    )
-
-
-def _same_file(path: Path, other: Path) -> bool:
-    with suppress(OSError):
-        return os.path.samefile(path, other)
-    return False
-
-
-def _mark_stopping(locks: list[InstanceLock]) -> None:
-    """Say in every lock this daemon holds that its shutdown has begun (`Server.on_stopping`)."""
-    for lock in locks:
-        lock.mark_stopping()
 
 
 def _socket_name(listener: Listener) -> str:
