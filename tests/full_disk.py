@@ -3,7 +3,8 @@
 `small_tmpfs` mounts ``tmpfs -o size=…`` on a folder (root only: it skips the test, saying why,
 where mounting is not allowed) and unmounts it afterwards. `fill` writes a filler file until the
 file system refuses even one more byte, so the next write of any size fails with ENOSPC;
-removing the file it returns gives the space back.
+removing the file it returns gives the space back. `remount_read_only` makes such a tmpfs
+read-only, as a disk the kernel remounted after an error (or a read-only bind mount) is.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["fill", "mount_refusal", "small_tmpfs", "unmount"]
+__all__ = ["fill", "mount_refusal", "remount_read_only", "small_tmpfs", "unmount"]
 
 #: How long mount/umount may take.
 MOUNT_TIMEOUT = 30
@@ -58,6 +59,11 @@ def small_tmpfs(where: Path, size: str = "4m") -> Iterator[Path]:
 def unmount(where: Path) -> None:
     """Unmount what `mount_refusal` mounted on `where` (lazily: nothing may hold it)."""
     subprocess.run(["umount", "-l", str(where)], timeout=MOUNT_TIMEOUT, check=False)
+
+
+def remount_read_only(where: Path) -> None:
+    """Make the tmpfs `small_tmpfs` mounted on `where` read-only, what it holds kept."""
+    subprocess.run(["mount", "-o", "remount,ro", str(where)], timeout=MOUNT_TIMEOUT, check=True)
 
 
 def fill(folder: Path) -> Path:

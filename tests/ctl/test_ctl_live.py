@@ -26,6 +26,7 @@ from robotactl.cli import (
     run_with_daemon,
 )
 from robotactl.exit_codes import ExitCode
+from tests.full_disk import remount_read_only, small_tmpfs
 
 from .conftest import PROCESS_TIMEOUT, REPO, Ctl, Pidfds, RunningDaemon, child_environment
 
@@ -316,6 +317,29 @@ def test_autostart_failure_relays_the_daemons_reason(ctl: Ctl, socket_dir: Path)
     assert str(shared) in result.stderr
     # No log was written into a directory other users can read.
     assert list(shared.iterdir()) == []
+
+
+def test_autostart_relays_a_read_only_state_folder(
+    ctl: Ctl, socket_dir: Path, tmp_path: Path
+) -> None:
+    """A state folder on a read-only file system: robotactl shows robotad's refusal, which
+    names the folder and what to do, and no daemon is left behind."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with small_tmpfs(state):
+        remount_read_only(state)
+        path = socket_dir / "robotad.sock"
+        result = ctl("--socket", str(path), "status", ROBOTA_STATE_DIR=str(state))
+    assert result.returncode == ExitCode.ERROR
+    assert result.stderr.startswith(
+        f"robotactl: robotad exited with status 1 before serving at {path}:\n"
+    )
+    assert (
+        f"robotad cannot write to its state folder {state} (Read-only file system), where it "
+        "keeps its sessions, journals and logs, so it does not start: remount it read-write, "
+        "or point ROBOTA_STATE_DIR at a folder it can write"
+    ) in result.stderr
+    assert not path.exists()
 
 
 def test_daemon_killed_mid_life_leaves_a_stale_socket_that_autostart_replaces(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,26 @@ async def test_a_daemon_that_never_finishes_stopping_is_waited_for_so_long(
         f"after {PREDECESSOR_WAIT:g} s of waiting for it to exit; try again once it has exited"
     )
     assert not (run / "robotad.sock").exists()
+
+
+async def test_a_state_folder_this_user_cannot_write_is_refused_before_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state folder robotad's user may not write (chmod 500, another owner): its lock file,
+    left writable by an earlier run, still opened, and robotad served with every session
+    write failing. It is now refused at start, named, with what to do (os.access stands in
+    for the permission bits, which root, running this suite, passes)."""
+    from robotad.server import claims
+    from robotad.server.lifecycle import StartupError
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "robotad.lock").write_text("")
+    monkeypatch.setattr(claims.os, "access", lambda path, mode, **_: Path(path) != state)
+    with ExitStack() as cleanup, pytest.raises(StartupError) as caught:
+        await claims.claim_state_folder(state, tmp_path / "run" / "robotad.lock", cleanup)
+    assert str(caught.value) == (
+        f"robotad cannot write to its state folder {state} (Permission denied), where it "
+        "keeps its sessions, journals and logs, so it does not start: make it writable for "
+        "this user, or point ROBOTA_STATE_DIR at a folder it can write"
+    )

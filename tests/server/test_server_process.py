@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.full_disk import fill, small_tmpfs
+from tests.full_disk import fill, remount_read_only, small_tmpfs
 from tests.server.server_harness import (
     IO_TIMEOUT,
     REPO,
@@ -199,6 +199,37 @@ async def test_failed_start_closes_the_ready_pipe_without_a_byte() -> None:
             os.close(write_end)
             assert await _read_to_eof(read_end) == b""
             assert await process.wait() == 1
+
+
+@pytest.mark.parametrize("used_before", [True, False])
+async def test_a_read_only_state_folder_is_refused_naming_it_and_what_to_do(
+    used_before: bool,
+) -> None:
+    """A state folder on a read-only file system (a disk the kernel remounted after an error,
+    a read-only bind mount): robotad said only 'cannot open lock file …/robotad.lock:
+    Read-only file system', or 'cannot use state folder …' for one it had to create. It now
+    names the folder, why it needs to write there and what to do, and leaves no socket."""
+    with private_base() as base, small_tmpfs(base / "state"):
+        if used_before:  # a daemon ran over it: the lock file is there already
+            (base / "state" / "robotad.lock").write_text("12\n")
+        remount_read_only(base / "state")
+        state = base / "state" if used_before else base / "state" / "robota"
+        socket_path = base / "run" / "robotad.sock"
+        with trio.fail_after(START_TIMEOUT):
+            done = await trio.run_process(
+                daemon_command("--socket", str(socket_path)),
+                env=daemon_environ(ROBOTA_STATE_DIR=str(state)),
+                check=False,
+                capture_stderr=True,
+                stdin=subprocess.DEVNULL,
+            )
+        assert done.returncode == 1
+        assert done.stderr.decode() == (
+            f"Error: robotad cannot write to its state folder {state} (Read-only file system), "
+            "where it keeps its sessions, journals and logs, so it does not start: remount it "
+            "read-write, or point ROBOTA_STATE_DIR at a folder it can write\n"
+        )
+        assert not os.path.lexists(socket_path)
 
 
 @pytest.mark.parametrize("mode", [0o755, 0o770])
