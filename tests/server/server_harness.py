@@ -298,18 +298,20 @@ def activated_command(listener: int, listen_fds: str, *args: str, ours: bool = T
 @contextmanager
 def descriptor_at(number: int, sock: socket.socket) -> Iterator[None]:
     """`sock` duplicated onto descriptor `number` (3: where systemd passes a listener) for the
-    block, inheritable as systemd leaves it; what was there before is put back afterwards, or
-    the descriptor closed (the code under test may have closed it already)."""
+    block, inheritable as systemd leaves it; what was there before is put back afterwards, as
+    inheritable as it was, or the descriptor closed (the code under test may have closed it
+    already)."""
     try:
         saved: int | None = os.dup(number)
+        inheritable = os.get_inheritable(number)
     except OSError:
-        saved = None
+        saved, inheritable = None, False
     os.dup2(sock.fileno(), number)
     try:
         yield
     finally:
         if saved is not None:
-            os.dup2(saved, number)
+            os.dup2(saved, number, inheritable=inheritable)
             os.close(saved)
         else:
             with contextlib.suppress(OSError):
