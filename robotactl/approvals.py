@@ -14,6 +14,9 @@ answer; the command then exits 3.
 `responses` builds the ``session/resume`` answers, each with a fresh ``responseId`` (a
 redelivery of the same answer must reuse its id; a new answer must not).
 
+Everything a request carries (tool, arguments, reason, ids) is made visible before it is shown
+(`robotactl.terminal_text`): a bidi override in a command cannot make it read as another.
+
 Imports only click and the standard library at import time.
 """
 
@@ -31,6 +34,7 @@ from robotactl.cli import CommandFailed
 from robotactl.exact_rules import exact_call_rule
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_arguments, format_call
+from robotactl.terminal_text import visible
 
 if TYPE_CHECKING:
     from protocol.shapes import ApprovalRequest, TurnWaiting
@@ -114,15 +118,16 @@ def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: 
     for number, request in enumerate(requests, start=1):
         counter = f" ({number}/{len(requests)})" if len(requests) > 1 else ""
         title = output.style(f"approval needed{counter}:", "yellow", "bold", err=True)
-        output.prompt_line(f"{title} {request.tool} — {request.reason}")
+        tool = visible(request.tool)
+        output.prompt_line(f"{title} {tool} — {visible(request.reason)}")
         for line in format_arguments(request.arguments):
             output.prompt_line(f"    {line}")
         rule = domain_rule(request)
         try:
             if rule is None:
-                approved = click.confirm(f"Allow {request.tool}?", default=False, err=True)
+                approved = click.confirm(f"Allow {tool}?", default=False, err=True)
             else:
-                approved = _ask_with_always(request.tool, rule, answers)
+                approved = _ask_with_always(tool, rule, answers)
         except click.Abort:
             output.prompt_line("")
             raise LeftWaiting(session_id) from None
@@ -131,9 +136,11 @@ def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: 
 
 
 def _ask_with_always(tool: str, rule: str, answers: Answers) -> bool:
-    """``y``/``N``/``a``/``p``; an "always" records `rule` in `answers` with its scope."""
+    """``y``/``N``/``a``/``p`` about `tool` (made visible); an "always" records `rule` in
+    `answers` with its scope."""
     click.echo(
-        f"    a: always — allow {rule} for this session; p: the same for every session here",
+        f"    a: always — allow {visible(rule)} for this session; p: the same for every "
+        "session here",
         err=True,
     )
     choice = click.prompt(
@@ -150,9 +157,9 @@ def _ask_with_always(tool: str, rule: str, answers: Answers) -> bool:
 
 
 def waiting_lines(requests: Iterable[ApprovalRequest]) -> list[str]:
-    """``REQUEST_ID<TAB>Tool(args…)`` per request."""
+    """``REQUEST_ID<TAB>Tool(args…)`` per request, made visible."""
     return [
-        f"{request.request_id}\t{format_call(request.tool, request.arguments)}"
+        f"{visible(request.request_id)}\t{format_call(request.tool, request.arguments)}"
         for request in requests
     ]
 

@@ -31,6 +31,7 @@ import click
 from robotactl import __version__
 from robotactl.exit_codes import EXIT_CODES_HELP, ExitCode
 from robotactl.render import Output
+from robotactl.terminal_text import visible
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -150,7 +151,7 @@ class DaemonNotRunningFailed(CommandFailed):
 
 class RpcFailed(CommandFailed):
     """The daemon answered with a JSON-RPC error: ``error CODE: message`` and its data, then
-    `hint` (what to do about it) when the command knows one."""
+    `hint` (what to do about it) when the command knows one; all of it made visible."""
 
     def __init__(self, code: int, message: str, data: Any = None, hint: str | None = None) -> None:
         super().__init__(message)
@@ -162,7 +163,7 @@ class RpcFailed(CommandFailed):
         output = Output()
         output.rpc_error(self.code, self.message, self.data)
         if self.hint:
-            output.notice(output.style(f"hint: {self.hint}", "yellow", err=True))
+            output.notice(output.style(f"hint: {visible(self.hint)}", "yellow", err=True))
 
     def document(self) -> dict[str, Any]:
         from robotactl.render import rpc_error_document

@@ -10,9 +10,9 @@ command prints.
 Contract: the quick path only ever succeeds the way the full command would, or steps aside.
 Any other argument list, a socket nobody answers on, a reply that is not a plain
 ``{"jsonrpc": "2.0", "id": 1, "result": {...}}`` line (an error, a notification first, bytes
-that are not JSON), a value carrying an escape character, or any `OSError` hands the whole
-command to `robotactl.console.main`, which repeats the request (``daemon/status`` has no effect)
-and owns every failure: autostart, messages, exit statuses. A daemon that let the quick path
+that are not JSON), or any `OSError` hands the whole command to `robotactl.console.main`,
+which repeats the request (``daemon/status`` has no effect) and owns every failure:
+autostart, messages, exit statuses. A daemon that let the quick path
 wait out its whole timeout is not asked again: the full command reports it at once
 (`timed_out`), so ``status`` never waits twice. Nothing is printed before the
 reply has been fully checked, so a handover never duplicates output.
@@ -109,15 +109,12 @@ def quick_status(argv: Sequence[str]) -> bool:
         return False
     if result is None:
         return False
-    text: str | None
     if json_mode:
         from robotactl.render import format_json
 
         text = format_json(result) + "\n"
     else:
         text = _status_table(result)
-    if text is None:
-        return False
     sys.stdout.write(text)
     sys.stdout.flush()
     return True
@@ -165,17 +162,18 @@ def _ask_status(socket: str | None) -> dict[str, object] | None:
     return result
 
 
-def _status_table(result: dict[str, object]) -> str | None:
-    """The human table `robotactl.render.Output.table` prints for `result`, or None when a
-    value holds an escape character (click would strip it off a non-terminal)."""
+def _status_table(result: dict[str, object]) -> str:
+    """The human table `robotactl.render.Output.table` prints for `result`: each value made
+    visible, as `table` makes it."""
     from datetime import UTC, datetime
 
     from robotactl.render import Output
     from robotactl.status_view import status_rows
+    from robotactl.terminal_text import visible
 
     rows = status_rows(result, now=datetime.now(UTC))
-    if any("\x1b" in key or "\x1b" in value for key, value in rows):
-        return None
     output = Output()
     width = max(len(key) for key, _ in rows)
-    return "".join(f"{output.style(key.ljust(width), 'dim')}  {value}\n" for key, value in rows)
+    return "".join(
+        f"{output.style(key.ljust(width), 'dim')}  {visible(value)}\n" for key, value in rows
+    )

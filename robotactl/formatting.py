@@ -1,7 +1,9 @@
 """Plain functions that turn protocol values into short text for people.
 
 Everything here is a pure function over values — no streams, no daemon, no trio or msgspec —
-so each is tested directly. `robotactl.render.Output` writes what these produce.
+so each is tested directly. `robotactl.render.Output` writes what these produce. What they
+make of a model's or a record's text is made visible (`robotactl.terminal_text.visible`): no
+escape sequence, lone carriage return or bidi control of it reaches the terminal.
 
 - `format_call` — a tool call on one line: ``Write(file_path="/tmp/x", content="Hello…")``.
 - `format_arguments` — a tool call's arguments one per line, in full, for an approval prompt.
@@ -18,6 +20,8 @@ import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from robotactl.terminal_text import visible
 
 __all__ = [
     "ELLIPSIS",
@@ -51,8 +55,9 @@ def one_line(text: str) -> str:
 
 
 def shorten(text: str, width: int) -> str:
-    """`text` on one line, cut to at most `width` characters with a trailing ellipsis."""
-    flat = one_line(text)
+    """`text` on one line, made visible, cut to at most `width` characters with a trailing
+    ellipsis."""
+    flat = visible(one_line(text))
     if width <= 0:
         return ""
     if len(flat) <= width:
@@ -64,9 +69,10 @@ def format_value(value: Any, width: int = CALL_VALUE_WIDTH) -> str:
     """One argument value as compact JSON (strings quoted, escapes visible), cut to `width`.
 
     JSON rather than ``repr`` so a newline in file content reads ``\\n`` and the line stays
-    one line.
+    one line; JSON escapes C0 controls, and what it leaves (DEL, C1 and bidi controls) is made
+    visible.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = visible(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
     if len(text) <= width:
         return text
     if not isinstance(value, str):
@@ -80,26 +86,28 @@ def format_value(value: Any, width: int = CALL_VALUE_WIDTH) -> str:
 def format_call(tool: str, arguments: Mapping[str, Any], width: int = CALL_VALUE_WIDTH) -> str:
     """``Tool(key=value, …)`` on one line, each value cut to `width` characters — except the
     argument permissions are decided on (`WHOLE_ARGUMENTS`: the path, command or URL), which
-    is always shown whole: it is what a person approves."""
+    is always shown whole: it is what a person approves. The tool's name is made visible."""
     inner = ", ".join(
         f"{key}={format_value(value, 1 << 20 if key in WHOLE_ARGUMENTS else width)}"
         for key, value in arguments.items()
     )
-    return f"{tool}({inner})"
+    return f"{visible(tool)}({inner})"
 
 
 def format_arguments(arguments: Mapping[str, Any], width: int = PROMPT_VALUE_WIDTH) -> list[str]:
     """The arguments one per line, ``key: value``: a string's lines shown as they are
-    (indented under the key), other values as JSON; each value cut at `width` characters."""
+    (indented under the key, made visible), other values as JSON; each value cut at `width`
+    characters."""
     lines: list[str] = []
     for key, value in arguments.items():
+        name = visible(key)
         if isinstance(value, str) and "\n" in value:
             shown = value if len(value) <= width else value[:width] + ELLIPSIS
             more = f" ({len(value) - width} more characters)" if len(value) > width else ""
-            lines.append(f"{key}:{more}")
-            lines.extend(f"  | {line}" for line in shown.splitlines())
+            lines.append(f"{name}:{more}")
+            lines.extend(f"  | {line}" for line in visible(shown).splitlines())
         else:
-            lines.append(f"{key}: {format_value(value, width)}")
+            lines.append(f"{name}: {format_value(value, width)}")
     return lines
 
 
@@ -136,13 +144,13 @@ def format_when(text: str | None, *, now: datetime) -> str:
 
 
 def home_relative(path: str | None, home: str | None = None) -> str:
-    """`path` with the home directory shown as ``~``; ``?`` for a missing path."""
+    """`path` with the home directory shown as ``~``, made visible; ``?`` for a missing path."""
     if not path:
         return "?"
     base = home if home is not None else os.path.expanduser("~")
     if base and base != "/" and (path == base or path.startswith(base.rstrip("/") + "/")):
-        return "~" + path[len(base.rstrip("/")) :]
-    return path
+        return visible("~" + path[len(base.rstrip("/")) :])
+    return visible(path)
 
 
 def format_tokens(count: int) -> str:

@@ -6,6 +6,11 @@ safe; diagnostics always go to stderr. In human mode values are laid out for rea
 be coloured, but only when that stream is a terminal, ``NO_COLOR`` is unset or empty
 (https://no-color.org) and ``TERM`` is not ``dumb``.
 
+Text from a model or from other people's data is made visible (`robotactl.terminal_text`)
+before it is styled: `side`, `error`, `rpc_error`, `table`'s values and `columns`' cells do it
+themselves; `line`, `notice`, `prompt_line` and `write` print what they are given, which their
+callers made visible piece by piece (their own colour codes included in it).
+
 Nothing here talks to the daemon or imports trio or msgspec; `json` and click load on first
 use (``robotactl status``'s quick path lays out its table without click).
 """
@@ -15,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+
+from robotactl.terminal_text import visible
 
 #: Not `typing.TYPE_CHECKING`: ``robotactl status``'s quick path must not import `typing`.
 TYPE_CHECKING = False
@@ -54,15 +61,16 @@ def format_rpc_error(code: int, message: str, data: Any = None) -> str:
     """``error CODE: message`` — one line a person reads (the message carries the facts:
     a provider failure's endpoint and cause, a session id…), then one ``  path: message``
     line per located issue of an invalid-params error. The rest of `data` is for scripts:
-    ``--json`` prints the whole error (`rpc_error_document`)."""
-    text = f"error {code}: {message}"
+    ``--json`` prints the whole error (`rpc_error_document`). What the daemon said is made
+    visible: a message may quote a model's or a record's text."""
+    text = f"error {code}: {visible(message)}"
     issues = data.get("issues") if isinstance(data, Mapping) else None
     lines = [
-        f"{issue.get('path') or '$'}: {issue.get('message')}"
+        visible(f"{issue.get('path') or '$'}: {issue.get('message')}")
         for issue in (issues if isinstance(issues, list) else ())
         if isinstance(issue, Mapping)
     ]
-    if len(lines) == 1 and message.endswith(lines[0]):
+    if len(lines) == 1 and text.endswith(lines[0]):
         return text  # the message is that one issue already: said once
     return "\n  ".join([text, *lines])
 
@@ -112,15 +120,17 @@ class Output:
         click.echo(text, color=self._colors(err=False))
 
     def table(self, rows: Sequence[tuple[str, str]]) -> None:
-        """Two aligned columns, the keys dimmed: ``key   value`` per row."""
+        """Two aligned columns, the keys dimmed: ``key   value`` per row, each value made
+        visible."""
         if not rows:
             return
         width = max(len(key) for key, _ in rows)
         for key, value in rows:
-            self.line(f"{self.style(key.ljust(width), 'dim')}  {value}")
+            self.line(f"{self.style(key.ljust(width), 'dim')}  {visible(value)}")
 
     def write(self, text: str) -> None:
-        """Part of a line on stdout, flushed at once (streamed model text)."""
+        """Part of a line on stdout, flushed at once (streamed model text, which the caller
+        made visible with a `robotactl.terminal_text.VisibleStream`)."""
         import click
 
         click.echo(text, nl=False, color=self._colors(err=False))
@@ -129,10 +139,11 @@ class Output:
     def columns(self, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """An aligned table on stdout under a dimmed `header`; the last column is not padded.
 
-        Cells are plain text (no escape codes), so widths are their lengths.
+        Cells are plain text, made visible here (so widths are their lengths).
         """
+        shown = [[visible(cell) for cell in row] for row in rows]
         widths = [len(name) for name in header]
-        for row in rows:
+        for row in shown:
             for index, cell in enumerate(row):
                 widths[index] = max(widths[index], len(cell))
 
@@ -141,15 +152,15 @@ class Output:
             return "  ".join([*padded, cells[-1]]).rstrip()
 
         self.line(self.style(lay_out(header), "dim"))
-        for row in rows:
+        for row in shown:
             self.line(lay_out(row))
 
     def side(self, text: str, *styles: str) -> None:
         """A line of activity on stderr (tool calls, decisions), dimmed unless `styles` say
-        otherwise, so it stands apart from the answer on stdout."""
+        otherwise, so it stands apart from the answer on stdout. `text` is made visible."""
         import click
 
-        shown = self.style(text, *(styles or ("dim",)), err=True)
+        shown = self.style(visible(text), *(styles or ("dim",)), err=True)
         click.echo(shown, err=True, color=self._colors(err=True))
 
     def notice(self, text: str) -> None:
@@ -165,11 +176,12 @@ class Output:
         click.echo(text, err=True, color=self._colors(err=True))
 
     def error(self, text: str) -> None:
-        """An error line on stderr: ``robotactl: text``, the prefix red on a terminal."""
+        """An error line on stderr: ``robotactl: text``, the prefix red on a terminal. `text`
+        is made visible (it may quote what robotad or a file said)."""
         import click
 
         prefix = self.style("robotactl:", "red", "bold", err=True)
-        click.echo(f"{prefix} {text}", err=True, color=self._colors(err=True))
+        click.echo(f"{prefix} {visible(text)}", err=True, color=self._colors(err=True))
 
     def error_json(self, document: Any) -> None:
         """An error as one line of JSON on stderr (``--json``: scripts parse stderr too)."""

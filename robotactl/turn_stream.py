@@ -3,10 +3,11 @@
 `follow_turn` subscribes to the session, starts the caller's request (``session/run`` or
 ``session/resume``, waiting for its `TurnResult`) and, while that request is out, renders
 every event of the turn through a `TurnView`: model text on stdout as it streams, tool calls,
-permission decisions and tool outcomes as short dim lines on stderr. It returns the request's
-result once the turn's own ``turn_finished`` has been shown too (events and the reply travel
-separately, so the last events may trail the reply a little), or re-raises the request's
-error (`TurnAborted`, `ProviderFailed`, …).
+permission decisions and tool outcomes as short dim lines on stderr, all of it made visible
+(`robotactl.terminal_text`: no escape sequence or bidi control of a model reaches the
+terminal). It returns the request's result once the turn's own ``turn_finished`` has been
+shown too (events and the reply travel separately, so the last events may trail the reply a
+little), or re-raises the request's error (`TurnAborted`, `ProviderFailed`, …).
 
 Which events are the turn's: those the subscription delivers after the ``latestSeq`` it
 answered with, and — when the caller knows the turn id — carrying that ``turnId``. An
@@ -50,6 +51,7 @@ from protocol.methods import AbortResult, SubscribeResult
 from robotactl.cli import CommandFailed
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_call, shorten
+from robotactl.terminal_text import VisibleStream
 from robotactl.waiting import QUIET_BEFORE, TICK, WaitingLine
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ class TurnView:
     Text goes to stdout as it streams (not in JSON mode, where stdout carries only the final
     result); everything else is one dim line on stderr (not in JSON mode either). Before such
     a line, a text line left open is ended, so the answer and the activity never share a line.
+    The text is made visible as it streams (`VisibleStream`), each activity line by `side`.
     A failed turn's ``turn_finished`` shows nothing: the request's own error says it, once.
     Any turn's ``turn_finished`` shows the hooks that failed in it (a line each): advisory
     hooks never fail the turn, so this is where their failure is seen.
@@ -133,6 +136,7 @@ class TurnView:
         #: Whether any model text of this turn arrived (shown or not, as in JSON mode).
         self.received_text = False
         self._open_line = False
+        self._visible = VisibleStream()
         #: "needs approval" lines held back by call id: shown with the next event that is not
         #: a decision, dropped when the same call's decision comes first (a resumed approval
         #: re-checks the call: ask, then allowed — approved).
@@ -173,10 +177,13 @@ class TurnView:
     def _text(self, text: str) -> None:
         if not self.show_text or not text:
             return
-        self.clear_waiting()
-        self.output.write(text)
         self.streamed = True
-        self._open_line = not text.endswith("\n")
+        shown = self._visible.feed(text)
+        if not shown:
+            return  # a carriage return, held until the next delta says what it was
+        self.clear_waiting()
+        self.output.write(shown)
+        self._open_line = not shown.endswith("\n")
 
     def _decision(self, event: PermissionDecided) -> None:
         reason = "" if isinstance(event.reason, msgspec.UnsetType) else f" — {event.reason}"
@@ -214,9 +221,11 @@ class TurnView:
             self._waiting.clear()
 
     def end_line(self) -> None:
-        """End the text line left open on stdout, if any."""
-        if self._open_line:
-            self.output.write("\n")
+        """End the text line left open on stdout, if any (after ``^M`` for a carriage return
+        that ended the text)."""
+        held = self._visible.end()
+        if held or self._open_line:
+            self.output.write(held + "\n")
             self._open_line = False
 
 

@@ -3,7 +3,8 @@
 A daemon answer -32602 whose every issue sits at a params path a command filled from one of
 its options or arguments (a malformed ``--allow`` pattern, ``rule``'s PATTERN…) is the
 person's typing, not a failed call: `as_usage_error` turns it into click's `UsageError`
-naming each option with the daemon's located message. Anything else is returned unchanged.
+naming each option with the daemon's located message (made visible: click prints it as it is).
+Anything else is returned unchanged.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import click
+
+from robotactl.terminal_text import visible
 
 if TYPE_CHECKING:
     from robotactl.cli import RpcFailed
@@ -32,4 +35,4 @@ def as_usage_error(exc: RpcFailed, option_of_path: Mapping[str, str]) -> click.C
         if option is None:
             return exc
         named.append(f"{option} ({path}): {issue.get('message')}")
-    return click.UsageError("; ".join(named))
+    return click.UsageError(visible("; ".join(named)))

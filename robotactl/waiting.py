@@ -17,6 +17,7 @@ import sys
 from typing import IO, Final
 
 from robotactl.render import Output, color_enabled
+from robotactl.terminal_text import visible
 
 __all__ = ["QUIET_BEFORE", "TICK", "WaitingLine"]
 
@@ -44,8 +45,9 @@ class WaitingLine:
         return cls(stream, styled=color_enabled(stream))
 
     def draw(self, seconds: float, what: str = "the model") -> None:
-        """Show ``waiting for <what>… Ns``, replacing what this line showed before."""
-        text = f"{_FRAMES[self._frame % len(_FRAMES)]} waiting for {what}… {int(seconds)}s"
+        """Show ``waiting for <what>… Ns``, replacing what this line showed before (`what`, a
+        tool's name, made visible)."""
+        text = f"{_FRAMES[self._frame % len(_FRAMES)]} waiting for {visible(what)}… {int(seconds)}s"
         self._frame += 1
         # A line that wraps cannot be redrawn with ``\r``: each redraw would leave a row.
         room = _columns(self.stream) - 1

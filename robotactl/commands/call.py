@@ -101,17 +101,21 @@ def _finite(text: str) -> float:
 
 
 def _locate(exc: JSONDecodeError) -> str:
-    """``<msg> at line L, column C`` plus that line with a caret under column C."""
+    """``<msg> at line L, column C`` plus that line (made visible: it may be anyone's file)
+    with a caret under column C."""
     lines = exc.doc.splitlines()
     # The error may sit on the empty line after a last newline (input cut short).
     line_text = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
     where = f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
     if not line_text:
         return where
+    from robotactl.terminal_text import visible
+
     # Long lines are cut around the error so the caret stays on screen.
     start = max(0, exc.colno - 1 - 60)
-    shown = line_text[start : start + 120]
-    caret = " " * (exc.colno - 1 - start) + "^"
+    before = visible(line_text[start : exc.colno - 1])
+    shown = before + visible(line_text[exc.colno - 1 : start + 120])
+    caret = " " * len(before) + "^"
     return f"{where}\n  {shown}\n  {caret}"
 
 

@@ -288,7 +288,9 @@ def conduct(
     if output.json_mode:
         output.json(msgspec.to_builtins(result))
     elif not view.streamed and isinstance(result, TurnCompleted):
-        output.line(result.response)  # e.g. a retry that found its turn already finished
+        from robotactl.terminal_text import visible
+
+        output.line(visible(result.response))  # e.g. a retry that found its turn finished
 
 
 def _resumer(

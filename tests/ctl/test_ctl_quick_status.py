@@ -17,12 +17,15 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from robotactl import entry
 from robotactl.entry import quick_status, status_request_options
+from robotactl.render import Output
+from robotactl.status_view import status_rows
 
 from .conftest import PROCESS_TIMEOUT, REPO, RunningDaemon, child_environment
 from .ctl_helpers import sock
@@ -36,6 +39,7 @@ ALLOWED_MODULES = frozenset(
         "robotactl.entry",
         "robotactl.render",
         "robotactl.status_view",
+        "robotactl.terminal_text",
         "protocol",
         "protocol.socket_path",
         "_socket",
@@ -209,6 +213,25 @@ def test_a_plain_success_is_printed(tmp_path: Path) -> None:
     assert json.loads(printed) == GOOD_RESULT
 
 
+def test_a_control_character_in_a_value_is_shown_as_the_click_table_shows_it(
+    tmp_path: Path,
+) -> None:
+    """A state folder whose name carries ``ESC [2J`` cleared the screen of whoever ran
+    ``robotactl status``; both paths now show it as ``^[[2J``, and alike."""
+    result = {**GOOD_RESULT, "stateDir": "/d\x1b[2J\u202e"}
+    reply = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode() + b"\n"
+    with one_reply_server(tmp_path, reply) as path:
+        answered, printed = quick(["--socket", str(path), "status"])
+    assert answered
+    assert "/d^[[2J<U+202E>" in printed
+    assert "\x1b" not in printed
+    assert "\u202e" not in printed
+    table = io.StringIO()
+    with redirect_stdout(table):
+        Output().table(status_rows(result, now=datetime.now(UTC)))
+    assert printed == table.getvalue()
+
+
 @pytest.mark.parametrize(
     "reply",
     [
@@ -219,7 +242,6 @@ def test_a_plain_success_is_printed(tmp_path: Path) -> None:
         {"jsonrpc": "2.0", "id": True, "result": GOOD_RESULT},
         {"jsonrpc": "1.0", "id": 1, "result": GOOD_RESULT},
         {"jsonrpc": "2.0", "id": 1, "result": [1]},
-        {"jsonrpc": "2.0", "id": 1, "result": {**GOOD_RESULT, "stateDir": "/d\x1b[2J"}},
         [{"jsonrpc": "2.0", "id": 1, "result": GOOD_RESULT}],
     ],
 )

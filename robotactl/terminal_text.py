@@ -1,0 +1,71 @@
+"""Text from a model or from other people's data, made safe to print on a terminal.
+
+A terminal obeys what it is sent. An escape sequence in a model's reply (a fetched page can
+ask for one) sets the clipboard (OSC 52) or the window title, moves the cursor or clears the
+screen; a lone carriage return or a backspace lets what follows overwrite what was shown; a
+bidirectional control makes a command read in another order than the one that runs ("Trojan
+Source"). `visible` shows each such character instead of sending it: a C0 control or DEL in
+caret notation (``^[`` for ESC, ``^M`` for a lone carriage return, ``^?`` for DEL), a C1
+control (U+0080–U+009F; U+009B is a CSI to some terminals) or a bidi control (U+061C,
+U+200E–U+200F, U+202A–U+202E, U+2066–U+2069) as ``<U+202E>``. Newline and tab pass, and CRLF
+becomes a newline. `VisibleStream` does the same for text that arrives in pieces (a reply's
+deltas): a carriage return that ends a piece waits for the next one, which says whether it
+was half of a CRLF.
+
+robotactl applies it where such text enters its output, before it styles that text, so its
+own colour codes are the only escape sequences it writes. Imports nothing but `re`, which the
+quick ``status`` path (`robotactl.entry`) already has.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["VisibleStream", "visible"]
+
+#: Unicode's Bidi_Control characters: the marks, embeddings, overrides and isolates.
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+#: What `visible` shows each character it replaces as (and CRLF as a newline).
+_SHOWN = {chr(code): f"^{chr(code + 64)}" for code in range(0x20)}
+_SHOWN["\x7f"] = "^?"
+_SHOWN.update({chr(code): f"<U+{code:04X}>" for code in (*range(0x80, 0xA0), *_BIDI)})
+_SHOWN["\r\n"] = "\n"
+#: CRLF, or one character to replace: C0 but newline and tab, DEL, C1, a bidi control.
+_UNSAFE = re.compile(
+    r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def visible(text: str) -> str:
+    """`text` with every terminal control shown, not sent (see the module docstring): ESC is
+    ``^[``, a lone CR ``^M``, U+009B ``<U+009B>``, U+202E ``<U+202E>``; CRLF is a newline.
+    Printable text, newlines and tabs come back unchanged; so does text already made visible."""
+    return _UNSAFE.sub(_show, text)
+
+
+def _show(match: re.Match[str]) -> str:
+    return _SHOWN[match[0]]
+
+
+class VisibleStream:
+    """`visible` for text that arrives in pieces: the pieces `feed` returns, followed by what
+    `end` returns, are `visible` of the whole text, wherever it was cut (a CRLF cut in two is
+    still one newline; an escape sequence cut in two is shown as it would be whole)."""
+
+    def __init__(self) -> None:
+        self._carriage_return = False
+
+    def feed(self, piece: str) -> str:
+        """`piece` made visible, but a carriage return at its end: that one waits for the
+        next piece (or `end`)."""
+        if self._carriage_return:
+            piece = "\r" + piece
+        self._carriage_return = piece.endswith("\r")
+        if self._carriage_return:
+            piece = piece[:-1]
+        return visible(piece)
+
+    def end(self) -> str:
+        """What is still held: ``^M`` for a carriage return that ended the text, else ``""``."""
+        held, self._carriage_return = self._carriage_return, False
+        return "^M" if held else ""

@@ -1,0 +1,239 @@
+"""What a model or other people's data puts in front of the person at the terminal: escape
+sequences, lone carriage returns, C1 and bidi controls are shown (``^[``, ``^M``,
+``<U+202E>``), never sent — in `robotactl.terminal_text` itself, in every writer robotactl
+prints through, and end to end through ``run`` and an approval prompt against a real robotad
+on the scripted provider."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.events import (
+    HookFailure,
+    PermissionDecided,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
+from protocol.shapes import TurnCompleted
+from robotactl.exit_codes import ExitCode
+from robotactl.formatting import format_arguments, format_call, home_relative, shorten
+from robotactl.render import Output, format_rpc_error
+from robotactl.terminal_text import VisibleStream, visible
+from robotactl.turn_stream import TurnView
+
+from .conftest import Ctl, RunningDaemon
+from .ctl_helpers import Terminal, decoded, new_session, sock
+
+#: Every character a terminal may act on that robotactl must never send from a model: C0 but
+#: newline and tab, DEL, C1, and the bidi controls (marks, embeddings, overrides, isolates).
+UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: robotactl's and rich's own colour codes (SGR), the only escape sequences they may write.
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+#: A reply a fetched page could have talked a model into: write the clipboard (OSC 52), set
+#: the title, clear the screen, overwrite a line with a lone CR, reverse a line (U+202E), a
+#: C1 CSI; and CRLF line ends, which are plain newlines.
+HOSTILE = (
+    "Copied.\x1b]52;c;cm0gLXJmIH4=\x07 Titled\x1b]0;pwned\x07 Cleared\x1b[2J"
+    " fake\rreal\r\nline two \u202eevil\u202c \x9b31m\r\n"
+)
+#: What robotactl shows of it.
+HOSTILE_SHOWN = (
+    "Copied.^[]52;c;cm0gLXJmIH4=^G Titled^[]0;pwned^G Cleared^[[2J"
+    " fake^Mreal\nline two <U+202E>evil<U+202C> <U+009B>31m\n"
+)
+
+
+def assert_nothing_raw(text: str) -> None:
+    """`text` (colour codes aside) holds no control a terminal would act on, and no lone CR."""
+    unsafe = UNSAFE.findall(SGR.sub("", text).replace("\r\n", "\n"))
+    assert not unsafe, (unsafe, text)
+
+
+# -- the function ------------------------------------------------------------------------------
+
+
+def test_each_kind_of_control_is_shown_in_one_readable_form() -> None:
+    assert visible(HOSTILE) == HOSTILE_SHOWN
+    assert visible("\x00\x08\x7f\x1b\x9b\u061c\u200e\u200f\u202a\u2066\u2069") == (
+        "^@^H^?^[<U+009B><U+061C><U+200E><U+200F><U+202A><U+2066><U+2069>"
+    )
+    assert visible("a\r\nb\rc\r") == "a\nb^Mc^M"
+    assert visible("tab\tand\nnewline, ünïcödé ✓ 表") == "tab\tand\nnewline, ünïcödé ✓ 表"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_nothing_a_terminal_acts_on_survives(text: str) -> None:
+    shown = visible(text)
+    assert not UNSAFE.search(shown), shown
+    assert "\r" not in shown
+    assert visible(shown) == shown  # made visible twice is made visible once
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs")) | st.sampled_from("\n\t")))
+def test_printable_text_newlines_and_tabs_pass_unchanged(text: str) -> None:
+    assert visible(text) == text
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from("ab\r\n\x1b[]\u202e\x9b")), st.lists(st.integers(0, 40)))
+def test_a_stream_cut_anywhere_shows_what_the_whole_text_shows(text: str, cuts: list[int]) -> None:
+    """A CRLF cut between two deltas is still one newline; an escape sequence cut in two is
+    shown as it is whole, never passed through."""
+    stream = VisibleStream()
+    points = sorted({0, len(text), *(cut for cut in cuts if cut < len(text))})
+    pieces = [text[start:end] for start, end in itertools.pairwise(points)]
+    assert "".join(stream.feed(piece) for piece in pieces) + stream.end() == visible(text)
+
+
+# -- robotactl's writers -----------------------------------------------------------------------
+
+
+def test_formatted_values_are_made_visible() -> None:
+    """JSON escaped ESC already; DEL, C1 and the bidi override went out as they were, so an
+    argument could read backwards."""
+    call = format_call("Ba\x1bsh", {"command": "echo \u202eevil", "n": "\x7f\x9b"})
+    assert call == 'Ba^[sh(command="echo <U+202E>evil", n="^?<U+009B>")'
+    assert shorten("title\x1b]0;x\x07\u2066", 40) == "title^[]0;x^G<U+2066>"
+    assert format_arguments({"content": "a\rb\r\nc\u202e\n", "k\x1b": 1}) == [
+        "content:",
+        "  | a^Mb",
+        "  | c<U+202E>",
+        "k^[: 1",
+    ]
+    assert home_relative("/h/src/\x1b[2J\u202e", home="/h") == "~/src/^[[2J<U+202E>"
+    assert format_rpc_error(
+        -32602, "bad \x1b[2J", {"issues": [{"path": "$.x", "message": "\u202e"}]}
+    ) == ("error -32602: bad ^[[2J\n  $.x: <U+202E>")
+
+
+def test_output_shows_controls_and_keeps_its_own_colours(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    output = Output(color=True)
+    output.side("tool \x1b[2J\u202e", "red")
+    output.error("robotad said \x1b]52;c;eA==\x07")
+    output.table([("state dir", "/d\x1b[2J")])
+    output.columns(("ID", "TITLE"), [("s1", "t\u202eitle\r")])
+    captured = capsys.readouterr()
+    assert "\x1b[31mtool ^[[2J<U+202E>\x1b[0m" in captured.err
+    assert "\x1b[31;1mrobotactl:\x1b[0m robotad said ^[]52;c;eA==^G" in captured.err
+    assert "\x1b[2mstate dir\x1b[0m  /d^[[2J" in captured.out
+    assert "s1  t<U+202E>itle^M" in captured.out
+    assert_nothing_raw(captured.out + captured.err)
+
+
+def event(cls: Any, **members: Any) -> Any:
+    return cls(session_id="s1", seq=1, turn_id="t1", **members)
+
+
+def test_a_streamed_reply_and_the_turns_activity_are_made_visible(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A reply streamed one character a delta: the CRLF split between two deltas is one
+    newline, each split escape sequence is shown, a lone CR at the end is ``^M``; tool names,
+    arguments, previews, reasons and hook failures on stderr likewise."""
+    view = TurnView(Output(color=False), show_text=True)
+    for character in HOSTILE:
+        view.event(event(TextDelta, text=character))
+    view.event(event(TextDelta, text="end\r"))
+    for item in (
+        event(PermissionDecided, call_id="c1", tool="Bash", decision="deny", reason="no\x1b[2J"),
+        event(ToolStarted, call_id="c2", tool="mcp__x__\u202eq", arguments={"a": "\x9b"}),
+        event(ToolFinished, call_id="c2", tool="mcp__x__q", ok=False, preview="boom\x1b]0;t\x07"),
+        event(TurnFinished, status="completed", hook_failures=[HookFailure("Stop", "x\x1b[2J")]),
+    ):
+        view.event(item)
+    captured = capsys.readouterr()
+    assert captured.out == HOSTILE_SHOWN + "end^M\n"
+    assert captured.err.splitlines() == [
+        "  Bash: denied — no^[[2J",
+        '→ mcp__x__<U+202E>q(a="<U+009B>")',
+        "  mcp__x__q ✗ boom^[]0;t^G",
+        "hook Stop failed: x^[[2J",
+    ]
+
+
+def test_the_waiting_line_shows_a_tools_name_visibly() -> None:
+    import io
+
+    from robotactl.waiting import WaitingLine
+
+    stream = io.StringIO()
+    WaitingLine(stream, styled=False).draw(3, "mcp__evil__\x1b[2J\u202e")
+    assert "waiting for mcp__evil__^[[2J<U+202E>… 3s" in stream.getvalue()
+    assert_nothing_raw(stream.getvalue().replace("\r", ""))
+
+
+# -- end to end: robotactl against robotad ------------------------------------------------------
+
+
+def test_run_shows_a_hostile_reply_visibly_and_json_keeps_it_exact(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """A reply streamed a character a delta, with a tool call whose path and result carry
+    controls, and a provider error quoting them: nothing of it reaches the terminal raw. With
+    --json stdout is the JSON it was (C0 escaped by JSON), the reply in it exact."""
+    read = {"name": "Read", "arguments": {"file_path": str(work / "n\x1b[2Jo\u202ene.txt")}}
+    script = [
+        {"text": "Reading.", "toolCalls": [read]},
+        {"text": HOSTILE, "chunks": len(HOSTILE)},
+    ]
+    session_id = new_session(ctl, robotad, work, script)
+    result = ctl(*sock(robotad), "run", "-s", session_id, "go")
+    assert result.returncode == ExitCode.COMPLETED, result.stderr
+    assert result.stdout == "Reading.\n" + HOSTILE_SHOWN
+    assert "o<U+202E>ne.txt" in result.stderr
+    assert_nothing_raw(result.stdout + result.stderr)
+
+    session_id = new_session(ctl, robotad, work, [{"text": HOSTILE}])
+    completed = decoded(ctl(*sock(robotad), "--json", "run", "-s", session_id, "go"), TurnCompleted)
+    assert completed.response == HOSTILE
+
+    failing = new_session(ctl, robotad, work, [{"error": "rate limited\x1b]52;c;eA==\x07\u202e"}])
+    failed = ctl(*sock(robotad), "run", "-s", failing, "go")
+    assert failed.returncode == ExitCode.ERROR
+    assert "rate limited^[]52;c;eA==^G<U+202E>" in failed.stderr
+    assert_nothing_raw(failed.stdout + failed.stderr)
+
+
+def test_an_approval_prompt_shows_a_bidi_override_in_a_command(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """``ls ‮txt.exe`` read as ``ls exe.txt`` in the y/N prompt (U+202E reverses what follows
+    it); the prompt and the listing for a later answer now show ``<U+202E>``."""
+    command = "ls \u202etxt.exe \x9b2J\x7f"
+    bash = {"name": "Bash", "arguments": {"command": command}}
+    script = [{"text": "Listing.", "toolCalls": [bash]}, {"text": "No\x1b[2J."}]
+    session_id = new_session(ctl, robotad, work, script)
+    terminal = Terminal([*sock(robotad), "run", "-s", session_id, "list"], cwd=work, NO_COLOR="1")
+    try:
+        terminal.expect("Allow Bash? [y/N]")
+        terminal.send("n\n")
+        status = terminal.finish()
+    finally:
+        terminal.kill()
+    assert status == ExitCode.COMPLETED, terminal.output
+    assert 'command: "ls <U+202E>txt.exe <U+009B>2J^?"' in terminal.output
+    assert "No^[[2J." in terminal.output
+    assert_nothing_raw(terminal.output)
+
+    session_id = new_session(ctl, robotad, work, script)
+    waiting = ctl(*sock(robotad), "run", "-s", session_id, "list")
+    assert waiting.returncode == ExitCode.WAITING, waiting.stderr
+    assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^?")' in waiting.stdout
+    assert_nothing_raw(waiting.stdout + waiting.stderr)
+    shown = ctl(*sock(robotad), "show", "-s", session_id)
+    assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^?")' in shown.stdout
+    assert_nothing_raw(shown.stdout + shown.stderr)
