@@ -55,8 +55,9 @@ def abandon(options: ClientOptions, session: str | None) -> None:
             {"sessionId": session_id, "executionId": pending.execution_id, "uncertain": uncertain}
         )
         return
-    output.line(f"abandoned execution {pending.execution_id} of {session_id}")
+    from robotactl.terminal_text import visible
+
+    output.line(f"abandoned execution {visible(pending.execution_id)} of {session_id}")
     if uncertain:
-        output.line(
-            f"outcome unknown for {', '.join(uncertain)}: check its effect before running it again"
-        )
+        calls = visible(", ".join(uncertain))  # call ids a model may have chosen
+        output.line(f"outcome unknown for {calls}: check its effect before running it again")

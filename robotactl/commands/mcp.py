@@ -6,7 +6,8 @@ prefix, as many as fit a column of `TOOLS_WIDTH` characters; ``--tools`` lists e
 under its server as the model and permission rules name it. ``--session ID`` adds that
 session's own servers (``session/create {mcpServers}``); without it, every loaded session's
 own servers are listed too. With the global ``--json`` it prints the ``mcp/list`` result as
-the daemon sent it.
+the daemon sent it. Names, tools and errors are a server's words: they are made visible
+(`robotactl.terminal_text`), in the table by `Output.columns`.
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ def mcp(options: ClientOptions, session_id: str | None, list_tools: bool) -> Non
         ("SERVER", "SCOPE", "STATUS", "TOOLS", "LAST ERROR"), server_rows(servers)
     )
     if list_tools:
+        from robotactl.terminal_text import visible
+
         for server in servers:
             tools = server.get("tools") or []
             options.output.line("")
             count = f"{len(tools)} tool{'' if len(tools) == 1 else 's'}"
-            options.output.line(f"{server.get('name', '?')} ({count}):")
+            options.output.line(f"{visible(str(server.get('name', '?')))} ({count}):")
             for tool in tools:
-                options.output.line(f"  {tool}")
+                options.output.line(f"  {visible(str(tool))}")
 
 
 def server_rows(servers: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:

@@ -256,8 +256,10 @@ def log(options: ClientOptions, session: str | None) -> None:
 
 
 def log_lines(session_id: str, result: LogResult) -> list[str]:
-    """The human report of ``session/log``."""
+    """The human report of ``session/log``, each problem made visible (it may quote the log)."""
     from msgspec import UNSET
+
+    from robotactl.terminal_text import visible
 
     state = "complete" if result.complete else f"INCOMPLETE, {len(result.problems)} problems"
     lines = [f"log of {session_id}: {result.entries} entries, {state}"]
@@ -266,5 +268,5 @@ def log_lines(session_id: str, result: LogResult) -> list[str]:
         if problem.event is not UNSET:
             where.append(f"({problem.event})")
         prefix = " ".join(where)
-        lines.append(f"  {prefix + ': ' if prefix else ''}{problem.message}")
+        lines.append(visible(f"  {prefix + ': ' if prefix else ''}{problem.message}"))
     return lines

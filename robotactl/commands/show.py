@@ -6,6 +6,9 @@ time and message id (what ``fork --at`` takes) on a line, the content indented b
 and assistant text is shown whole; tool calls are one line each, ``→ Tool(args…)``; a tool
 result is one shortened line after ``✓`` or ``✗``. ``--limit N`` shows the last N messages.
 
+Everything a record holds may be a model's or someone else's (an imported artifact), so each
+value is made visible (`robotactl.terminal_text`) before it is styled.
+
 With ``--json`` it prints the ``session/history`` result (the same page of messages).
 """
 
@@ -19,6 +22,7 @@ import click
 
 from robotactl.cli import ClientOptions, call_daemon
 from robotactl.sessions import resolve_session, session_option
+from robotactl.terminal_text import visible
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -42,7 +46,7 @@ class Fork:
 
     def describe(self) -> str:
         at = f" at {self.message_id}" if self.message_id else ""
-        return f"forked from {self.source}{at}"
+        return visible(f"forked from {self.source}{at}")
 
 
 @click.command(short_help="Show a session's history, readably.")
@@ -172,7 +176,7 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
         uncertain = info.pending.uncertain
         if isinstance(uncertain, list) and uncertain:
             state = (
-                f"stopped while {', '.join(uncertain)} ran: outcome unknown; check its "
+                f"stopped while {visible(', '.join(uncertain))} ran: outcome unknown; check its "
                 f"effect, then `robotactl abandon -s {info.session_id}`"
             )
     facts = [
@@ -181,17 +185,17 @@ def header_lines(info: SessionInfo, fork: Fork | None, *, style: Style) -> list[
         "context "
         + format_context(context.used_tokens, context.max_tokens, context.used_percentage),
     ]
+    settings = f"{info.provider}/{info.model}  mode {info.permission_mode}  sandbox {info.sandbox}"
     lines = [
-        style(f"session {info.session_id}", "bold")
-        + f"  {home_relative(info.cwd)}  {info.provider}/{info.model}  mode {info.permission_mode}"
-        + f"  sandbox {info.sandbox}",
+        style(f"session {visible(info.session_id)}", "bold")
+        + f"  {home_relative(info.cwd)}  {visible(settings)}",
         style(" · ".join(facts), "dim"),
     ]
     if state:
         lines.append(style(state, "yellow"))
     if info.pending is not None:
         lines.extend(
-            f"  {request.request_id}  {format_call(request.tool, request.arguments)}"
+            f"  {visible(request.request_id)}  {format_call(request.tool, request.arguments)}"
             for request in info.pending.requests
         )
     if fork is not None:
@@ -208,7 +212,8 @@ _ROLE_STYLES = {
 
 
 def message_lines(message: Message, *, style: Style, now: datetime) -> list[str]:
-    """One message: a title line (role, time, id), then its content indented."""
+    """One message: a title line (role, time, id), then its content indented; every value
+    made visible."""
     from robotactl.formatting import format_call, format_when, shorten
 
     role = message.role
@@ -216,19 +221,22 @@ def message_lines(message: Message, *, style: Style, now: datetime) -> list[str]
     if role == "tool":
         mark = "✓" if message.ok else "✗"
         name = message.name if isinstance(message.name, str) else "?"
-        title = f"tool {name} {mark}"
+        title = f"tool {visible(name)} {mark}"
     elif role == "user" and message.peer is not None:
-        title = f"user (from session {message.peer})"
+        title = f"user (from session {visible(message.peer)})"
     if message.state == "interrupted":
         title += " (interrupted)"
     stamp = format_when(message.timestamp.isoformat(), now=now)
-    lines = [style(title, *_ROLE_STYLES.get(role, ())) + style(f"  {stamp}  {message.id}", "dim")]
+    lines = [
+        style(title, *_ROLE_STYLES.get(role, ()))
+        + style(f"  {stamp}  {visible(message.id)}", "dim")
+    ]
     content = message.content or ""
     if role == "tool":
         if content:
             lines.append("  " + style(shorten(content, RESULT_WIDTH), "dim"))
     elif content:
-        lines.extend(_indented(content.splitlines()))
+        lines.extend(_indented(visible(content).splitlines()))
     for call in message.calls:
         lines.append("  " + style(f"→ {format_call(call.name, call.arguments)}", "dim"))
     return lines

@@ -1,17 +1,20 @@
 """What a model or other people's data puts in front of the person at the terminal: escape
 sequences, lone carriage returns, C1 and bidi controls are shown (``^[``, ``^M``,
 ``<U+202E>``), never sent — in `robotactl.terminal_text` itself, in every writer robotactl
-prints through, and end to end through ``run`` and an approval prompt against a real robotad
-on the scripted provider."""
+prints through, and end to end through ``run``, an approval prompt, ``show`` and ``ls``
+against a real robotad on the scripted provider."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +26,10 @@ from protocol.events import (
     ToolStarted,
     TurnFinished,
 )
+from protocol.methods import LogProblem, LogResult
 from protocol.shapes import TurnCompleted
+from robotactl.cli import cli
+from robotactl.commands.records import log_lines
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_arguments, format_call, home_relative, shorten
 from robotactl.render import Output, format_rpc_error
@@ -237,3 +243,73 @@ def test_an_approval_prompt_shows_a_bidi_override_in_a_command(
     shown = ctl(*sock(robotad), "show", "-s", session_id)
     assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^?")' in shown.stdout
     assert_nothing_raw(shown.stdout + shown.stderr)
+
+
+def test_show_and_ls_make_titles_prompts_and_history_visible(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """A session's first prompt titles it in ``ls``; an imported record brings its own title
+    and cwd; ``show`` prints every message whole. Each could set the window title, clear the
+    screen or reverse a line; now each is shown."""
+    call = {"name": "Read", "arguments": {"file_path": "\x1b[2J\u202e"}}
+    script = [{"text": "Reading.", "toolCalls": [call]}, {"text": HOSTILE}]
+    session_id = new_session(ctl, robotad, work, script)
+    prompt = "fix\x1b]0;pwned\x07 \u202eit"
+    assert ctl(*sock(robotad), "run", "-s", session_id, prompt).returncode == 0
+
+    shown = ctl(*sock(robotad), "show", "-s", session_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "  fix^[]0;pwned^G <U+202E>it" in shown.stdout
+    assert "  Copied.^[]52;c;cm0gLXJmIH4=^G" in shown.stdout
+    assert "  line two <U+202E>evil<U+202C> <U+009B>31m" in shown.stdout
+    assert 'Read(file_path="\\u001b[2J<U+202E>")' in shown.stdout
+    assert_nothing_raw(shown.stdout + shown.stderr)
+
+    exported = ctl(*sock(robotad), "export", "-s", session_id)
+    artifact: dict[str, Any] = json.loads(exported.stdout)
+    artifact["record"]["title"] = "Title\x1b]52;c;eA==\x07\u202eevil"
+    hostile_cwd = work / "w\x1b[2J\u2066"  # a folder someone else named
+    hostile_cwd.mkdir()
+    artifact["record"]["cwd"] = str(hostile_cwd)
+    path = work.parent / "artifact.json"
+    path.write_text(json.dumps(artifact))
+    imported = ctl(*sock(robotad), "import", "--id", "imported", str(path))
+    assert imported.returncode == 0, imported.stderr
+
+    listed = ctl(*sock(robotad), "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert "fix^[]0;pwned^G <U+202E>it" in listed.stdout
+    assert "Title^[]52;c;eA==^G<U+202E>evil" in listed.stdout
+    assert "w^[[2J<U+2066>" in listed.stdout
+    assert_nothing_raw(listed.stdout + listed.stderr)
+    header = ctl(*sock(robotad), "show", "-s", "imported").stdout.splitlines()[0]
+    assert "w^[[2J<U+2066>" in header
+    listing = msgspec.json.decode(ctl(*sock(robotad), "--json", "ls").stdout)
+    titles = {entry.get("title") for entry in listing["sessions"]}
+    assert "Title\x1b]52;c;eA==\x07\u202eevil" in titles  # --json keeps the data exact
+
+
+def test_log_problems_and_mcp_servers_words_are_made_visible(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``robotactl log`` quotes what it could not replay; ``robotactl mcp`` a server's name,
+    tools and last error (its own words). Each printed a control as it was."""
+    report = LogResult(entries=1, complete=False, problems=[LogProblem("bad \x1b[2J", line=2)])
+    assert log_lines("s1", report)[1] == "  line 2: bad ^[[2J"
+    servers = {
+        "servers": [
+            {
+                "name": "ev\x1b[2Jil",
+                "scope": "global",
+                "status": "failed",
+                "tools": ["mcp__x__a\u202eb"],
+                "error": "crashed\x1b]52;c;eA==\x07",
+            }
+        ]
+    }
+    monkeypatch.setattr("robotactl.commands.mcp.call_daemon", lambda options, ask: servers)
+    result = CliRunner().invoke(cli, ["mcp", "--tools"])
+    assert result.exit_code == 0, result.output
+    assert "crashed^[]52;c;eA==^G" in result.output
+    assert "ev^[[2Jil (1 tool):\n  mcp__x__a<U+202E>b\n" in result.output
+    assert_nothing_raw(result.output)
