@@ -7,7 +7,9 @@ a person should see: another client's prompt, the model's text (streamed into th
 printed as Markdown when a block ends — at a tool call, an approval or the turn's end), each
 tool call as one line with its outcome (a denied call, which never starts, with the denial's
 reason), approval requests (and their disappearance when answered elsewhere), compaction, the
-turn's end. Everything shown comes from these events.
+turn's end. Everything shown comes from these events. The model's text is made visible as it
+streams (`VisibleStream`: prompt_toolkit, which draws the live area, shows C0 and C1 controls
+as ``^[`` and ``<9b>`` itself, but sends bidi controls as they are), the rest by the `Renderer`.
 
 `follow(session_id)` subscribes (dropping the previous session's subscription); an
 ``overflow`` notice is answered by resubscribing after the last applied ``seq`` (a line says
@@ -45,6 +47,7 @@ from protocol.methods import HistoryResult, SubscribeResult
 from robotactl.chat.render import Renderer, describe_call
 from robotactl.chat.screen import Screen
 from robotactl.chat.state import ChatState, ToolCallRecord
+from robotactl.terminal_text import VisibleStream
 
 if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
@@ -74,6 +77,8 @@ class EventFollower:
         #: A call denied before anyone was asked (a deny rule, a hook): no event carries its
         #: arguments, so `run` reads them from the history before showing it.
         self._denied_unseen: ToolCallRecord | None = None
+        #: The streamed text made visible delta by delta, into the live area.
+        self._text = VisibleStream()
         self._send, self._receive = trio.open_memory_channel[Any](math.inf)
 
     def on_notification(self, method: str, params: msgspec.Raw) -> None:
@@ -97,6 +102,7 @@ class EventFollower:
         )
         self.last_seq = result.latest_seq
         self._asking, self._asked = [], {}
+        self._text = VisibleStream()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Apply queued events until cancelled."""
@@ -128,7 +134,7 @@ class EventFollower:
             if event.turn_id not in state.own_turns:
                 self.screen.print(self.renderer.prompt_echo(event.prompt, other_client=True))
         elif isinstance(event, TextDelta):
-            state.live_text += event.text
+            state.live_text += self._text.feed(event.text)
         elif isinstance(event, ToolStarted):
             self.flush_text()
             state.calls[event.call_id] = ToolCallRecord(event.call_id, event.tool, event.arguments)
@@ -164,6 +170,7 @@ class EventFollower:
 
     def flush_text(self) -> None:
         """Print the streamed text as Markdown and empty the live area."""
+        self.state.live_text += self._text.end()
         text = self.state.take_live_text()
         if text.strip():
             self.screen.print(self.renderer.markdown(text))

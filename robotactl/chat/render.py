@@ -7,6 +7,10 @@ unified diff for Write/Edit), notices and errors. Colour follows `robotactl.rend
 only for a terminal, never with ``NO_COLOR`` set or ``TERM=dumb``; without colour the text
 carries no escape sequence at all.
 
+rich sends most control characters as they are (it drops only BEL, BS, VT, FF and CR), so
+every text handed to a `Renderer` is made visible first (`robotactl.terminal_text.visible`):
+rich's own styling is then the only escape sequence in what it returns.
+
 Rendering is separate from writing: the prompt side writes the text above the prompt.
 """
 
@@ -25,6 +29,7 @@ from rich.text import Text
 from robotactl.chat.state import ToolCallRecord
 from robotactl.current_text import read_small_text
 from robotactl.formatting import format_arguments, format_call, shorten
+from robotactl.terminal_text import visible
 
 __all__ = ["Renderer", "describe_call"]
 
@@ -38,8 +43,8 @@ def describe_call(
     tool: str, arguments: Mapping[str, Any], width: int, *, cwd: str | None = None
 ) -> str:
     """A tool call in a few words: ``Read src/cli.py``, ``Bash git status``, else
-    ``Tool(key=value…)``, on one line of at most `width` characters. A path under `cwd`
-    is shown relative to it."""
+    ``Tool(key=value…)``, on one line of at most `width` characters, made visible. A path
+    under `cwd` is shown relative to it."""
     for key in ("file_path", "command", "path", "url", "pattern"):
         value = arguments.get(key)
         if isinstance(value, str):
@@ -74,16 +79,16 @@ class Renderer:
 
     def markdown(self, text: str) -> str:
         """A reply (or a part of one) rendered as Markdown."""
-        return self._render(Markdown(text.strip("\n"), code_theme=CODE_THEME))
+        return self._render(Markdown(visible(text).strip("\n"), code_theme=CODE_THEME))
 
     def line(self, text: str, style: str = "") -> str:
         """One line of plain text (never read as markup), styled when colour is on."""
-        return self._render(Text(text, style=style))
+        return self._render(Text(visible(text), style=style))
 
     def prompt_echo(self, prompt: str, *, other_client: bool = False) -> str:
         """A prompt as sent: ``› text`` (``» text (another client)`` for someone else's)."""
         mark, note = ("»", "  (another client)") if other_client else ("›", "")
-        return self._render(Text(f"{mark} {prompt}{note}", style="bold cyan"))
+        return self._render(Text(f"{mark} {visible(prompt)}{note}", style="bold cyan"))
 
     def tool_line(self, call: ToolCallRecord) -> str:
         """``✓ Read src/cli.py — first words of the result`` (``✗`` when it failed)."""
@@ -99,43 +104,44 @@ class Renderer:
 
     def tool_detail(self, call: ToolCallRecord) -> str:
         """A tool call in full, for ``/last``: every argument, the decision, the result."""
-        text = Text(f"{call.tool} ({call.call_id})\n", style="bold")
+        text = Text(visible(f"{call.tool} ({call.call_id})") + "\n", style="bold")
         for line in format_arguments(call.arguments):
             text.append(f"  {line}\n")
         if call.decision is not None:
-            text.append(f"permission: {call.decision}\n", style="dim")
+            text.append(f"permission: {visible(call.decision)}\n", style="dim")
         if call.ok is not None:
             outcome = "ok" if call.ok else "failed"
             text.append(f"result ({outcome}):\n", style="green" if call.ok else "red")
-            text.append(call.preview)
+            text.append(visible(call.preview))
         return self._render(text)
 
     def approval(self, tool: str, arguments: Mapping[str, Any], reason: str) -> str:
         """An approval request: the tool and reason, its arguments, a diff for Write/Edit."""
         text = Text("approval needed: ", style="bold yellow")
-        text.append(f"{tool} — {reason}\n")
+        text.append(visible(f"{tool} — {reason}") + "\n")
         diff = _diff(tool, arguments)
         if diff is None:
             for line in format_arguments(arguments):
                 text.append(f"  {line}\n")
         else:
-            text.append(f"  {arguments.get('file_path', '')}\n")
+            text.append(f"  {visible(str(arguments.get('file_path', '')))}\n")
             for line in diff:
                 style = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
                 text.append(f"  {line}\n", style=style)
         return self._render(text)
 
     def notice(self, text: str) -> str:
-        return self._render(Text(text, style="dim"))
+        return self._render(Text(visible(text), style="dim"))
 
     def error(self, text: str) -> str:
-        return self._render(Text(text, style="red"))
+        return self._render(Text(visible(text), style="red"))
 
 
 def _diff(tool: str, arguments: Mapping[str, Any]) -> list[str] | None:
     """The change a Write or Edit makes, as unified diff lines (cut at `DIFF_LINES`). A Write
     is compared with the file as it is now: what it replaces shows as removed lines (a file
-    whose text cannot be shown is said to be replaced)."""
+    whose text cannot be shown is said to be replaced). Both sides are made visible first, so
+    a lone carriage return shows as ``^M``, not as a line break."""
     notes: list[str] = []
     if tool == "Write" and isinstance(arguments.get("content"), str):
         before: list[str] = []
@@ -145,11 +151,11 @@ def _diff(tool: str, arguments: Mapping[str, Any]) -> list[str] | None:
             if current is None:
                 notes.append("(replaces an existing file whose text is not shown)")
             else:
-                before = current.splitlines()
-        after = str(arguments["content"]).splitlines()
+                before = visible(current).splitlines()
+        after = visible(str(arguments["content"])).splitlines()
     elif tool == "Edit" and isinstance(arguments.get("old_string"), str):
-        before = str(arguments["old_string"]).splitlines()
-        after = str(arguments.get("new_string", "")).splitlines()
+        before = visible(str(arguments["old_string"])).splitlines()
+        after = visible(str(arguments.get("new_string", ""))).splitlines()
     else:
         return None
     lines = [

@@ -5,13 +5,15 @@ the session id, the model, the permission mode, the sandbox (when the daemon rep
 the context used, the requests waiting for a person, and — while a turn runs — its elapsed
 time. When the line is wider than the terminal, the least useful parts go first (sandbox,
 context, model), then the session id is cut to its first characters, then the mode: a
-40-column terminal still shows the session, the mode and the turn.
+40-column terminal still shows the session, the mode and the turn. What the session's record
+says (its model, which an imported artifact names) is made visible.
 """
 
 from __future__ import annotations
 
 from robotactl.chat.state import ChatState
 from robotactl.formatting import format_tokens
+from robotactl.terminal_text import visible
 
 __all__ = ["SHORT_ID", "status_line"]
 
@@ -26,14 +28,14 @@ def status_line(state: ChatState, width: int) -> str:
         return "connecting…"[:width]
     context = info.context
     parts: list[tuple[int, str]] = [  # (priority: lower is dropped last, text)
-        (0, info.session_id),
-        (3, info.model),
-        (1, info.permission_mode),
+        (0, visible(info.session_id)),
+        (3, visible(info.model)),
+        (1, visible(info.permission_mode)),
         (4, f"{context.used_percentage:.0f}% of {format_tokens(context.max_tokens)}"),
     ]
     sandbox = getattr(info, "sandbox", None)
     if isinstance(sandbox, str):
-        parts.append((5, f"sandbox {sandbox}"))
+        parts.append((5, f"sandbox {visible(sandbox)}"))
     if state.pending:
         count = len(state.pending)
         parts.append((0, f"{count} approval{'s' if count > 1 else ''} waiting"))
@@ -45,7 +47,7 @@ def status_line(state: ChatState, width: int) -> str:
         if len(line) <= width:
             return line
         if keep == 1 and len(info.session_id) > SHORT_ID:
-            parts[0] = (0, info.session_id[:SHORT_ID] + "…")
+            parts[0] = (0, visible(info.session_id)[:SHORT_ID] + "…")
             line = " · ".join(text for _, text in parts)
             if len(line) <= width:
                 return line

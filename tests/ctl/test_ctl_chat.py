@@ -355,6 +355,29 @@ def test_no_color_output_has_no_escape_codes(chat: Env) -> None:
     assert "\x1b" not in screen, screen
 
 
+def test_a_reply_and_an_approval_show_control_characters_instead_of_obeying_them(
+    chat: Env,
+) -> None:
+    """rich sent a reply's escape sequences to the terminal: ``ESC[2J`` cleared the chat's
+    screen, OSC 52 wrote the clipboard; a bidi override made the command asked about read as
+    another (``ls txt.exe`` reversed). The reply, streamed a character a delta, and the
+    approval now show them as ``^[`` and ``<U+202E>``."""
+    reply = "Look:\x1b]52;c;eA==\x07 then\x1b[2J here \u202eevil\u202c\r\nend\r\n"
+    bash = {"name": "Bash", "arguments": {"command": "ls \u202etxt.exe"}}
+    script = [{"text": reply, "chunks": len(reply)}, {"text": "Listing.", "toolCalls": [bash]}]
+    _ws, _sid, term = chat.attached("controls", [*script, {"text": "not listed"}])
+    term.send("show me")
+    term.wait_for("^[[2J here", "the reply, shown")
+    term.idle()
+    term.send("list it")
+    screen = term.wait_for("Allow Bash ls <U+202E>txt.exe?", "the question, shown")
+    assert 'command: "ls <U+202E>txt.exe"' in screen
+    term.type("n")
+    screen = term.wait_for("not listed")
+    assert "Look:^[]52;c;eA==^G then^[[2J here <U+202E>evil<U+202C>" in screen
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", screen)
+
+
 def test_a_terminal_40_columns_wide(chat: Env) -> None:
     words = " ".join(f"word{i}" for i in range(30))
     _ws, _sid, term = chat.attached(

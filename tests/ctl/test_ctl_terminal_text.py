@@ -1,8 +1,8 @@
 """What a model or other people's data puts in front of the person at the terminal: escape
 sequences, lone carriage returns, C1 and bidi controls are shown (``^[``, ``^M``,
-``<U+202E>``), never sent — in `robotactl.terminal_text` itself, in every writer robotactl
-prints through, and end to end through ``run``, an approval prompt, ``show`` and ``ls``
-against a real robotad on the scripted provider."""
+``<U+202E>``), never sent — in `robotactl.terminal_text` itself, in every writer robotactl and
+its chat print through, and end to end through ``run``, an approval prompt, ``show`` and
+``ls`` against a real robotad on the scripted provider."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ from protocol.events import (
 )
 from protocol.methods import LogProblem, LogResult
 from protocol.shapes import TurnCompleted
+from robotactl.chat.follower import EventFollower
+from robotactl.chat.render import Renderer
+from robotactl.chat.state import ChatState, ToolCallRecord
+from robotactl.chat.status import status_line
 from robotactl.cli import cli
 from robotactl.commands.records import log_lines
 from robotactl.exit_codes import ExitCode
@@ -38,6 +42,7 @@ from robotactl.turn_stream import TurnView
 
 from .conftest import Ctl, RunningDaemon
 from .ctl_helpers import Terminal, decoded, new_session, sock
+from .test_ctl_chat_units import RecordingScreen, info
 
 #: Every character a terminal may act on that robotactl must never send from a model: C0 but
 #: newline and tab, DEL, C1, and the bidi controls (marks, embeddings, overrides, isolates).
@@ -313,3 +318,49 @@ def test_log_problems_and_mcp_servers_words_are_made_visible(
     assert "crashed^[]52;c;eA==^G" in result.output
     assert "ev^[[2Jil (1 tool):\n  mcp__x__a<U+202E>b\n" in result.output
     assert_nothing_raw(result.output)
+
+
+# -- the chat ----------------------------------------------------------------------------------
+
+
+def test_rich_renders_nothing_of_a_model_raw() -> None:
+    """rich drops BEL, BS, VT, FF and CR but sends ESC, C1, DEL and bidi controls as they are:
+    a reply cleared the chat's screen, a tool's arguments read backwards in an approval."""
+    renderer = Renderer(color=True, width=lambda: 120)
+    call = ToolCallRecord("c\x1b1", "Bash\u202e", {"command": "ls \u202eevil"}, ok=True)
+    call.preview = "out\x1b[2J"
+    call.decision = "allow"
+    rendered = [
+        renderer.markdown(HOSTILE + "\n```\n" + HOSTILE + "```\n`" + HOSTILE.strip() + "`"),
+        renderer.approval("Bash", {"command": "echo \u202e; rm x"}, "why\x1b]0;t\x07"),
+        renderer.approval(
+            "Edit", {"file_path": "/a\x1b", "old_string": "a\rb", "new_string": "\x9b"}, "r"
+        ),
+        renderer.tool_line(call),
+        renderer.tool_detail(call),
+        renderer.prompt_echo("from \x1b[2J another"),
+        renderer.notice("n\u2066"),
+        renderer.error("e\x9b"),
+        renderer.line("l\x7f"),
+    ]
+    for text in rendered:
+        assert_nothing_raw(text)
+    assert "^[[2J" in rendered[0]
+    assert "<U+202E>" in rendered[1]
+    assert "a^Mb" in rendered[2]
+
+
+def test_the_live_area_and_the_status_line_get_the_reply_made_visible() -> None:
+    """prompt_toolkit shows C0 and C1 controls as ``^[``/``<9b>`` itself but draws a bidi
+    override as it is; the live text is made visible as it streams, the split CRLF once."""
+    state = ChatState(info=info(model="gpt\u202eevil\x1b[2J"))
+    screen = RecordingScreen()
+    follower = EventFollower(state, screen, Renderer(color=False, width=lambda: 80))
+    for character in "a\r\nb\u202ec\x1b[2J\r":
+        follower.apply(TextDelta(info().session_id, 1, "t", character))
+    assert state.live_text == "a\nb<U+202E>c^[[2J"
+    follower.flush_text()
+    assert "b<U+202E>c^[[2J^M" in screen.lines[-1]
+    line = status_line(state, 200)
+    assert "gpt<U+202E>evil^[[2J" in line
+    assert_nothing_raw(line)
