@@ -332,3 +332,27 @@ def unix_connect(path: Path) -> socket.socket:
     sock.settimeout(IO_TIMEOUT)
     sock.connect(os.fspath(path))
     return sock
+
+
+async def read_until(stream: trio.abc.ReceiveStream, text: bytes) -> bytes:
+    """What `stream` sends up to and including `text` (the test fails if it ends first)."""
+    seen = b""
+    while text not in seen:
+        chunk = await stream.receive_some(4096)
+        assert chunk, seen.decode()
+        seen += chunk
+    return seen
+
+
+async def read_to_eof(stream: trio.abc.ReceiveStream) -> bytes:
+    """Everything `stream` sends until it ends."""
+    data = b""
+    while chunk := await stream.receive_some(4096):
+        data += chunk
+    return data
+
+
+async def read_fd_to_eof(fd: int) -> bytes:
+    """Everything the pipe end `fd` delivers until its writers close it (and `fd` closed)."""
+    async with trio.lowlevel.FdStream(fd) as stream:
+        return await read_to_eof(stream)

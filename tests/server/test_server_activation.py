@@ -9,8 +9,8 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,8 @@ from tests.server.server_harness import (
     RawClient,
     activated_command,
     daemon_environ,
+    read_fd_to_eof,
+    read_to_eof,
     short_tmpdir,
 )
 
@@ -58,6 +60,40 @@ async def run_to_exit(command: list[str], base: Path, fd: int) -> tuple[int, str
             stdin=subprocess.DEVNULL,
         )
     return done.returncode, done.stderr.decode()
+
+
+@asynccontextmanager
+async def activated(
+    listener: socket.socket,
+    base: Path,
+    *args: str,
+    ours: bool = True,
+    stderr: int = subprocess.PIPE,
+) -> AsyncIterator[trio.Process]:
+    """robotad socket-activated on `listener` (``LISTEN_PID`` its own unless not `ours`),
+    once it reported ready; killed on the way out if it is still running."""
+    read_end, write_end = os.pipe()
+    command = activated_command(
+        listener.fileno(), "1", *args, "--ready-fd", str(write_end), ours=ours
+    )
+    process = await trio.lowlevel.open_process(
+        command,
+        env=environ_for(base),
+        pass_fds=(listener.fileno(), write_end),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+    os.close(write_end)
+    try:
+        with trio.fail_after(START_TIMEOUT):
+            assert await read_fd_to_eof(read_end) == b"\n"
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.fail_after(IO_TIMEOUT):
+                await process.wait()
 
 
 def inode(path: Path) -> tuple[int, int]:
@@ -111,22 +147,7 @@ async def test_activation_meant_for_another_process_is_ignored_and_said() -> Non
     its own socket as `sd_listen_fds` says, never serves the descriptor, and now says why."""
     with short_tmpdir() as base, systemd_socket(base) as (listener, path):
         own = base / "own" / "robotad.sock"
-        read_end, write_end = os.pipe()
-        command = activated_command(
-            listener.fileno(), "1", "--socket", str(own), "--ready-fd", str(write_end), ours=False
-        )
-        process = await trio.lowlevel.open_process(
-            command,
-            env=environ_for(base),
-            pass_fds=(listener.fileno(), write_end),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        os.close(write_end)
-        try:
-            with trio.fail_after(START_TIMEOUT):
-                assert await _read_fd_to_eof(read_end) == b"\n"
+        async with activated(listener, base, "--socket", str(own), ours=False) as process:
             client = await RawClient.connect(own)
             status = (await client.call("daemon/status"))["result"]
             await client.aclose()
@@ -135,13 +156,8 @@ async def test_activation_meant_for_another_process_is_ignored_and_said() -> Non
             process.send_signal(signal.SIGTERM)
             assert process.stderr is not None
             with trio.fail_after(IO_TIMEOUT):
-                stderr = await _read_to_eof(process.stderr)
+                stderr = await read_to_eof(process.stderr)
                 assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                with trio.fail_after(IO_TIMEOUT):
-                    await process.wait()
         assert b"LISTEN_PID names another process" in stderr
         assert path.is_socket()
 
@@ -152,20 +168,7 @@ async def test_systemds_socket_file_outlives_the_activated_daemon() -> None:
     test_server_process)."""
     with short_tmpdir() as base, systemd_socket(base) as (listener, path):
         before = inode(path)
-        read_end, write_end = os.pipe()
-        command = activated_command(listener.fileno(), "1", "--ready-fd", str(write_end))
-        process = await trio.lowlevel.open_process(
-            command,
-            env=environ_for(base),
-            pass_fds=(listener.fileno(), write_end),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(write_end)
-        try:
-            with trio.fail_after(START_TIMEOUT):
-                assert await _read_fd_to_eof(read_end) == b"\n"
+        async with activated(listener, base, stderr=subprocess.DEVNULL) as process:
             client = await RawClient.connect(path)
             status = (await client.call("daemon/status"))["result"]
             await client.aclose()
@@ -173,21 +176,4 @@ async def test_systemds_socket_file_outlives_the_activated_daemon() -> None:
             process.send_signal(signal.SIGTERM)
             with trio.fail_after(IO_TIMEOUT):
                 assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                with trio.fail_after(IO_TIMEOUT):
-                    await process.wait()
         assert inode(path) == before
-
-
-async def _read_to_eof(stream: trio.abc.ReceiveStream) -> bytes:
-    data = b""
-    while chunk := await stream.receive_some(4096):
-        data += chunk
-    return data
-
-
-async def _read_fd_to_eof(fd: int) -> bytes:
-    async with trio.lowlevel.FdStream(fd) as stream:
-        return await _read_to_eof(stream)

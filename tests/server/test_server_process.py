@@ -29,6 +29,8 @@ from tests.server.server_harness import (
     daemon_command,
     daemon_environ,
     error_code,
+    read_fd_to_eof,
+    read_until,
     running_daemon,
     short_tmpdir,
 )
@@ -63,7 +65,7 @@ async def daemon_process(
     os.close(write_end)
     try:
         with trio.fail_after(START_TIMEOUT):
-            ready = await _read_to_eof(read_end)
+            ready = await read_fd_to_eof(read_end)
         assert ready == b"\n", (base / "stderr").read_text()
         yield process
     finally:
@@ -71,14 +73,6 @@ async def daemon_process(
             process.kill()
         with trio.fail_after(IO_TIMEOUT):
             await process.wait()
-
-
-async def _read_to_eof(fd: int) -> bytes:
-    data = b""
-    async with trio.lowlevel.FdStream(fd) as stream:
-        while chunk := await stream.receive_some(64):
-            data += chunk
-    return data
 
 
 async def run_daemon_to_exit(socket_path: Path, base: Path, *args: str) -> tuple[int, str]:
@@ -197,7 +191,7 @@ async def test_failed_start_closes_the_ready_pipe_without_a_byte() -> None:
                 stderr=subprocess.DEVNULL,
             )
             os.close(write_end)
-            assert await _read_to_eof(read_end) == b""
+            assert await read_fd_to_eof(read_end) == b""
             assert await process.wait() == 1
 
 
@@ -421,15 +415,6 @@ async def test_a_full_disk_under_a_new_state_folder_does_not_stop_the_start() ->
             filler.unlink()
 
 
-async def _read_until(stream: trio.abc.ReceiveStream, text: bytes) -> bytes:
-    seen = b""
-    while text not in seen:
-        chunk = await stream.receive_some(4096)
-        assert chunk, seen.decode()
-        seen += chunk
-    return seen
-
-
 async def test_a_daemon_started_while_the_last_one_shuts_down_waits_for_it() -> None:
     """``robotactl shutdown`` while a session is closing (a turn finishing in its grace, a slow
     SessionEnd hook), then any command: its autostarted robotad found the lock held by a
@@ -467,13 +452,13 @@ async def test_a_daemon_started_while_the_last_one_shuts_down_waits_for_it() -> 
             assert second.stderr is not None
             try:
                 with trio.fail_after(START_TIMEOUT):
-                    waiting = await _read_until(second.stderr, b"waiting for it to exit")
+                    waiting = await read_until(second.stderr, b"waiting for it to exit")
                 assert f"pid {first.pid}".encode() in waiting
                 with trio.fail_after(IO_TIMEOUT):
                     await trio.to_thread.run_sync(release.write_text, "go\n")
                     assert await first.wait() == 0
                 with trio.fail_after(START_TIMEOUT):
-                    await _read_until(second.stderr, b"serving")
+                    await read_until(second.stderr, b"serving")
                 assert (await status_of(socket_path))["pid"] == second.pid
             finally:
                 second.kill()

@@ -19,7 +19,15 @@ from robotad import startup_signals
 from robotad.server.app import Application, DaemonContext, StandaloneApplication
 from robotad.server.lifecycle import DaemonSettings, serve_daemon
 from robotad.server.lock import AlreadyRunning, InstanceLock
-from tests.server.server_harness import IO_TIMEOUT, daemon_command, daemon_environ, short_tmpdir
+from tests.server.server_harness import (
+    IO_TIMEOUT,
+    daemon_command,
+    daemon_environ,
+    read_fd_to_eof,
+    read_to_eof,
+    read_until,
+    short_tmpdir,
+)
 
 #: Starting a Python process is slow on a loaded machine; this bounds it, it does not time it.
 START_TIMEOUT = 30.0
@@ -60,13 +68,13 @@ async def test_a_signal_while_waiting_for_a_stopping_predecessor_ends_the_start_
             assert process.stderr is not None
             try:
                 with trio.fail_after(START_TIMEOUT):
-                    await _read_until(process.stderr, b"waiting for it to exit")
+                    await read_until(process.stderr, b"waiting for it to exit")
                 assert socket_path.is_socket()  # bound before the state folder's lock
                 process.send_signal(signum)
                 with trio.fail_after(START_TIMEOUT):
-                    rest = await _read_to_eof(process.stderr)
+                    rest = await read_to_eof(process.stderr)
                     code = await process.wait()
-                    ready = await _read_fd_to_eof(read_end)
+                    ready = await read_fd_to_eof(read_end)
             finally:
                 if process.returncode is None:
                     process.kill()
@@ -138,24 +146,3 @@ async def test_a_signal_while_the_application_opens_undoes_the_start() -> None:
         assert not os.path.lexists(socket_path)
         assert lock_is_free(socket_path.parent / "robotad.lock")
         assert lock_is_free(base / "state" / "robotad.lock")
-
-
-async def _read_until(stream: trio.abc.ReceiveStream, text: bytes) -> bytes:
-    seen = b""
-    while text not in seen:
-        chunk = await stream.receive_some(4096)
-        assert chunk, seen.decode()
-        seen += chunk
-    return seen
-
-
-async def _read_to_eof(stream: trio.abc.ReceiveStream) -> bytes:
-    data = b""
-    while chunk := await stream.receive_some(4096):
-        data += chunk
-    return data
-
-
-async def _read_fd_to_eof(fd: int) -> bytes:
-    async with trio.lowlevel.FdStream(fd) as stream:
-        return await _read_to_eof(stream)
