@@ -5,6 +5,7 @@ tell one story — completed or aborted, never one each (architecture decision 4
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +59,29 @@ async def _run(ops: SessionOperations, story: _Story) -> None:
         story.run = exc
 
 
-def _hold_the_save(live: LiveSession, reached: trio.Event, gate: trio.Event) -> None:
-    """The save of the completed turn waits for `gate`."""
+def _hold_saves(
+    live: LiveSession,
+    reached: trio.Event,
+    gate: trio.Event,
+    holds: Callable[[Any], bool] = lambda snapshot: True,
+) -> None:
+    """Each save of `live` whose snapshot `holds` sets `reached`, then waits for `gate`."""
     save = live.writer.save
 
     async def held(snapshot: Any) -> None:
-        if any(message.content == REPLY for message in snapshot.messages):
+        if holds(snapshot):
             reached.set()
             await gate.wait()
         await save(snapshot)
 
     live.writer.save = held  # type: ignore[method-assign]
+
+
+def _hold_the_save(live: LiveSession, reached: trio.Event, gate: trio.Event) -> None:
+    """The save of the completed turn waits for `gate`."""
+    _hold_saves(
+        live, reached, gate, lambda snapshot: any(m.content == REPLY for m in snapshot.messages)
+    )
 
 
 def _hold_the_stop_hook(live: LiveSession, reached: trio.Event, gate: trio.Event) -> None:
@@ -183,14 +196,7 @@ async def test_an_abort_while_an_applied_compaction_is_saved_is_no_abort(
         await ops.run(RunParams(session_id=info.session_id, prompt="go"), None)
         live = await manager.session(info.session_id)
         reached, gate = trio.Event(), trio.Event()
-        save = live.writer.save
-
-        async def held(snapshot: Any) -> None:
-            reached.set()
-            await gate.wait()
-            await save(snapshot)
-
-        live.writer.save = held  # type: ignore[method-assign]
+        _hold_saves(live, reached, gate)
         told: dict[str, Any] = {}
 
         async def compact() -> None:
@@ -222,15 +228,7 @@ async def test_an_abort_as_a_turn_parks_is_no_abort(
         live = await manager.session(info.session_id)
         story = _Story(manager, live)
         reached, gate = trio.Event(), trio.Event()
-        save = live.writer.save
-
-        async def held(snapshot: Any) -> None:
-            if any(message.calls for message in snapshot.messages):
-                reached.set()
-                await gate.wait()
-            await save(snapshot)
-
-        live.writer.save = held  # type: ignore[method-assign]
+        _hold_saves(live, reached, gate, lambda snap: any(m.calls for m in snap.messages))
         async with trio.open_nursery() as clients:
             clients.start_soon(_run, ops, story)
             await reached.wait()
@@ -259,14 +257,7 @@ async def test_an_abort_while_an_abandon_is_saved_is_no_abort(
         assert isinstance(waiting, TurnWaiting)
         live = await manager.session(info.session_id)
         reached, gate = trio.Event(), trio.Event()
-        save = live.writer.save
-
-        async def held(snapshot: Any) -> None:
-            reached.set()
-            await gate.wait()
-            await save(snapshot)
-
-        live.writer.save = held  # type: ignore[method-assign]
+        _hold_saves(live, reached, gate)
         told: dict[str, Any] = {}
         async with trio.open_nursery() as clients:
             clients.start_soon(ops.abandon, info.session_id, waiting.execution_id)
