@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from robotactl.terminal_text import visible
+from robotactl.terminal_text import json_safe, visible
 
 #: Not `typing.TYPE_CHECKING`: ``robotactl status``'s quick path must not import `typing`.
 TYPE_CHECKING = False
@@ -51,10 +51,11 @@ def color_enabled(stream: IO[str], environ: Mapping[str, str] | None = None) -> 
 
 
 def format_json(value: Any, *, indent: int | None = 2) -> str:
-    """`value` as JSON text: UTF-8 kept readable, member order kept as the daemon sent it."""
+    """`value` as JSON text: UTF-8 kept readable, member order kept as the daemon sent it;
+    the controls a terminal obeys escaped (`json_safe`: C0 JSON escapes itself)."""
     import json
 
-    return json.dumps(value, indent=indent, ensure_ascii=False)
+    return json_safe(json.dumps(value, indent=indent, ensure_ascii=False))
 
 
 def format_rpc_error(code: int, message: str, data: Any = None) -> str:

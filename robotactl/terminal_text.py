@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["VisibleStream", "visible"]
+__all__ = ["VisibleStream", "json_safe", "visible"]
 
 #: Unicode's Bidi_Control characters: the marks, embeddings, overrides and isolates.
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -45,6 +45,18 @@ def visible(text: str) -> str:
 
 def _show(match: re.Match[str]) -> str:
     return _SHOWN[match[0]]
+
+
+#: What JSON text may still hold raw that a terminal obeys: DEL, C1 and bidi controls (JSON
+#: escapes C0 itself). Outside a string JSON holds only structure and whitespace, so they can
+#: only stand inside one, where ``\uXXXX`` means the same character.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_safe(encoded: str) -> str:
+    r"""JSON text `encoded` with every DEL, C1 and bidi control written as a ``\uXXXX`` escape:
+    the same JSON to any reader, and nothing a terminal would obey when it is printed."""
+    return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", encoded)
 
 
 class VisibleStream:

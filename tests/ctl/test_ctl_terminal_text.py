@@ -37,7 +37,7 @@ from robotactl.commands.records import log_lines
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_arguments, format_call, home_relative, shorten
 from robotactl.render import Output, format_rpc_error
-from robotactl.terminal_text import VisibleStream, visible
+from robotactl.terminal_text import VisibleStream, json_safe, visible
 from robotactl.turn_stream import TurnView
 
 from .conftest import Ctl, RunningDaemon
@@ -195,7 +195,8 @@ def test_run_shows_a_hostile_reply_visibly_and_json_keeps_it_exact(
 ) -> None:
     """A reply streamed a character a delta, with a tool call whose path and result carry
     controls, and a provider error quoting them: nothing of it reaches the terminal raw. With
-    --json stdout is the JSON it was (C0 escaped by JSON), the reply in it exact."""
+    --json stdout is JSON holding the reply exact, its controls escaped (JSON escapes C0;
+    robotactl escapes DEL, C1 and bidi controls too, which JSON let through raw)."""
     read = {"name": "Read", "arguments": {"file_path": str(work / "n\x1b[2Jo\u202ene.txt")}}
     script = [
         {"text": "Reading.", "toolCalls": [read]},
@@ -209,8 +210,9 @@ def test_run_shows_a_hostile_reply_visibly_and_json_keeps_it_exact(
     assert_nothing_raw(result.stdout + result.stderr)
 
     session_id = new_session(ctl, robotad, work, [{"text": HOSTILE}])
-    completed = decoded(ctl(*sock(robotad), "--json", "run", "-s", session_id, "go"), TurnCompleted)
-    assert completed.response == HOSTILE
+    as_json = ctl(*sock(robotad), "--json", "run", "-s", session_id, "go")
+    assert decoded(as_json, TurnCompleted).response == HOSTILE
+    assert_nothing_raw(as_json.stdout)  # DEL, C1 and bidi controls escaped as JSON's \uXXXX
 
     failing = new_session(ctl, robotad, work, [{"error": "rate limited\x1b]52;c;eA==\x07\u202e"}])
     failed = ctl(*sock(robotad), "run", "-s", failing, "go")
@@ -364,3 +366,13 @@ def test_the_live_area_and_the_status_line_get_the_reply_made_visible() -> None:
     line = status_line(state, 200)
     assert "gpt<U+202E>evil^[[2J" in line
     assert_nothing_raw(line)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.text(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner)))
+def test_json_safe_escapes_what_a_terminal_obeys_and_changes_no_value(value: Any) -> None:
+    """`--json` output is JSON a script reads exactly, and printed on a terminal nothing in it
+    is obeyed: C0 JSON escapes itself, DEL, C1 and bidi controls `json_safe` escapes."""
+    encoded = json_safe(json.dumps(value, indent=2, ensure_ascii=False))
+    assert json.loads(encoded) == value
+    assert not UNSAFE.search(encoded.replace("\n", ""))
