@@ -95,6 +95,18 @@ def _hold_the_stop_hook(live: LiveSession, reached: trio.Event, gate: trio.Event
     lifecycle.stop = held  # type: ignore[method-assign]
 
 
+async def _abort_once_held(
+    ops: SessionOperations, story: _Story, reached: trio.Event, gate: trio.Event
+) -> None:
+    """Run the story's turn; once it is held (`reached`), abort it, then let it go on."""
+    async with trio.open_nursery() as clients:
+        clients.start_soon(_run, ops, story)
+        await reached.wait()
+        story.aborted = await ops.abort(story.live.session_id)
+        gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+
+
 @pytest.mark.parametrize("hold", [_hold_the_save, _hold_the_stop_hook])
 async def test_an_abort_as_a_turn_completes_is_no_abort(
     manager: SessionManager, tmp_path: Path, hold: Any
@@ -112,12 +124,7 @@ async def test_an_abort_as_a_turn_completes_is_no_abort(
         story = _Story(manager, live)
         reached, gate = trio.Event(), trio.Event()
         hold(live, reached, gate)
-        async with trio.open_nursery() as clients:
-            clients.start_soon(_run, ops, story)
-            await reached.wait()
-            story.aborted = await ops.abort(info.session_id)
-            gate.set()
-        await trio.testing.wait_all_tasks_blocked()
+        await _abort_once_held(ops, story, reached, gate)
     assert story.aborted is False
     assert isinstance(story.run, TurnCompleted)
     assert story.run.response == REPLY
@@ -229,12 +236,7 @@ async def test_an_abort_as_a_turn_parks_is_no_abort(
         story = _Story(manager, live)
         reached, gate = trio.Event(), trio.Event()
         _hold_saves(live, reached, gate, lambda snap: any(m.calls for m in snap.messages))
-        async with trio.open_nursery() as clients:
-            clients.start_soon(_run, ops, story)
-            await reached.wait()
-            story.aborted = await ops.abort(info.session_id)
-            gate.set()
-        await trio.testing.wait_all_tasks_blocked()
+        await _abort_once_held(ops, story, reached, gate)
     assert story.aborted is False
     assert isinstance(story.run, TurnWaiting)
     assert story.finished == ["waiting"]
