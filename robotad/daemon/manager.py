@@ -47,6 +47,7 @@ import logging
 import math
 import os
 import shutil
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -147,13 +148,14 @@ class SessionManager:
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Sweep temp files a crashed writer left (records, project rules, log sidecars), then
-        unload idle sessions until cancelled.
+        """Sweep temp files a crashed writer left (records, project rules), then unload idle
+        sessions until cancelled; log sidecars' leftovers are swept once ready.
 
-        Ready once the sweep is done. Only for a daemon holding the single-instance lock."""
+        Ready once the first sweep is done. Only for a daemon holding the single-instance
+        lock."""
+        started = time.time()
         removed = await trio.to_thread.run_sync(self.store.sweep_temp_files)
         removed += await trio.to_thread.run_sync(self.assembler.project_rules.sweep_temp_files)
-        removed += await trio.to_thread.run_sync(sweep_log_temp_files, self.logs_dir)
         if removed:
             log.info("removed leftover temp files", extra=fields(count=removed))
         round_open = functools.partial(record_round_open, self.store)
@@ -161,6 +163,11 @@ class SessionManager:
             self.parked.scan, self.state_dir, self.store.exists, round_open
         )
         task_status.started()
+        # One folder a session: ~0.1 s at 10,000 sessions, so not before the daemon answers;
+        # a temp file of this daemon's own (newer than `started`) is never taken.
+        removed = await trio.to_thread.run_sync(sweep_log_temp_files, self.logs_dir, started)
+        if removed:
+            log.info("removed leftover sidecar temp files", extra=fields(count=removed))
         if self.idle_unload_seconds <= 0 or not math.isfinite(self.idle_unload_seconds):
             await trio.sleep_forever()
         interval = min(max(self.idle_unload_seconds / 4, 0.01), _MAX_IDLE_SWEEP)

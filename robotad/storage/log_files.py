@@ -49,20 +49,41 @@ def _payload_dir_of(log_path: Path) -> Path:
     return log_path.with_name(log_path.name.removesuffix(".jsonl") + ".payloads")
 
 
-def sweep_temp_files(logs_dir: Path) -> int:
+def sweep_temp_files(logs_dir: Path, before: float) -> int:
     """Remove the temp files of sidecars a killed daemon was writing, in every session's
     ``<id>.payloads`` folder (and any in `logs_dir` itself); how many. Without it they stayed
-    until the session was deleted. Only while nothing writes there (start-up, under the
-    single-instance lock); a symlink in place of a folder is not followed."""
-    removed = fsio.remove_temp_files(logs_dir)
+    until the session was deleted. Only files last changed before `before` (a time as
+    `time.time` gives it: this daemon's start) go, so it may run while sessions write their
+    own; a symlink in place of a folder is not followed."""
+    folders = [logs_dir]
     try:
-        entries = list(os.scandir(logs_dir))
+        with os.scandir(logs_dir) as entries:
+            folders += [
+                Path(entry.path)
+                for entry in entries
+                if entry.name.endswith(".payloads") and entry.is_dir(follow_symlinks=False)
+            ]
     except FileNotFoundError:
-        return removed
-    for entry in entries:
-        if entry.name.endswith(".payloads") and entry.is_dir(follow_symlinks=False):
-            removed += fsio.remove_temp_files(Path(entry.path))
+        return 0
+    removed = 0
+    for folder in folders:
+        try:
+            with os.scandir(folder) as entries:
+                stale = [e.path for e in entries if fsio.is_temp_name(e.name) and _older(e, before)]
+        except FileNotFoundError:
+            continue
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed += 1
     return removed
+
+
+def _older(entry: os.DirEntry[str], before: float) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime < before
+    except FileNotFoundError:
+        return False
 
 
 #: Log descriptors kept open at once in the process; past it the least recently used closes.

@@ -4,6 +4,8 @@ failures, and the shutdown drain (the wire is covered by the other test_daemon_*
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -317,8 +319,9 @@ async def test_start_up_removes_the_sidecar_temp_files_a_killed_daemon_left(
     tmp_path: Path, nursery: trio.Nursery
 ) -> None:
     """A daemon killed while it wrote a log sidecar leaves the sidecar's temp file in
-    ``logs/<id>.payloads/``; it stayed until the session was deleted. The next daemon's
-    start-up sweep removes it, as it does the records' own, and leaves every sidecar."""
+    ``logs/<id>.payloads/``; it stayed until the session was deleted. The next daemon sweeps
+    them once it serves (so 10,000 sessions' folders do not delay its first answer), leaving
+    every sidecar, and a temp file of its own (newer than its start) being written."""
     state = tmp_path / "state"
     payloads = state / "logs" / "s1.payloads"
     payloads.mkdir(parents=True)
@@ -327,9 +330,12 @@ async def test_start_up_removes_the_sidecar_temp_files_a_killed_daemon_left(
     left = [payloads / f".{'b' * 64}.0123456789abcdef.tmp", state / "logs" / ".s2.jsonl.1.tmp"]
     for path in left:
         path.write_bytes(b"half of a sidec")
+        os.utime(path, (time.time() - 60, time.time() - 60))  # the killed daemon's
+    being_written = payloads / f".{'c' * 64}.fedcba9876543210.tmp"
     elsewhere = tmp_path / "elsewhere"  # a link in place of a folder is not followed
     elsewhere.mkdir()
     (elsewhere / ".x.0123456789abcdef.tmp").write_bytes(b"not ours")
+    os.utime(elsewhere / ".x.0123456789abcdef.tmp", (0, 0))
     (state / "logs" / "s3.payloads").symlink_to(elsewhere)
     assembler = SessionAssembler.from_config(Config(), state_dir=state)
     manager = SessionManager(
@@ -337,7 +343,10 @@ async def test_start_up_removes_the_sidecar_temp_files_a_killed_daemon_left(
     )
     with trio.fail_after(TIMEOUT):
         await nursery.start(manager.run)
+        being_written.write_bytes(b"this daemon's")  # after its start
+        while any(path.exists() for path in left):  # the sweep runs beside the serving
+            await trio.sleep(0.01)
         await manager.shutdown(0)
-    assert [path.exists() for path in left] == [False, False]
     assert sidecar.read_bytes() == b"{}"
+    assert being_written.exists()
     assert (elsewhere / ".x.0123456789abcdef.tmp").exists()
