@@ -34,7 +34,7 @@ from robotactl.cli import CommandFailed
 from robotactl.exact_rules import exact_call_rule
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_arguments, format_call
-from robotactl.terminal_text import visible
+from robotactl.terminal_text import visible_exactly
 
 if TYPE_CHECKING:
     from protocol.shapes import ApprovalRequest, TurnWaiting
@@ -118,8 +118,8 @@ def ask_person(requests: Sequence[ApprovalRequest], output: Output, session_id: 
     for number, request in enumerate(requests, start=1):
         counter = f" ({number}/{len(requests)})" if len(requests) > 1 else ""
         title = output.style(f"approval needed{counter}:", "yellow", "bold", err=True)
-        tool = visible(request.tool)
-        output.prompt_line(f"{title} {tool} — {visible(request.reason)}")
+        tool = visible_exactly(request.tool)
+        output.prompt_line(f"{title} {tool} — {visible_exactly(request.reason)}")
         for line in format_arguments(request.arguments):
             output.prompt_line(f"    {line}")
         rule = domain_rule(request)
@@ -139,7 +139,7 @@ def _ask_with_always(tool: str, rule: str, answers: Answers) -> bool:
     """``y``/``N``/``a``/``p`` about `tool` (made visible); an "always" records `rule` in
     `answers` with its scope."""
     click.echo(
-        f"    a: always — allow {visible(rule)} for this session; p: the same for every "
+        f"    a: always — allow {visible_exactly(rule)} for this session; p: the same for every "
         "session here",
         err=True,
     )
@@ -159,7 +159,7 @@ def _ask_with_always(tool: str, rule: str, answers: Answers) -> bool:
 def waiting_lines(requests: Iterable[ApprovalRequest]) -> list[str]:
     """``REQUEST_ID<TAB>Tool(args…)`` per request, made visible."""
     return [
-        f"{visible(request.request_id)}\t{format_call(request.tool, request.arguments)}"
+        f"{visible_exactly(request.request_id)}\t{format_call(request.tool, request.arguments)}"
         for request in requests
     ]
 

@@ -3,7 +3,9 @@
 Everything here is a pure function over values — no streams, no daemon, no trio or msgspec —
 so each is tested directly. `robotactl.render.Output` writes what these produce. What they
 make of a model's or a record's text is made visible (`robotactl.terminal_text.visible`): no
-escape sequence, lone carriage return or bidi control of it reaches the terminal.
+escape sequence, lone carriage return or bidi control of it reaches the terminal. A tool
+call's name and arguments are shown exactly (`visible_exactly`): a zero-width or non-ASCII
+space in them shows as ``<U+200B>``, since they are what a person approves.
 
 - `format_call` — a tool call on one line: ``Write(file_path="/tmp/x", content="Hello…")``.
 - `format_arguments` — a tool call's arguments one per line, in full, for an approval prompt.
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from robotactl.terminal_text import visible
+from robotactl.terminal_text import visible, visible_exactly
 
 __all__ = [
     "ELLIPSIS",
@@ -70,9 +72,9 @@ def format_value(value: Any, width: int = CALL_VALUE_WIDTH) -> str:
 
     JSON rather than ``repr`` so a newline in file content reads ``\\n`` and the line stays
     one line; JSON escapes C0 controls, and what it leaves (DEL, C1 and bidi controls) is made
-    visible.
+    visible, as is every character that draws nothing (`visible_exactly`).
     """
-    text = visible(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
+    text = visible_exactly(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
     if len(text) <= width:
         return text
     if not isinstance(value, str):
@@ -86,26 +88,26 @@ def format_value(value: Any, width: int = CALL_VALUE_WIDTH) -> str:
 def format_call(tool: str, arguments: Mapping[str, Any], width: int = CALL_VALUE_WIDTH) -> str:
     """``Tool(key=value, …)`` on one line, each value cut to `width` characters — except the
     argument permissions are decided on (`WHOLE_ARGUMENTS`: the path, command or URL), which
-    is always shown whole: it is what a person approves. The tool's name is made visible."""
+    is always shown whole: it is what a person approves. The tool's name is shown exactly."""
     inner = ", ".join(
         f"{key}={format_value(value, 1 << 20 if key in WHOLE_ARGUMENTS else width)}"
         for key, value in arguments.items()
     )
-    return f"{visible(tool)}({inner})"
+    return f"{visible_exactly(tool)}({inner})"
 
 
 def format_arguments(arguments: Mapping[str, Any], width: int = PROMPT_VALUE_WIDTH) -> list[str]:
     """The arguments one per line, ``key: value``: a string's lines shown as they are
-    (indented under the key, made visible), other values as JSON; each value cut at `width`
+    (indented under the key, shown exactly), other values as JSON; each value cut at `width`
     characters."""
     lines: list[str] = []
     for key, value in arguments.items():
-        name = visible(key)
+        name = visible_exactly(key)
         if isinstance(value, str) and "\n" in value:
             shown = value if len(value) <= width else value[:width] + ELLIPSIS
             more = f" ({len(value) - width} more characters)" if len(value) > width else ""
             lines.append(f"{name}:{more}")
-            lines.extend(f"  | {line}" for line in visible(shown).splitlines())
+            lines.extend(f"  | {line}" for line in visible_exactly(shown).splitlines())
         else:
             lines.append(f"{name}: {format_value(value, width)}")
     return lines

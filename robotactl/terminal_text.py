@@ -12,7 +12,15 @@ becomes a newline. `VisibleStream` does the same for text that arrives in pieces
 deltas): a carriage return that ends a piece waits for the next one, which says whether it
 was half of a CRLF.
 
-robotactl applies it where such text enters its output, before it styles that text, so its
+A tool call's arguments are what a person approves, so they are shown exactly
+(`visible_exactly`): besides the controls, every character that draws nothing or passes for a
+plain space is shown as ``<U+200B>`` — zero-width spaces and joiners, the soft hyphen, word
+joiners and invisible operators, variation selectors, tag characters, fillers, no-break and
+other non-ASCII spaces. ``curl exa<U+200B>mple.com`` names another host than the one it looked
+like, and ``rm a<U+00A0>b`` removes one file, not two. Prose (a reply) keeps them: an emoji's
+joiners and a text's no-break spaces are part of how it reads.
+
+robotactl applies these where such text enters its output, before it styles that text, so its
 own colour codes are the only escape sequences it writes. Imports nothing but `re`, which the
 quick ``status`` path (`robotactl.entry`) already has.
 """
@@ -21,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["VisibleStream", "json_safe", "visible"]
+__all__ = ["VisibleStream", "json_safe", "visible", "visible_exactly"]
 
 #: Unicode's Bidi_Control characters: the marks, embeddings, overrides and isolates.
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -45,6 +53,32 @@ def visible(text: str) -> str:
 
 def _show(match: re.Match[str]) -> str:
     return _SHOWN[match[0]]
+
+
+#: What `visible_exactly` shows besides: Unicode's format characters (Cf) but the bidi
+#: controls `visible` shows already, the line and paragraph separators, every space but
+#: U+0020, and what draws nothing though Unicode calls it a letter or a mark (the combining
+#: grapheme joiner, Khmer's inherent vowels, Mongolian and other variation selectors, the
+#: Hangul fillers). Written out, not derived from `unicodedata` at import (robotactl's quick
+#: path imports this module); a test holds it against the `unicodedata` of the Python running.
+_INVISIBLE = re.compile(
+    "[\u00a0\u00ad\u034f\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200d\u2028\u2029\u202f\u205f-\u2064"
+    "\u206a-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd"
+    "\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f\U000e0100-\U000e01ef]"
+)
+
+
+def visible_exactly(text: str) -> str:
+    """`visible`, and every character that draws nothing or passes for a plain space shown
+    as ``<U+200B>`` too (see the module docstring): for what a person decides on, a tool
+    call's arguments."""
+    return _INVISIBLE.sub(_code_point, visible(text))
+
+
+def _code_point(match: re.Match[str]) -> str:
+    return f"<U+{ord(match[0]):04X}>"
 
 
 #: What JSON text may still hold raw that a terminal obeys: DEL, C1 and bidi controls (JSON

@@ -29,7 +29,7 @@ from rich.text import Text
 from robotactl.chat.state import ToolCallRecord
 from robotactl.current_text import read_small_text
 from robotactl.formatting import format_arguments, format_call, shorten
-from robotactl.terminal_text import visible
+from robotactl.terminal_text import visible, visible_exactly
 
 __all__ = ["Renderer", "describe_call"]
 
@@ -118,13 +118,13 @@ class Renderer:
     def approval(self, tool: str, arguments: Mapping[str, Any], reason: str) -> str:
         """An approval request: the tool and reason, its arguments, a diff for Write/Edit."""
         text = Text("approval needed: ", style="bold yellow")
-        text.append(visible(f"{tool} — {reason}") + "\n")
+        text.append(visible_exactly(f"{tool} — {reason}") + "\n")
         diff = _diff(tool, arguments)
         if diff is None:
             for line in format_arguments(arguments):
                 text.append(f"  {line}\n")
         else:
-            text.append(f"  {visible(str(arguments.get('file_path', '')))}\n")
+            text.append(f"  {visible_exactly(str(arguments.get('file_path', '')))}\n")
             for line in diff:
                 style = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
                 text.append(f"  {line}\n", style=style)
@@ -140,8 +140,9 @@ class Renderer:
 def _diff(tool: str, arguments: Mapping[str, Any]) -> list[str] | None:
     """The change a Write or Edit makes, as unified diff lines (cut at `DIFF_LINES`). A Write
     is compared with the file as it is now: what it replaces shows as removed lines (a file
-    whose text cannot be shown is said to be replaced). Both sides are made visible first, so
-    a lone carriage return shows as ``^M``, not as a line break."""
+    whose text cannot be shown is said to be replaced). Both sides are shown exactly first
+    (`visible_exactly`), so a lone carriage return shows as ``^M``, not as a line break, and a
+    zero-width space as ``<U+200B>``."""
     notes: list[str] = []
     if tool == "Write" and isinstance(arguments.get("content"), str):
         before: list[str] = []
@@ -151,11 +152,11 @@ def _diff(tool: str, arguments: Mapping[str, Any]) -> list[str] | None:
             if current is None:
                 notes.append("(replaces an existing file whose text is not shown)")
             else:
-                before = visible(current).splitlines()
-        after = visible(str(arguments["content"])).splitlines()
+                before = visible_exactly(current).splitlines()
+        after = visible_exactly(str(arguments["content"])).splitlines()
     elif tool == "Edit" and isinstance(arguments.get("old_string"), str):
-        before = visible(str(arguments["old_string"])).splitlines()
-        after = visible(str(arguments.get("new_string", ""))).splitlines()
+        before = visible_exactly(str(arguments["old_string"])).splitlines()
+        after = visible_exactly(str(arguments.get("new_string", ""))).splitlines()
     else:
         return None
     lines = [

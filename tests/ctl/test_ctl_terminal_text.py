@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ from robotactl.commands.records import log_lines
 from robotactl.exit_codes import ExitCode
 from robotactl.formatting import format_arguments, format_call, home_relative, shorten
 from robotactl.render import Output, format_rpc_error
-from robotactl.terminal_text import VisibleStream, json_safe, visible
+from robotactl.terminal_text import VisibleStream, json_safe, visible, visible_exactly
 from robotactl.turn_stream import TurnView
 
 from .conftest import Ctl, RunningDaemon
@@ -106,6 +108,62 @@ def test_a_stream_cut_anywhere_shows_what_the_whole_text_shows(text: str, cuts: 
     points = sorted({0, len(text), *(cut for cut in cuts if cut < len(text))})
     pieces = [text[start:end] for start, end in itertools.pairwise(points)]
     assert "".join(stream.feed(piece) for piece in pieces) + stream.end() == visible(text)
+
+
+#: Characters that draw nothing or pass for a space, one of each kind: a zero-width space,
+#: joiner and non-joiner, a word joiner, a soft hyphen, a no-break and an ideographic space,
+#: a variation selector, a tag character, a BOM, a Hangul filler, a line separator.
+INVISIBLE = "\u200b\u200d\u200c\u2060\u00ad\u00a0\u3000\ufe0f\U000e0041\ufeff\u3164\u2028"
+
+
+def test_what_a_person_approves_shows_every_character_that_draws_nothing() -> None:
+    """``curl exa​mple.com`` (a zero-width space inside) looked like the host it does not
+    name, ``rm a b`` (a no-break space) like two files; a tool call's arguments now show
+    them. A reply keeps them: an emoji's joiners are part of how it reads."""
+    assert visible_exactly("curl exa\u200bmple.com; rm a\u00a0b") == (
+        "curl exa<U+200B>mple.com; rm a<U+00A0>b"
+    )
+    assert visible_exactly(INVISIBLE) == "".join(f"<U+{ord(c):04X}>" for c in INVISIBLE)
+    assert visible_exactly("\x1b\u202e ok ünï 表\t\n") == "^[<U+202E> ok ünï 表\t\n"
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467 caf\u00e9\u00a0!"
+    assert visible(family) == family
+    assert format_call("Bash", {"command": "curl exa\u200bmple.com"}) == (
+        'Bash(command="curl exa<U+200B>mple.com")'
+    )
+    assert format_arguments({"content": "x\u2060y\nz\n", "k\u200b": "a\u00a0b"}) == [
+        "content:",
+        "  | x<U+2060>y",
+        "  | z",
+        'k<U+200B>: "a<U+00A0>b"',
+    ]
+    edit = {"file_path": "/a\u200b", "old_string": "key", "new_string": "k\u200bey"}
+    shown = Renderer(color=False, width=lambda: 120).approval("Edit", edit, "why\u00a0")
+    for part in ("/a<U+200B>", "+k<U+200B>ey", "why<U+00A0>"):
+        assert part in shown, shown
+
+
+def test_the_invisible_set_holds_every_format_character_and_odd_space_python_knows() -> None:
+    """The set is written out (robotactl's quick path cannot pay for walking `unicodedata`):
+    every format character, separator and space but U+0020 of the Unicode version this
+    Python knows is in it, and nothing printable is."""
+    missed = [
+        f"U+{code:04X}"
+        for code in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) in ("Cf", "Zs", "Zl", "Zp")
+        and code != 0x20
+        and visible_exactly(chr(code)) == chr(code)
+    ]
+    assert not missed, (unicodedata.unidata_version, missed)
+    for text in ("plain ascii ~!@#", "ünïcödé", "表 ✓ é", "\U0001f468"):
+        assert visible_exactly(text) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_shown_exactly_once_is_shown_exactly(text: str) -> None:
+    shown = visible_exactly(text)
+    assert visible_exactly(shown) == shown
+    assert not UNSAFE.search(shown)
 
 
 # -- robotactl's writers -----------------------------------------------------------------------
@@ -225,8 +283,9 @@ def test_an_approval_prompt_shows_a_bidi_override_in_a_command(
     ctl: Ctl, robotad: RunningDaemon, work: Path
 ) -> None:
     """``ls ‮txt.exe`` read as ``ls exe.txt`` in the y/N prompt (U+202E reverses what follows
-    it); the prompt and the listing for a later answer now show ``<U+202E>``."""
-    command = "ls \u202etxt.exe \x9b2J\x7f"
+    it); the prompt and the listing for a later answer now show ``<U+202E>``, and a no-break
+    space that made one argument look like two ``<U+00A0>``."""
+    command = "ls \u202etxt.exe \x9b2J\x7f a\u00a0b"
     bash = {"name": "Bash", "arguments": {"command": command}}
     script = [{"text": "Listing.", "toolCalls": [bash]}, {"text": "No\x1b[2J."}]
     session_id = new_session(ctl, robotad, work, script)
@@ -238,17 +297,17 @@ def test_an_approval_prompt_shows_a_bidi_override_in_a_command(
     finally:
         terminal.kill()
     assert status == ExitCode.COMPLETED, terminal.output
-    assert 'command: "ls <U+202E>txt.exe <U+009B>2J^?"' in terminal.output
+    assert 'command: "ls <U+202E>txt.exe <U+009B>2J^? a<U+00A0>b"' in terminal.output
     assert "No^[[2J." in terminal.output
     assert_nothing_raw(terminal.output)
 
     session_id = new_session(ctl, robotad, work, script)
     waiting = ctl(*sock(robotad), "run", "-s", session_id, "list")
     assert waiting.returncode == ExitCode.WAITING, waiting.stderr
-    assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^?")' in waiting.stdout
+    assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^? a<U+00A0>b")' in waiting.stdout
     assert_nothing_raw(waiting.stdout + waiting.stderr)
     shown = ctl(*sock(robotad), "show", "-s", session_id)
-    assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^?")' in shown.stdout
+    assert 'Bash(command="ls <U+202E>txt.exe <U+009B>2J^? a<U+00A0>b")' in shown.stdout
     assert_nothing_raw(shown.stdout + shown.stderr)
 
 
