@@ -1015,11 +1015,77 @@ REASON says why; `robota-review-pending' asks again."
     (message "robota: %s" text)))
 
 (defun robota-ask-approval (request)
-  "Ask whether to allow REQUEST, showing its tool, arguments and reason."
+  "Ask whether to allow REQUEST, showing its tool, arguments and reason.
+They are shown exactly (`robota--approval-arguments', `robota--visible'):
+what is asked about is what runs."
   (y-or-n-p (format "Allow robota to run %s %s (%s)? "
-                    (plist-get request :tool)
-                    (robota--format-arguments (plist-get request :arguments))
-                    (plist-get request :reason))))
+                    (robota--visible (format "%s" (plist-get request :tool)))
+                    (robota--approval-arguments
+                     (plist-get request :arguments))
+                    (robota--visible (format "%s" (plist-get request :reason))))))
+
+(defconst robota--whole-arguments
+  '(:file_path :command :path :url :pattern)
+  "Arguments an approval shows whole: what permissions are decided on.")
+
+(defcustom robota-approval-value-width 2000
+  "Longest rendering of an argument an approval does not show whole.
+The path, command, URL or pattern a permission is decided on is always
+shown whole; a file's content is cut after this many characters."
+  :type 'integer
+  :group 'robota)
+
+(defun robota--approval-arguments (arguments)
+  "A tool's ARGUMENTS plist as JSON for an approval, shown exactly.
+The arguments in `robota--whole-arguments' stand whole; another string
+longer than `robota-approval-value-width' is cut, saying how much was
+left out.  Never a one-line preview: a command cut at its 100th
+character could hide what follows it."
+  (let ((shown nil))
+    (while arguments
+      (let ((key (pop arguments))
+            (value (pop arguments)))
+        (when (and (stringp value)
+                   (not (memq key robota--whole-arguments))
+                   (> (length value) robota-approval-value-width))
+          (setq value (format "%s… (%d more characters)"
+                              (substring value 0 robota-approval-value-width)
+                              (- (length value) robota-approval-value-width))))
+        (setq shown (append shown (list key value)))))
+    (robota--visible
+     (cond ((null shown) "{}")
+           ((condition-case nil
+                (json-serialize shown :null-object nil
+                                :false-object :json-false)
+              (error nil)))
+           (t (format "%S" shown))))))
+
+(defconst robota--unseen-regexp
+  (rx (any (#x0 . #x8) (#xb . #x1f) (#x7f . #xa0) #xad #x34f (#x600 . #x605)
+           #x61c #x6dd #x70f #x890 #x891 #x8e2 #x115f #x1160 #x1680 #x17b4
+           #x17b5 (#x180b . #x180f) (#x2000 . #x200f) (#x2028 . #x202f)
+           (#x205f . #x2064) (#x2066 . #x206f) #x3000 #x3164 (#xfe00 . #xfe0f)
+           #xfeff #xffa0 (#xfff9 . #xfffb) #x110bd #x110cd (#x13430 . #x1343f)
+           (#x1bca0 . #x1bca3) (#x1d173 . #x1d17a) #xe0001 (#xe0020 . #xe007f)
+           (#xe0100 . #xe01ef)))
+  "Characters an approval shows by name, not as they are.
+Controls, bidi controls, and every character that draws nothing or
+passes for a space.")
+
+(defun robota--visible (text)
+  "TEXT with each character a person could not see or read rightly shown.
+A C0 control or DEL in caret notation (^[), any other (a C1 or bidi
+control, a zero-width or non-ASCII space, a variation selector) as
+<U+200B>: a bidi override made a command read as another, a zero-width
+space made a host name look like one it is not.  Newline and tab stay."
+  (replace-regexp-in-string
+   robota--unseen-regexp
+   (lambda (match)
+     (let ((char (aref match 0)))
+       (if (or (< char #x20) (= char #x7f))
+           (format "^%c" (logxor char #x40))
+         (format "<U+%04X>" char))))
+   text t t))
 
 ;;;; Output buffer
 

@@ -246,6 +246,33 @@ connection is the fake one of `robota-test--offline-session'."
                             ids))
           (should-not (equal (car ids) (cadr ids))))))))
 
+(ert-deftest robota-approval-shows-the-whole-command-exactly ()
+  "An approval shows a long command whole, and what could hide in it.
+It was cut at `robota-preview-width' (100 characters), so a command
+whose 101st character began \"; rm -rf ~\" was approved unseen; a bidi
+override, a zero-width space, an escape and a no-break space are shown
+by name; a file's content beyond `robota-approval-value-width' is cut,
+saying how much."
+  :tags '(offline)
+  (let* ((command (concat (make-string 120 ?a) "; rm -rf ~ \u202eevil"
+                          " exa\u200bmple.com a\u00a0b"))
+         (robota-approval-value-width 10)
+         (prompt nil)
+         (request (list :requestId "r1" :executionId "e1"
+                        :tool "Bash\e[2J"
+                        :arguments (list :command command
+                                         :content (make-string 15 ?x))
+                        :reason "Bash needs\rapproval")))
+    (cl-letf (((symbol-function 'y-or-n-p)
+               (lambda (question) (setq prompt question) t)))
+      (should (robota-ask-approval request)))
+    (should (equal prompt
+                   (concat "Allow robota to run Bash^[[2J {\"command\":\""
+                           (make-string 120 ?a)
+                           "; rm -rf ~ <U+202E>evil exa<U+200B>mple.com"
+                           " a<U+00A0>b\",\"content\":\"xxxxxxxxxx… (5 more"
+                           " characters)\"} (Bash needs^Mapproval)? ")))))
+
 (ert-deftest robota-replayed-approval-no-longer-waiting-is-not-asked ()
   "A replayed request robotad no longer waits on is shown, never asked."
   :tags '(offline)
