@@ -8,6 +8,11 @@ and Glob and Grep (``path``, the session's cwd when absent), the exact command f
 pattern matching only itself: the person saw this command, not its family), the host for
 WebFetch (``WebFetch(domain:host)``, §10.7). A tool without such an argument (an MCP tool)
 gets no "always" option.
+
+A title is one line cut at `TITLE_CHARS`, so a request whose permission argument the title
+does not show whole and as it is (a long or multi-line command, a run of spaces, a character
+shown as ``<U+200B>``) carries it in full first in its content, shown exactly in a code block:
+``echo …`` cut at the 120th character hid a second line ``rm -rf ~``.
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from robotactl.acp.schema import (
+    ContentItem,
     PermissionOption,
     PermissionToolCall,
     RequestPermissionParams,
     RequestPermissionResult,
+    TextBlock,
+    ToolCallContent,
 )
 from robotactl.acp.tool_view import ToolView
 from robotactl.exact_rules import ARGUMENT_KEYS, exact_call_rule
+from robotactl.terminal_text import visible_exactly
 
 if TYPE_CHECKING:
     from protocol.shapes import ApprovalRequest
@@ -73,9 +82,31 @@ def request_params(
         "pending",
         raw_input=dict(request.arguments),
         locations=list(view.locations),
-        content=list(view.diff),
+        content=[*_argument_in_full(request, view.title), *view.diff],
     )
     return RequestPermissionParams(session_id, tool_call, options)
+
+
+def _argument_in_full(request: ApprovalRequest, title: str) -> list[ToolCallContent]:
+    """The request's permission argument in full, shown exactly, as a code block — unless
+    the title already shows it whole and as it is (module docstring)."""
+    key = ARGUMENT_KEYS.get(request.tool)
+    value = request.arguments.get(key) if key is not None else None
+    if not isinstance(value, str) or not value:
+        return []
+    shown = visible_exactly(value)
+    if shown == value and " ".join(value.split()) == value and title.endswith(value):
+        return []
+    fence = "`" * max(3, _longest_run(shown, "`") + 1)
+    return [ContentItem(TextBlock(f"{key}:\n{fence}\n{shown}\n{fence}"))]
+
+
+def _longest_run(text: str, character: str) -> int:
+    longest = run = 0
+    for each in text:
+        run = run + 1 if each == character else 0
+        longest = max(longest, run)
+    return longest
 
 
 def answer_of(result: RequestPermissionResult, rule: str | None) -> Answer | None:

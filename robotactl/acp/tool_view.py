@@ -7,6 +7,11 @@ tool's name (built-ins) or its risk class, ``other`` when neither is known. File
 `read_current` finds in the file now, before the tool has run; an Edit shows the replaced
 fragment; a replayed Write, whose old text is long gone, shows none). Nothing here touches the
 file system itself.
+
+A title is shown exactly (`robotactl.terminal_text.visible_exactly`): a control, a bidi
+control or a character that draws nothing stands as ``<U+202E>``, ``<U+200B>``. A Bash call's
+title is its command, never the description the model gave it: an approval titled "Bash: list
+the files" could run anything.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from robotactl.acp.schema import (
     ToolKind,
     ToolLocation,
 )
+from robotactl.terminal_text import visible_exactly
 
 __all__ = ["TITLE_CHARS", "ToolView", "describe_call", "result_content"]
 
@@ -91,11 +97,12 @@ def result_content(text: str) -> list[ToolCallContent]:
 
 
 def _title(tool: str, arguments: Mapping[str, Any]) -> str:
-    """``Read /a/b.py``, ``Bash: make test``, ``Fetch https://…``; the tool's name otherwise."""
+    """``Read /a/b.py``, ``Bash: make test``, ``Fetch https://…``; the tool's name otherwise.
+    Shown exactly, on one line, cut at `TITLE_CHARS`."""
     if tool in ("Read", "Write", "Edit") and (path := _text(arguments, "file_path")):
         title = f"{tool} {path}"
     elif tool == "Bash" and (command := _text(arguments, "command")):
-        title = f"Bash: {_text(arguments, 'description') or command}"
+        title = f"Bash: {command}"
     elif tool in ("Glob", "Grep") and (pattern := _text(arguments, "pattern")):
         where = _text(arguments, "path")
         title = f"{tool} {pattern}" + (f" in {where}" if where else "")
@@ -103,7 +110,7 @@ def _title(tool: str, arguments: Mapping[str, Any]) -> str:
         title = f"Fetch {url}"
     else:
         title = tool
-    title = " ".join(title.split())  # one line, whatever the command held
+    title = " ".join(visible_exactly(title).split())  # one line, whatever the command held
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
 
 

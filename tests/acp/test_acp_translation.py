@@ -288,6 +288,43 @@ def test_always_is_offered_only_with_a_rule() -> None:
     assert [o["name"] for o in always] == ["Always allow mcp__a__b"]
 
 
+def test_a_bash_approval_shows_the_command_whole_and_exactly() -> None:
+    """The title was the model's own description of the command ("Bash: list the files" for
+    anything), and a command cut at the title's 120th character hid its next line; a bidi
+    override or a zero-width space stood raw in it. The title is now the command, shown
+    exactly, and the request carries the whole command in a code block when the title cannot
+    show it so; a short plain one needs none."""
+    command = "echo " + "x" * 200 + "\nrm -rf ~ \u202eevil exa\u200bmple.com ```"
+    arguments = {"command": command, "description": "list the files"}
+    view = describe_call("Bash", arguments)
+    assert view.title.startswith("Bash: echo xxx")
+    assert "list the files" not in view.title
+    request = ApprovalRequest("r1", "x1", "Bash", arguments, "asks")
+    params = msgspec.to_builtins(request_params(SID, "c1", view, request, None))
+    shown = "echo " + "x" * 200 + "\nrm -rf ~ <U+202E>evil exa<U+200B>mple.com ```"
+    assert params["toolCall"]["content"][0] == {
+        "type": "content",
+        "content": {"type": "text", "text": f"command:\n````\n{shown}\n````"},
+    }
+    assert params["toolCall"]["rawInput"] == arguments  # the exact value, for a program
+    hidden = describe_call("Bash", {"command": "ls \u202etxt.exe a\u00a0b"})
+    assert hidden.title == "Bash: ls <U+202E>txt.exe a<U+00A0>b"
+    plain = ApprovalRequest("r2", "x1", "Bash", {"command": "make test"}, "asks")
+    plain_view = describe_call("Bash", plain.arguments)
+    assert plain_view.title == "Bash: make test"
+    assert (
+        msgspec.to_builtins(request_params(SID, "c2", plain_view, plain, None))["toolCall"][
+            "content"
+        ]
+        == []
+    )
+    spaced = ApprovalRequest("r3", "x1", "Bash", {"command": "rm a  b"}, "asks")
+    spaced_params = request_params(SID, "c3", describe_call("Bash", spaced.arguments), spaced, None)
+    assert (
+        "rm a  b" in msgspec.to_builtins(spaced_params)["toolCall"]["content"][0]["content"]["text"]
+    )
+
+
 def test_a_turn_stopped_at_max_rounds_is_max_turn_requests() -> None:
     """§10.2's ``stopReason: "maxRounds"`` on a completed turn; ``end`` or none is end_turn."""
     from types import SimpleNamespace
