@@ -44,6 +44,8 @@ ELLIPSIS = "…"
 #: Arguments shown whole by `format_call`: the permission keys of the built-in tools
 #: (PROTOCOL.md §4) and Glob/Grep's pattern.
 WHOLE_ARGUMENTS = frozenset({"file_path", "command", "path", "url", "pattern"})
+#: What "whole" means for a value in `WHOLE_ARGUMENTS`: more than a command or a path holds.
+_WHOLE = 1 << 20
 #: Longest rendering of one argument value inside `format_call`.
 CALL_VALUE_WIDTH = 60
 #: Longest rendering of one argument value in an approval prompt (the exact action matters,
@@ -90,7 +92,7 @@ def format_call(tool: str, arguments: Mapping[str, Any], width: int = CALL_VALUE
     argument permissions are decided on (`WHOLE_ARGUMENTS`: the path, command or URL), which
     is always shown whole: it is what a person approves. The tool's name is shown exactly."""
     inner = ", ".join(
-        f"{key}={format_value(value, 1 << 20 if key in WHOLE_ARGUMENTS else width)}"
+        f"{key}={format_value(value, _WHOLE if key in WHOLE_ARGUMENTS else width)}"
         for key, value in arguments.items()
     )
     return f"{visible_exactly(tool)}({inner})"
@@ -99,17 +101,19 @@ def format_call(tool: str, arguments: Mapping[str, Any], width: int = CALL_VALUE
 def format_arguments(arguments: Mapping[str, Any], width: int = PROMPT_VALUE_WIDTH) -> list[str]:
     """The arguments one per line, ``key: value``: a string's lines shown as they are
     (indented under the key, shown exactly), other values as JSON; each value cut at `width`
-    characters."""
+    characters — but the path, command or URL a permission is decided on (`WHOLE_ARGUMENTS`),
+    shown whole: a 3,000-character command cut at 2,000 hid what it ran last."""
     lines: list[str] = []
     for key, value in arguments.items():
         name = visible_exactly(key)
+        limit = _WHOLE if key in WHOLE_ARGUMENTS else width
         if isinstance(value, str) and "\n" in value:
-            shown = value if len(value) <= width else value[:width] + ELLIPSIS
-            more = f" ({len(value) - width} more characters)" if len(value) > width else ""
+            shown = value if len(value) <= limit else value[:limit] + ELLIPSIS
+            more = f" ({len(value) - limit} more characters)" if len(value) > limit else ""
             lines.append(f"{name}:{more}")
             lines.extend(f"  | {line}" for line in visible_exactly(shown).splitlines())
         else:
-            lines.append(f"{name}: {format_value(value, width)}")
+            lines.append(f"{name}: {format_value(value, limit)}")
     return lines
 
 

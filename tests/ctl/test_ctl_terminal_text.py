@@ -136,6 +136,12 @@ def test_what_a_person_approves_shows_every_character_that_draws_nothing() -> No
         "  | z",
         'k<U+200B>: "a<U+00A0>b"',
     ]
+    long = "x" * 3000 + "; rm -rf ~"
+    assert format_arguments({"command": long, "content": long}) == [
+        f'command: "{long}"',
+        f'content: "{long[:1997]}…"',
+    ]
+    assert format_arguments({"command": long + "\nls"})[-1] == "  | ls"
     edit = {"file_path": "/a\u200b", "old_string": "key", "new_string": "k\u200bey"}
     shown = Renderer(color=False, width=lambda: 120).approval("Edit", edit, "why\u00a0")
     for part in ("/a<U+200B>", "+k<U+200B>ey", "why<U+00A0>"):
