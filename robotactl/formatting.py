@@ -113,7 +113,10 @@ def format_arguments(arguments: Mapping[str, Any], width: int = PROMPT_VALUE_WID
             lines.append(f"{name}:{more}")
             lines.extend(f"  | {line}" for line in visible_exactly(shown).splitlines())
         else:
-            lines.append(f"{name}: {format_value(value, limit)}")
+            shown = format_value(value, limit)
+            cut = isinstance(value, str) and shown != format_value(value, _WHOLE)
+            note = f" ({len(value)} characters in all)" if cut else ""
+            lines.append(f"{name}: {shown}{note}")
     return lines
 
 

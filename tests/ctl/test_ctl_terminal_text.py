@@ -139,7 +139,7 @@ def test_what_a_person_approves_shows_every_character_that_draws_nothing() -> No
     long = "x" * 3000 + "; rm -rf ~"
     assert format_arguments({"command": long, "content": long}) == [
         f'command: "{long}"',
-        f'content: "{long[:1997]}…"',
+        f'content: "{long[:1997]}…" (3010 characters in all)',
     ]
     assert format_arguments({"command": long + "\nls"})[-1] == "  | ls"
     edit = {"file_path": "/a\u200b", "old_string": "key", "new_string": "k\u200bey"}
