@@ -321,6 +321,23 @@ async def test_advisory_failures_are_reported_never_raised(workspace: Path) -> N
     assert "'http'" in reasons[3]
 
 
+async def test_an_advisory_hook_that_prints_a_lot_and_exits_0_did_not_fail(
+    workspace: Path,
+) -> None:
+    """G-143: an advisory hook's output is not read, so 2 MB of it (a formatter's report, a
+    diff) with exit 0 is no failure. It used to be reported as one ("printed more than …
+    bytes") in turn_finished.hookFailures and the log, while the hook had done its work. On
+    PreToolUse, whose output decides, the same flood still denies (G-139)."""
+    flood = "head -c 2000000 /dev/zero"
+    config = {"PostToolUse": [{"hooks": [command(flood), command(flood + " >&2")]}]}
+    with trio.fail_after(LIMIT):
+        failures = await runner(workspace, config).run_advisory("PostToolUse", {"tool_name": "X"})
+        verdict = await runner(workspace, pre_tool_use(command(flood))).run_pre_tool_use("X", {})
+    assert failures == []
+    assert verdict.outcome == "deny"
+    assert verdict.reason == "hook PreToolUse[0].hooks[0] printed more than 1048576 bytes"
+
+
 async def test_model_call_hooks_are_fire_and_forget(workspace: Path, tmp_path: Path) -> None:
     """G-050, G-051: model-call hook input reports effort "auto" when unset, and the caller
     does not wait for the hook; its failure (even an exit 2) is only reported."""

@@ -70,9 +70,13 @@ class HookInvocation:
 
 @dataclass(frozen=True, slots=True)
 class HookOutput:
+    """What a hook that ran left: its exit code and output. `truncated` says the output was
+    longer than robotad keeps, so only an event that reads it (PreToolUse) fails on it."""
+
     exit_code: int
     stdout: bytes
     stderr: bytes
+    truncated: bool = False
 
 
 class HookExecutionError(Exception):
@@ -105,9 +109,7 @@ class CommandExecutor:
             )
         except ShellFailure as exc:
             raise HookExecutionError(exc.reason) from None
-        if result.truncated:
-            raise HookExecutionError(f"printed more than {OUTPUT_LIMIT} bytes")
-        return HookOutput(result.exit_code, result.stdout, result.stderr)
+        return HookOutput(result.exit_code, result.stdout, result.stderr, result.truncated)
 
 
 # -- verdicts --------------------------------------------------------------------------------
@@ -302,7 +304,8 @@ def _exit_failure(spec: HookSpec, output: HookOutput) -> _Decided:
 
 
 def _advisory_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
-    """Advisory events: only a non-zero exit is a failure (a block cannot apply here)."""
+    """Advisory events: only a non-zero exit is a failure (a block cannot apply here). Their
+    output is not read, so a hook that printed a lot and exited 0 did not fail."""
     del event
     if output.exit_code == 0:
         return _Decided("none", "")
@@ -311,6 +314,8 @@ def _advisory_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decide
 
 def _pre_tool_use_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
     del event
+    if output.truncated:  # a decision cut off, or a reason: either way none can be read
+        return _Decided("deny", f"hook {spec.where} printed more than {OUTPUT_LIMIT} bytes")
     if output.exit_code == 2:
         # The hook's words for the model, then which hook: /bin/sh also exits 2 on a syntax
         # error, and the person reading the log must be able to find the hook either way.
