@@ -188,6 +188,30 @@ async def test_pre_tool_use_fails_closed(
     assert "PreToolUse[0].hooks[0]" in verdict.reason
 
 
+@pytest.mark.parametrize(
+    "printed",
+    [
+        {"hookSpecificOutput": {"permissionDecision": "x" * 900_000}},
+        {"decision": ["y"] * 100_000},
+    ],
+)
+async def test_a_malformed_decision_is_quoted_in_a_few_words(
+    workspace: Path, tmp_path: Path, printed: dict[str, Any]
+) -> None:
+    """G-139: a decision of the wrong value denies, quoting what the hook printed, cut short.
+    It was quoted whole: a hook printing a 900 kB "decision" put 900 kB into the denied
+    call's result, which the model, the history and the log all carry."""
+    out = tmp_path / "decision.json"
+    out.write_text(json.dumps(printed))
+    hooks = runner(workspace, pre_tool_use(command(f"cat {shlex.quote(str(out))}")))
+    with trio.fail_after(LIMIT):
+        verdict = await hooks.run_pre_tool_use("Bash", {"command": "ls"})
+    assert verdict.outcome == "deny"
+    assert verdict.reason.startswith("hook PreToolUse[0].hooks[0] printed malformed output: ")
+    assert verdict.reason.endswith("…")
+    assert len(verdict.reason) < 200
+
+
 async def test_a_block_by_exit_2_names_its_hook_after_its_words(workspace: Path) -> None:
     """An exit 2 blocks with the hook's stderr for the model, followed by the hook's place:
     /bin/sh also exits 2 on a syntax error, so a person must be able to find the hook."""

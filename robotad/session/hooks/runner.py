@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S: Final = 60.0
 _REASON_LIMIT: Final = 2000
+_SHOWN_LIMIT: Final = 100
 
 
 # -- executors -------------------------------------------------------------------------------
@@ -350,17 +351,24 @@ def _decision_of(data: object, spec: HookSpec) -> _Decided:
         decision = specific.get("permissionDecision")
         if decision is not None:
             if decision not in ("allow", "deny", "ask"):
-                raise ValueError(f"unknown permissionDecision {decision!r}")
+                raise ValueError(f"unknown permissionDecision {_shown(decision)}")
             return _Decided(decision, _reason(specific.get("permissionDecisionReason"), spec))
     legacy = data.get("decision")
     if legacy is not None:
         if legacy not in ("block", "approve"):
-            raise ValueError(f"unknown decision {legacy!r}")
+            raise ValueError(f"unknown decision {_shown(legacy)}")
         outcome: Literal["deny", "allow"] = "deny" if legacy == "block" else "allow"
         return _Decided(outcome, _reason(data.get("reason"), spec))
     if data.get("continue") is False:
         return _Decided("deny", _reason(data.get("stopReason"), spec))
     return _Decided("none", "")
+
+
+def _shown(value: object) -> str:
+    """A value the hook printed, as a reason quotes it: its repr, cut to a few words (the
+    hook may have printed a megabyte of it, and the reason reaches the model and the log)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_LIMIT else text[: _SHOWN_LIMIT - 1] + "…"
 
 
 def _reason(value: object, spec: HookSpec) -> str:
