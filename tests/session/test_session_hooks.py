@@ -168,6 +168,7 @@ async def test_pre_tool_use_decisions(
         ("sleep 30", 0.3, "timed out after 0.3s"),
         ("/nonexistent/interpreter /nonexistent/script.py", None, "exited 127"),
         ("echo oops >&2; exit 1", None, "exited 1: oops"),
+        ("echo dying >&2; kill -KILL $$", None, "was killed by signal 9 (SIGKILL): dying"),
         ("echo this is not json", None, "not JSON"),
         ("echo '{\"hookSpecificOutput\": 3}'", None, "malformed output"),
         ("echo '[1, 2]'", None, "not a JSON object"),
@@ -178,8 +179,9 @@ async def test_pre_tool_use_decisions(
 async def test_pre_tool_use_fails_closed(
     workspace: Path, cmd: str, timeout: float | None, reason: str
 ) -> None:
-    """G-139: a PreToolUse hook that times out, cannot run its interpreter, exits non-zero or
-    prints malformed output denies the call, naming the hook by its place in the config."""
+    """G-139: a PreToolUse hook that times out, cannot run its interpreter, exits non-zero
+    (or is killed: that is said, not "exited -9") or prints malformed output denies the call,
+    naming the hook by its place in the config."""
     hooks = runner(workspace, pre_tool_use(command(cmd, timeout)))
     with trio.fail_after(LIMIT):
         verdict = await hooks.run_pre_tool_use("Bash", {"command": "ls"})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,8 +301,20 @@ def _clip(text: str) -> str:
 def _exit_failure(spec: HookSpec, output: HookOutput) -> _Decided:
     detail = _first_line(output.stderr)
     return _Decided(
-        "deny", f"hook {spec.where} exited {output.exit_code}" + (f": {detail}" if detail else "")
+        "deny", f"hook {spec.where} {_ended(output.exit_code)}" + (f": {detail}" if detail else "")
     )
+
+
+def _ended(exit_code: int) -> str:
+    """How the hook ended: its exit status, or the signal that killed it (a negative code:
+    "exited -9" read like a status the hook chose)."""
+    if exit_code >= 0:
+        return f"exited {exit_code}"
+    try:
+        name = f" ({signal.Signals(-exit_code).name})"
+    except ValueError:
+        name = ""
+    return f"was killed by signal {-exit_code}{name}"
 
 
 def _advisory_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
