@@ -72,3 +72,20 @@ async def test_a_missing_working_directory_is_named(tmp_path: Path) -> None:
     assert str(refused.value) == (
         f"could not be started: the session's working directory {gone} does not exist"
     )
+
+
+async def test_a_command_that_ended_but_left_its_output_open_is_told_apart(
+    tmp_path: Path,
+) -> None:
+    """G-139: a hook that exits at once but starts ``sleep 60 &`` with its stdout still open
+    runs out its timeout, and then says so: it was reported as a plain "timed out after 1s",
+    sending its author looking for a slow command. One that runs on is still a plain timeout."""
+    failures = []
+    for command in ("sleep 60 & echo '{}'", "echo '{}'; exec sleep 60"):
+        with trio.fail_after(20), pytest.raises(ShellFailure) as refused:
+            await run_shell_command(
+                command, stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=1
+            )
+        failures.append(refused.value.reason)
+    assert failures[0].startswith("timed out after 1s: it ended, but a process it started")
+    assert failures[1] == "timed out after 1s"

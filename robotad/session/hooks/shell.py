@@ -95,6 +95,7 @@ async def run_shell_command(
                 await process.wait()
             finished = True
     finally:
+        ended = process.returncode is not None  # before the stop: did the command end?
         with trio.CancelScope(shield=True):
             if finished:
                 # Ended on its own: letting go of the tether ends the watcher (and anything
@@ -106,9 +107,21 @@ async def run_shell_command(
                 with contextlib.suppress(trio.ClosedResourceError):
                     await stream.aclose()
     if not finished:
-        raise ShellFailure(f"timed out after {time_limit:g}s")
+        raise ShellFailure(_timed_out(time_limit, ended))
     assert process.returncode is not None
     return ShellResult(process.returncode, out.data(), err.data(), out.truncated or err.truncated)
+
+
+def _timed_out(time_limit: float, ended: bool) -> str:
+    """Why a command did not finish in time. One that exited but left a process holding its
+    output open (``server &``) is told apart: "timed out" alone sent its author looking for
+    a slow command."""
+    if not ended:
+        return f"timed out after {time_limit:g}s"
+    return (
+        f"timed out after {time_limit:g}s: it ended, but a process it started kept its input or "
+        "output open (redirect a background command's: cmd </dev/null >/dev/null 2>&1 &)"
+    )
 
 
 async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
