@@ -21,9 +21,10 @@ Calls are admitted one at a time, in call order (so a live approver is asked one
 time), and a call is admitted only once a concurrency slot is free: `Admit` means the body
 starts now, unless the turn is aborted first.
 
-An exception raised by `admit` or `settle` is the gate's own failure (typically a journal write)
-and propagates out of the turn; it is never turned into a tool result. A cancelled `admit` (an
-abort while waiting for a live approver) leaves the call not run.
+An exception raised by `admit`, `settle` or `after_settle` is the gate's own failure
+(typically a journal write) and propagates out of the turn; it is never turned into a tool
+result. A cancelled `admit` (an abort while waiting for a live approver) leaves the call not
+run; an abort during `after_settle` leaves the settled result as it is.
 """
 
 from __future__ import annotations
@@ -70,8 +71,14 @@ class ToolGate(Protocol):
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
         """Told of an admitted body's result (a raised exception already turned into a failed
         result) before its tool message is committed; returns the result to commit — the place
-        for PostToolUse hooks and spilling oversized output. Not called for refused, parked,
-        structurally failed or abort-interrupted calls."""
+        for spilling oversized output and telling clients the call finished. Not called for
+        refused, parked, structurally failed or abort-interrupted calls."""
+        ...
+
+    async def after_settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> None:
+        """Told of a settled call's body result as the body returned it (before `settle`
+        changed it): the place for PostToolUse hooks. The settled result stands whatever
+        happens here — an abort cuts this short, it does not undo the call."""
         ...
 
     def reject(self, call: ToolCall, reason: str) -> None:
@@ -90,6 +97,9 @@ class AdmitAll:
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
         return result
+
+    async def after_settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> None:
+        pass
 
     def reject(self, call: ToolCall, reason: str) -> None:
         pass

@@ -8,10 +8,11 @@
    `MAX_CONCURRENT_TOOLS` slots is free. `Refuse` is a failed result (G-202, G-203); `Admit`
    starts the body at once; `Park` ends admission for the round (see below).
 3. Bodies run concurrently. A body that raises becomes a failed result; its result goes through
-   `gate.settle` and is committed. A result's text holding a lone surrogate — a file name's
-   undecodable byte as `os` decodes it (Grep, Glob) — has each written out first (``\\xff``;
-   U+FFFD for any other surrogate): no JSON, journal or spill file can hold one, and the
-   turn failed -32603 with the result lost.
+   `gate.settle` and is committed, while `gate.after_settle` (PostToolUse) runs: an abort
+   then cuts the hooks short, never the result of a body that finished. A result's text
+   holding a lone surrogate — a file name's undecodable byte as `os` decodes it (Grep,
+   Glob) — has each written out first (``\\xff``; U+FFFD for any other surrogate): no JSON,
+   journal or spill file can hold one, and the turn failed -32603 with the result lost.
 4. Results are committed in call order — a result waits for every earlier call's — so history
    reads in the order the model asked, whichever tool finished first.
 
@@ -221,14 +222,18 @@ class ToolRound:
             self._observe("ok" if result.ok else "failed")
             result = _encodable(result)
             try:
-                result = await self._gate.settle(slot.call, tool, result)
+                settled = await self._gate.settle(slot.call, tool, result)
             except Exception as exc:
                 self._fail(exc)
                 return
             except BaseException:
                 slot.state = "interrupted"
                 raise
-            slot.finish(_result_message(slot.call, result))
+            slot.finish(_result_message(slot.call, settled))
+            try:  # the result stands: an abort from here on only cuts PostToolUse short
+                await self._gate.after_settle(slot.call, tool, result)
+            except Exception as exc:
+                self._fail(exc)
         finally:
             self._limiter.release_on_behalf_of(slot)
 

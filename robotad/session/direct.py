@@ -8,6 +8,7 @@ a call that would need a person is denied at once (G-070). Nothing enters histor
 its result are written to the session log.
 
 An abort of the session stops the body; the call then settles as a failed, interrupted result.
+An abort once the body has finished only cuts its PostToolUse hooks short: the result stands.
 """
 
 from __future__ import annotations
@@ -58,23 +59,30 @@ async def invoke_directly(
         assert tool is not None
         policy = GatePolicy(RefusingApprover("a direct invocation cannot ask anyone"))
         gate = SessionToolGate(services, turn, policy)
+        ran: ToolResult | None = None
         with turn.abort.scope() as scope:
-            result = await _gated(
+            result, ran = await _gated(
                 gate, call, tool, ToolContext(services.cwd, services.session_id, services.enforcer)
             )
-        if scope.cancelled_caught:
+        if scope.cancelled_caught or not turn.abort.settle():
             result = ToolResult(False, f"interrupted: {name} was aborted", {"aborted": True})
+        elif ran is not None:
+            with turn.abort.scope():  # settled: a late abort cuts PostToolUse, the result stands
+                await gate.after_settle(call, tool, ran)
     services.reporter.tool_result(call.id, name, result.ok, result.content)
     return result
 
 
-async def _gated(gate: SessionToolGate, call: ToolCall, tool: Tool, ctx: ToolContext) -> ToolResult:
+async def _gated(
+    gate: SessionToolGate, call: ToolCall, tool: Tool, ctx: ToolContext
+) -> tuple[ToolResult, ToolResult | None]:
+    """The call's settled result, and its body's own result when the body ran."""
     decision = await gate.admit(call, tool)
     if not isinstance(decision, Admit):
-        return ToolResult(False, decision.reason)
+        return ToolResult(False, decision.reason), None
     problem = _argument_problem(tool, decision.arguments)
     if problem is not None:
-        return ToolResult(False, problem)
+        return ToolResult(False, problem), None
     typed = tool.decode_arguments(decision.arguments)
     if decision.real_path is not None:
         ctx = msgspec.structs.replace(ctx, real_path=decision.real_path)
@@ -83,7 +91,7 @@ async def _gated(gate: SessionToolGate, call: ToolCall, tool: Tool, ctx: ToolCon
     except Exception as exc:
         logger.warning("tool %s raised %s", call.name, type(exc).__name__)
         result = ToolResult(False, f"{call.name} failed: {type(exc).__name__}: {exc}")
-    return await gate.settle(call, tool, result)
+    return await gate.settle(call, tool, result), result
 
 
 def _argument_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:

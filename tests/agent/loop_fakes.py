@@ -212,6 +212,9 @@ class ScriptedGate:
             return ToolResult(result.ok, self.settle_content(result.content), result.metadata)
         return result
 
+    async def after_settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> None:
+        pass
+
 
 async def turn(
     provider: Provider,

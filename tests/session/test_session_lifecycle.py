@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import NotAllowed, ProviderFailed, StorageFailed
+from protocol.errors import NotAllowed, ProviderFailed, StorageFailed, TurnAborted
 from protocol.shapes import Message
 from robotad.tools import builtin_tools
 from tests.session.session_harness import (
@@ -393,3 +393,51 @@ async def test_a_session_end_hook_cut_short_by_a_deadline_still_ends_the_log(
                     await trio.sleep(0.02)
                 deadline.cancel()
     assert log.events()[-1] == "session_end"
+
+
+@pytest.mark.parametrize("direct", [False, True])
+async def test_an_abort_during_post_tool_use_keeps_the_calls_result(
+    workspace: Path, hookdir: Path, direct: bool
+) -> None:
+    """G-128, G-143: an abort while a PostToolUse hook ran (one ignoring SIGTERM) made the
+    call that had run read "interrupted: the turn was aborted while Write was running" in
+    history — its result lost, no tool_finished — though the file was written. The abort now
+    cuts only the hook short; the call's own result stands, as clients were told."""
+    started = hookdir / "started"
+    hooks = hooks_for(
+        workspace, every_event(f"trap '' TERM; touch {started}; sleep 30", ["PostToolUse"])
+    )
+    write = {"name": "Write", "arguments": {"file_path": "out.txt", "content": "x"}}
+    events = Events()
+    session = new_session(
+        workspace,
+        scripted([{"toolCalls": [write]}, {"text": "never asked"}]),
+        tools=builtin_tools(),
+        hooks=hooks,
+        event_sink=events,
+        permission_mode="bypassPermissions",
+    )
+    outcome: dict[str, Any] = {}
+
+    async def work() -> None:
+        if direct:
+            outcome["result"] = await session.invoke_tool("Write", write["arguments"])
+        else:
+            with pytest.raises(TurnAborted):
+                await session.run("write it")
+
+    with trio.fail_after(LIMIT):  # far below the hook's 30 s
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(work)
+            while not started.exists():
+                await trio.sleep(0.02)
+            session.abort()
+    assert (workspace / "out.txt").read_text() == "x"
+    if direct:
+        assert outcome["result"].ok
+        assert outcome["result"].content.startswith("Created ")
+        return
+    (result,) = [m for m in session.get_history() if m.role == "tool"]
+    assert result.ok
+    assert (result.content or "").startswith("Created ")
+    assert [e["ok"] for e in events.of("tool_finished")] == [True]

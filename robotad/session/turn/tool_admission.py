@@ -30,8 +30,9 @@ A refusal — by a rule, the mode, the classifier, a hook or a person — is a f
 never an exception (G-202, G-203), and is recorded with `note_denial`. An abort while a live
 approval waits resolves it as a denial: the call never runs (G-066).
 
-`settle` runs PostToolUse and spills a result longer than `spill_threshold` characters to the
-spill store, so the model reads an opaque ``tool-result:`` reference instead (G-195).
+`settle` spills a result longer than `spill_threshold` characters to the spill store, so the
+model reads an opaque ``tool-result:`` reference instead (G-195), and reports the call finished;
+`after_settle` then runs PostToolUse, which an abort cuts short without undoing the result.
 """
 
 from __future__ import annotations
@@ -225,15 +226,19 @@ class SessionToolGate:
         return Admit(args, real_path=real_path)
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
-        args = self._admitted.pop(call.id, call.arguments)
-        await self._s.lifecycle.post_tool_use(
-            self._turn, call.id, call.name, args, result.ok, result.content
-        )
         result = self._spilled(result)
         self._s.reporter.tool_finished(
             self._turn.turn_id, call.id, call.name, result.ok, result.content
         )
         return result
+
+    async def after_settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> None:
+        """PostToolUse, with the body's whole result and the call's effective arguments. An
+        abort cuts it short; the call's result is settled already and stands."""
+        args = self._admitted.pop(call.id, call.arguments)
+        await self._s.lifecycle.post_tool_use(
+            self._turn, call.id, call.name, args, result.ok, result.content
+        )
 
     def reject(self, call: ToolCall, reason: str) -> None:
         """A call that could not run at all finishes failed where clients watch: a
