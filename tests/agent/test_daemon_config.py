@@ -265,3 +265,14 @@ def test_a_table_named_after_a_built_in_kind_configures_that_kind_only(tmp_path:
     located = {issue["path"]: issue["message"] for issue in caught.value.issues}
     assert set(located) == {"providers.scripted.kind"}
     assert "built-in 'scripted'" in located["providers.scripted.kind"]
+
+
+def test_a_hook_command_holding_a_nul_is_refused_at_its_path(tmp_path: Path) -> None:
+    """TOML lets ``\\u0000`` into a string, but no command line can hold one: such a hook
+    was accepted, and every firing then failed as "hook PreToolUse[0].hooks[0] failed:
+    ValueError" (a traceback in robotad's log), denying every call it guarded."""
+    text = '[[hooks.PreToolUse]]\nhooks = [{ type = "command", command = "check\\u0000.sh" }]\n'
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    assert located == {"hooks.PreToolUse[0].hooks[0].command": "must not hold a NUL character"}
