@@ -89,3 +89,14 @@ async def test_a_command_that_ended_but_left_its_output_open_is_told_apart(
         failures.append(refused.value.reason)
     assert failures[0].startswith("timed out after 1s: it ended, but a process it started")
     assert failures[1] == "timed out after 1s"
+
+
+async def test_a_command_holding_a_nul_could_not_be_started(tmp_path: Path) -> None:
+    """A NUL in the command (a classifier's, say: config.toml lets ``\\u0000`` in) raised
+    ValueError past the ShellFailure its callers handle, failing the turn with -32603 instead
+    of denying the call with a reason."""
+    with pytest.raises(ShellFailure) as refused:
+        await run_shell_command(
+            "echo a\0b", stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=20
+        )
+    assert str(refused.value) == "could not be started: embedded null byte"

@@ -81,6 +81,8 @@ async def run_shell_command(
                 f"could not be started: the session's working directory {cwd} does not exist"
             ) from None
         raise ShellFailure(f"could not be started: {exc.strerror or type(exc).__name__}") from None
+    except ValueError as exc:  # a NUL in the command: no exec can take it
+        raise ShellFailure(f"could not be started: {exc}") from None
     assert process.stdin is not None
     assert process.stdout is not None
     assert process.stderr is not None
