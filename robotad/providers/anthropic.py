@@ -66,6 +66,7 @@ from robotad.providers.sdk_provider import (
     SdkProvider,
     check_max_tokens,
     sdk_timeout,
+    without_redirects,
 )
 
 __all__ = [
@@ -234,7 +235,9 @@ def new_anthropic_client(
         base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
         max_retries=0,
         timeout=sdk_timeout(connect_timeout),
-        http_client=bounded(http_client or anthropic.DefaultAsyncHttpxClient(), ProviderFailure),
+        http_client=bounded(
+            without_redirects(http_client or anthropic.DefaultAsyncHttpxClient()), ProviderFailure
+        ),
         open_telemetry=False,
     )
 
@@ -316,10 +319,10 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     def _failure(self, exc: Exception) -> ProviderFailure | None:
         if isinstance(exc, anthropic.APIStatusError):
-            if exc.response.status_code < 400:
+            if exc.response.is_success:
                 # An ``error`` event inside a started (200) stream.
                 return stream_failure(exc.body, self._secrets)
-            return self._http_failure(exc.status_code, exc.body, exc.response.headers)
+            return self._http_failure(exc.status_code, exc.body, exc.response)
         if isinstance(exc, anthropic.APITimeoutError):
             return timeout_failure(self.connect_timeout)
         if isinstance(exc, anthropic.APIConnectionError):

@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from robotad.agent.provider import ProviderError
 
@@ -30,6 +30,7 @@ __all__ = [
     "endpoint_of",
     "error_message",
     "parse_retry_after",
+    "redirect_target",
     "scrub",
     "status_failure",
     "stream_failure",
@@ -131,15 +132,42 @@ def endpoint_of(base_url: str) -> str:
     return f"{shown}:{port}"
 
 
+def redirect_target(request_url: str, location: str | None, secrets: Iterable[str]) -> str | None:
+    """Where a redirect answering `request_url` leads, as ``scheme://host:port/path`` (no
+    credentials, query or fragment, every secret cut out); None without a readable
+    ``Location``."""
+    if location is None:
+        return None
+    try:
+        parts = urlsplit(urljoin(request_url, location))
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
+            return None
+        where = f"{scheme}://{endpoint_of(parts.geturl())}{parts.path}"
+    except ValueError:
+        return None
+    return scrub(where, secrets) or None
+
+
 def status_failure(
     status: int,
     *,
     body: object,
     retry_after: float | None,
     secrets: Iterable[str],
+    redirect_to: str | None = None,
 ) -> ProviderFailure:
     """The failure for an HTTP error answer: "HTTP 401: authentication failed",
-    "HTTP 429: rate limited: <server message>", …"""
+    "HTTP 429: rate limited: <server message>", …; for a redirect (never followed: the key
+    and the conversation would go along), where it leads (`redirect_target`)."""
+    if 300 <= status < 400:
+        where = f"to {redirect_to}" if redirect_to else "elsewhere"
+        return ProviderFailure(
+            f"HTTP {status}: the server redirects {where}; robotad follows no redirect of a "
+            "model server (the key and the conversation would go along): set base_url to "
+            "where it leads",
+            status=status,
+        )
     reason = f"HTTP {status}: {_describe(status)}"
     detail = scrub(error_message(body) or "", secrets) if status not in (401, 403) else ""
     if detail:

@@ -55,6 +55,7 @@ from robotad.providers.sdk_provider import (
     SdkProvider,
     check_max_tokens,
     sdk_timeout,
+    without_redirects,
 )
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider", "new_openai_client"]
@@ -224,7 +225,9 @@ def new_openai_client(
         base_url=base_url or DEFAULT_OPENAI_BASE_URL,
         max_retries=0,
         timeout=sdk_timeout(connect_timeout),
-        http_client=bounded(http_client or openai.DefaultAsyncHttpxClient(), ProviderFailure),
+        http_client=bounded(
+            without_redirects(http_client or openai.DefaultAsyncHttpxClient()), ProviderFailure
+        ),
     )
 
 
@@ -317,7 +320,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
 
     def _failure(self, exc: Exception) -> ProviderFailure | None:
         if isinstance(exc, openai.APIStatusError):
-            return self._http_failure(exc.status_code, exc.body, exc.response.headers)
+            return self._http_failure(exc.status_code, exc.body, exc.response)
         if isinstance(exc, openai.APITimeoutError):
             return timeout_failure(self.connect_timeout)
         if isinstance(exc, openai.APIConnectionError):

@@ -50,6 +50,7 @@ from robotad.providers.failures import (
     connection_failure,
     endpoint_of,
     parse_retry_after,
+    redirect_target,
     status_failure,
 )
 from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
@@ -62,6 +63,7 @@ __all__ = [
     "SdkProvider",
     "check_max_tokens",
     "sdk_timeout",
+    "without_redirects",
 ]
 
 #: Sent when no key is configured: keyless local servers ignore it, real ones answer 401.
@@ -76,12 +78,22 @@ class _SdkClient(Protocol):
 
 
 ClientT = TypeVar("ClientT", bound=_SdkClient)
+ClientHttpT = TypeVar("ClientHttpT", bound=httpx2.AsyncClient)
 
 
 def sdk_timeout(connect_timeout: float) -> httpx2.Timeout:
     """The SDK client's timeout: `connect_timeout` to open a connection, nothing else — the
     wait for data belongs to the agent loop's idle deadline, never to a second clock."""
     return httpx2.Timeout(None, connect=connect_timeout)
+
+
+def without_redirects(client: ClientHttpT) -> ClientHttpT:
+    """`client`, following no redirect: a model server's redirect becomes the failure naming
+    where it leads (`status_failure`). Followed, it would take the conversation, and
+    Anthropic's ``x-api-key`` header (which the HTTP library keeps across hosts, unlike
+    ``Authorization``), to whatever host it names."""
+    client.follow_redirects = False
+    return client
 
 
 def check_max_tokens(max_tokens: int | None) -> None:
@@ -154,14 +166,19 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
         """The failure a vendor-specific SDK exception stands for; None for any other."""
 
     def _http_failure(
-        self, status: int, body: object, headers: Mapping[str, str]
+        self, status: int, body: object, response: httpx2.Response
     ) -> ProviderFailure:
-        """The failure for an HTTP error answer (`status_failure`), secrets cut out."""
+        """The failure for an HTTP error answer or a redirect (`status_failure`), secrets cut
+        out."""
+        headers = response.headers
         return status_failure(
             status,
             body=body,
             retry_after=parse_retry_after(headers),
             secrets=self._secrets,
+            redirect_to=redirect_target(
+                str(response.request.url), headers.get("location"), self._secrets
+            ),
         )
 
     async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
