@@ -49,6 +49,7 @@ from robotad.providers.convert import (
     anthropic_tool_choice,
     anthropic_tools,
     reported_usage,
+    summed_counts,
     text_of,
     tool_call,
 )
@@ -68,6 +69,7 @@ from robotad.providers.sdk_provider import (
     sdk_timeout,
     without_redirects,
 )
+from robotad.providers.stream_shapes import KNOWN_MESSAGE_EVENTS, message_event_problem
 
 __all__ = [
     "DEFAULT_ANTHROPIC_BASE_URL",
@@ -106,13 +108,21 @@ class MessageStreamAssembler:
         self.stopped = False
 
     def feed(self, event: RawMessageStreamEvent, observer: StreamObserver) -> None:
+        """Fold `event` in; one of a type the API added later is left out. Raises
+        `ProviderFailure` (not retryable) for an event of another shape, naming what is wrong
+        (`message_event_problem`)."""
+        problem = message_event_problem(event)
+        if problem is not None:
+            raise ProviderFailure(f"the server sent an event that is no Messages event: {problem}")
+        if getattr(event, "type", None) not in KNOWN_MESSAGE_EVENTS:
+            return
         kept = 0  # characters of a tool call's input or of thinking kept from this event
         if isinstance(event, RawContentBlockDeltaEvent):
             kept = self._delta(event.index, event.delta, observer)
             if kept < 0:
                 return
         elif isinstance(event, RawContentBlockStartEvent):
-            block = event.content_block.model_dump(exclude_none=True)
+            block = event.content_block.model_dump(exclude_none=True, warnings=False)
             self.blocks[event.index] = block
             if block.get("type") == "text" and block.get("text"):
                 self._text(event.index, str(block["text"]), observer)
@@ -121,13 +131,21 @@ class MessageStreamAssembler:
             # counts against the reply's bound, as its deltas do.
             kept = len(msgspec.json.encode(block))
         elif isinstance(event, RawMessageStartEvent):
-            self.message = {"id": event.message.id, "model": event.message.model}
-            self.usage = event.message.usage.model_dump(exclude_none=True)
+            message = event.message
+            self.message = {
+                "id": getattr(message, "id", None),
+                "model": getattr(message, "model", None),
+            }
+            usage = getattr(message, "usage", None)
+            self.usage = (
+                usage.model_dump(exclude_none=True, warnings=False) if usage is not None else {}
+            )
         elif isinstance(event, RawMessageDeltaEvent):
-            self.stop_reason = text_of(event.delta.stop_reason)
-            self.stop_sequence = text_of(event.delta.stop_sequence)
+            self.stop_reason = text_of(getattr(event.delta, "stop_reason", None))
+            self.stop_sequence = text_of(getattr(event.delta, "stop_sequence", None))
             # Later counts are cumulative: they replace earlier ones.
-            self.usage.update(event.usage.model_dump(exclude_none=True))
+            if getattr(event, "usage", None) is not None:
+                self.usage.update(event.usage.model_dump(exclude_none=True, warnings=False))
         elif isinstance(event, RawMessageStopEvent):
             self.stopped = True
         observer.on_activity(kept)
@@ -204,11 +222,11 @@ class MessageStreamAssembler:
         if "input_tokens" not in self.usage and "output_tokens" not in self.usage:
             return None
         # Cached prompt tokens still fill the context window, so they count as input.
-        prompt = sum(
-            int(self.usage.get(key) or 0)
+        prompt = summed_counts(
+            self.usage.get(key) or 0
             for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         )
-        return reported_usage("anthropic", prompt, int(self.usage.get("output_tokens") or 0))
+        return reported_usage("anthropic", prompt, self.usage.get("output_tokens") or 0)
 
 
 async def _drain(stream: AsyncStream[RawMessageStreamEvent]) -> None:

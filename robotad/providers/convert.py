@@ -18,6 +18,7 @@ Both vendors get exactly the history the loop hands over, nothing added:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -33,6 +34,7 @@ __all__ = [
     "openai_tool_choice",
     "openai_tools",
     "reported_usage",
+    "summed_counts",
     "text_of",
     "tool_call",
 ]
@@ -65,24 +67,53 @@ def tool_call(call_id: str, name: str, argument_text: str) -> ToolCall:
 
 
 def reported_usage(
-    vendor: str, input_tokens: int, output_tokens: int, total_tokens: int | None = None
+    vendor: str, input_tokens: object, output_tokens: object, total_tokens: object = None
 ) -> Usage | None:
     """The `Usage` a vendor's reply reported, or None — with a warning in robotad's log —
-    when a count is negative or past `protocol.shapes.MAX_SAFE_INTEGER`, which no call can
-    have (the context figures then rest on the estimate instead of a nonsense figure)."""
-    counts: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens}
+    when a count is negative, past `protocol.shapes.MAX_SAFE_INTEGER` or no whole number
+    (a string, ``NaN``, ``1e400``), which no call can have (the context figures then rest on
+    the estimate instead of a nonsense figure). A whole number sent as a float (``12.0``)
+    counts as that number."""
+    counts: dict[str, Any] = {
+        "inputTokens": _whole(input_tokens),
+        "outputTokens": _whole(output_tokens),
+    }
     if total_tokens is not None:
-        counts["totalTokens"] = total_tokens
+        counts["totalTokens"] = _whole(total_tokens)
     try:
         return msgspec.convert(counts, Usage)
     except msgspec.ValidationError:
+        # A count that is no number is named by its type: the server's text stays out of the log.
+        shown = {
+            name: value if isinstance(value, int) else type(value).__name__
+            for name, value in counts.items()
+        }
         log.warning(
-            "%s reported a token count no call can have (negative, or past 2**53 - 1) %s; "
-            "usage ignored",
+            "%s reported a token count no call can have (negative, past 2**53 - 1, or not a "
+            "whole number) %s; usage ignored",
             vendor,
-            counts,
+            shown,
         )
         return None
+
+
+def summed_counts(counts: Iterable[object]) -> object:
+    """The sum of token counts when each is a whole number, else the first that is not (for
+    `reported_usage` to refuse)."""
+    total = 0
+    for count in counts:
+        value = _whole(count)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return value
+        total += value
+    return total
+
+
+def _whole(count: object) -> object:
+    """`count`, an integral finite float made an int; anything else as it is."""
+    if isinstance(count, float) and count.is_integer():
+        return int(count)
+    return count
 
 
 def _argument_text(call: ToolCall) -> str:

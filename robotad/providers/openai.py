@@ -57,6 +57,7 @@ from robotad.providers.sdk_provider import (
     sdk_timeout,
     without_redirects,
 )
+from robotad.providers.stream_shapes import chat_chunk_problem
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "ChatStreamAssembler", "OpenAIProvider", "new_openai_client"]
 
@@ -96,12 +97,19 @@ class ChatStreamAssembler:
         self._role_seen = False
 
     def feed(self, chunk: ChatCompletionChunk, observer: StreamObserver) -> None:
+        """Fold `chunk` in. Raises `ProviderFailure` (not retryable) for a chunk of another
+        shape, naming what is wrong (`chat_chunk_problem`)."""
+        problem = chat_chunk_problem(chunk)
+        if problem is not None:
+            raise ProviderFailure(
+                f"the server sent a chunk that is no Chat Completions chunk: {problem}"
+            )
         if not self.meta:
-            self.meta = {"id": chunk.id, "model": chunk.model}
-            if chunk.system_fingerprint:
+            self.meta = {"id": getattr(chunk, "id", None), "model": getattr(chunk, "model", None)}
+            if getattr(chunk, "system_fingerprint", None):
                 self.meta["system_fingerprint"] = chunk.system_fingerprint
         if chunk.usage is not None:
-            self.usage = chunk.usage.model_dump(exclude_none=True)
+            self.usage = chunk.usage.model_dump(exclude_none=True, warnings=False)
         texted = False
         kept = 0  # characters of tool calls kept from this chunk
         # A chunk that says nothing (an empty delta, as a server's keep-alive) is no sign of
@@ -179,8 +187,8 @@ class ChatStreamAssembler:
         total = self.usage.get("total_tokens")
         return reported_usage(
             "openai",
-            int(self.usage.get("prompt_tokens") or 0),
-            int(self.usage.get("completion_tokens") or 0),
+            self.usage.get("prompt_tokens") or 0,
+            self.usage.get("completion_tokens") or 0,
             total if isinstance(total, int) else None,
         )
 
