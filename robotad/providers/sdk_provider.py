@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import json
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -100,6 +101,29 @@ def check_max_tokens(max_tokens: int | None) -> None:
     """Refuse a reply budget that is not a positive integer (`ValueError`); None is none."""
     if max_tokens is not None and max_tokens <= 0:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+
+
+def _undecodable(exc: ValueError) -> ProviderFailure | None:
+    """The failure for an event the SDK could not decode, None for any other `ValueError`.
+    The SDKs decode each line as UTF-8 and parse each event's data with ``json.loads``, and
+    let the error out: not JSON, not UTF-8, or a number of more digits than Python converts
+    (``sys.get_int_max_str_digits``, a ``ValueError`` of its own). Not retried: the server
+    would send the same."""
+    if isinstance(exc, json.JSONDecodeError):
+        return ProviderFailure(
+            "the server sent an event whose data is not JSON "
+            f"({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        )
+    if isinstance(exc, UnicodeDecodeError):
+        return ProviderFailure(
+            f"the server sent an event that is not UTF-8 text (byte 0x{exc.object[exc.start]:02x})"
+        )
+    if "integer string conversion" in str(exc):
+        return ProviderFailure(
+            "the server sent an event whose data is not JSON robotad reads (a number of more "
+            f"than {sys.get_int_max_str_digits()} digits)"
+        )
+    return None
 
 
 class SdkProvider(abc.ABC, Generic[ClientT]):
@@ -215,12 +239,8 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
                 failure = connection_failure(exc)
             if failure is None and isinstance(exc, (self._sdk_error, httpx2.HTTPError)):
                 failure = ProviderFailure(f"provider client error ({type(exc).__name__})")
-            if failure is None and isinstance(exc, json.JSONDecodeError):
-                # The SDKs parse each event's data with json.loads and let its error out.
-                failure = ProviderFailure(
-                    "the server sent an event whose data is not JSON "
-                    f"({exc.msg} at line {exc.lineno}, column {exc.colno})"
-                )
+            if failure is None and isinstance(exc, ValueError):
+                failure = _undecodable(exc)
             if failure is None:
                 raise  # not the SDK's: our own ProviderFailure, or a bug to see whole
             raise failure from None

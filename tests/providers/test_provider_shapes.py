@@ -165,3 +165,36 @@ async def test_a_whole_count_sent_as_a_float_still_counts(
         reply = await provider.complete(user_request(), recorder)
     assert reply.usage is not None
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (12, 3)
+
+
+_NOT_UTF8 = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n'
+_HUGE_NUMBER = sse('{"id":"c","choices":[],"usage":{"prompt_tokens":1%s}}' % ("0" * 5000))
+
+
+@pytest.mark.parametrize("vendor", [OpenAIProvider, AnthropicProvider])
+@pytest.mark.parametrize(
+    ("event", "named"),
+    [
+        (_NOT_UTF8, "the server sent an event that is not UTF-8 text (byte 0xff)"),
+        (_HUGE_NUMBER, "not JSON robotad reads (a number of more than 4300 digits)"),
+    ],
+)
+async def test_an_event_the_sdk_cannot_decode_is_named_and_not_retried(
+    vendor: type[OpenAIProvider] | type[AnthropicProvider],
+    event: bytes,
+    named: str,
+    serve: Serve,
+    closing: ProviderCloser,
+    recorder: Recorder,
+) -> None:
+    if vendor is OpenAIProvider:
+        events, path = [event, _FINISH, sse("[DONE]")], "/v1"
+    else:
+        whole = anthropic_stream([{"text": ["hi"]}])
+        events, path = [*whole[:2], event.replace(b"data:", b"event: x\ndata:"), *whole[2:]], ""
+    server = await serve(Reply(events=events))
+    provider = closing(fake_served(vendor, server.base_url + path, QUICK_RETRIES))
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await provider.complete(user_request(), recorder)
+    assert named in cause_of(caught.value)
+    assert len(server.requests) == 1
