@@ -3,6 +3,9 @@
 Any OpenAI-compatible server works (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio): the
 request is a plain Chat Completions call with ``stream=True`` and
 ``stream_options={"include_usage": True}``, so the last chunk carries exact token usage.
+The reply is whole at the chunk that says how it finished: what follows (usage, ``[DONE]``)
+is read only briefly, so a server that then holds the response open or breaks the connection
+cannot fail a finished reply.
 
 Under trio: the SDK's HTTP layer (httpx2 over httpcore2) has a native trio backend, so the
 SDK's default client streams under trio as it is; nothing of the request path needs asyncio.
@@ -20,6 +23,7 @@ The SDK still honours a few ambient variables of its own that have no constructo
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +31,7 @@ from urllib.parse import urlsplit
 import httpx2
 import msgspec
 import openai
+import trio
 from openai.types.chat import ChatCompletionChunk
 
 from protocol.shapes import ToolCall, Usage, new_id
@@ -67,6 +72,13 @@ _TYPED = ("model", "stream", "stream_options")
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: OpenAI's own API, which takes a reply budget as ``max_completion_tokens`` only.
 _OPENAI_HOST = "api.openai.com"
+#: Seconds the usage chunk is waited for once the reply has finished (it comes right after).
+_USAGE_WAIT = 1.0
+#: Seconds the rest of a body is read after the usage chunk (`_after_finish`).
+_DRAIN_TIMEOUT = 0.1
+#: What reading past the finish may raise: an error payload, a broken connection, data that
+#: is not JSON or not of the chunk's shape, a bound crossed.
+_AFTER_THE_END = (openai.OpenAIError, httpx2.HTTPError, ValueError, ProviderFailure)
 #: Characters one tool call adds to the reply besides its id, name and arguments: its frame in
 #: the reply's JSON (``_raw``), counted against the reply's bound for every new call.
 _CALL_SIZE = len('{"id":"","type":"function","function":{"name":"","arguments":""}}')
@@ -215,6 +227,27 @@ class ChatStreamAssembler:
         return raw
 
 
+async def _after_finish(
+    stream: openai.AsyncStream[ChatCompletionChunk],
+    assembler: ChatStreamAssembler,
+    observer: StreamObserver,
+) -> None:
+    """Read what follows the chunk that says how the reply finished: the usage chunk, for at
+    most `_USAGE_WAIT`, then the rest (``[DONE]``, the body's end, read so that the
+    connection can be kept) for at most `_DRAIN_TIMEOUT`. The reply is whole by then: a server
+    that holds the response open without ``[DONE]`` or breaks the connection costs at most
+    its usage, never the reply (it waited for the caller's idle deadline, and the turn failed
+    with a reply already shown whole)."""
+    with trio.move_on_after(_USAGE_WAIT), contextlib.suppress(*_AFTER_THE_END):
+        async for chunk in stream:
+            assembler.feed(chunk, observer)
+            if assembler.usage is not None:
+                break
+    with trio.move_on_after(_DRAIN_TIMEOUT), contextlib.suppress(*_AFTER_THE_END):
+        async for _ in stream:
+            pass
+
+
 def _compact_json(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
@@ -324,6 +357,9 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             self.require_event_stream(stream.response.headers)
             async for chunk in stream:
                 assembler.feed(chunk, observer)
+                if assembler.finish_reason is not None:
+                    await _after_finish(stream, assembler, observer)
+                    break
         return assembler.reply()
 
     def _failure(self, exc: Exception) -> ProviderFailure | None:

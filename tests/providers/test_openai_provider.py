@@ -316,6 +316,32 @@ async def test_stream_cut_before_finish_is_a_failure(
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize("usage", [{"prompt_tokens": 7, "completion_tokens": 2}, None])
+@pytest.mark.parametrize("then", ["held open", "reset"])
+async def test_the_reply_is_whole_at_its_finish_without_done(
+    serve: Serve,
+    make_provider: MakeProvider,
+    recorder: Recorder,
+    usage: dict[str, int] | None,
+    then: str,
+) -> None:
+    """A server that finishes the reply (and sends usage, or ignores ``include_usage``) but
+    never sends ``[DONE]``, holding the response open or resetting the connection, neither
+    fails a reply already shown whole nor keeps the call waiting for the caller's idle
+    deadline."""
+    events = openai_stream(["whole"], usage=usage, done=False)
+    cut = {"stall_after": len(events)} if then == "held open" else {"reset_after": len(events)}
+    server = await serve(Reply(events=events, **cut))  # type: ignore[arg-type]
+    with trio.fail_after(5):
+        reply = await make_provider(server.base_url, policy=NO_RETRIES).complete(
+            user_request(), recorder
+        )
+    assert (reply.text, reply.stop_reason) == ("whole", "stop")
+    assert recorder.texts == ["whole"]
+    if usage is not None:
+        assert reply.usage == Usage(7, 2)
+
+
 async def test_a_web_page_where_the_api_should_be_is_named_and_not_retried(
     serve: Serve, make_provider: MakeProvider, recorder: Recorder
 ) -> None:
