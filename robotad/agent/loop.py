@@ -393,7 +393,9 @@ class _Turn:
             # the Cancelled to that outer scope instead, so an abort always wins.
             self._partial = None
             self._observe_round("failed")
-            reason = idle_timeout_reason(self._provider, self._options.idle_timeout)
+            reason = idle_timeout_reason(
+                self._provider, self._options.idle_timeout, replying=tap.replying
+            )
             raise ModelCallFailed(reason, self._provider.name)
         self._partial = None
         self._observe_round("ok")

@@ -128,10 +128,12 @@ def provider_endpoint(provider: Provider) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def idle_timeout_reason(provider: Provider, seconds: float | None) -> str:
-    """The `ProviderError` reason of a call that sent nothing for `seconds`:
-    ``127.0.0.1:8080: no data for 120 s (idle timeout)``, the endpoint first when known."""
-    return located_reason(provider, f"no data for {seconds or 0:g} s (idle timeout)")
+def idle_timeout_reason(provider: Provider, seconds: float | None, *, replying: bool) -> str:
+    """The `ProviderError` reason of a call that sent nothing for `seconds`, saying whether
+    its reply had begun (`replying`): ``127.0.0.1:8080: no data for 120 s (idle timeout):
+    no reply began``, or ``…: the reply stopped mid-stream``; the endpoint first when known."""
+    which = "the reply stopped mid-stream" if replying else "no reply began"
+    return located_reason(provider, f"no data for {seconds or 0:g} s (idle timeout): {which}")
 
 
 def located_reason(provider: Provider, cause: str) -> str:

@@ -39,7 +39,8 @@ class ReplyTooLong(ProviderError):
 class StreamTap:
     """The `StreamObserver` of one provider call: moves the `idle` scope's deadline on every
     sign of life, keeps the text in `partial` and forwards it to `sink` (when given), and
-    stops a reply that passes `MAX_REPLY_CHARS`."""
+    stops a reply that passes `MAX_REPLY_CHARS`. `replying` says whether the reply began (any
+    sign of life came), for the idle failure to say which wait ran out."""
 
     def __init__(
         self,
@@ -55,8 +56,10 @@ class StreamTap:
         self._sink = sink
         self._chars = 0
         self.on_activity()
+        self.replying = False
 
     def on_activity(self, chars: int = 0) -> None:
+        self.replying = True
         if self._timeout is not None:
             self._idle.deadline = trio.current_time() + self._timeout
         self._chars += chars

@@ -43,10 +43,32 @@ async def test_g039_a_silent_provider_call_fails_with_an_idle_timeout_reason(
             scripted({"text": "too late", "delayMs": 5000}), journal, idle_timeout=1.0, bus=bus
         )
 
-    assert caught.value.reason == "no data for 1 s (idle timeout)"
+    assert caught.value.reason == "no data for 1 s (idle timeout): no reply began"
     assert caught.value.provider_name == "scripted"
     assert journal.roles() == ["system", "user"]
     assert [o.outcome for o in observed] == ["failed"]
+
+
+class StopsMidStream(FakeProvider):
+    """Streams one piece of text, then nothing."""
+
+    name = "stops"
+
+    async def complete(self, request: ModelRequest, observer: StreamObserver) -> ModelReply:
+        observer.on_text("par")
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_g039_the_idle_reason_says_whether_the_reply_had_begun(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """G-039: a server that stops mid-reply is told apart from one that never began one."""
+    journal = Journal(start_history())
+    with pytest.raises(ModelCallFailed) as caught:
+        await turn(StopsMidStream(), journal, idle_timeout=1.0)
+    assert caught.value.reason == "no data for 1 s (idle timeout): the reply stopped mid-stream"
+    assert journal.roles() == ["system", "user"]  # the partial "par" is not committed
 
 
 async def test_g040_each_delta_restarts_the_idle_timer(

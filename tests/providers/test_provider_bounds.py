@@ -233,5 +233,9 @@ def test_the_idle_reason_names_the_endpoint_when_there_is_one() -> None:
     class Remote(ScriptedProvider):
         endpoint = "127.0.0.1:8080"
 
-    assert idle_timeout_reason(Remote(), 120) == "127.0.0.1:8080: no data for 120 s (idle timeout)"
-    assert idle_timeout_reason(ScriptedProvider(), 0.5) == "no data for 0.5 s (idle timeout)"
+    assert idle_timeout_reason(Remote(), 120, replying=False) == (
+        "127.0.0.1:8080: no data for 120 s (idle timeout): no reply began"
+    )
+    assert idle_timeout_reason(ScriptedProvider(), 0.5, replying=True) == (
+        "no data for 0.5 s (idle timeout): the reply stopped mid-stream"
+    )

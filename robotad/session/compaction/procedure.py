@@ -146,13 +146,16 @@ class CompactionProcedure:
         )
         try:
             with trio.CancelScope() as idle:
+                tap = StreamTap(idle, self.idle_timeout)
                 return await compactor.compact(
                     list(self._conversation.messages),
                     trigger=trigger,
                     instructions=instructions,
-                    observer=StreamTap(idle, self.idle_timeout),
+                    observer=tap,
                 )
-            reason = idle_timeout_reason(compactor.provider, self.idle_timeout)
+            reason = idle_timeout_reason(
+                compactor.provider, self.idle_timeout, replying=tap.replying
+            )
         except CompactionError as exc:
             reason = exc.reason
         except Exception as exc:
