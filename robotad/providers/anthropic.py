@@ -327,7 +327,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         assembler = MessageStreamAssembler()
         stream = await self._client.messages.create(**params)
         async with stream:
-            self.require_event_stream(stream.response.headers)
+            await self.require_event_stream(stream.response)
             async for event in stream:
                 assembler.feed(event, observer)
                 if assembler.stopped:

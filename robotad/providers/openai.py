@@ -354,7 +354,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         wire = {name: value for name, value in params.items() if name not in _TYPED}
         stream = await self._client.chat.completions.create(**typed, messages=[], extra_body=wire)
         async with stream:
-            self.require_event_stream(stream.response.headers)
+            await self.require_event_stream(stream.response)
             async for chunk in stream:
                 assembler.feed(chunk, observer)
                 if assembler.finish_reason is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import abc
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import httpx2
@@ -50,8 +50,10 @@ from robotad.providers.failures import (
     check_api_key,
     connection_failure,
     endpoint_of,
+    error_message,
     parse_retry_after,
     redirect_target,
+    scrub,
     status_failure,
 )
 from robotad.providers.retry import RetryPolicy, StreamProgress, call_with_retries
@@ -101,6 +103,14 @@ def check_max_tokens(max_tokens: int | None) -> None:
     """Refuse a reply budget that is not a positive integer (`ValueError`); None is none."""
     if max_tokens is not None and max_tokens <= 0:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+
+
+async def _json_body(response: httpx2.Response) -> object:
+    """`response`'s body as JSON; None when it cannot be read or is not JSON."""
+    try:
+        return json.loads(await response.aread())
+    except (httpx2.HTTPError, ProviderFailure, ValueError, RecursionError):
+        return None
 
 
 def _undecodable(exc: ValueError) -> ProviderFailure | None:
@@ -245,18 +255,31 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
                 raise  # not the SDK's: our own ProviderFailure, or a bug to see whole
             raise failure from None
 
-    @staticmethod
-    def require_event_stream(headers: Mapping[str, str]) -> None:
+    async def require_event_stream(self, response: httpx2.Response) -> None:
         """Refuse an answer that is no event stream: a web page or other document a wrong
         ``base_url`` leads to would otherwise read as a stream that ended before any reply
-        (and be asked for again)."""
-        kind = headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind != "text/event-stream":
-            raise ProviderFailure(
-                f"the server answered with {kind or 'no content type'}, not an event stream: "
-                "does base_url name the model API (an OpenAI-compatible one usually ends in "
-                "/v1)?"
-            )
+        (and be asked for again). A JSON answer is read (within the bounds of
+        `robotad.http_bounds`) for what it is: an error the server sent with status 200 is
+        named by its message, a whole reply as a server that does not stream."""
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "text/event-stream":
+            return
+        shown = kind or "no content type"
+        if kind == "application/json":
+            body = await _json_body(response)
+            message = error_message(body)
+            if message is not None:
+                detail = scrub(message, self._secrets)
+                raise ProviderFailure(f"the server answered with an error, not a stream: {detail}")
+            if isinstance(body, dict) and ("choices" in body or body.get("type") == "message"):
+                raise ProviderFailure(
+                    f"the server answered with a whole reply ({shown}), not an event stream: "
+                    "it does not stream, and robotad reads only streamed replies"
+                )
+        raise ProviderFailure(
+            f"the server answered with {shown}, not an event stream: does base_url name the "
+            "model API (an OpenAI-compatible one usually ends in /v1)?"
+        )
 
     async def aclose(self) -> None:
         """Close an own SDK client and its connections, or release a pooled one; idempotent,

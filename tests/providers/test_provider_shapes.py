@@ -5,6 +5,7 @@ API may add later is left out. Against a loopback fake server, as real servers s
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -17,6 +18,7 @@ from robotad.providers.openai import OpenAIProvider
 
 from .conftest import (
     QUICK_RETRIES,
+    SECRET_KEY,
     ProviderCloser,
     Recorder,
     Serve,
@@ -197,4 +199,60 @@ async def test_an_event_the_sdk_cannot_decode_is_named_and_not_retried(
     with trio.fail_after(10), pytest.raises(ProviderError) as caught:
         await provider.complete(user_request(), recorder)
     assert named in cause_of(caught.value)
+    assert len(server.requests) == 1
+
+
+def _json(body: object) -> Reply:
+    return Reply(body=json.dumps(body).encode())
+
+
+@pytest.mark.parametrize("vendor", [OpenAIProvider, AnthropicProvider])
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [
+        (
+            _json({"error": {"message": f"model overloaded {SECRET_KEY}", "code": 503}}),
+            "the server answered with an error, not a stream: model overloaded [redacted]",
+        ),
+        (
+            _json({"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]}),
+            "the server answered with a whole reply (application/json), not an event stream: "
+            "it does not stream",
+        ),
+        (
+            _json({"type": "message", "content": [{"type": "text", "text": "hi"}]}),
+            "the server answered with a whole reply (application/json), not an event stream",
+        ),
+        (
+            Reply(body=b"not json", content_type="application/json"),
+            "the server answered with application/json, not an event stream: does base_url",
+        ),
+    ],
+)
+async def test_a_json_answer_where_a_stream_belongs_says_what_it_was(
+    vendor: type[OpenAIProvider] | type[AnthropicProvider],
+    answer: Reply,
+    named: str,
+    serve: Serve,
+    closing: ProviderCloser,
+    recorder: Recorder,
+) -> None:
+    """A server that answers 200 with an error in JSON, or with a whole reply because it does
+    not stream, is not sent looking for a wrong base_url; G-206: no key in the reason."""
+    server = await serve(answer)
+    path = "/v1" if vendor is OpenAIProvider else ""
+    provider = closing(
+        vendor(
+            name="p",
+            model="m",
+            base_url=server.base_url + path,
+            api_key=SECRET_KEY,
+            context_window=None,
+            retry_policy=QUICK_RETRIES,
+        )
+    )
+    with trio.fail_after(10), pytest.raises(ProviderError) as caught:
+        await provider.complete(user_request(), recorder)
+    assert cause_of(caught.value).startswith(named)
+    assert SECRET_KEY not in caught.value.reason
     assert len(server.requests) == 1
