@@ -66,6 +66,7 @@ from protocol.shapes import Message, StopReason, ToolCall, utc_now
 from robotad.agent.abort import AbortSignal
 from robotad.agent.call_ids import distinct_call_ids
 from robotad.agent.gate import ToolGate
+from robotad.agent.model_text import encodable_reply
 from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
 from robotad.agent.provider import (
     ModelReply,
@@ -399,7 +400,7 @@ class _Turn:
             raise ModelCallFailed(reason, self._provider.name)
         self._partial = None
         self._observe_round("ok")
-        return reply
+        return encodable_reply(reply)
 
     async def _unless_aborted(self) -> None:
         """A provider that turned the abort's cancellation into an error still ends in the

@@ -14,6 +14,7 @@ from typing import Final
 
 import trio
 
+from robotad.agent.model_text import encodable_text
 from robotad.agent.provider import ProviderError
 
 __all__ = ["MAX_REPLY_CHARS", "ReplyTooLong", "StreamTap"]
@@ -70,6 +71,7 @@ class StreamTap:
         self.on_activity(len(delta))
         if not delta:
             return
+        delta = encodable_text(delta)  # a lone surrogate could reach no client nor log
         if self._partial is not None:
             self._partial.append(delta)
         if self._sink is not None:

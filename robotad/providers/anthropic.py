@@ -41,6 +41,7 @@ from anthropic.types import (
 )
 
 from protocol.shapes import ToolCall, Usage, new_id
+from robotad.agent.model_text import encodable_tree
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.http_bounds import bounded
 from robotad.providers.clients import ClientLease
@@ -122,7 +123,11 @@ class MessageStreamAssembler:
             if kept < 0:
                 return
         elif isinstance(event, RawContentBlockStartEvent):
-            block = event.content_block.model_dump(exclude_none=True, warnings=False)
+            # A block whole at its start (a tool call's input) was parsed by the SDK, which lets
+            # a lone surrogate through: UTF-8 could not encode it (`model_text`).
+            block = encodable_tree(
+                event.content_block.model_dump(exclude_none=True, warnings=False)
+            )
             self.blocks[event.index] = block
             if block.get("type") == "text" and block.get("text"):
                 self._text(event.index, str(block["text"]), observer)

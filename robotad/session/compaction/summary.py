@@ -36,6 +36,7 @@ import msgspec
 from msgspec import Struct
 
 from protocol.shapes import Message
+from robotad.agent.model_text import encodable_reply
 from robotad.agent.provider import (
     ModelReply,
     ModelRequest,
@@ -308,6 +309,7 @@ class Compactor:
             reply = await self.provider.complete(request, observer or _Quiet())
         except ProviderError as exc:
             raise CompactionError(trigger, f"provider failed: {exc.reason}") from exc
+        reply = encodable_reply(reply)
         if not reply.text.strip():
             raise CompactionInvalid(trigger, "the provider returned an empty summary")
         new_history = compacted_history(history, reply.text, trigger)
