@@ -188,11 +188,16 @@ class JournalConflict(JournalError):
 
 
 class JournalCorrupt(JournalError):
-    """An execution's journal cannot be trusted; `issues` locates every problem found."""
+    """An execution's journal cannot be trusted; `issues` locates every problem found, and
+    `path` names its file relative to the state folder when a `FileExecutionJournal` read it
+    (None from the pure `decode_journal`)."""
 
-    def __init__(self, execution_id: str, issues: list[LineIssue]) -> None:
+    def __init__(
+        self, execution_id: str, issues: list[LineIssue], *, path: str | None = None
+    ) -> None:
         self.execution_id = execution_id
         self.issues = issues
+        self.path = path
         first = f": line {issues[0]['line']}: {issues[0]['message']}" if issues else ""
         more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
         super().__init__(f"journal of execution {execution_id} is corrupt{first}{more}")
@@ -374,12 +379,14 @@ class FileExecutionJournal:
     ) -> None:
         await self.aclose()
 
+    def _relative(self, execution_id: str) -> str:
+        """An execution's file, relative to the state folder (as errors name it)."""
+        path = self.directory / f"{execution_id}{_SUFFIX}"
+        return relative_path(path, self.directory.parent.parent)
+
     def _storage_error(self, execution_id: str, exc: OSError) -> StorageError:
         """`exc` as the storage failure of an execution's file (its cause chained)."""
-        path = self.directory / f"{execution_id}{_SUFFIX}"
-        failure = StorageError(
-            relative_path(path, self.directory.parent.parent), storage_reason(exc), exc.errno
-        )
+        failure = StorageError(self._relative(execution_id), storage_reason(exc), exc.errno)
         failure.__cause__ = exc
         return failure
 
@@ -404,12 +411,19 @@ class FileExecutionJournal:
         try:
             data = folder.read(f"{execution_id}{_SUFFIX}")
         except fsio.UnsafePath as exc:
-            raise JournalCorrupt(execution_id, [{"line": 0, "message": _reason(exc)}]) from None
+            issue: LineIssue = {"line": 0, "message": _reason(exc)}
+            raise JournalCorrupt(execution_id, [issue], path=self._relative(execution_id)) from None
         except OSError as exc:
             raise JournalReadError(
                 f"cannot read the journal of execution {execution_id}: {_reason(exc)}"
             ) from exc
-        return [] if data is None else decode_journal(execution_id, data)
+        if data is None:
+            return []
+        try:
+            return decode_journal(execution_id, data)
+        except JournalCorrupt as exc:
+            exc.path = self._relative(execution_id)
+            raise
 
     def _remember(self, execution_id: str, records: list[JournalRecord]) -> None:
         """Index what was read, unless the execution is over (nothing will be appended) or

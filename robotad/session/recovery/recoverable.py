@@ -56,6 +56,8 @@ from protocol.errors import (
     CompactionAborted,
     EffectUncertain,
     InternalError,
+    Issue,
+    RecordCorrupt,
     RpcError,
     StaleResponse,
     TurnAborted,
@@ -83,6 +85,7 @@ from robotad.storage.failure import storage_failed
 from robotad.storage.journal import (
     ExecutionJournal,
     FinishedRecord,
+    JournalCorrupt,
     JournalError,
     JournalRecord,
     ResponseRecord,
@@ -367,7 +370,7 @@ class RecoverableExecutions:
         if open_calls(history):
             anchor = next(m for m in reversed(history) if m.role == "assistant").id
             for execution_id in reversed(executions):  # newest first: it is almost always
-                records = await journal.read(execution_id)
+                records = await self._read(execution_id, journal)
                 execution = Execution.from_records(execution_id, journal, records)
                 if (
                     execution is None
@@ -556,5 +559,17 @@ class RecoverableExecutions:
 
 
 def _persistence(exc: JournalError, session_id: str) -> RpcError:
+    """A journal failure as the wire error it is: a damaged journal file is RecordCorrupt
+    naming the file and each bad line (never read as "nothing pending", and never an
+    internal error: the session cannot load until the file is restored or moved aside)."""
+    if isinstance(exc, JournalCorrupt):
+        issues: list[Issue] = [
+            {
+                "path": f"line {issue['line']}" if issue["line"] else "file",
+                "message": issue["message"],
+            }
+            for issue in exc.issues
+        ]
+        return RecordCorrupt(session_id, issues, path=exc.path)
     refused = storage_failed(exc, session_id)
     return refused or InternalError(f"the execution journal failed: {exc}")
