@@ -12,9 +12,13 @@ A result reads back in full until it expires (G-200) — 24 hours, or until the 
 whichever comes first: the store lives in the runtime folder only, so a record, an export and a
 restart keep the reference, never the content. The 24 hours count time the machine spent
 suspended (``CLOCK_BOOTTIME``; the monotonic clock stops during a suspend, and a laptop's
-nights would have stretched them). Expired results are purged on every `put`/`get`
-and by `purge_expired`, and `close` removes everything (G-201). The store is synchronous and
-thread-safe.
+nights would have stretched them). It reads back only as it was stored: the store keeps each
+result's length in memory, so a file cut short, grown, left undecodable or removed behind the
+store's back is a `SpillError` saying so, never a part of a result passed off as the whole
+(a digest would also catch a rewrite of the same length, by someone with the user's rights,
+at the cost of hashing every result on the event loop: 0.2 s for an MCP server's 64 MiB).
+Expired results are purged on every `put`/`get` and by `purge_expired`, and `close` removes
+everything (G-201). The store is synchronous and thread-safe.
 
 One store serves the whole daemon; each session uses it through `scoped` (a view naming the
 session). A view's `put` makes the session the result's owner and its `get` reads only results
@@ -75,6 +79,8 @@ class SpillNotFound(SpillError):
 class _Spilled:
     file: str
     expires: float
+    #: How many bytes were written, to know the file is still whole.
+    size: int
     #: The sessions that may read it (empty: only the unscoped store, as `put` there gives).
     owners: set[str] = field(default_factory=set)
 
@@ -181,7 +187,9 @@ class SpillStore:
             os.close(fd)
             reference = REFERENCE_PREFIX + secrets.token_urlsafe(24)
             owners = set() if self._reader is None else {self._reader}
-            shelf.entries[reference] = _Spilled(name, shelf.clock() + shelf.ttl, owners)
+            expires = shelf.clock() + shelf.ttl
+            spilled = _Spilled(name, expires, len(data), owners)
+            shelf.entries[reference] = spilled
             return reference
 
     def get(self, reference: str) -> str:
@@ -200,8 +208,16 @@ class SpillStore:
             except OSError as exc:
                 raise SpillError(f"cannot read a tool result ({_errno_name(exc)})") from None
             if data is None:
-                raise SpillNotFound("unknown or expired tool result")
-            return data.decode("utf-8")
+                raise SpillError("the stored tool result was removed from disk before it was read")
+            changed = SpillError(
+                "the stored tool result was changed on disk after it was stored, so it is not shown"
+            )
+            if len(data) != spilled.size:
+                raise changed
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise changed from None
 
     def share(self, references: Iterable[str], owner: str, with_owner: str) -> int:
         """Make `with_owner` an owner of each of `references` that `owner` owns (a fork

@@ -7,6 +7,7 @@ import re
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -269,3 +270,37 @@ def test_references_are_found_in_text() -> None:
     first, second = "tool-result:" + "a" * 32, "tool-result:" + "B-_" * 10 + "cd"
     text = f"{first}\n[image, 3 bytes, stored as {second}] tool-result:short"
     assert references_in(text) == [first, second]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[: len(data) // 2], id="cut-short"),
+        pytest.param(lambda data: data[: len(data) // 2 + 1], id="cut-in-a-character"),
+        pytest.param(lambda data: data.replace("ü".encode(), b"\xff\xfe"), id="undecodable"),
+        pytest.param(None, id="removed"),
+    ],
+)
+def test_a_result_changed_on_disk_is_refused_never_shown_in_part(
+    runtime: Path, damage: Any
+) -> None:
+    """G-200, G-197: a spill file cut short read back as the whole result (the model was told
+    it saw all of it), one cut inside a character raised a decoding error quoting its bytes,
+    and a removed one read as "unknown or expired". Each is now a SpillError saying what
+    happened to the stored result, naming no path or payload."""
+    payload = "secret-ünïcödé " * 10_000
+    with SpillStore(runtime) as store:
+        reference = store.put(payload)
+        (name,) = _results(_store_dir(runtime))
+        file = _store_dir(runtime) / name
+        if damage is None:
+            file.unlink()
+        else:
+            file.write_bytes(damage(file.read_bytes()))
+        with pytest.raises(SpillError) as caught:
+            store.get(reference)
+    assert not isinstance(caught.value, SpillNotFound)
+    message = str(caught.value)
+    assert "removed" in message if damage is None else "changed" in message
+    assert "secret" not in message
+    assert name not in message
