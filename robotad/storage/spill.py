@@ -20,6 +20,12 @@ at the cost of hashing every result on the event loop: 0.2 s for an MCP server's
 Expired results are purged on every `put`/`get` and by `purge_expired`, and `close` removes
 everything (G-201). The store is synchronous and thread-safe.
 
+The results stored at once take at most the store's budget (`budget`, by default
+`DEFAULT_BUDGET` or a quarter of the runtime folder's file system, whichever is less): that
+file system is memory (a tmpfs) shared with the user's other programs, and a day of large
+results (an MCP server's screenshots) must not fill it. A `put` past the budget is a
+`SpillError`, as a full disk is: the caller shows the result cut short instead.
+
 One store serves the whole daemon; each session uses it through `scoped` (a view naming the
 session). A view's `put` makes the session the result's owner and its `get` reads only results
 the session owns, so a reference is never a way into another session's results. `share` makes
@@ -52,6 +58,7 @@ from types import TracebackType
 from . import fsio
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "REFERENCE_PREFIX",
     "SpillError",
     "SpillNotFound",
@@ -64,6 +71,8 @@ __all__ = [
 REFERENCE_PREFIX = "tool-result:"
 DIR_PREFIX = "tr-"
 DEFAULT_TTL = 24 * 3600.0
+#: The most bytes of results stored at once, unless a quarter of the file system is less.
+DEFAULT_BUDGET = 512 * 1024 * 1024
 _REFERENCE = re.compile(re.escape(REFERENCE_PREFIX) + r"[A-Za-z0-9_-]{32}")
 
 
@@ -88,11 +97,21 @@ class _Spilled:
 class _Shelf:
     """What every view of one store shares: its folder, entries, lock and state."""
 
-    def __init__(self, folder: Path, owner_lock: int, ttl: float, clock: Callable[[], float]):
+    def __init__(
+        self,
+        folder: Path,
+        owner_lock: int,
+        ttl: float,
+        clock: Callable[[], float],
+        budget: int,
+    ) -> None:
         self.dir = folder
         self.owner_lock = owner_lock
         self.ttl = ttl
         self.clock = clock
+        self.budget = budget
+        #: Bytes of the results stored now (what counts against `budget`).
+        self.used = 0
         self.entries: dict[str, _Spilled] = {}
         self.lock = threading.Lock()
         self.closed = False
@@ -124,15 +143,20 @@ class SpillStore:
         *,
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = since_boot,
+        budget: int | None = None,
     ) -> None:
+        """`budget`: the most bytes of results stored at once (None: the default, see the
+        module doc)."""
         try:
             fsio.ensure_private_dir(Path(runtime_dir))
             folder = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=runtime_dir))
             os.chmod(folder, 0o700)
             owner_lock = _hold_owner_lock(folder)
+            if budget is None:
+                budget = _default_budget(owner_lock)
         except OSError as exc:
             raise SpillError(f"cannot create the spill store ({_errno_name(exc)})") from None
-        self._shelf = _Shelf(folder, owner_lock, ttl, clock)
+        self._shelf = _Shelf(folder, owner_lock, ttl, clock, budget)
         #: The session this view reads and writes for; None for the store itself.
         self._reader: str | None = None
 
@@ -167,6 +191,12 @@ class SpillStore:
             if shelf.closed:
                 raise SpillError("the spill store is closed")
             self._purge_locked()
+            if shelf.used + len(data) > shelf.budget:
+                mib = shelf.budget / (1024 * 1024)
+                raise SpillError(
+                    f"cannot store a tool result: the results stored already take the store's "
+                    f"budget of {mib:.4g} MiB"
+                )
             name = secrets.token_urlsafe(24)
             try:
                 fd = os.open(
@@ -190,6 +220,7 @@ class SpillStore:
             expires = shelf.clock() + shelf.ttl
             spilled = _Spilled(name, expires, len(data), owners)
             shelf.entries[reference] = spilled
+            shelf.used += spilled.size
             return reference
 
     def get(self, reference: str) -> str:
@@ -262,6 +293,7 @@ class SpillStore:
 
     def _remove_locked(self, reference: str) -> None:
         spilled = self._shelf.entries.pop(reference)
+        self._shelf.used -= spilled.size
         with contextlib.suppress(OSError):
             os.unlink(self._shelf.dir / spilled.file)
 
@@ -276,6 +308,7 @@ class SpillStore:
                 return
             shelf.closed = True
             shelf.entries.clear()
+            shelf.used = 0
             shutil.rmtree(shelf.dir, ignore_errors=True)
             os.close(shelf.owner_lock)
 
@@ -286,6 +319,14 @@ class SpillStore:
 _OWNER = ".owner"
 #: A folder without an owner file younger than this may be a store being made right now.
 _UNOWNED_GRACE_S = 60.0
+
+
+def _default_budget(fd: int) -> int:
+    """`DEFAULT_BUDGET`, or a quarter of the file system holding `fd` when that is less (a
+    file system that reports no size gets the default)."""
+    info = os.fstatvfs(fd)
+    size = info.f_blocks * info.f_frsize
+    return min(DEFAULT_BUDGET, size // 4) if size else DEFAULT_BUDGET
 
 
 def _hold_owner_lock(folder: Path) -> int:

@@ -304,3 +304,27 @@ def test_a_result_changed_on_disk_is_refused_never_shown_in_part(
     assert "removed" in message if damage is None else "changed" in message
     assert "secret" not in message
     assert name not in message
+
+
+def test_results_past_the_budget_are_refused_and_room_comes_back(runtime: Path) -> None:
+    """G-200: the store wrote results into the runtime folder — a tmpfs in memory, shared
+    with the user's other programs — without limit for 24 hours, so a day of large results
+    (an MCP server's screenshots) could fill it for everyone. A result that would take the
+    store past its budget is now refused like a full disk (the caller shows it cut short),
+    the ones stored read back in full, and room comes back as results expire or go."""
+    clock = _Clock()
+    with SpillStore(runtime, ttl=60.0, clock=clock, budget=1000) as store:
+        view = store.scoped("one")
+        first = view.put("a" * 600)
+        with pytest.raises(SpillError) as caught:
+            view.put("b" * 600)
+        assert "budget" in str(caught.value)
+        assert len(_results(_store_dir(runtime))) == 1
+        second = store.scoped("two").put("c" * 400)
+        assert view.get(first) == "a" * 600
+        store.release("two")
+        assert store.get(view.put("d" * 400)) == "d" * 400
+        clock.now += 61.0
+        assert store.get(store.put("e" * 1000)) == "e" * 1000
+        with pytest.raises(SpillNotFound):
+            store.get(second)
