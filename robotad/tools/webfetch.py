@@ -211,7 +211,8 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
         connect to the first checked address that answers (never to the name again)."""
         port = url.port or (443 if url.scheme == "https" else 80)
         lifted = exempt(_host_key(url))
-        addresses = await checked_addresses(url.host, port, exempt=lifted, resolve=self.resolve)
+        host = _ascii_host(url)
+        addresses = await checked_addresses(host, port, exempt=lifted, resolve=self.resolve)
         failure: httpx.ConnectError | None = None
         for address in addresses:
             request = _pinned_request(client, url, address)
@@ -327,9 +328,17 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+def _ascii_host(url: httpx.URL) -> str:
+    """The host in the ASCII form the request sends (IDNA, ``xn--…``), as rules must spell
+    it (`patterns` takes ASCII labels only). `httpx.URL.host` is the Unicode form: a rule
+    naming ``xn--fa-hia.test`` never matched it, and a refusal proposed the rule
+    ``WebFetch(domain:faß.test)``, which cannot be written."""
+    return url.raw_host.decode("ascii")
+
+
 def _host_key(url: httpx.URL) -> str:
     """The host as permission rules spell it: lowercased, no trailing dot, IPv6 bracketed."""
-    host = url.host.lower().rstrip(".")
+    host = _ascii_host(url).lower().rstrip(".")
     return f"[{host}]" if ":" in host else host
 
 

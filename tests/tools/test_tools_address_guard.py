@@ -274,6 +274,29 @@ async def test_the_checked_address_is_the_one_connected_to(nursery: trio.Nursery
     assert target.hosts == [f"svc.test:{target.port}"]
 
 
+async def test_an_idna_host_is_judged_as_written(nursery: trio.Nursery) -> None:
+    """An internationalised host is the ASCII name the request sends (``xn--fa-hia.test``,
+    faß.test): the refusal proposes a rule in that spelling, and that rule lifts the guard."""
+    target = await serve_loopback(nursery, "127.0.0.2")
+    target.routes["/"] = partial(respond, status="200 OK", body=b"the domain named")
+    asked: list[str] = []
+
+    async def resolver(host: str, port: int) -> list[IPAddress]:
+        asked.append(host)
+        return [V4("127.0.0.2")]
+
+    url = f"http://xn--fa-hia.test:{target.port}/"
+    refused = await fetch(url, Exempt(), WebFetchTool(resolve=resolver))
+    assert not refused.ok
+    assert "e.g. WebFetch(domain:xn--fa-hia.test)" in refused.content
+    assert target.connections == 0
+    result = await fetch(url, Exempt("xn--fa-hia.test"), WebFetchTool(resolve=resolver))
+    assert result.ok, result.content
+    assert result.content.endswith("the domain named")
+    assert asked == ["xn--fa-hia.test", "xn--fa-hia.test"]
+    assert target.hosts == [f"xn--fa-hia.test:{target.port}"]
+
+
 async def test_a_name_resolving_to_loopback_is_refused_without_a_rule(
     nursery: trio.Nursery,
 ) -> None:
