@@ -22,6 +22,13 @@ fails naming its class; one to another host is reported, with its target, as a f
 the permission gate judged the URL the call named, so the model must ask for the new one in a
 call of its own, which the gate then judges. Credentials in a URL never appear in a result.
 
+The gate reads a URL's host with the standard library (`protocol.pattern_text.url_host`), the
+request with httpx, and they differ on a few spellings: ``internal。example`` (an ideographic
+full stop) is one host to the first and ``internal.example`` to the second, so a deny rule
+``WebFetch(domain:internal.example)`` would not have caught it. A URL whose host the two read
+differently is refused, naming the spelling to use (for an internationalised host, its
+``xn--`` form: rules take only that).
+
 HTML (``text/html``, XHTML) is converted with `html_to_text`; other text is returned as sent,
 decoded by the declared charset (an HTML ``<meta charset>`` counts), else UTF-8, with
 undecodable bytes replaced. The text is cut at `MAX_CONTENT_CHARS` with a note.
@@ -42,6 +49,7 @@ import httpx
 import trio
 from msgspec import Meta, Struct
 
+from protocol.pattern_text import url_host
 from robotad.agent.tool import ToolContext, ToolProfile, ToolResult, TypedTool
 from robotad.tools.address_guard import (
     AddressRefused,
@@ -144,6 +152,14 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
             )
         if not target.host:
             return ToolResult(ok=False, content=f"URL has no host: {shown!r}")
+        judged, sent = url_host(arguments.url), _host_key(target)
+        if judged != sent:
+            return ToolResult(
+                ok=False,
+                content=f"the host of {shown!r} reads as {judged!r} to permission rules but "
+                f"as {sent!r} to the request; write the URL with the host {sent}",
+                metadata={"url": shown},
+            )
         try:
             with trio.fail_after(self.time_limit_s):
                 return await self._fetch(target, self._exempt(ctx))

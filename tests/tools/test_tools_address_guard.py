@@ -21,6 +21,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from protocol.pattern_text import url_host
 from robotad.agent.tool import ToolPolicy
 from robotad.tools import ToolContext, ToolResult, WebFetchTool
 from robotad.tools.address_guard import (
@@ -295,6 +296,37 @@ async def test_an_idna_host_is_judged_as_written(nursery: trio.Nursery) -> None:
     assert result.content.endswith("the domain named")
     assert asked == ["xn--fa-hia.test", "xn--fa-hia.test"]
     assert target.hosts == [f"xn--fa-hia.test:{target.port}"]
+
+
+@pytest.mark.parametrize(
+    ("written", "sent"),
+    [
+        ("svc\u3002test", "svc.test"),  # ideographic full stop
+        ("svc\uff0etest", "svc.test"),  # fullwidth full stop
+        ("svc\uff61test", "svc.test"),  # halfwidth ideographic full stop
+        ("b\u00fccher.test", "xn--bcher-kva.test"),  # an internationalised name
+    ],
+)
+async def test_a_host_the_rules_read_otherwise_is_refused_before_resolving(
+    nursery: trio.Nursery, written: str, sent: str
+) -> None:
+    """Permission rules read ``svc。test`` as a host of its own and the request goes to
+    ``svc.test``: a rule ``WebFetch(domain:svc.test)`` (deny or ask) never saw the call. Such
+    a URL is refused, naming the spelling to use, before its host is looked up."""
+    target = await serve_loopback(nursery, "127.0.0.2")
+    asked: list[str] = []
+
+    async def resolver(host: str, port: int) -> list[IPAddress]:
+        asked.append(host)
+        return [V4("127.0.0.2")]
+
+    url = f"http://{written}:{target.port}/"
+    assert url_host(url) == written  # what the rules judged
+    result = await fetch(url, Exempt(sent), WebFetchTool(resolve=resolver))
+    assert not result.ok
+    assert f"write the URL with the host {sent}" in result.content
+    assert asked == []
+    assert target.connections == 0
 
 
 async def test_a_name_resolving_to_loopback_is_refused_without_a_rule(
