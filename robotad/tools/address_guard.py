@@ -165,8 +165,14 @@ class AddressRefused(Exception):
         super().__init__(
             f"refused to connect to {where}: {article} {address_class} address. WebFetch "
             "reaches only public addresses unless an allow rule names this exact host, "
-            f"e.g. WebFetch(domain:{host})"
+            f"e.g. WebFetch(domain:{_rule_host(host)})"
         )
+
+
+def _rule_host(host: str) -> str:
+    """`host` as a ``domain:`` rule spells it: lowercased, no trailing dot, IPv6 bracketed."""
+    bare = host.lower().rstrip(".").removeprefix("[").removesuffix("]")
+    return f"[{bare}]" if ":" in bare else bare
 
 
 async def system_resolver(host: str, port: int) -> list[IPAddress]:

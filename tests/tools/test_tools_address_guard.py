@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from protocol.pattern_text import url_host
 from robotad.agent.tool import ToolPolicy
+from robotad.session.permissions.patterns import parse_rule
 from robotad.tools import ToolContext, ToolResult, WebFetchTool
 from robotad.tools.address_guard import (
     AddressRefused,
@@ -205,6 +206,22 @@ async def test_any_refused_address_among_several_refuses_the_host() -> None:
         V4("1.1.1.1"),
         V4("169.254.169.254"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("host", "address", "rule"),
+    [
+        ("::1", "::1", "WebFetch(domain:[::1])"),
+        ("[::ffff:7f00:1]", "::ffff:7f00:1", "WebFetch(domain:[::ffff:7f00:1])"),
+        ("localhost.", "127.0.0.1", "WebFetch(domain:localhost)"),
+    ],
+)
+def test_a_refusal_proposes_a_rule_that_can_be_written(host: str, address: str, rule: str) -> None:
+    """The rule a refusal proposes parses, and names the host as the exemption looks it up
+    (an IPv6 host in brackets, no trailing dot)."""
+    refused = AddressRefused(host, ipaddress.ip_address(address), "loopback")
+    assert str(refused).endswith(f"e.g. {rule}")
+    assert parse_rule(rule).host == rule.removeprefix("WebFetch(domain:").removesuffix(")")
 
 
 # -- the connect path, through loopback only ---------------------------------------------------
