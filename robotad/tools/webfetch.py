@@ -4,10 +4,11 @@ Limits, each a failed result saying which: the whole fetch (connect, redirects, 
 HTML made text) within `FETCH_TIME_LIMIT_S`; a body of at most `MAX_RESPONSE_BYTES` after
 content decoding (read as a stream, gzip and deflate unpacked no further than the limit, and
 abandoned past it, so a huge, endless or compressed-bomb body costs no more; another content
-encoding is refused); at most `MAX_REDIRECTS` redirects. Also refused: a scheme other than
-http/https, a non-2xx status, and content that is not text (``text/*``, JSON, XML, JavaScript
-and a few other textual types are accepted; a response without a type is accepted if it does
-not look binary).
+encoding is refused); at most `MAX_REDIRECTS` redirects. Also refused: a port outside
+1-65535 (httpx takes any number, and the system resolver keeps its low 16 bits: port 65616
+reached port 80), a scheme other than http/https, a non-2xx status, and content that is not
+text (``text/*``, JSON, XML, JavaScript and a few other textual types are accepted; a
+response without a type is accepted if it does not look binary).
 
 Every connection passes the address guard (`address_guard`, PROTOCOL.md §10.7): the host is
 resolved once, refused when any of its addresses is not public (loopback, private, link-local,
@@ -225,6 +226,9 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
     ) -> AsyncIterator[httpx.Response]:
         """GET `url` through the address guard: resolve its host once, check every address,
         connect to the first checked address that answers (never to the name again)."""
+        if url.port is not None and not 0 < url.port < 1 << 16:
+            # The resolver would keep only the low 16 bits of the number.
+            raise _Refused(f"{_display(url)} names port {url.port}, outside 1-65535")
         port = url.port or (443 if url.scheme == "https" else 80)
         lifted = exempt(_host_key(url))
         host = _ascii_host(url)

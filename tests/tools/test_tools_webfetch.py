@@ -244,6 +244,24 @@ async def test_redirect_to_another_host_is_reported_not_followed(server: Loopbac
     assert server.requests == ["/away"]
 
 
+async def test_a_port_out_of_range_is_refused_not_wrapped(server: LoopbackHTTP) -> None:
+    """Port 65536 + N would reach port N (the resolver keeps the low 16 bits), in the URL
+    the call names or in a same-host redirect."""
+    wrapped = server.port + (1 << 16)
+    server.routes["/"] = partial(respond, status="200 OK", body=b"wrapped around")
+    server.routes["/go"] = partial(
+        respond, status="302 Found", headers={"Location": f"http://127.0.0.1:{wrapped}/"}
+    )
+    direct = await fetch(f"http://127.0.0.1:{wrapped}/")
+    assert not direct.ok
+    assert f"names port {wrapped}, outside 1-65535" in direct.content
+    assert server.connections == 0
+    redirected = await fetch(server.url("/go"))
+    assert not redirected.ok
+    assert f"names port {wrapped}, outside 1-65535" in redirected.content
+    assert server.requests == ["/go"]
+
+
 async def test_redirect_loops_are_bounded(server: LoopbackHTTP) -> None:
     server.routes["/loop"] = partial(respond, status="302 Found", headers={"Location": "/loop"})
     result = await fetch(server.url("/loop"))
