@@ -276,6 +276,10 @@ def _accepts_kind(info: mi.Type, value: Any) -> bool:
         return isinstance(info, mi.StructType) and type(value) is info.cls
     if isinstance(value, dt.datetime):
         return isinstance(info, mi.DateTimeType)
+    if isinstance(value, dt.date):  # TOML has dates and times of day, JSON none
+        return isinstance(info, mi.DateType)
+    if isinstance(value, dt.time):
+        return isinstance(info, mi.TimeType)
     return True  # some other Python object: let the leaf check decide
 
 

@@ -276,3 +276,26 @@ def test_a_hook_command_holding_a_nul_is_refused_at_its_path(tmp_path: Path) -> 
         load_config(_write(tmp_path, text))
     located = {issue["path"]: issue["message"] for issue in caught.value.issues}
     assert located == {"hooks.PreToolUse[0].hooks[0].command": "must not hold a NUL character"}
+
+
+def test_a_toml_date_or_time_where_none_belongs_is_located_not_a_crash(tmp_path: Path) -> None:
+    """TOML has dates and times of day that JSON lacks; one where a string or a number
+    belongs stopped robotad with a traceback (the problem walker took it for a string)."""
+    text = """
+default_provider = 1979-05-27
+
+[providers.local]
+kind = "openai"
+model = 07:32:00
+context_window = 1979-05-27T07:32:00
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    assert caught.value.issues == [
+        {"path": "default_provider", "message": "expected string, got date"},
+        {"path": "providers.local.model", "message": "expected string or null, got time"},
+        {
+            "path": "providers.local.context_window",
+            "message": "expected integer or null, got datetime",
+        },
+    ]
