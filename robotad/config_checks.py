@@ -2,9 +2,9 @@
 
 `decode_config` (`robotad.config`) decodes the file against its Structs and adds what these
 find on the raw table, so one pass lists every problem of the file, one a path: a default
-provider that names nothing, a base URL that is not http(s), malformed path patterns and rule
-patterns, hook tables the session layer would refuse, MCP server tables without a transport,
-relative sandbox roots. `toml_path` turns ``$.providers["my box"].kind`` into the TOML
+provider that names nothing, a base URL that is not http(s), a NUL in any string, malformed
+path patterns and rule patterns, hook tables the session layer would refuse, MCP server
+tables without a transport, relative sandbox roots. `toml_path` turns ``$.providers["my box"].kind`` into the TOML
 spelling the message shows.
 """
 
@@ -24,7 +24,33 @@ _URL = re.compile(r"https?://[^\s/]+", re.IGNORECASE)
 
 def raw_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[Issue]:
     """Every problem of the raw table beyond its types (see the module doc)."""
-    return _meaning_issues(raw, builtin_kinds) + _session_issues(raw)
+    return _nul_issues(raw) + _meaning_issues(raw, builtin_kinds) + _session_issues(raw)
+
+
+def _nul_issues(raw: dict[str, Any]) -> list[Issue]:
+    """Every key or string holding a NUL (TOML's ``\\u0000``), which no path, command,
+    variable, header or pattern can hold: each would fail only later, when used (a sandbox
+    root's check raised at start). Walked without recursion: TOML nests as deep as it likes."""
+    issues: list[Issue] = []
+    message = "holds a NUL character (\\u0000), which no path, command or name can hold"
+    pending: list[tuple[str, Any]] = [("$", raw)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str) and "\0" in value:
+            issues.append({"path": path, "message": message})
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        members = value.items() if isinstance(value, dict) else enumerate(value)
+        inside: list[tuple[str, Any]] = []
+        for key, member in members:
+            where = join_path(path, key)
+            if isinstance(key, str) and "\0" in key:
+                issues.append({"path": where, "message": f"key {message}"})
+            else:
+                inside.append((where, member))
+        pending.extend(reversed(inside))  # popped in the file's order
+    return issues
 
 
 def _session_issues(raw: dict[str, Any]) -> list[Issue]:
@@ -140,7 +166,11 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
             issues.append(
                 {"path": where, "message": "expected an absolute path (or one starting with ~/)"}
             )
-        elif isinstance(root, str) and (held := _holds_persistence(root)) is not None:
+        elif (
+            isinstance(root, str)
+            and "\0" not in root  # reported as such; no path can be resolved with one
+            and (held := _holds_persistence(root)) is not None
+        ):
             issues.append(
                 {
                     "path": where,

@@ -299,3 +299,30 @@ context_window = 1979-05-27T07:32:00
             "message": "expected integer or null, got datetime",
         },
     ]
+
+
+def test_a_nul_in_any_string_or_key_is_located_not_a_crash(tmp_path: Path) -> None:
+    """TOML lets a string hold ``\\u0000``, which no path, command or name can: a sandbox
+    root holding one stopped robotad with a traceback (resolving it raised), and elsewhere
+    it failed only when used. Each is a start-up error at its path."""
+    text = r"""
+[sandbox]
+writable_roots = ["/srv/a\u0000b"]
+
+[classifier]
+command = "judge\u0000"
+
+[mcp_servers.files]
+command = "srv"
+env = { "A\u0000" = "x", B = "y\u0000" }
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    assert [issue["path"] for issue in caught.value.issues] == [
+        "sandbox.writable_roots[0]",
+        "classifier.command",
+        'mcp_servers.files.env."A\\u0000"',
+        "mcp_servers.files.env.B",
+    ]
+    assert all("NUL" in issue["message"] for issue in caught.value.issues)
+
