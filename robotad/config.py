@@ -264,6 +264,9 @@ def decode_config(data: bytes | str) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationFailed([{"path": "", "message": f"invalid TOML: {exc}"}]) from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+        message = "invalid TOML: arrays or inline tables nested too deeply"
+        raise ValidationFailed([{"path": "", "message": message}]) from None
     issues = raw_issues(raw, BUILTIN_PROVIDER_KINDS)
     shaped = without_foreign_hook_members(raw)
     config: Config | None = None

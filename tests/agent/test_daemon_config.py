@@ -326,3 +326,12 @@ env = { "A\u0000" = "x", B = "y\u0000" }
     ]
     assert all("NUL" in issue["message"] for issue in caught.value.issues)
 
+
+def test_arrays_nested_past_the_parser_are_a_syntax_error_not_a_crash(tmp_path: Path) -> None:
+    """tomllib recurses per nesting level; a file nested thousands deep stopped robotad with
+    a RecursionError traceback."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, "a = " + "[" * 5000 + "]" * 5000 + "\n"))
+    assert caught.value.issues == [
+        {"path": "", "message": "invalid TOML: arrays or inline tables nested too deeply"}
+    ]
