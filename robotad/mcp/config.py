@@ -144,7 +144,8 @@ def name_problem(name: str) -> str | None:
 
 def config_issues(raw: Any, path: str = "$.mcp_servers") -> list[Issue]:
     """Problems of a raw ``[mcp_servers]`` table a type cannot express: a bad name
-    (`name_problem`), neither or both of `command` and `url`, a URL that is not http(s).
+    (`name_problem`), neither or both of `command` and `url`, a URL that is not http(s), an
+    `env` name or a header that cannot be used.
     Values of the wrong shape are skipped (the type check reports those)."""
     if not isinstance(raw, Mapping):
         return []
@@ -155,6 +156,38 @@ def config_issues(raw: Any, path: str = "$.mcp_servers") -> list[Issue]:
             issues.append({"path": where, "message": problem})
         if isinstance(table, Mapping):
             issues.extend(_transport_issues(table, where))
+            issues.extend(_environment_issues(table, where))
+    return issues
+
+
+#: RFC 9110's token: what an HTTP field name is made of.
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+#: What a field value may not hold: line breaks and other controls but tab (RFC 9110 §5.5).
+_HEADER_VALUE_FORBIDDEN: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _environment_issues(table: Mapping[str, Any], where: str) -> list[Issue]:
+    """An `env` name no process can be given (empty, or holding ``=``) and a header no HTTP
+    request can carry: refused at start rather than when the server first starts."""
+    issues: list[Issue] = []
+    env = table.get("env")
+    for name in env if isinstance(env, Mapping) else ():
+        if isinstance(name, str) and (not name or "=" in name):
+            issues.append(
+                {
+                    "path": join_path(join_path(where, "env"), name),
+                    "message": "not a variable name: give a non-empty name without '='",
+                }
+            )
+    headers = table.get("headers")
+    for name, value in headers.items() if isinstance(headers, Mapping) else ():
+        at = join_path(join_path(where, "headers"), str(name))
+        if isinstance(name, str) and not _HEADER_NAME.match(name):
+            message = "not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)"
+            issues.append({"path": at, "message": message})
+        elif isinstance(value, str) and _HEADER_VALUE_FORBIDDEN.search(value):
+            message = "holds a line break or another control character, which a header cannot"
+            issues.append({"path": at, "message": message})
     return issues
 
 

@@ -335,3 +335,30 @@ def test_arrays_nested_past_the_parser_are_a_syntax_error_not_a_crash(tmp_path: 
     assert caught.value.issues == [
         {"path": "", "message": "invalid TOML: arrays or inline tables nested too deeply"}
     ]
+
+
+def test_an_mcp_env_name_or_header_no_server_can_get_is_a_start_up_error(tmp_path: Path) -> None:
+    """An ``env`` name with ``=`` (or none) and a header with a line break or a bad name were
+    accepted at start; the server then failed when first used, its status showing a bare
+    ``ValueError: illegal environment variable name`` with no key path."""
+    text = """
+[mcp_servers.files]
+command = "srv"
+env = { "A=B" = "x", "" = "y", GOOD_NAME = "z" }
+
+[mcp_servers.remote]
+url = "http://127.0.0.1:3001/mcp"
+headers = { Authorization = "Bearer a\\nX-Evil: 1", "X Y" = "v", X-Fine = "tab\\tok" }
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    assert set(located) == {
+        'mcp_servers.files.env."A=B"',
+        'mcp_servers.files.env.""',
+        "mcp_servers.remote.headers.Authorization",
+        'mcp_servers.remote.headers."X Y"',
+    }
+    assert "without '='" in located['mcp_servers.files.env."A=B"']
+    assert "line break" in located["mcp_servers.remote.headers.Authorization"]
+    assert "Bearer" not in str(caught.value)  # a header's value may be a secret: never echoed
