@@ -54,6 +54,7 @@ from protocol.shapes import SandboxMode
 from protocol.validate import Issue, ValidationFailed, convert
 from robotad.config_checks import (
     first_per_path,
+    in_toml_terms,
     raw_issues,
     toml_path,
     without_foreign_hook_members,
@@ -275,6 +276,9 @@ def decode_config(data: bytes | str) -> Config:
     except ValidationFailed as exc:
         issues = exc.issues + issues
     if issues or config is None:
-        located = [{**i, "path": toml_path(i["path"])} for i in first_per_path(issues)]
+        located = [
+            {**in_toml_terms(i, Config), "path": toml_path(i["path"])}
+            for i in first_per_path(issues)
+        ]
         raise ValidationFailed(located)
     return config

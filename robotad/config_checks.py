@@ -4,20 +4,30 @@
 find on the raw table, so one pass lists every problem of the file, one a path: a default
 provider that names nothing, a base URL that is not http(s), a NUL in any string, malformed
 path patterns and rule patterns, hook tables the session layer would refuse, MCP server
-tables without a transport, relative sandbox roots. `toml_path` turns ``$.providers["my box"].kind`` into the TOML
-spelling the message shows.
+tables without a transport, relative sandbox roots. `toml_path` turns
+``$.providers["my box"].kind`` into the TOML spelling the message shows, and `in_toml_terms`
+puts a message in a TOML file's words, saying which keys an unknown key's table takes.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec.inspect as mi
+
 from protocol.validate import Issue, join_path
 from robotad.mcp.config import config_issues
 
-__all__ = ["first_per_path", "raw_issues", "toml_path", "without_foreign_hook_members"]
+__all__ = [
+    "first_per_path",
+    "in_toml_terms",
+    "raw_issues",
+    "toml_path",
+    "without_foreign_hook_members",
+]
 
 _URL = re.compile(r"https?://[^\s/]+", re.IGNORECASE)
 
@@ -229,3 +239,54 @@ def toml_path(path: str) -> str:
     """``$.providers["my local"].model`` → ``providers."my local".model``; ``$`` → ``""``."""
     dotted = _QUOTED_KEY.sub(lambda m: f'."{m.group(1)}"', path)
     return dotted.removeprefix("$").removeprefix(".")
+
+
+_STEP = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def in_toml_terms(issue: Issue, root: type) -> Issue:
+    """`issue` (``$``-rooted, against the Struct `root`) in a config file's words: a table,
+    not an object; an unknown key with the keys its table takes (a typo's fix in sight)."""
+    message = issue["message"]
+    if message == "unknown member":
+        steps = list(_STEP.finditer(issue["path"]))
+        keys = _keys_at(steps[:-1], root) if steps else None
+        table = "this table" if len(steps) > 1 else "the top level"
+        message = "unknown key" + (f" ({table} takes: {', '.join(keys)})" if keys else "")
+    elif message == "missing required member":
+        message = "missing required key"
+    else:
+        message = re.sub(r"\b(expected|got) object\b", r"\1 table", message)
+    return {**issue, "message": message}
+
+
+def _keys_at(steps: list[re.Match[str]], root: type) -> list[str] | None:
+    """The keys of the fixed-key table `steps` lead to from `root`, or None."""
+    info = _table_of(mi.type_info(root))
+    for step in steps:
+        if isinstance(info, mi.StructType):
+            name, _, quoted = step.groups()
+            key = json.loads(quoted) if quoted is not None else name
+            info = next((f.type for f in info.fields if f.encode_name == key), None)
+        elif isinstance(info, mi.DictType):
+            info = info.value_type
+        elif isinstance(info, mi.ListType):
+            info = info.item_type
+        else:
+            return None
+        info = _table_of(info)
+    return [f.encode_name for f in info.fields] if isinstance(info, mi.StructType) else None
+
+
+def _table_of(info: mi.Type | None) -> mi.Type | None:
+    """`info` without its constraints, and an optional table as that table."""
+    while True:
+        if isinstance(info, mi.Metadata):
+            info = info.type
+        elif isinstance(info, mi.UnionType):
+            tables = [t for t in info.types if not isinstance(t, mi.NoneType)]
+            if len(tables) != 1:
+                return info
+            info = tables[0]
+        else:
+            return info

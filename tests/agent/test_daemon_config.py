@@ -135,7 +135,10 @@ hooks = []
         "hooks.PreToolUse[0].hooks[1].shell",
         "hooks.PreToolUs",
     }
-    assert located["colour"] == "unknown member"
+    assert located["colour"] == (
+        "unknown key (the top level takes: default_provider, providers, permissions, "
+        "defaults, instructions, classifier, hooks, mcp_servers, sandbox)"
+    )
     assert located["providers.local.base_url"] == "expected string or null, got integer"
     assert "PreToolUse" in located["hooks.PreToolUs"]
     message = str(caught.value)
@@ -362,3 +365,37 @@ headers = { Authorization = "Bearer a\\nX-Evil: 1", "X Y" = "v", X-Fine = "tab\\
     assert "without '='" in located['mcp_servers.files.env."A=B"']
     assert "line break" in located["mcp_servers.remote.headers.Authorization"]
     assert "Bearer" not in str(caught.value)  # a header's value may be a secret: never echoed
+
+
+def test_an_unknown_key_names_the_keys_its_table_takes(tmp_path: Path) -> None:
+    """A typo in a key said only "unknown member" (a JSON word, in a TOML file): the message
+    now lists the keys that table takes, so the fix is in sight, and speaks of tables."""
+    text = """
+[providers."my box"]
+kind = "openai"
+api_key_enf = "MY_KEY"
+
+[[hooks.PreToolUse]]
+hooks = [{ type = "command", command = "x", shel = "zsh" }]
+
+[classifier]
+
+[sandbox]
+net = true
+
+[mcp_servers]
+files = 3
+"""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    assert located == {
+        'providers."my box".api_key_enf': "unknown key (this table takes: kind, base_url, "
+        "model, api_key_env, context_window, max_tokens, idle_timeout_ms, "
+        "connect_timeout_ms, api_key_command)",
+        "hooks.PreToolUse[0].hooks[0].shel": "unknown key (this table takes: type, command, "
+        "timeout)",
+        "classifier.command": "missing required key",
+        "sandbox.net": "unknown key (this table takes: mode, network, writable_roots)",
+        "mcp_servers.files": "expected table, got integer",
+    }
