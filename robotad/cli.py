@@ -36,6 +36,21 @@ def _not_empty(ctx: click.Context, param: click.Parameter, value: Path | None) -
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: What ``robotad --help`` and ``robotad run --help`` end with: where robotad reads and keeps
+#: things, and what its exit statuses mean (``\b`` keeps click from re-flowing it).
+_EPILOG = (
+    "\b\nFiles and environment:\n"
+    "  ROBOTA_CONFIG     config file (default: $XDG_CONFIG_HOME/robota/config.toml,\n"
+    "                    ~/.config/robota/config.toml; read once, at start)\n"
+    "  ROBOTA_STATE_DIR  sessions, journals and logs (default: $XDG_STATE_HOME/robota,\n"
+    "                    ~/.local/state/robota)\n"
+    "  ROBOTA_SOCKET     socket path when --socket is not given\n"
+    "\n\b\nExit codes:\n"
+    "  0  stopped (daemon/shutdown, SIGTERM or SIGINT)\n"
+    "  1  could not start (a config error, another robotad, an unsafe folder)\n"
+    "  2  usage (bad options)"
+)
+
 _DEFAULTS: dict[str, Any] = {
     "socket": None,
     "log_level": "info",
@@ -117,6 +132,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.group(
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_EPILOG,
 )
 @click.option(
     "--version",
@@ -138,7 +154,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
         _serve(_merge(options))
 
 
-@main.command("run")
+@main.command("run", epilog=_EPILOG, short_help="Serve on the socket (what plain robotad does).")
 @_serve_options
 @click.pass_context
 def run_command(ctx: click.Context, /, **options: Any) -> None:
@@ -147,7 +163,7 @@ def run_command(ctx: click.Context, /, **options: Any) -> None:
     _serve(_merge(outer, options))
 
 
-@main.command("install-units")
+@main.command("install-units", short_help="Write the systemd user units.")
 def install_units_command() -> None:
     """Write robotad.socket and robotad.service to the systemd user unit directory."""
     from robotad.units import install_units  # lazy: only this command needs it

@@ -82,6 +82,26 @@ def test_help_names_every_option() -> None:
     assert "install-units" in result.output
 
 
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"]])
+def test_help_says_where_the_config_and_state_are_and_what_exits_mean(args: list[str]) -> None:
+    """``robotad --help`` named no file: a new user learnt of ROBOTA_CONFIG, the config file's
+    place and the exit statuses only from the README."""
+    result = CliRunner().invoke(robotad.cli.main, args)
+    assert result.exit_code == 0
+    for words in (
+        "ROBOTA_CONFIG",
+        "$XDG_CONFIG_HOME/robota/config.toml",
+        "ROBOTA_STATE_DIR",
+        "ROBOTA_SOCKET",
+        "1  could not start (a config error",
+        "2  usage",
+    ):
+        assert words in result.output
+    if args == ["--help"]:  # each command's line whole, not cut at click's 45 characters
+        assert "Serve on the socket (what plain robotad does)." in result.output
+        assert "Write the systemd user units." in result.output
+
+
 def test_install_units_prints_the_written_paths(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
