@@ -79,8 +79,10 @@ def status(options: ClientOptions) -> None:
 def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
     """Stop robotad: stop accepting, let turns finish within the grace, close sessions, exit.
 
-    Never starts a daemon; with none running it says so and exits 0 (``--json``:
-    ``{"ok": true, "running": false}``).
+    Never starts a daemon; with none running it says so and exits 0.
+
+    With --json, prints the daemon/shutdown result ({"ok": true}), or {"ok": true,
+    "running": false} when none was running.
     """
     params: dict[str, Any] = {}
     if grace is not None:

@@ -47,7 +47,11 @@ TOOLS_WIDTH = 48
 @click.pass_obj
 def mcp(options: ClientOptions, session_id: str | None, list_tools: bool) -> None:
     """List the MCP tool servers (configured ones and sessions' own): their status, the tools
-    they offer (as the model sees them, mcp__SERVER__TOOL) and their last error."""
+    they offer (as the model sees them, mcp__SERVER__TOOL) and their last error. A server not
+    running is started first.
+
+    With --json, prints the mcp/list result.
+    """
     params: dict[str, Any] = {} if session_id is None else {"sessionId": session_id}
 
     def ask(client: BlockingClient) -> Any:

@@ -44,6 +44,18 @@ def test_help_lists_every_command_and_the_exit_codes() -> None:
     assert "ROBOTA_NO_AUTOSTART" in result.output
 
 
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_commands_help_is_plain_text_and_says_what_json_prints(name: str) -> None:
+    """`shutdown --help` showed its docstring's reStructuredText (``--json``) to the user,
+    and `mcp --help` never said that the global --json (which the README shows it with)
+    prints the mcp/list result."""
+    result = invoke(name, "--help")
+    assert result.exit_code == 0, result.output
+    assert "``" not in result.output
+    if name not in ("acp", "call", "chat"):  # JSON-RPC for editors; JSON always; a REPL
+        assert "With --json" in result.output
+
+
 def test_exit_code_table_matches_the_enum() -> None:
     assert [int(code) for code in ExitCode] == [0, 1, 2, 3, 4]
     for code in ExitCode:
