@@ -2,7 +2,8 @@
 
 `load_config()` reads ``ROBOTA_CONFIG`` or ``$XDG_CONFIG_HOME/robota/config.toml``. A missing
 default file is the defaults (the offline ``scripted`` provider, no rules, no hooks, no
-classifier); a ``ROBOTA_CONFIG`` that names no file is an error naming the path.
+classifier); a ``ROBOTA_CONFIG`` that names no file, or a default file that is a symbolic link
+to nothing, is an error naming the path.
 Anything else that is wrong — TOML syntax, an unknown key, a wrong type, a provider name that
 names nothing, a hook matcher that is not a regular expression — is a `ConfigError` listing
 every problem with its TOML path
@@ -244,6 +245,12 @@ def load_config(path: Path | None = None) -> Config:
     except FileNotFoundError:
         if named:
             message = "ROBOTA_CONFIG names this file, and it does not exist"
+            raise ConfigError(path, [{"path": "", "message": message}]) from None
+        if path.is_symlink():  # a link made on purpose, to a file moved or not there yet
+            message = (
+                f"is a symbolic link to {os.readlink(path)}, which does not exist: restore "
+                "that file, or remove the link to run with the defaults"
+            )
             raise ConfigError(path, [{"path": "", "message": message}]) from None
         return Config()
     except OSError as exc:

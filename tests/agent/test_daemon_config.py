@@ -399,3 +399,18 @@ files = 3
         "sandbox.net": "unknown key (this table takes: mode, network, writable_roots)",
         "mcp_servers.files": "expected table, got integer",
     }
+
+
+def test_a_default_file_that_links_to_nothing_is_an_error_not_the_defaults(
+    tmp_path: Path,
+) -> None:
+    """A config.toml kept elsewhere (a dotfiles checkout) and linked into place: when the
+    checkout moved, robotad silently ran on the defaults, the user's providers, rules and
+    hooks gone without a word. A link to nothing now stops the start, naming its target."""
+    link = tmp_path / "config.toml"
+    link.symlink_to(tmp_path / "dotfiles" / "robota.toml")
+    with pytest.raises(ConfigError) as caught:
+        load_config(link)
+    [issue] = caught.value.issues
+    assert str(tmp_path / "dotfiles" / "robota.toml") in issue["message"]
+    assert "remove the link" in issue["message"]
