@@ -193,13 +193,18 @@ class Config(_Table, frozen=True):
 
 
 class ConfigError(Exception):
-    """The configuration file is unusable; `issues` has every problem, each at a TOML path."""
+    """The configuration file is unusable; `issues` has every problem, each at a TOML path.
+    The message lists them and ends with what to do, for the person reading robotad's
+    refusal (or robotactl's relay of it)."""
 
     def __init__(self, path: Path, issues: list[Issue]) -> None:
         self.path = path
         self.issues = issues
         lines = "\n".join(f"  {issue['path'] or '(file)'}: {issue['message']}" for issue in issues)
-        super().__init__(f"invalid configuration {path}:\n{lines}")
+        super().__init__(
+            f"invalid configuration {path}:\n{lines}\nfix the file, then start robotad again "
+            "(any robotactl command starts it); it is read only at start"
+        )
 
 
 # -- folders --------------------------------------------------------------------------------

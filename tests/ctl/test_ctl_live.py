@@ -397,3 +397,31 @@ def test_body_result_is_returned(robotad: RunningDaemon) -> None:
         return await peer.request("daemon/status", {})
 
     assert run_with_daemon(_options(robotad), ask)["pid"] == robotad.pid
+
+
+def test_autostart_relays_a_config_error_with_its_key_path_and_what_to_do(
+    ctl: Ctl, socket_dir: Path, tmp_path: Path
+) -> None:
+    """A config.toml robotad refuses: the command a user typed shows the file, each problem
+    at its key path and what to do next, as text and as one --json document; no traceback,
+    and no daemon is left behind."""
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.local]\nkind = "openai"\nmodle = "qwen"\n')
+    path = socket_dir / "robotad.sock"
+    env = {"ROBOTA_CONFIG": str(config), "ROBOTA_STATE_DIR": str(tmp_path / "state")}
+    result = ctl("--socket", str(path), "ls", **env)
+    assert result.returncode == ExitCode.ERROR
+    assert result.stderr.startswith(
+        f"robotactl: robotad exited with status 1 before serving at {path}:\n"
+    )
+    assert f"invalid configuration {config}:\n" in result.stderr
+    assert "    providers.local.modle: unknown key (this table takes: kind, " in result.stderr
+    assert "fix the file, then start robotad again" in result.stderr
+    assert "Traceback" not in result.stderr
+    scripted = ctl("--socket", str(path), "--json", "ls", **env)
+    assert scripted.returncode == ExitCode.ERROR
+    assert scripted.stdout == ""
+    message = json.loads(scripted.stderr)["error"]["message"]
+    assert "providers.local.modle: unknown key" in message
+    assert "fix the file, then start robotad again" in message
+    assert not path.exists()
