@@ -25,13 +25,15 @@ session of the same configuration.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from robotad.agent.provider import Provider
-from robotad.config import BUILTIN_PROVIDER_KINDS, Config, ProviderConfig
+from robotad.config import BUILTIN_PROVIDER_KINDS, Config, ProviderConfig, config_path
 from robotad.providers.clients import ClientLease
 from robotad.providers.keys import KeyUnavailable, resolve_api_key
 from robotad.providers.scripted import ScriptedProvider, Step
@@ -66,7 +68,13 @@ def resolve_provider_config(name: str, config: Config) -> ProviderConfig:
     if name in BUILTIN_PROVIDER_KINDS:
         return ProviderConfig(kind=name)
     known = sorted({*config.providers, *BUILTIN_PROVIDER_KINDS})
-    raise ProviderUnavailable(f"unknown provider {name!r} (known: {', '.join(known)})")
+    path = config_path()  # read at start from the same place: where a new table goes
+    table = name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    where = f"{path}, which does not exist" if not path.exists() else str(path)
+    raise ProviderUnavailable(
+        f"unknown provider {name!r} (known: {', '.join(known)}): define it in a "
+        f"[providers.{table}] table of robotad's config ({where}), then restart robotad"
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import importlib
 import inspect
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,6 +76,26 @@ def test_an_unknown_name_lists_what_exists() -> None:
     with pytest.raises(ProviderUnavailable, match="unknown provider 'gpt'") as caught:
         build_provider("gpt", config)
     assert "anthropic, local, openai, scripted" in str(caught.value)
+
+
+def test_an_unknown_name_says_where_to_define_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`robotactl new --provider local` on a machine whose config.toml robotad never read
+    (written to the wrong folder, or not yet) said only "unknown provider 'local'": nothing
+    told the user which file robotad reads, nor that it was not there."""
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("ROBOTA_CONFIG", str(config))
+    with pytest.raises(ProviderUnavailable) as caught:
+        build_provider("local", Config())
+    assert str(caught.value).endswith(
+        f": define it in a [providers.local] table of robotad's config ({config}, which does "
+        "not exist), then restart robotad"
+    )
+    config.write_text("")
+    with pytest.raises(ProviderUnavailable) as caught:
+        build_provider("my box", Config())
+    assert f'[providers."my box"] table of robotad\'s config ({config}),' in str(caught.value)
 
 
 def test_builtin_openai_reads_its_default_key_variable(
