@@ -1,12 +1,15 @@
 """What to do next, for the application errors a person meets most (PROTOCOL.md §3).
 
-`hint_for` maps an error's code and data to one sentence naming the robotactl command that
-helps; `call_daemon` and `run_with_daemon` attach it to every `RpcFailed`, which prints it
-after the error. A pure function over values: nothing here talks to the daemon.
+`hint_for` maps an error's code and data to one sentence naming the robotactl command (or the
+config.toml key) that helps; `call_daemon` and `run_with_daemon` attach it to every
+`RpcFailed`, which prints it after the error. A pure function over values: nothing here
+talks to the daemon.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,4 +64,36 @@ def hint_for(code: int, data: Any) -> str | None:
         )
     if code == -32013 and facts.get("mode") == "auto":
         return "`auto` mode needs a [classifier] command in robotad's config.toml"
+    if code == -32007:
+        return _provider_hint(facts)
     return None
+
+
+def _provider_hint(facts: Mapping[str, Any]) -> str | None:
+    """What to do about a model call that failed (-32007), by the cause its reason names."""
+    reason, name = facts.get("reason"), facts.get("provider")
+    if not isinstance(reason, str) or not isinstance(name, str):
+        return None
+    table = name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    where = f"[providers.{table}] of robotad's config.toml (then restart robotad)"
+    if any(cause in reason for cause in _UNREACHABLE):
+        return (
+            f"nothing answers at that address: start the model server, or fix base_url in {where}"
+        )
+    if "(idle timeout)" in reason:
+        return (
+            "the model sent nothing for that long: give a new session more time "
+            f"(`robotactl new --idle-timeout SECONDS`), or raise idle_timeout_ms in {where}"
+        )
+    if "HTTP 401" in reason or "HTTP 403" in reason:
+        return f"the server refused the API key: check api_key_env or api_key_command in {where}"
+    if "not an event stream" in reason:
+        return (
+            "base_url leads to a web page, not the model API (an OpenAI-compatible one "
+            f"usually ends in /v1): fix it in {where}"
+        )
+    return None
+
+
+#: The reasons of a model server that cannot be reached at all (`robotad.providers.failures`).
+_UNREACHABLE = ("connection refused", "cannot resolve the host name", "no connection within")

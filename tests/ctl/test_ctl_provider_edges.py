@@ -82,15 +82,17 @@ def test_every_session_shows_a_finite_idle_timeout(
     assert own.idle_timeout_ms == 250
 
 
-def test_a_silent_server_fails_the_turn_in_one_actionable_line(
+def test_a_silent_server_fails_the_turn_in_one_line_and_a_hint(
     ctl: Ctl, daemon: RunningDaemon, work: Path, silent_server: int
 ) -> None:
     info = _new(ctl, daemon, work, "--provider", "silent", "--idle-timeout", "0.3")
     result = ctl(*sock(daemon), "run", "-s", info.session_id, "hello?")
     assert result.returncode == ExitCode.ERROR
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
+    assert len(lines) == 2, result.stderr  # the error, then what to do about it
     assert f"127.0.0.1:{silent_server}: no data for 0.3 s" in lines[0]
+    assert lines[1].startswith("hint: the model sent nothing for that long")
+    assert "idle_timeout_ms in [providers.silent]" in lines[1]
     assert "data:" not in result.stderr
 
 
@@ -101,11 +103,15 @@ def test_a_refused_connection_names_endpoint_and_cause_and_json_keeps_it_all(
     result = ctl(*sock(daemon), "run", "-s", info.session_id, "hello?")
     assert result.returncode == ExitCode.ERROR
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
+    assert len(lines) == 2, result.stderr  # the error, then what to do about it
     assert f"127.0.0.1:{refused_port}: connection refused" in lines[0]
+    assert lines[1].startswith("hint: nothing answers at that address")
+    assert "base_url in [providers.gone]" in lines[1]
     as_json = ctl(*sock(daemon), "--json", "run", "-s", info.session_id, "again?")
     assert as_json.returncode == ExitCode.ERROR
-    error = json.loads(as_json.stderr)["error"]
+    document = json.loads(as_json.stderr)
+    assert document["hint"].startswith("nothing answers at that address")
+    error = document["error"]
     assert error["code"] == -32007
     assert error["data"]["provider"] == "gone"
     assert error["data"]["reason"].startswith(f"127.0.0.1:{refused_port}: connection refused")

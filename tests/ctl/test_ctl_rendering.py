@@ -173,6 +173,26 @@ def test_hints_name_the_command_that_helps() -> None:
     assert hint_for(-32603, None) is None
 
 
+def test_a_failed_model_call_hints_at_the_provider_table_to_fix() -> None:
+    """-32007 is what a new user meets first (no model server running yet, a wrong
+    base_url, a key the server refuses) and came with no hint: the way out was only in the
+    README's troubleshooting."""
+
+    def hint(reason: str, provider: str = "local") -> str:
+        facts = {"sessionId": "s1", "turnId": "t1", "provider": provider, "reason": reason}
+        return hint_for(-32007, facts) or ""
+
+    refused = hint("127.0.0.1:11434: connection refused (gave up after 3 attempts)")
+    assert refused.startswith("nothing answers at that address: start the model server")
+    assert "base_url in [providers.local] of robotad's config.toml" in refused
+    assert '[providers."my box"]' in hint("cannot resolve the host name", "my box")
+    assert "--idle-timeout" in hint("127.0.0.1:8080: no data for 120 s (idle timeout)")
+    assert "api_key_command" in hint("api.example:443: HTTP 401: authentication failed")
+    assert "/v1" in hint("h:80: the server answered with text/html, not an event stream: …")
+    assert hint("stream error reported by the server") == ""
+    assert hint_for(-32007, None) is None
+
+
 # -- -s defaulting -------------------------------------------------------------------------------
 
 
