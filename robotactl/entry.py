@@ -60,9 +60,12 @@ def main() -> None:
 
 def status_request_options(argv: Sequence[str]) -> tuple[str | None, bool] | None:
     """``(socket, json_mode)`` when `argv` is a plain ``status`` the quick path may answer,
-    else None. Accepts the global options ``--socket PATH``, ``--socket=PATH``, ``--json``
-    and ``--no-autostart`` (each at most once) before ``status``, and nothing after it."""
+    else None (also when ``ROBOTA_NO_AUTOSTART`` holds what click refuses). Accepts the
+    global options ``--socket PATH``, ``--socket=PATH``, ``--json`` and ``--no-autostart``
+    (each at most once) before ``status``, and nothing after it."""
     if not argv or argv[-1] != "status":
+        return None
+    if not _autostart_variable_readable():
         return None
     socket: str | None = None
     json_mode = False
@@ -90,6 +93,21 @@ def status_request_options(argv: Sequence[str]) -> tuple[str | None, bool] | Non
             return None
         index += 1
     return socket, json_mode
+
+
+#: The words click reads as a boolean (`click.BOOL`, after strip and lower-casing).
+_BOOLEAN_WORDS = frozenset(
+    ("", "0", "1", "f", "false", "n", "no", "off", "on", "t", "true", "y", "yes")
+)
+
+
+def _autostart_variable_readable() -> bool:
+    """Whether ``ROBOTA_NO_AUTOSTART`` is unset or a word click reads as a boolean; any other
+    value is the full command's usage error (exit 2), which the quick path must not hide."""
+    import os
+
+    value = os.environ.get("ROBOTA_NO_AUTOSTART")
+    return value is None or value.strip().lower() in _BOOLEAN_WORDS
 
 
 def quick_status(argv: Sequence[str]) -> bool:

@@ -169,6 +169,19 @@ def test_other_argument_lists_go_to_click(argv: list[str]) -> None:
     assert status_request_options(argv) is None
 
 
+@pytest.mark.parametrize("value", ["maybe", "enabled", "2"])
+def test_a_variable_click_refuses_goes_to_click(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ROBOTA_NO_AUTOSTART=maybe robotactl status`` printed the status while a daemon
+    served and exited 2 ("not a valid boolean") when none did, as every other command
+    always does: the quick path never read the variable. It now steps aside for click."""
+    monkeypatch.setenv("ROBOTA_NO_AUTOSTART", value)
+    assert status_request_options(["status"]) is None
+    monkeypatch.setenv("ROBOTA_NO_AUTOSTART", " Yes ")
+    assert status_request_options(["status"]) == (None, False)
+
+
 @contextmanager
 def one_reply_server(tmp_path: Path, reply: bytes) -> Iterator[Path]:
     """A socket whose one connection gets `reply` once a request line has arrived."""
