@@ -278,7 +278,11 @@ def test_a_hook_command_holding_a_nul_is_refused_at_its_path(tmp_path: Path) -> 
     with pytest.raises(ConfigError) as caught:
         load_config(_write(tmp_path, text))
     located = {issue["path"]: issue["message"] for issue in caught.value.issues}
-    assert located == {"hooks.PreToolUse[0].hooks[0].command": "must not hold a NUL character"}
+    assert located == {
+        "hooks.PreToolUse[0].hooks[0].command": (
+            "holds a NUL character (\\u0000), which no path, command or name can hold"
+        )
+    }
 
 
 def test_a_toml_date_or_time_where_none_belongs_is_located_not_a_crash(tmp_path: Path) -> None:
