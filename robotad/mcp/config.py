@@ -200,7 +200,9 @@ def wire_issues(
     """Problems of ``session/create``'s `mcpServers` beyond their shape: bad or repeated
     names, a name `reserved` by robotad's configuration (its rules and hooks were written
     for that server, and its tools would be hidden), neither or both of `command` and
-    `url`."""
+    `url`, an `env` name or a header that cannot be used, and a NUL in any string (the
+    checks ``[mcp_servers]`` gets at start, so an editor's server fails here, located, not
+    when it is first started)."""
     issues: list[Issue] = []
     seen: set[str] = set()
     for index, server in enumerate(servers):
@@ -218,7 +220,32 @@ def wire_issues(
             issues.append({"path": join_path(where, "name"), "message": message})
         seen.add(name)
         issues.extend(_transport_issues(server, where))
+        issues.extend(_environment_issues(server, where))
+        issues.extend(_nul_issues(server, where))
     return issues
+
+
+def _nul_issues(server: Mapping[str, Any], where: str) -> list[Issue]:
+    """A string of `server` (its command, an argument, an env or header name or value, its
+    cwd or URL) holding a NUL, which no process or request can carry."""
+    issues: list[Issue] = []
+    for key in ("command", "cwd", "url"):
+        if isinstance(value := server.get(key), str) and "\0" in value:
+            issues.append({"path": join_path(where, key), "message": _NUL})
+    args = server.get("args")
+    for index, argument in enumerate(args if isinstance(args, list) else ()):
+        if isinstance(argument, str) and "\0" in argument:
+            issues.append({"path": join_path(join_path(where, "args"), index), "message": _NUL})
+    for key in ("env", "headers"):
+        table = server.get(key)
+        for name, value in table.items() if isinstance(table, Mapping) else ():
+            if "\0" in str(name) or (isinstance(value, str) and "\0" in value):
+                at = join_path(join_path(where, key), str(name).replace("\0", "\\u0000"))
+                issues.append({"path": at, "message": _NUL})
+    return issues
+
+
+_NUL: Final = "holds a NUL character (\\u0000), which no command, variable or header can hold"
 
 
 def _transport_issues(table: Mapping[str, Any], where: str) -> list[Issue]:

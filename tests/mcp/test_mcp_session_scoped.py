@@ -128,6 +128,10 @@ async def test_malformed_servers_are_refused_each_located(
         {"name": "web", "url": "ftp://127.0.0.1/mcp"},
         {"name": "web", "command": "x"},
         {"name": "my__srv", "command": "x"},  # a rule mcp__my would cover its tools
+        # No process takes these, nor any request: they failed only when the server started.
+        {"name": "envs", "command": "x", "env": {"A=B": "1"}},
+        {"name": "head", "url": "http://127.0.0.1:1/mcp", "headers": {"X-A": "a\r\nX-B: b"}},
+        {"name": "nul", "command": "x\u0000y", "args": ["ok", "a\u0000"]},
     ]
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
@@ -142,6 +146,10 @@ async def test_malformed_servers_are_refused_each_located(
         "$.mcpServers[3].url",
         "$.mcpServers[4].name",
         "$.mcpServers[5].name",
+        '$.mcpServers[6].env["A=B"]',
+        '$.mcpServers[7].headers["X-A"]',
+        "$.mcpServers[8].command",
+        "$.mcpServers[8].args[1]",
     ]
     assert [s for s in listed["sessions"] if s["cwd"] == str(tmp_path)] == []
 
