@@ -56,6 +56,14 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def refusals(tmp_path: Path, text: str) -> tuple[dict[str, str], ConfigError]:
+    """What `load_config` refuses in config.toml `text`: each problem's message by its path,
+    and the error itself."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    return {issue["path"]: issue["message"] for issue in caught.value.issues}, caught.value
+
+
 def test_a_valid_file_decodes_every_table(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path, VALID))
 
@@ -114,10 +122,7 @@ hooks = [{ type = "command" }, { type = "command", command = "x", timeout = -1, 
 [[hooks.PreToolUs]]
 hooks = []
 """
-    with pytest.raises(ConfigError) as caught:
-        load_config(_write(tmp_path, text))
-
-    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    located, error = refusals(tmp_path, text)
     assert set(located) == {
         "colour",
         "default_provider",
@@ -141,11 +146,11 @@ hooks = []
     )
     assert located["providers.local.base_url"] == "expected string or null, got integer"
     assert "PreToolUse" in located["hooks.PreToolUs"]
-    message = str(caught.value)
+    message = str(error)
     assert str(tmp_path / "config.toml") in message
     assert all(path in message for path in located)
     assert "sk-do-not-echo-me" not in message
-    assert "sk-do-not-echo-me" not in repr(caught.value.issues)
+    assert "sk-do-not-echo-me" not in repr(error.issues)
 
 
 def test_a_number_past_what_a_record_holds_is_a_start_up_error(tmp_path: Path) -> None:
@@ -183,9 +188,7 @@ hooks = [{ type = "command", command = "  ", timeout = nan }]
 [[hooks.PreToolUse]]
 hooks = [{ type = "command", command = "x", timeout = inf }]
 """
-    with pytest.raises(ConfigError) as caught:
-        load_config(_write(tmp_path, text))
-    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    located, error = refusals(tmp_path, text)
     assert set(located) == {
         "bogus",
         "permissions.allow[0]",
@@ -196,7 +199,7 @@ hooks = [{ type = "command", command = "x", timeout = inf }]
         "hooks.PreToolUse[0].hooks[0].timeout",
     }
     assert "unbalanced parentheses" in located["permissions.deny[0]"]
-    assert len(caught.value.issues) == len(located)  # one problem a path
+    assert len(error.issues) == len(located)  # one problem a path
 
 
 def test_an_unknown_hook_type_is_not_a_start_up_error(tmp_path: Path) -> None:
@@ -263,9 +266,7 @@ def test_a_table_named_after_a_built_in_kind_configures_that_kind_only(tmp_path:
     )
     assert ok.providers["openai"].kind == "openai"
     text = '[providers.scripted]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n'
-    with pytest.raises(ConfigError) as caught:
-        load_config(_write(tmp_path, text))
-    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    located, _ = refusals(tmp_path, text)
     assert set(located) == {"providers.scripted.kind"}
     assert "built-in 'scripted'" in located["providers.scripted.kind"]
 
@@ -275,9 +276,7 @@ def test_a_hook_command_holding_a_nul_is_refused_at_its_path(tmp_path: Path) -> 
     was accepted, and every firing then failed as "hook PreToolUse[0].hooks[0] failed:
     ValueError" (a traceback in robotad's log), denying every call it guarded."""
     text = '[[hooks.PreToolUse]]\nhooks = [{ type = "command", command = "check\\u0000.sh" }]\n'
-    with pytest.raises(ConfigError) as caught:
-        load_config(_write(tmp_path, text))
-    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    located, _ = refusals(tmp_path, text)
     assert located == {
         "hooks.PreToolUse[0].hooks[0].command": (
             "holds a NUL character (\\u0000), which no path, command or name can hold"
@@ -357,9 +356,7 @@ env = { "A=B" = "x", "" = "y", GOOD_NAME = "z" }
 url = "http://127.0.0.1:3001/mcp"
 headers = { Authorization = "Bearer a\\nX-Evil: 1", "X Y" = "v", X-Fine = "tab\\tok" }
 """
-    with pytest.raises(ConfigError) as caught:
-        load_config(_write(tmp_path, text))
-    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    located, error = refusals(tmp_path, text)
     assert set(located) == {
         'mcp_servers.files.env."A=B"',
         'mcp_servers.files.env.""',
@@ -368,7 +365,7 @@ headers = { Authorization = "Bearer a\\nX-Evil: 1", "X Y" = "v", X-Fine = "tab\\
     }
     assert "without '='" in located['mcp_servers.files.env."A=B"']
     assert "line break" in located["mcp_servers.remote.headers.Authorization"]
-    assert "Bearer" not in str(caught.value)  # a header's value may be a secret: never echoed
+    assert "Bearer" not in str(error)  # a header's value may be a secret: never echoed
 
 
 def test_an_unknown_key_names_the_keys_its_table_takes(tmp_path: Path) -> None:
@@ -390,9 +387,7 @@ net = true
 [mcp_servers]
 files = 3
 """
-    with pytest.raises(ConfigError) as caught:
-        load_config(_write(tmp_path, text))
-    located = {issue["path"]: issue["message"] for issue in caught.value.issues}
+    located, _ = refusals(tmp_path, text)
     assert located == {
         'providers."my box".api_key_enf': "unknown key (this table takes: kind, base_url, "
         "model, api_key_env, context_window, max_tokens, idle_timeout_ms, "
