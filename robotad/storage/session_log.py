@@ -145,8 +145,9 @@ class SessionLogger:
         self._clock = clock
         self._spill_limit = spill_limit
         self._encoder = msgspec.json.Encoder()
-        #: Per shared member's path: its last content as given, and the reference it got.
-        self._shared: dict[tuple[str, ...], tuple[bytes, dict[str, Any]]] = {}
+        #: Per shared member's path: its last content as given, that content as stored
+        #: (redacted), and the reference it got.
+        self._shared: dict[tuple[str, ...], tuple[bytes, bytes, dict[str, Any]]] = {}
 
     def log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
         """Write one event. `data` may hold Structs (messages…) and datetimes.
@@ -197,15 +198,21 @@ class SessionLogger:
 
     def _reference(self, path: tuple[str, ...], value: Any) -> dict[str, Any] | None:
         """The sidecar reference for the shared member `value` (stored the first time its
-        content is seen, redacted); None when it cannot be a sidecar."""
+        content is seen, redacted, and again whenever its file has gone); None when it
+        cannot be a sidecar."""
         content = self._encoder.encode(value)
         known = self._shared.get(path)
         if known is not None and known[0] == content:
-            return known[1]
+            # Stored again (a look at the file when it is there): the log may have been
+            # removed or rotated with its sidecars since, and a line naming a sidecar its log
+            # does not have would make the whole log undecodable.
+            self._sink.put_payload(known[1], known[2][SIDECAR_KEY]["sha256"])
+            return known[2]
         redact_in_place(value)
-        reference = stored(self._encoder.encode(value), self._sink.put_payload)
+        redacted = self._encoder.encode(value)
+        reference = stored(redacted, self._sink.put_payload)
         if reference is not None:
-            self._shared[path] = (content, reference)
+            self._shared[path] = (content, redacted, reference)
         return reference
 
     def close(self) -> None:

@@ -116,3 +116,21 @@ def test_no_tools_stay_in_the_line(logs: Path) -> None:
     _logger(logs).log("provider_request", _request(0, []))
     assert _raw_lines(logs)[0]["data"]["request"]["tools"] == []
     assert _sidecars(logs) == []
+
+
+def test_a_tool_set_is_stored_again_when_its_sidecar_has_gone(logs: Path) -> None:
+    """G-153: every line that names a sidecar has it. The logger used to remember a tool set
+    it had stored and never store it again, so once the log was removed or rotated with its
+    sidecars (the sink then opens a new file) each later request named a sidecar that did
+    not exist, and the new log never decoded again."""
+    tools = [_tool("Read"), _tool("Write")]
+    logger = _logger(logs)
+    logger.log("provider_request", _request(0, tools))
+    log_file, payloads = log_paths(logs, SID)
+    log_file.rename(log_file.with_name("rotated.jsonl"))
+    payloads.rename(payloads.with_name("rotated.payloads"))
+
+    logger.log("provider_request", _request(1, tools))
+
+    assert len(_sidecars(logs)) == 1
+    assert _logged_tools(logs) == [tools]
