@@ -16,13 +16,15 @@ still open when an ``approval_requested`` entry is logged is *parked* — it wai
 cut such a call off (what ``daemon/log_recovery`` leaves open too). A
 provider request that names its messages by reference to the history (``history_prefix``) must
 find that history rebuilt by the mutations before it — as many messages, the last one's id
-matching — or the request cannot be rebuilt and that is a problem too (G-144).
+matching — or the request cannot be rebuilt and that is a problem too (G-144). A report
+lists the first `PROBLEMS_LISTED` problems, each cut to a bounded length, and then how many
+more there are (architecture decision 49).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
@@ -40,6 +42,7 @@ from .session_log import (
 )
 
 __all__ = [
+    "PROBLEMS_LISTED",
     "CutOff",
     "LogReport",
     "ReplayError",
@@ -120,7 +123,40 @@ def validate_log(source: LogSource, history_ids: Sequence[str] | None = None) ->
         problems, history = _coverage(numbered)
         if not problems and history_ids is not None:
             problems = _rebuilds(history, history_ids)
-    return LogReport(len(numbered), not problems, problems)
+    return LogReport(len(numbered), not problems, _listed(problems))
+
+
+#: Problems a report lists one by one; past them, one more says how many are left out.
+PROBLEMS_LISTED: Final = 1000
+#: How much of a problem's message, and of an event name read from a bad line, a report holds.
+_MESSAGE_CHARS: Final = 1000
+_EVENT_CHARS: Final = 100
+
+
+def _listed(problems: list[LogProblem]) -> list[LogProblem]:
+    """`problems` as a report gives them: the first `PROBLEMS_LISTED`, each message and event
+    name cut to a bounded length, then one saying how many more there are. A log is a file
+    anyone can edit: 200,000 bad lines, or an event name of 50 MB, made a ``session/log``
+    answer over the largest message a client reads, so the client got no answer at all."""
+    listed = [_bounded(problem) for problem in problems[:PROBLEMS_LISTED]]
+    left_out = len(problems) - len(listed)
+    if left_out:
+        noun = "problem" if left_out == 1 else "problems"
+        listed.append(LogProblem(message=f"{left_out} more {noun} not listed"))
+    return listed
+
+
+def _bounded(problem: LogProblem) -> LogProblem:
+    bounded = problem.copy()
+    if "event" in bounded:
+        bounded["event"] = _cut(bounded["event"], _EVENT_CHARS)
+    if "message" in bounded:
+        bounded["message"] = _cut(bounded["message"], _MESSAGE_CHARS)
+    return bounded
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogProblem]:

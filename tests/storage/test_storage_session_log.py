@@ -15,6 +15,7 @@ import pytest
 from protocol.shapes import Message, ToolCall
 from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
 from robotad.storage.log_replay import (
+    PROBLEMS_LISTED,
     LogReport,
     ReplayError,
     cut_off,
@@ -240,6 +241,28 @@ def test_session_log_report_lists_each_bad_line(logs: Path) -> None:
         (good + 2, "turn_started"),
     ]
     assert "unsupported schema version 2" in report.problems[1]["message"]
+
+
+def test_a_report_of_a_log_with_many_bad_lines_stays_small(logs: Path) -> None:
+    """G-151 within a bounded answer: the report lists the first `PROBLEMS_LISTED` bad lines
+    and says how many more there are, and cuts an event name or message it quotes from the
+    log. It used to list all of them whole: a hand-edited log made a ``session/log`` answer
+    over the 16 MiB a client reads, and `robotactl log` got no report at all."""
+    long_event = _envelope(event="x" * 100_000)
+    message = {"id": "m", "role": "user", "content": "hi", "y" * 100_000: 1}
+    long_key = _envelope(event="history_mutation", data={"op": "append", "messages": [message]})
+    logs.mkdir(parents=True)
+    _append_raw(logs, long_event, long_key, *[b"not json"] * (PROBLEMS_LISTED + 499))
+    report = validate_log(_source(logs))
+    assert (report.entries, report.complete) == (0, False)
+    assert len(report.problems) == PROBLEMS_LISTED + 1
+    assert [p["line"] for p in report.problems[:-1]] == list(range(1, PROBLEMS_LISTED + 1))
+    assert report.problems[-1] == {"message": "501 more problems not listed"}
+    assert report.problems[0]["event"].startswith("xxx")
+    assert "(100000 characters)" in report.problems[0]["event"]
+    assert "yyy" in report.problems[1]["message"]
+    assert len(report.problems[1]["message"]) < 2000
+    assert len(msgspec.json.encode(report.problems)) < 200_000
 
 
 def test_no_sensitive_value_reaches_any_log_byte(logs: Path) -> None:
