@@ -10,7 +10,8 @@ known — a call whose result the history holds (put back from the journal) is `
 named by its trigger: it never finished, and a compaction saves all or nothing, so the
 history is as it was before it — so the log is complete again and still tells of the crash.
 A call still parked for approval is not cut off and stays open. Writing the entry is
-best effort: a log that cannot be appended is noted in the daemon's log, nothing more.
+best effort: a log that cannot be read or appended is noted in the daemon's log, nothing more
+(the session loads all the same).
 """
 
 from __future__ import annotations
@@ -46,12 +47,15 @@ async def close_cut_off(session: Session, logs_dir: Path) -> bool:
     """Write the ``recovered`` entry `session`'s log needs, if any; True when one was written.
     Call after the session's pending execution was recovered, before it runs anything."""
     path = log_paths(logs_dir, session.session_id)[0]
-    if not await trio.to_thread.run_sync(_may_be_cut_off, path):
-        return False
     try:
+        if not await trio.to_thread.run_sync(_may_be_cut_off, path):
+            return False
         requests, calls, compaction = await trio.to_thread.run_sync(cut_off, FileLogSource(path))
-    except OSError:
-        log.warning("cannot read a session log", extra=fields(session_id=session.session_id))
+    except OSError as exc:
+        # A log that cannot be read (a folder, a FIFO or a link in its place, no permission)
+        # is no reason to refuse the session: `session/log` names it.
+        where = fields(session_id=session.session_id)
+        log.warning("cannot read a session log: %s", exc, extra=where)
         return False
     history = session.get_history()
     pending = session.get_pending_execution()
