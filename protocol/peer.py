@@ -26,6 +26,10 @@ Contract (PROTOCOL.md §1–§2):
   through a shielded ``send_all``, so a cancelled writer never tears a frame. The reader's
   own replies pass no scheduler pass of their own; any other writer passes one checkpoint.
   A stuck remote is cut off by `aclose`, which closes the stream under the shielded write.
+- A remote that does not read what it asked for is cut off: the frames waiting behind a full
+  socket (each charged its size plus `WAITER_COST`) may hold `max_queued_bytes` at most; the
+  frame that would pass it closes the connection (logged), as `aclose` does. Without it, a
+  client that sent requests and read none of the replies made the daemon hold them all.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
   stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
@@ -83,6 +87,8 @@ from protocol.last_words import refusal_in, refusal_of
 
 __all__ = [
     "CANCEL_METHOD",
+    "DEFAULT_MAX_QUEUED_BYTES",
+    "WAITER_COST",
     "CallContext",
     "CancelNotice",
     "ConnectionLost",
@@ -101,6 +107,13 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 CANCEL_METHOD: Final = "$/cancelRequest"
+
+#: The most the frames waiting for a full socket may hold, per connection (decision 49 of
+#: docs/architecture.md): four default frame caps.
+DEFAULT_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
+#: What one frame waiting for the socket costs beyond its bytes: its task and what that task
+#: holds (so that a flood of tiny replies is bounded too: 4,096 of them at the default).
+WAITER_COST: Final = 16 * 1024
 
 #: ``async def handler(params, ctx) -> result``; result is a Struct, a dict, a list or None.
 Handler = Callable[[Any, "CallContext"], Awaitable[Any]]
@@ -287,7 +300,8 @@ class JsonRpcPeer:
     The peer owns `stream` from `run` on: `run` closes it when it returns. `framing` is how
     this side frames what it sends before it has received anything (clients choose it; a
     server leaves it None and answers in the sniffed framing). `max_frame_bytes` caps incoming
-    frames. `on_notification` receives notifications no route handles.
+    frames. `on_notification` receives notifications no route handles. `max_queued_bytes`
+    bounds what waits for a remote that does not read (see the module docstring).
     """
 
     def __init__(
@@ -300,8 +314,12 @@ class JsonRpcPeer:
         on_notification: NotificationCallback | None = None,
         receive_size: int = 64 * 1024,
         cancel_notice: CancelNotice | None = None,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         self.stream = stream
+        self._max_queued_bytes = max_queued_bytes
+        #: What the frames waiting for the write lock cost now (`WAITER_COST` each, and more).
+        self._queued_bytes = 0
         #: How the remote is told that a request of ours was withdrawn (`CancelNotice`).
         self._cancel_notice = cancel_notice or _lsp_cancel
         self.router = router if router is not None else Router()
@@ -448,11 +466,26 @@ class JsonRpcPeer:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _send_queued(self, body: bytes) -> None:
-        """`_send` behind a writer holding the lock: wait in FIFO order, then write."""
-        async with self._write_lock:
-            if not self._sending:
-                raise ConnectionLost("connection closed")
-            await self._send_shielded(encode_frame(body, self.framing))
+        """`_send` behind a writer holding the lock: wait in FIFO order, then write; or, when
+        the waiting frames would cost more than `max_queued_bytes`, cut the remote off."""
+        frame = encode_frame(body, self.framing)
+        cost = len(frame) + WAITER_COST
+        if self._queued_bytes + cost > self._max_queued_bytes:
+            logger.warning(
+                "closing a connection that reads nothing: %d frames (%d bytes) wait for it",
+                self._write_lock.statistics().tasks_waiting + 1,
+                self._queued_bytes + cost,
+            )
+            await self.aclose()
+            raise ConnectionLost("connection closed: the remote reads none of its replies")
+        self._queued_bytes += cost
+        try:
+            async with self._write_lock:
+                if not self._sending:
+                    raise ConnectionLost("connection closed")
+                await self._send_shielded(frame)
+        finally:
+            self._queued_bytes -= cost
 
     async def _send_shielded(self, data: bytes) -> None:
         """``send_all`` of `data` (the caller holds the lock), never torn by cancellation."""

@@ -227,3 +227,36 @@ async def test_a_remote_that_closes_mid_write_without_a_word_is_connection_lost(
     theirs.close()
     with trio.fail_after(HANG_GUARD_SECONDS), pytest.raises(ConnectionLost):
         await peer.request("session/run", {"prompt": "x" * (4 * BIG)})
+
+
+# -- a remote that reads nothing of what it asked for -------------------------------------------
+
+#: Bytes of one reply in the flood below.
+REPLY = 64 * 1024
+
+
+async def test_a_remote_that_sends_requests_and_reads_no_reply_is_cut_off() -> None:
+    """Replies of spawned requests wait for a full socket, each in its own task: a client that
+    sent requests and read none of the replies made the peer hold every one of them (the
+    daemon grew a megabyte an export, without bound). Past `max_queued_bytes` the connection
+    closes, and what waited is freed."""
+    routes = Router()
+
+    @routes.method("blob", Empty)
+    async def blob(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pad": "z" * REPLY}
+
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = JsonRpcPeer(trio.SocketStream(ours), routes, max_queued_bytes=16 * REPLY)
+    client = RawEnd(trio.SocketStream(theirs))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(peer.run)
+        await client.send_bytes(
+            b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"blob"}\n' % n for n in range(200))
+        )
+        with trio.move_on_after(HANG_GUARD_SECONDS):
+            await peer.wait_finished()  # never read: cut off, not held
+        cut_off = peer.closed
+        await peer.aclose()  # (the shielded writes of a peer still holding them end here)
+    theirs.close()
+    assert cut_off
