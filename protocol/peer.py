@@ -27,8 +27,9 @@ Contract (PROTOCOL.md §1–§2):
   own replies pass no scheduler pass of their own; any other writer passes one checkpoint.
   A stuck remote is cut off by `aclose`, which closes the stream under the shielded write.
 - A remote that does not read what it asked for is cut off: the frames waiting behind a full
-  socket (each charged its size plus `WAITER_COST`) may hold `max_queued_bytes` at most; the
-  frame that would pass it closes the connection (logged), as `aclose` does. Without it, a
+  socket (each charged its size plus `WAITER_COST`) may hold `max_queued_bytes` at most, or
+  one frame alone whatever its size; the frame that would pass it closes the connection
+  (logged), as `aclose` does. Without it, a
   client that sent requests and read none of the replies made the daemon hold them all.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
@@ -467,10 +468,11 @@ class JsonRpcPeer:
 
     async def _send_queued(self, body: bytes) -> None:
         """`_send` behind a writer holding the lock: wait in FIFO order, then write; or, when
-        the waiting frames would cost more than `max_queued_bytes`, cut the remote off."""
+        the waiting frames would cost more than `max_queued_bytes`, cut the remote off. A
+        frame that waits alone always waits, however large (an export of a long session)."""
         frame = encode_frame(body, self.framing)
         cost = len(frame) + WAITER_COST
-        if self._queued_bytes + cost > self._max_queued_bytes:
+        if self._queued_bytes and self._queued_bytes + cost > self._max_queued_bytes:
             logger.warning(
                 "closing a connection that reads nothing: %d frames (%d bytes) wait for it",
                 self._write_lock.statistics().tasks_waiting + 1,

@@ -260,3 +260,28 @@ async def test_a_remote_that_sends_requests_and_reads_no_reply_is_cut_off() -> N
         await peer.aclose()  # (the shielded writes of a peer still holding them end here)
     theirs.close()
     assert cut_off
+
+
+async def test_one_reply_larger_than_the_queue_bound_still_waits_for_a_reader() -> None:
+    """The bound is for a flood: a frame waiting alone (a long session's export behind an
+    event being written) is sent whatever its size, to a client that reads."""
+    routes = ping_router()
+
+    @routes.method("large", Empty)
+    async def large(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pad": "l" * (4 * REPLY)}
+
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    peer = JsonRpcPeer(trio.SocketStream(ours), routes, max_queued_bytes=REPLY)
+    client = RawEnd(trio.SocketStream(theirs))
+    with trio.fail_after(HANG_GUARD_SECONDS):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer.run)
+            nursery.start_soon(peer.notify, "event", {"pad": "e" * REPLY})  # holds the lock
+            await trio.testing.wait_all_tasks_blocked()
+            await client.send(call(1, "large"))
+            assert (await client.receive())["method"] == "event"
+            reply = await client.receive()
+            nursery.cancel_scope.cancel()
+    assert reply["result"] == {"pad": "l" * (4 * REPLY)}
