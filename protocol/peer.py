@@ -29,8 +29,8 @@ Contract (PROTOCOL.md §1–§2):
 - A remote that does not read what it asked for is cut off: the frames waiting behind a full
   socket (each charged its size plus `WAITER_COST`) may hold `max_queued_bytes` at most, or
   one frame alone whatever its size; the frame that would pass it closes the connection
-  (logged), as `aclose` does. Without it, a
-  client that sent requests and read none of the replies made the daemon hold them all.
+  (logged), as `aclose` does. Without it, a client that sent requests and read none of the
+  replies made the daemon hold them all.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
   stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
