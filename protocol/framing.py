@@ -107,6 +107,9 @@ class FrameDecoder:
         self._scan_from = 0  # NDJSON: bytes before this offset hold no newline
         self._body_length: int | None = None  # Content-Length: headers read, body pending
         self._failure: FramingError | None = None
+        #: After `feed_eof`: what of a Content-Length frame the end of the stream cut short
+        #: (``"a body of 45 bytes, 40 of them received"``), or None.
+        self.cut_short: str | None = None
 
     @property
     def framing(self) -> Framing | None:
@@ -148,15 +151,27 @@ class FrameDecoder:
         """The stream ended: return a last NDJSON line that had no newline, if any.
 
         A Content-Length frame cut short by the end of the stream is discarded: its body is
-        incomplete and nothing in it can be trusted.
+        incomplete and nothing in it can be trusted. `cut_short` then says what was missing,
+        for the caller to tell the remote.
         """
         if self._failure is not None or self._framing != "ndjson":
+            self.cut_short = self._unfinished()
             self._buffer.clear()
             return []
         tail = bytes(self._buffer).strip(_WHITESPACE)
         self._buffer.clear()
         self._scan_from = 0
         return [tail] if tail else []
+
+    def _unfinished(self) -> str | None:
+        """What of a Content-Length frame is still missing (see `cut_short`)."""
+        if self._failure is not None or self._framing != "content-length":
+            return None
+        if self._body_length is not None:
+            return f"a body of {self._body_length} bytes, {len(self._buffer)} of them received"
+        if self._buffer.strip(_WHITESPACE):
+            return "a header section without its empty line"
+        return None
 
     # -- sniffing ---------------------------------------------------------------------------
 

@@ -33,11 +33,13 @@ Contract (PROTOCOL.md §1–§2):
   replies made the daemon hold them all.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
-  stream and returns. A frame over the cap is answered -32600 with ``data.limit``, a framing
-  violation -32700, and reading stops as at end of input. A broken connection cancels every
-  handler of this peer. Whenever reading ends, every request still awaiting a reply fails with
-  `ConnectionLost`; a request whose write fails because the remote closed fails with what the
-  remote said first without an id (a server's -32600 for a frame over its cap), if it did.
+  stream and returns. A Content-Length frame the end cut short is answered -32700 saying
+  what was missing (it runs nothing). A frame over the cap is answered -32600 with
+  ``data.limit``, a framing violation -32700, and reading stops as at end of input. A broken
+  connection cancels every handler of this peer. Whenever reading ends, every request still
+  awaiting a reply fails with `ConnectionLost`; a request whose write fails because the remote
+  closed fails with what the remote said first without an id (a server's -32600 for a frame
+  over its cap), if it did.
 
 Its size is one concept: the trio shell of a JSON-RPC connection (reader, writer lock, dispatch,
 cancellation, pending requests); its sans-I/O core lives in `jsonrpc.py` and `framing.py`.
@@ -547,6 +549,9 @@ class JsonRpcPeer:
                 if not data:
                     for body in self._decoder.feed_eof():
                         await self._handle_frame(body)
+                    if (cut_short := self._decoder.cut_short) is not None:
+                        refused = ParseError(f"parse error: the stream ended inside {cut_short}")
+                        await self._send(jsonrpc.encode_error(None, refused))
                     return
                 try:
                     frames = self._decoder.feed(data)

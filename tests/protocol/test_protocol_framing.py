@@ -119,6 +119,7 @@ def test_content_length_truncated_body_is_dropped_at_eof() -> None:
     decoder = FrameDecoder()
     assert decoder.feed(b'Content-Length: 10\r\n\r\n{"a"') == []
     assert decoder.feed_eof() == []
+    assert decoder.cut_short == "a body of 10 bytes, 4 of them received"
 
 
 @pytest.mark.parametrize(

@@ -450,6 +450,30 @@ async def test_last_ndjson_line_without_newline_is_answered_at_eof(app: App) -> 
         await served.client.expect_eof()
 
 
+@pytest.mark.parametrize(
+    ("sent", "missing"),
+    [
+        (b'Content-Length: 45\r\n\r\n{"jsonrpc":"2.0","id":1,"method":"ping"}', "45 bytes, 40"),
+        (b"Content-Length: 45\r\n", "header section"),
+    ],
+    ids=["short-body", "open-headers"],
+)
+async def test_a_content_length_frame_cut_short_by_eof_is_answered(
+    app: App, sent: bytes, missing: str
+) -> None:
+    """The client half-closed inside a frame (a wrong Content-Length, a script's last
+    write): it heard nothing and saw the connection end. It is told what was missing."""
+    async with serving(app.router, framing="content-length") as served:
+        await served.client.send_bytes(sent)
+        await served.client.send_eof()
+        reply = await served.client.receive()
+        assert reply["id"] is None
+        assert error_of(reply)["code"] == -32700
+        assert missing in error_of(reply)["message"]
+        await served.client.expect_eof()
+    assert app.tasks == {"inline": [], "spawned": []}  # nothing of it ran
+
+
 @pytest.mark.parametrize("framing", FRAMINGS)
 async def test_frame_over_the_limit_is_refused_then_closed(app: App, framing: Framing) -> None:
     async with serving(app.router, framing=framing, max_frame_bytes=256) as served:
