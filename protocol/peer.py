@@ -111,7 +111,7 @@ T = TypeVar("T")
 
 CANCEL_METHOD: Final = "$/cancelRequest"
 
-#: The most the frames waiting for a full socket may hold, per connection (decision 49 of
+#: The most the frames waiting for a full socket may hold, per connection (decision 50 of
 #: docs/architecture.md): four default frame caps.
 DEFAULT_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 #: What one frame waiting for the socket costs beyond its bytes: its task and what that task
