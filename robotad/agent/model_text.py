@@ -20,17 +20,19 @@ import msgspec
 from protocol.shapes import ToolCall
 from robotad.agent.provider import ModelReply
 
-__all__ = ["encodable_reply", "encodable_text", "encodable_tree"]
+__all__ = ["LONE_SURROGATE", "encodable_reply", "encodable_text", "encodable_tree"]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Any surrogate code point: in a Python str, always one UTF-8 cannot encode (a pair is one
+#: character there). Tool results use it too (`tool_round`).
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _probe = msgspec.json.Encoder()
 
 
 def encodable_text(text: str) -> str:
     """`text` with U+FFFD for each lone surrogate."""
-    if _SURROGATE.search(text) is None:
+    if LONE_SURROGATE.search(text) is None:
         return text
-    return _SURROGATE.sub("\ufffd", text)
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def encodable_reply(reply: ModelReply) -> ModelReply:

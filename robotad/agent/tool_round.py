@@ -44,6 +44,7 @@ import trio
 
 from protocol.shapes import Message, ToolCall, utc_now
 from robotad.agent.gate import Admit, Park, Refuse, ToolGate
+from robotad.agent.model_text import LONE_SURROGATE
 from robotad.agent.observations import EventBus, ObservedOutcome, ToolBodyObserved
 from robotad.agent.tool import ArgumentError, Tool, ToolContext, ToolResult, missing_tool_reason
 
@@ -277,9 +278,6 @@ def _failed(call: ToolCall, reason: str) -> Message:
     return Message.tool(call.id, call.name, reason, ok=False)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _written_out(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
@@ -287,9 +285,9 @@ def _written_out(match: re.Match[str]) -> str:
 
 def _encodable(result: ToolResult) -> ToolResult:
     """`result` with its text UTF-8 can encode (see the module doc, step 3)."""
-    if _SURROGATE.search(result.content) is None:
+    if LONE_SURROGATE.search(result.content) is None:
         return result
-    return ToolResult(result.ok, _SURROGATE.sub(_written_out, result.content), result.metadata)
+    return ToolResult(result.ok, LONE_SURROGATE.sub(_written_out, result.content), result.metadata)
 
 
 def _result_message(call: ToolCall, result: ToolResult) -> Message:
