@@ -413,3 +413,22 @@ def test_a_default_file_that_links_to_nothing_is_an_error_not_the_defaults(
     [issue] = caught.value.issues
     assert str(tmp_path / "dotfiles" / "robota.toml") in issue["message"]
     assert "remove the link" in issue["message"]
+
+
+
+def test_a_hook_event_or_key_that_is_no_bare_key_is_located_once_in_toml_terms(
+    tmp_path: Path,
+) -> None:
+    """An empty hook event (``[hooks] "" = []``) was reported twice, once at ``hooks.``, a
+    path no file has; an unknown key with a space in it likewise at ``…hooks[0].a b``
+    besides its quoted spelling. Each is one problem at the path the file spells."""
+    text = """
+[hooks]
+"" = []
+
+[[hooks.PreToolUse]]
+hooks = [{ type = "command", command = "x", "a b" = 1 }]
+"""
+    located, error = refusals(tmp_path, text)
+    assert set(located) == {'hooks.""', 'hooks.PreToolUse[0].hooks[0]."a b"'}
+    assert len(error.issues) == 2

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
 from protocol.errors import Issue
+from protocol.validate import join_path
 from robotad.session.errors import InvalidSetting
 
 __all__ = [
@@ -98,7 +99,7 @@ def parse_hooks_config(raw: object, path: str = "$.hooks") -> dict[str, list[Hoo
     if not isinstance(raw, dict):
         raise InvalidSetting([{"path": path, "message": "must be an object of events"}])
     for event, groups in raw.items():
-        where = f"{path}.{event}"
+        where = join_path(path, str(event))  # quoted when not a bare key: ``hooks.""``
         if event not in HOOK_EVENTS:
             issues.append({"path": where, "message": f"unknown hook event {event!r}"})
             continue
@@ -120,7 +121,7 @@ def _parse_group(group: object, where: str, name: str, issues: list[Issue]) -> H
         issues.append({"path": where, "message": "must be an object {matcher?, hooks}"})
         return None
     for key in sorted(set(group) - {"matcher", "hooks"}):
-        issues.append({"path": f"{where}.{key}", "message": "unknown key"})
+        issues.append({"path": join_path(where, str(key)), "message": "unknown key"})
     matcher = group.get("matcher")
     pattern: re.Pattern[str] | None = None
     if matcher is not None and not isinstance(matcher, str):
@@ -158,7 +159,7 @@ def _parse_hook(hook: object, where: str, name: str, issues: list[Issue]) -> Hoo
     if kind != "command":
         return HookSpec(kind, name, None, timeout)
     for key in sorted(set(hook) - {"type", "command", "timeout"}):
-        issues.append({"path": f"{where}.{key}", "message": "unknown key"})
+        issues.append({"path": join_path(where, str(key)), "message": "unknown key"})
     command = hook.get("command")
     if not isinstance(command, str) or not command.strip():
         issues.append({"path": f"{where}.command", "message": "must be a non-empty string"})
