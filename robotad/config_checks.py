@@ -2,9 +2,10 @@
 
 `decode_config` (`robotad.config`) decodes the file against its Structs and adds what these
 find on the raw table, so one pass lists every problem of the file, one a path: a default
-provider that names nothing, a base URL that is not http(s), a NUL in any string, malformed
-path patterns and rule patterns, hook tables the session layer would refuse, MCP server
-tables without a transport, relative sandbox roots. `toml_path` turns
+provider that names nothing, a provider table without a name (``[providers.""]``, or one
+of spaces only), a base URL that is not http(s), a NUL in any string, malformed path
+patterns and rule patterns, hook tables the session layer would refuse, MCP server tables
+without a transport or with a bad name, relative sandbox roots. `toml_path` turns
 ``$.providers["my box"].kind`` into the TOML spelling the message shows, and `in_toml_terms`
 puts a message in a TOML file's words, saying which keys an unknown key's table takes.
 """
@@ -143,6 +144,8 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
         )
     if isinstance(providers, dict):
         for name, table in providers.items():
+            if isinstance(name, str) and not name.strip():
+                issues.append({"path": join_path("$.providers", name), "message": _NO_NAME})
             kind = table.get("kind") if isinstance(table, dict) else None
             if name in builtin_kinds and isinstance(kind, str) and kind != name:
                 issues.append(
@@ -189,6 +192,16 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
                 }
             )
     return issues
+
+
+#: Why a provider table must have a name: nothing could choose one named ``""`` (every place
+#: that names a provider takes a non-empty name), and one named with spaces only would show
+#: as a blank wherever a session's provider is shown.
+_NO_NAME = (
+    "a provider's name cannot be empty or only spaces: it is how default_provider, "
+    "session/create (robotactl new --provider) and every session's info name the provider; "
+    "give the table a name, such as [providers.local]"
+)
 
 
 def _holds_persistence(root: str) -> str | None:

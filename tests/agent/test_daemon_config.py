@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -414,6 +415,19 @@ def test_a_default_file_that_links_to_nothing_is_an_error_not_the_defaults(
     assert str(tmp_path / "dotfiles" / "robota.toml") in issue["message"]
     assert "remove the link" in issue["message"]
 
+
+@pytest.mark.parametrize("name", ["", " ", "\t", "\u3000 "])
+def test_a_provider_table_without_a_name_is_refused_at_its_path(tmp_path: Path, name: str) -> None:
+    """``[providers.""]`` was accepted: a provider nothing could choose (every place that
+    names one takes a non-empty name), and one named with spaces only showed as a blank
+    wherever its sessions were listed. Refused at start, located, saying what to do."""
+    quoted = json.dumps(name, ensure_ascii=False)
+    located, error = refusals(tmp_path, f'[providers.{quoted}]\nkind = "openai"\n')
+    assert located == {f"providers.{quoted}": located[f"providers.{quoted}"]}
+    assert "cannot be empty or only spaces" in located[f"providers.{quoted}"]
+    assert "such as [providers.local]" in str(error)
+    config = load_config(_write(tmp_path, '[providers."my box"]\nkind = "openai"\n'))
+    assert list(config.providers) == ["my box"]  # a name with a space in it is a name
 
 
 def test_a_hook_event_or_key_that_is_no_bare_key_is_located_once_in_toml_terms(

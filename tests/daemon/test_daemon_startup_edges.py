@@ -89,3 +89,15 @@ def test_one_daemon_per_socket_folder(tmp_path_factory: pytest.TempPathFactory) 
         )
     assert other.returncode == 1
     assert f"pid {daemon.pid}" in other.stderr
+
+
+def test_a_provider_table_without_a_name_stops_the_start(tmp_path: Path) -> None:
+    """``[providers.""]`` was accepted at start; robotad now refuses it as it refuses any
+    other problem of its file: exit 1, the file and the table's path named, nothing bound."""
+    home = DaemonHome(tmp_path)
+    home.write_config('[providers.""]\nkind = "openai"\n')
+    result = _start_refused(home)
+    assert result.returncode == 1
+    assert f"invalid configuration {home.config_path}:" in result.stderr
+    assert 'providers."": a provider\'s name cannot be empty' in result.stderr
+    assert not home.socket_path.exists()
