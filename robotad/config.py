@@ -1,9 +1,10 @@
 """The daemon's configuration file and folders (PROTOCOL §8; docs/architecture.md, decision 6).
 
-`load_config()` reads ``ROBOTA_CONFIG`` or ``$XDG_CONFIG_HOME/robota/config.toml``. A missing
-default file is the defaults (the offline ``scripted`` provider, no rules, no hooks, no
-classifier); a ``ROBOTA_CONFIG`` that names no file, or a default file that is a symbolic link
-to nothing, is an error naming the path.
+`read_config()` reads ``ROBOTA_CONFIG`` or ``$XDG_CONFIG_HOME/robota/config.toml`` and says
+which file it read, or that it found none (`LoadedConfig`); `load_config()` is the
+configuration alone. A missing default file is the defaults (the offline ``scripted``
+provider, no rules, no hooks, no classifier); a ``ROBOTA_CONFIG`` that names no file, or a
+default file that is a symbolic link to nothing, is an error naming the path.
 Anything else that is wrong — TOML syntax, an unknown key, a wrong type, a provider name that
 names nothing, a hook matcher that is not a regular expression — is a `ConfigError` listing
 every problem with its TOML path
@@ -43,6 +44,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
@@ -73,6 +75,7 @@ __all__ = [
     "HookHandler",
     "HookMatcher",
     "InstructionsConfig",
+    "LoadedConfig",
     "PermissionsConfig",
     "ProviderConfig",
     "ProviderKind",
@@ -80,6 +83,7 @@ __all__ = [
     "config_path",
     "decode_config",
     "load_config",
+    "read_config",
     "runtime_dir",
     "state_dir",
 ]
@@ -240,9 +244,30 @@ def runtime_dir() -> Path:
 # -- loading --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A configuration and where it came from: the file `path` when `found`, else the
+    defaults, `path` then being the file looked for."""
+
+    config: Config
+    path: Path
+    found: bool
+
+    def source(self) -> str:
+        """The file read, or that there was none and where it was looked for, in words fit
+        for robotad's log (``serving … config=…``)."""
+        return str(self.path) if self.found else f"none: no file at {self.path}, the defaults"
+
+
 def load_config(path: Path | None = None) -> Config:
-    """Read and decode the configuration file; defaults when the default file does not exist.
-    A ``ROBOTA_CONFIG`` that names no file is a `ConfigError` naming the path (§10.3)."""
+    """The configuration `read_config` reads, without its source."""
+    return read_config(path).config
+
+
+def read_config(path: Path | None = None) -> LoadedConfig:
+    """Read and decode the configuration file `path` (`config_path()` by default), saying
+    whether one was found; defaults when the default file does not exist. A
+    ``ROBOTA_CONFIG`` that names no file is a `ConfigError` naming the path (§10.3)."""
     named = path is None and bool(os.environ.get("ROBOTA_CONFIG"))
     path = config_path() if path is None else path
     try:
@@ -257,11 +282,11 @@ def load_config(path: Path | None = None) -> Config:
                 "that file, or remove the link to run with the defaults"
             )
             raise ConfigError(path, [{"path": "", "message": message}]) from None
-        return Config()
+        return LoadedConfig(Config(), path, found=False)
     except OSError as exc:
         raise ConfigError(path, [{"path": "", "message": f"cannot read: {exc.strerror}"}]) from None
     try:
-        return decode_config(data)
+        return LoadedConfig(decode_config(data), path, found=True)
     except ValidationFailed as exc:
         raise ConfigError(path, exc.issues) from None
 

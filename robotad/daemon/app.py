@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -28,7 +28,7 @@ import trio
 
 from protocol.errors import InvalidParams
 from protocol.peer import Router
-from robotad.config import ConfigError, config_path, load_config, runtime_dir
+from robotad.config import ConfigError, read_config, runtime_dir
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import DEFAULT_IDLE_UNLOAD_SECONDS, SessionManager
 from robotad.daemon.mcp_methods import register_mcp_methods
@@ -61,10 +61,15 @@ class SessionApplication:
     router: Router = field(default_factory=Router)
     mcp: McpHub | None = None
     clients: ClientPool | None = None
+    #: The config file read at start, or that there was none and where it was looked for.
+    config_source: str = ""
 
     def session_counts(self) -> SessionCounts:
         loaded, running, waiting = self.manager.counts()
         return SessionCounts(loaded=loaded, running=running, waiting=waiting)
+
+    def serving_fields(self) -> Mapping[str, str]:
+        return {"config": self.config_source} if self.config_source else {}
 
     async def on_shutdown(self, grace: float) -> None:
         await self.manager.shutdown(grace)
@@ -80,9 +85,10 @@ async def session_application(
 ) -> AsyncIterator[Application]:
     """The session application around the daemon's serving life (see the module doc)."""
     try:
-        config = load_config()
+        loaded = read_config()
     except ConfigError as exc:
         raise StartupError(str(exc)) from None
+    config = loaded.config
     swept = sweep_abandoned(runtime_dir())  # a killed daemon's spilled results
     if swept:
         log.info("removed %d spill folder(s) a stopped robotad left behind", swept)
@@ -109,7 +115,7 @@ async def session_application(
                 {"path": i["path"].removeprefix("$").removeprefix("."), "message": i["message"]}
                 for i in exc.issues
             ]
-            raise StartupError(str(ConfigError(config_path(), located))) from None
+            raise StartupError(str(ConfigError(loaded.path, located))) from None
         async with trio.open_nursery() as nursery:
             await nursery.start(mcp.run)
             manager = SessionManager(
@@ -123,7 +129,9 @@ async def session_application(
             # Probed beside serving, not before it: a create needing the answer waits for it.
             nursery.start_soon(sandbox_probe.current)
             nursery.start_soon(_purge_expired, spill)
-            app = SessionApplication(manager, mcp=mcp, clients=clients)
+            app = SessionApplication(
+                manager, mcp=mcp, clients=clients, config_source=loaded.source()
+            )
             register_session_methods(app.router, SessionOperations(manager))
             register_mcp_methods(app.router, manager, mcp)
             try:

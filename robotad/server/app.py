@@ -2,7 +2,8 @@
 
 The server knows nothing of sessions. Its caller composes an `Application`: a `Router` that
 already holds the application's methods (the server adds the daemon methods to it), a count of
-sessions for ``daemon/status``, and a shutdown hook that drains turns before the daemon exits.
+sessions for ``daemon/status``, what the ``serving`` log line says of it, and a shutdown hook
+that drains turns before the daemon exits.
 The session manager (robotad.daemon) is one such application; `StandaloneApplication` — no
 sessions at all — is what the daemon runs until one is composed in, and what tests use.
 
@@ -13,7 +14,7 @@ nursery (idle unload, timers) and release everything on exit, after the server h
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,12 @@ class Application(Protocol):
         """Current session counts; called inline by ``daemon/status``, so it must not block."""
         ...
 
+    def serving_fields(self) -> Mapping[str, str]:
+        """What the daemon's ``serving`` log line says of the application, after the
+        server's own fields (the session application: the config file it read, or that it
+        found none). Called once, when the daemon serves."""
+        ...
+
     async def on_shutdown(self, grace: float) -> None:
         """Let running turns finish within `grace` seconds, abort the rest, close sessions.
 
@@ -80,6 +87,9 @@ class StandaloneApplication:
 
     def session_counts(self) -> SessionCounts:
         return SessionCounts(loaded=0, running=0, waiting=0)
+
+    def serving_fields(self) -> Mapping[str, str]:
+        return {}  # it reads no configuration
 
     async def on_shutdown(self, grace: float) -> None:
         return None

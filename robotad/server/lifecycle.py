@@ -46,10 +46,15 @@ from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.shapes import utc_now
 from protocol.socket_path import resolve_socket_path
 from robotad import open_files, startup_signals
-from robotad.config import config_path, state_dir
+from robotad.config import state_dir
 from robotad.log import fields
 from robotad.server import allocator
-from robotad.server.app import ApplicationFactory, DaemonContext, standalone_application
+from robotad.server.app import (
+    Application,
+    ApplicationFactory,
+    DaemonContext,
+    standalone_application,
+)
 from robotad.server.claims import claim_socket_folder, claim_state_folder, mark_stopping
 from robotad.server.daemon_methods import (
     DEFAULT_GRACE_SECONDS,
@@ -195,10 +200,12 @@ async def _serve(
                 if listener.owned:  # systemd's socket file is systemd's to watch
                     nursery.start_soon(_stop_when_unreachable, listener, server)
                 task_status.started(socket_name)
-                _log_serving(info, listener)
+                _log_serving(info, listener, app)
 
 
-def _log_serving(info: DaemonInfo, listener: Listener) -> None:
+def _log_serving(info: DaemonInfo, listener: Listener, app: Application) -> None:
+    """The ``serving`` line: the server's facts, then the application's own (the config
+    file it read: the server cannot know whether there was one)."""
     log.info(
         "serving",
         extra=fields(
@@ -206,7 +213,7 @@ def _log_serving(info: DaemonInfo, listener: Listener) -> None:
             pid=info.pid,
             activated=listener.activated,
             state_dir=str(info.state_dir),
-            config=str(config_path()),
+            **app.serving_fields(),
         ),
     )
 

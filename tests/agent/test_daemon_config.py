@@ -16,6 +16,7 @@ from robotad.config import (
     ProviderConfig,
     config_path,
     load_config,
+    read_config,
     runtime_dir,
     state_dir,
 )
@@ -93,6 +94,17 @@ def test_a_missing_file_is_the_defaults(tmp_path: Path) -> None:
     assert config.providers == {}
     assert config.classifier is None
     assert config.hooks == {}
+
+
+def test_what_was_read_is_said_and_so_is_a_file_not_found(tmp_path: Path) -> None:
+    """`read_config` says which file it read, or that it found none and where it looked:
+    what robotad's ``serving`` line shows."""
+    absent = read_config(tmp_path / "absent.toml")
+    assert (absent.config, absent.found) == (Config(), False)
+    assert absent.source() == f"none: no file at {tmp_path / 'absent.toml'}, the defaults"
+    present = read_config(_write(tmp_path, VALID))
+    assert (present.found, present.source()) == (True, str(tmp_path / "config.toml"))
+    assert present.config.default_provider == "local"
 
 
 def test_every_bad_key_and_type_is_reported_with_its_toml_path(tmp_path: Path) -> None:

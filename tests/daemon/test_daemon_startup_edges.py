@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from robotad.server.daemon_methods import daemon_version
+from tests import robotad_process
 from tests.daemon_helpers import PROCESS_TIMEOUT, REPO, DaemonHome, running_daemon
 
 
@@ -55,6 +56,32 @@ def test_the_state_folder_is_logged_at_start(tmp_path_factory: pytest.TempPathFa
         pass  # the "serving" line may follow the ready byte: read the log once it has stopped
     serving = next(line for line in daemon.output().splitlines() if " serving " in line)
     assert f"state_dir={home.state_dir}" in serving
+
+
+def _serving_line(home: DaemonHome, env: dict[str, str]) -> str:
+    """The ``serving`` line of a robotad started on `home` with `env` and stopped (the
+    last of `home`'s log, which every robotad started there appends to)."""
+    daemon = robotad_process.start_robotad(home.socket_path, home.log_path, env=env)
+    robotad_process.stop_robotad(daemon)  # the line may follow the ready byte: read it after
+    return [line for line in daemon.output().splitlines() if " serving " in line][-1]
+
+
+def test_the_serving_line_names_the_config_file_read_or_says_there_was_none(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Without a config file the line still said ``config=…/config.toml``, as if that file
+    had been read. It now says there was none, and where robotad looked; with one, it names
+    it."""
+    home = DaemonHome(tmp_path_factory.mktemp("config"))
+    env = home.environment()
+    del env["ROBOTA_CONFIG"]  # the default place, $XDG_CONFIG_HOME/robota/config.toml
+    default = Path(env["XDG_CONFIG_HOME"]) / "robota" / "config.toml"
+    missing = _serving_line(home, env)
+    assert f'config="none: no file at {default}, the defaults"' in missing
+    default.parent.mkdir(exist_ok=True)  # robotad may have made it (its own folder)
+    default.write_text("[defaults]\nmax_rounds = 3\n")
+    found = _serving_line(home, env)
+    assert found.endswith(f" config={default}")
 
 
 def test_version_prints_the_daemon_version() -> None:

@@ -10,7 +10,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +113,9 @@ class ProbeApp:
 
     def session_counts(self) -> SessionCounts:
         return self.counts
+
+    def serving_fields(self) -> Mapping[str, str]:
+        return {}
 
     async def on_shutdown(self, grace: float) -> None:
         self.shutdown_graces.append(grace)
