@@ -4,7 +4,10 @@ Limits, each a failed result saying which: the whole fetch (connect, redirects, 
 HTML made text) within `FETCH_TIME_LIMIT_S`; a body of at most `MAX_RESPONSE_BYTES` after
 content decoding (read as a stream, gzip and deflate unpacked no further than the limit, and
 abandoned past it, so a huge, endless or compressed-bomb body costs no more; another content
-encoding is refused); at most `MAX_REDIRECTS` redirects. Also refused: a port outside
+encoding is refused); at most `MAX_REDIRECTS` redirects. A body is returned whole or not at
+all: one whose connection ended early fails (httpx tells when a ``Content-Length`` or a chunk
+was not met; `content_coding` when a compressed stream had not reached its end), and so does
+a compressed body that is not the data its coding says. Also refused: a port outside
 1-65535 (httpx takes any number, and the system resolver keeps its low 16 bits: port 65616
 reached port 80), a scheme other than http/https, a non-2xx status, and content that is not
 text (``text/*``, JSON, XML, JavaScript and a few other textual types are accepted; a
@@ -41,7 +44,6 @@ import codecs
 import contextlib
 import re
 import ssl
-import zlib
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Annotated
@@ -61,6 +63,7 @@ from robotad.tools.address_guard import (
     literal_address,
     system_resolver,
 )
+from robotad.tools.content_coding import UNPACKED, BodyUnreadable, Unpacker
 from robotad.tools.html_text import html_to_text
 from robotad.tools.stoppable import run_stoppable
 
@@ -92,9 +95,6 @@ _TEXT_APPLICATION_TYPES = frozenset(
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _SNIFF_BYTES = 8192
-#: Content encodings WebFetch asks for and unpacks itself, within its size limit (zlib's
-#: header detection reads both gzip and zlib-wrapped deflate).
-_UNPACKED = ("gzip", "x-gzip", "deflate")
 
 
 class WebFetchArguments(Struct, forbid_unknown_fields=True, frozen=True):
@@ -298,18 +298,24 @@ class WebFetchTool(TypedTool[WebFetchArguments]):
         )
 
     async def _body(self, response: httpx.Response, shown: str) -> bytearray:
-        """The body, unpacked by us rather than httpx: its decoder unpacks each arriving
-        chunk whole, and 200 KB of gzip grew the daemon 200 MB before the limit was seen."""
+        """The body, unpacked by `content_coding` rather than httpx (which unpacks each
+        arriving chunk whole), and refused unless whole: a compressed body that stops
+        before its stream's end was cut short, however HTTP delimited it."""
         encoding = response.headers.get("content-encoding", "").strip().lower()
-        if encoding not in ("", "identity", *_UNPACKED):
+        if encoding not in ("", "identity", *UNPACKED):
             raise _Refused(f"{shown} came compressed as {encoding!r}, which WebFetch cannot read")
-        unpack = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding in _UNPACKED else None
+        unpacker = Unpacker(encoding) if encoding in UNPACKED else None
         body = bytearray()
-        async for chunk in response.aiter_raw():
-            room = self.max_bytes + 1 - len(body)  # unpacks no more than can be kept
-            body += chunk if unpack is None else unpack.decompress(chunk, room)
-            if len(body) > self.max_bytes:
-                raise _Refused(f"{shown} is larger than the {self.max_bytes}-byte limit")
+        try:
+            async for chunk in response.aiter_raw():
+                room = self.max_bytes + 1 - len(body)  # unpacks no more than can be kept
+                body += chunk if unpacker is None else unpacker.unpack(chunk, room)
+                if len(body) > self.max_bytes:
+                    raise _Refused(f"{shown} is larger than the {self.max_bytes}-byte limit")
+            if unpacker is not None:
+                unpacker.end()
+        except BodyUnreadable as exc:
+            raise _Refused(f"could not fetch {shown}: {exc}", status=response.status_code) from None
         return body
 
 

@@ -186,6 +186,87 @@ async def test_gzip_is_read_and_an_encoding_it_cannot_unpack_is_refused(
     )
 
 
+#: A text whose gzip form is a few KB: cut in half, its first half still unpacks.
+LINES = b"".join(b"line %d of the page\n" % number for number in range(2000))
+
+
+async def gzip_without_length(body: bytes, stream: trio.SocketStream) -> None:
+    """A gzip answer whose end is the connection's (no Content-Length): HTTP cannot tell a
+    body cut short from a whole one."""
+    head = (
+        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+        "Content-Encoding: gzip\r\n\r\n"
+    )
+    await stream.send_all(head.encode() + body)
+
+
+async def test_a_gzip_body_cut_short_is_a_failed_fetch_not_partial_text(
+    server: LoopbackHTTP,
+) -> None:
+    """A gzip body whose connection ended before its stream did came back as the text of
+    its first half, ok. The fetch now fails, saying the answer was cut short, whether HTTP
+    saw it (a Content-Length announcing more) or could not (no Content-Length, or one that
+    counted only what was sent); a whole body, either way, is still read."""
+    whole = gzip.compress(LINES)
+    cut = whole[: len(whole) // 2]
+    server.routes["/no-length"] = partial(gzip_without_length, cut)
+    server.routes["/sent-length"] = partial(
+        respond, status="200 OK", body=cut, headers={"Content-Encoding": "gzip"}
+    )
+    server.routes["/whole-length"] = partial(
+        respond, status="200 OK", body=cut, headers={"Content-Encoding": "gzip"}, length=len(whole)
+    )
+    server.routes["/whole"] = partial(gzip_without_length, whole)
+    for path in ("/no-length", "/sent-length"):
+        result = await fetch(server.url(path))
+        assert not result.ok, path
+        assert result.content == (
+            f"could not fetch {server.url(path)}: the body ended before its gzip stream did "
+            f"({len(cut)} compressed bytes received): the answer was cut short, by the server "
+            "or on the way; fetching it again may work"
+        )
+        assert result.metadata == {"url": server.url(path), "status": 200}
+    result = await fetch(server.url("/whole-length"))
+    assert not result.ok
+    assert result.content.startswith(f"could not fetch {server.url('/whole-length')}: ")
+    assert f"received {len(cut)} bytes, expected {len(whole)}" in result.content
+    result = await fetch(server.url("/whole"))
+    assert result.ok
+    assert result.content.endswith("\n\n" + LINES.decode())
+    assert result.metadata["bytes"] == len(LINES)
+
+
+async def test_every_member_of_a_gzip_body_is_read_and_a_broken_one_is_refused(
+    server: LoopbackHTTP,
+) -> None:
+    """A gzip body of two members (``cat a.gz b.gz``) came back as the first one's text,
+    ok; bytes that are not gzip at all stopped the call with a bare zlib ``error``. The
+    first is read whole, the second fails naming what is wrong; raw deflate, which some
+    servers send as ``deflate``, is read."""
+    two = gzip.compress(b"first, ") + gzip.compress(b"second")
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    server.routes["/two"] = partial(gzip_without_length, two)
+    server.routes["/broken"] = partial(gzip_without_length, b"this is not gzip")
+    server.routes["/raw"] = partial(
+        respond,
+        status="200 OK",
+        body=raw.compress(b"raw deflate") + raw.flush(),
+        headers={"Content-Encoding": "deflate"},
+    )
+    result = await fetch(server.url("/two"))
+    assert result.ok
+    assert result.content.endswith("\n\nfirst, second")
+    result = await fetch(server.url("/broken"))
+    assert not result.ok
+    assert result.content == (
+        f"could not fetch {server.url('/broken')}: its body, sent as gzip, is not gzip data: "
+        "the server's answer is broken (fetching it again is unlikely to help)"
+    )
+    result = await fetch(server.url("/raw"))
+    assert result.ok
+    assert result.content.endswith("\n\nraw deflate")
+
+
 async def test_declared_oversize_is_refused_before_reading(server: LoopbackHTTP) -> None:
     async def announces_too_much(stream: trio.SocketStream) -> None:
         await respond(stream, "200 OK", b"start", length=10_000_000)
