@@ -86,6 +86,35 @@ async def test_classifier_failures_deny(tmp_path: Path, command: str, reason: st
     assert reason in verdict.reason
 
 
+async def test_a_classifier_printing_without_end_denies_at_once(tmp_path: Path) -> None:
+    """G-120: a classifier printing without end (``yes``) was read and thrown away at full
+    speed until its timeout; past the cap it is now stopped at once, and the call denied
+    saying why. Its timeout is 60 s, far past the test's bound."""
+    classifier = CommandClassifier("yes", time_limit=60)
+    with trio.fail_after(LIMIT):
+        verdict = await classifier.classify(
+            session_id="s1", cwd=tmp_path, tool_name="Bash", tool_input={"command": "ls"}
+        )
+    assert verdict == ClassifierVerdict(
+        "deny",
+        "classifier printed more than 1048576 bytes on stdout, more than robotad reads; "
+        "robotad stopped it (write long output to a file instead)",
+    )
+
+
+async def test_a_classifiers_stderr_is_not_read(tmp_path: Path) -> None:
+    """The classifier's stderr is never read: it goes to /dev/null, so a chatty classifier
+    (5 MB of diagnostics) is neither stopped at the cap nor denied for it."""
+    answer = '{"decision": "allow"}'
+    command = f"head -c 5000000 /dev/zero >&2; echo {shlex.quote(answer)}"
+    classifier = CommandClassifier(command, time_limit=60)
+    with trio.fail_after(LIMIT):
+        verdict = await classifier.classify(
+            session_id="s1", cwd=tmp_path, tool_name="Bash", tool_input={"command": "ls"}
+        )
+    assert verdict == ClassifierVerdict("allow", "")
+
+
 class ScriptedClassifier:
     def __init__(self, answers: list[str]) -> None:
         self.answers = answers

@@ -100,3 +100,53 @@ async def test_a_command_holding_a_nul_could_not_be_started(tmp_path: Path) -> N
             "echo a\0b", stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=20
         )
     assert str(refused.value) == "could not be started: embedded null byte"
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+async def test_a_command_printing_without_end_is_stopped_at_the_cap(
+    tmp_path: Path, stream: str
+) -> None:
+    """A command printing without end (``yes``) was read and thrown away at full speed, half a
+    core of robotad's, until its timeout. Past the cap it is now stopped at once, its whole
+    tree (here a second printer in the background) with it, and fails naming the stream and
+    the cap. Its timeout (60 s) is far past the test's bound: only the cap can end it."""
+    leader = tmp_path / "leader"
+    to = " >&2" if stream == "stderr" else ""
+    command = f"echo $$ > {leader}; yes{to} & exec yes{to}"
+    with trio.fail_after(20), pytest.raises(ShellFailure) as stopped:
+        await run_shell_command(
+            command, stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=60
+        )
+    assert stopped.value.reason == (
+        f"printed more than 1048576 bytes on {stream}, more than robotad reads; robotad "
+        "stopped it (write long output to a file instead)"
+    )
+    group = int(leader.read_text())
+    assert not os.path.exists(f"/proc/{group}")  # reaped: no zombie left
+    assert await _group_gone(group), f"process group {group} still has members"
+
+
+async def test_output_up_to_the_cap_is_read_whole(tmp_path: Path) -> None:
+    """The cap stops only what passes it: output of exactly the cap comes back whole."""
+    result = await run_shell_command(
+        "head -c 1000 /dev/zero; head -c 10 /dev/zero >&2",
+        stdin=b"",
+        cwd=tmp_path,
+        env=dict(os.environ),
+        time_limit=20,
+        output_limit=1000,
+    )
+    assert (result.exit_code, result.stdout, result.stderr) == (0, b"\0" * 1000, b"\0" * 10)
+
+
+async def test_a_stream_the_caller_does_not_read_goes_to_dev_null(tmp_path: Path) -> None:
+    """What the caller does not read costs robotad nothing: the command's stream is
+    ``/dev/null``, where it may print without limit (5 MB here, five times the cap)."""
+    command = (
+        'test "$(readlink /proc/$$/fd/1)" = /dev/null || exit 7; '
+        "head -c 5000000 /dev/zero; echo done >&2"
+    )
+    result = await run_shell_command(
+        command, stdin=b"", cwd=tmp_path, env=dict(os.environ), time_limit=20, read_stdout=False
+    )
+    assert (result.exit_code, result.stdout, result.stderr) == (0, b"", b"done\n")

@@ -350,18 +350,68 @@ async def test_advisory_failures_are_reported_never_raised(workspace: Path) -> N
 async def test_an_advisory_hook_that_prints_a_lot_and_exits_0_did_not_fail(
     workspace: Path,
 ) -> None:
-    """G-143: an advisory hook's output is not read, so 2 MB of it (a formatter's report, a
+    """G-143: an advisory hook's stdout is not read, so 2 MB of it (a formatter's report, a
     diff) with exit 0 is no failure. It used to be reported as one ("printed more than …
     bytes") in turn_finished.hookFailures and the log, while the hook had done its work. On
     PreToolUse, whose output decides, the same flood still denies (G-139)."""
     flood = "head -c 2000000 /dev/zero"
-    config = {"PostToolUse": [{"hooks": [command(flood), command(flood + " >&2")]}]}
+    config = {"PostToolUse": [{"hooks": [command(flood)]}]}
     with trio.fail_after(LIMIT):
         failures = await runner(workspace, config).run_advisory("PostToolUse", {"tool_name": "X"})
         verdict = await runner(workspace, pre_tool_use(command(flood))).run_pre_tool_use("X", {})
     assert failures == []
     assert verdict.outcome == "deny"
-    assert verdict.reason == "hook PreToolUse[0].hooks[0] printed more than 1048576 bytes"
+    assert verdict.reason == (
+        "hook PreToolUse[0].hooks[0] printed more than 1048576 bytes on stdout, more than "
+        "robotad reads; robotad stopped it (write long output to a file instead)"
+    )
+
+
+async def test_a_pre_tool_use_hook_printing_without_end_denies_at_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """G-139: a PreToolUse hook printing without end (``yes``) kept robotad reading and
+    discarding its output at full speed, half a core, until its timeout; only then did the
+    call get its deny. Past the cap the hook is now stopped at once and the call denied with a
+    reason naming the cap: its timeout is 60 s, far past the test's bound. On either stream,
+    since both can decide (stdout a decision, stderr an exit 2's reason)."""
+    for to in ("", " >&2"):
+        pid_file = tmp_path / "hook.pid"
+        cmd = f"echo $$ > {shlex.quote(str(pid_file))}; exec yes{to}"
+        hooks = runner(workspace, pre_tool_use(command(cmd, 60), command("exit 0")))
+        with trio.fail_after(LIMIT):
+            verdict = await hooks.run_pre_tool_use("Bash", {"command": "ls"})
+        stream = "stderr" if to else "stdout"
+        assert (verdict.outcome, verdict.reason) == (
+            "deny",
+            f"hook PreToolUse[0].hooks[0] printed more than 1048576 bytes on {stream}, more "
+            "than robotad reads; robotad stopped it (write long output to a file instead)",
+        )
+        pid = int(pid_file.read_text())
+        assert not Path(f"/proc/{pid}").exists()  # stopped and reaped: no zombie either
+
+
+async def test_an_advisory_hook_printing_without_end_fails_at_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """G-143: an advisory hook's stderr is read (its first line names a failure), so one
+    flooding it is stopped at the cap and reported, instead of being read at full speed until
+    its timeout (60 s, far past the test's bound). Its stdout is not read at all: it goes to
+    /dev/null, so ``yes`` there costs robotad nothing and, exiting 0, is no failure."""
+    pid_file = tmp_path / "hook.pid"
+    flood = f"echo $$ > {shlex.quote(str(pid_file))}; exec yes >&2"
+    on_stdout = 'test "$(readlink /proc/$$/fd/1)" = /dev/null && yes | head -c 5000000'
+    config = {"Stop": [{"hooks": [command(flood, 60), command(on_stdout, 60)]}]}
+    with trio.fail_after(LIMIT):
+        failures = await runner(workspace, config).run_advisory("Stop", {"turn_id": "t"})
+    assert failures == [
+        HookFailure(
+            "Stop",
+            "hook Stop[0].hooks[0] printed more than 1048576 bytes on stderr, more than "
+            "robotad reads; robotad stopped it (write long output to a file instead)",
+        )
+    ]
+    assert not Path(f"/proc/{int(pid_file.read_text())}").exists()
 
 
 async def test_model_call_hooks_are_fire_and_forget(workspace: Path, tmp_path: Path) -> None:

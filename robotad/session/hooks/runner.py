@@ -6,15 +6,21 @@ session's cwd (G-103) as the leader of a new process group, with the JSON input 
 (``session_id``, ``cwd``, ``hook_event_name`` and the event's own fields, Claude Code's names),
 ``CLAUDE_PROJECT_DIR`` and ``ROBOTA_PROJECT_DIR`` set to the cwd, and ``TRACEPARENT`` exactly
 when the caller passes one for that firing (an inherited one is removed). On timeout the whole
-process tree is stopped. Hooks matching one firing run concurrently.
+process tree is stopped. Hooks matching one firing run concurrently. robotad reads at most
+1 MiB of each output stream an event uses (PreToolUse's stdout and stderr, an advisory event's
+stderr, the first line of which names a failure); a hook printing more is stopped at once and
+has failed. The stdout of an advisory hook is not read: it goes to ``/dev/null``, unlimited.
 
 PreToolUse is the one enforcing event (`HookRunner.run_pre_tool_use`): exit 0 with
 ``hookSpecificOutput.permissionDecision`` (or the legacy ``decision: block|approve``) decides,
 exit 0 with nothing decided is no objection, exit 2 blocks with stderr as the reason, and every
-other outcome — timeout, spawn failure, other non-zero exit, malformed output, unknown hook
-type — denies (G-139…G-141). All deny reasons of one call come back as one reason (G-142).
-Every other event is advisory (`run_advisory`, `fire_and_forget`): failures are returned as
-`HookFailure`s, never raised (G-143).
+other outcome — timeout, spawn failure, other non-zero exit, malformed output, output past the
+cap, unknown hook type — denies (G-139…G-141). All deny reasons of one call come back as one
+reason (G-142). Every other event is advisory (`run_advisory`, `fire_and_forget`): failures are
+returned as `HookFailure`s, never raised (G-143).
+
+Its size is one concept, a firing from the selection of its hooks to their verdict: what a
+hook's exit and output mean is read here, beside the runner that decides what to read.
 """
 
 from __future__ import annotations
@@ -32,12 +38,7 @@ import trio
 from msgspec import Struct
 
 from robotad.session.hooks.config import MATCH_FIELD, HooksConfig, HookSpec
-from robotad.session.hooks.shell import (
-    OUTPUT_LIMIT,
-    ShellFailure,
-    child_environment,
-    run_shell_command,
-)
+from robotad.session.hooks.shell import ShellFailure, child_environment, run_shell_command
 
 __all__ = [
     "CommandExecutor",
@@ -63,26 +64,30 @@ _SHOWN_LIMIT: Final = 100
 
 @dataclass(frozen=True, slots=True)
 class HookInvocation:
+    """One hook to run. `reads_stdout` says whether the event reads the hook's stdout
+    (PreToolUse does, advisory events do not): an executor may discard it unread when not."""
+
     spec: HookSpec
     stdin: bytes
     cwd: Path
     env: Mapping[str, str]
     timeout: float
+    reads_stdout: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class HookOutput:
-    """What a hook that ran left: its exit code and output. `truncated` says the output was
-    longer than robotad keeps, so only an event that reads it (PreToolUse) fails on it."""
+    """What a hook that ran left: its exit code and its whole output (an executor that cannot
+    keep all of it raises `HookExecutionError` instead)."""
 
     exit_code: int
     stdout: bytes
     stderr: bytes
-    truncated: bool = False
 
 
 class HookExecutionError(Exception):
-    """The hook reached no outcome (timeout, spawn or transport failure); `reason` says why."""
+    """The hook reached no outcome (timeout, spawn or transport failure, output past what
+    robotad reads); `reason` says why."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -97,7 +102,8 @@ class HookExecutor(Protocol):
 
 
 class CommandExecutor:
-    """The ``command`` hook type: ``/bin/sh -c`` in the session's cwd."""
+    """The ``command`` hook type: ``/bin/sh -c`` in the session's cwd; a stdout the event
+    does not read goes to ``/dev/null``."""
 
     async def execute(self, invocation: HookInvocation) -> HookOutput:
         assert invocation.spec.command is not None
@@ -108,10 +114,11 @@ class CommandExecutor:
                 cwd=invocation.cwd,
                 env=invocation.env,
                 time_limit=invocation.timeout,
+                read_stdout=invocation.reads_stdout,
             )
         except ShellFailure as exc:
             raise HookExecutionError(exc.reason) from None
-        return HookOutput(result.exit_code, result.stdout, result.stderr, result.truncated)
+        return HookOutput(result.exit_code, result.stdout, result.stderr)
 
 
 # -- verdicts --------------------------------------------------------------------------------
@@ -139,6 +146,14 @@ def model_call_input(model: str, effort: str | None, **fields: Any) -> dict[str,
 class _Decided(Struct, frozen=True):
     outcome: Literal["allow", "deny", "ask", "none"]
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Judge:
+    """How an event reads its hooks: whether it needs their stdout, and their verdict."""
+
+    reads_stdout: bool
+    verdict: Callable[[HookSpec, HookOutput], _Decided]
 
 
 class HookRunner:
@@ -196,7 +211,7 @@ class HookRunner:
         if tool_use_id is not None:
             payload["tool_use_id"] = tool_use_id
         try:
-            results = await self._run_all("PreToolUse", payload, traceparent, _pre_tool_use_verdict)
+            results = await self._run_all("PreToolUse", payload, traceparent, _PRE_TOOL_USE)
         except Exception as exc:  # fail closed: a gate that cannot run denies
             logger.exception("PreToolUse hooks failed")
             return HookVerdict("deny", f"PreToolUse hooks could not run: {type(exc).__name__}")
@@ -212,7 +227,7 @@ class HookRunner:
         """Run one advisory event's hooks and return their failures; never raises anything
         but cancellation."""
         try:
-            results = await self._run_all(event, payload, traceparent, _advisory_verdict)
+            results = await self._run_all(event, payload, traceparent, _ADVISORY)
         except Exception as exc:  # a bug or a broken executor must not fail the turn
             logger.exception("advisory %s hooks failed", event)
             return [HookFailure(event, f"hooks could not run: {type(exc).__name__}")]
@@ -244,7 +259,7 @@ class HookRunner:
         event: str,
         payload: Mapping[str, Any],
         traceparent: str | None,
-        judge: Callable[[str, HookSpec, HookOutput], _Decided],
+        judge: _Judge,
     ) -> list[_Decided]:
         specs = self.matching(event, payload)
         if not specs:
@@ -267,14 +282,14 @@ class HookRunner:
         spec: HookSpec,
         stdin: bytes,
         env: Mapping[str, str],
-        judge: Callable[[str, HookSpec, HookOutput], _Decided],
+        judge: _Judge,
     ) -> _Decided:
         executor = self.executors.get(spec.type)
         if executor is None:
             reason = f"hook {spec.where} has type {spec.type!r}, which no executor runs"
             return _Decided("deny", reason)
         timeout = spec.timeout if spec.timeout is not None else self.default_timeout
-        invocation = HookInvocation(spec, stdin, self.cwd, env, timeout)
+        invocation = HookInvocation(spec, stdin, self.cwd, env, timeout, judge.reads_stdout)
         try:
             output = await executor.execute(invocation)
         except HookExecutionError as exc:
@@ -283,7 +298,7 @@ class HookRunner:
             logger.exception("hook %s executor failed", spec.where)
             return _Decided("deny", f"hook {spec.where} failed: {type(exc).__name__}")
         try:
-            return judge(event, spec, output)
+            return judge.verdict(spec, output)
         except Exception:  # one hook's unreadable output never cancels the others
             logger.exception("hook %s output could not be judged", spec.where)
             return _Decided("deny", f"hook {spec.where} printed output robotad cannot read")
@@ -317,19 +332,15 @@ def _ended(exit_code: int) -> str:
     return f"was killed by signal {-exit_code}{name}"
 
 
-def _advisory_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
+def _advisory_verdict(spec: HookSpec, output: HookOutput) -> _Decided:
     """Advisory events: only a non-zero exit is a failure (a block cannot apply here). Their
-    output is not read, so a hook that printed a lot and exited 0 did not fail."""
-    del event
+    stdout is not read, so a hook that printed a lot there and exited 0 did not fail."""
     if output.exit_code == 0:
         return _Decided("none", "")
     return _exit_failure(spec, output)
 
 
-def _pre_tool_use_verdict(event: str, spec: HookSpec, output: HookOutput) -> _Decided:
-    del event
-    if output.truncated:  # a decision cut off, or a reason: either way none can be read
-        return _Decided("deny", f"hook {spec.where} printed more than {OUTPUT_LIMIT} bytes")
+def _pre_tool_use_verdict(spec: HookSpec, output: HookOutput) -> _Decided:
     if output.exit_code == 2:
         # The hook's words for the model, then which hook: /bin/sh also exits 2 on a syntax
         # error, and the person reading the log must be able to find the hook either way.
@@ -388,3 +399,7 @@ def _reason(value: object, spec: HookSpec) -> str:
     if isinstance(value, str) and value.strip():
         return _clip(value.strip())
     return f"decided by hook {spec.where}"
+
+
+_PRE_TOOL_USE: Final = _Judge(reads_stdout=True, verdict=_pre_tool_use_verdict)
+_ADVISORY: Final = _Judge(reads_stdout=False, verdict=_advisory_verdict)

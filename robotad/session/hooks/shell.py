@@ -1,11 +1,17 @@
 """Running a configured shell command (a hook or the classifier) as a bounded child.
 
 `run_shell_command` runs ``/bin/sh -c COMMAND`` in a given cwd as the leader of a new process
-group, feeds it stdin, collects a bounded amount of its output and, on timeout or cancellation,
-stops its whole process tree (`robotad.tools.process_group`) and reaps it before returning.
-It is written on `trio.lowlevel.open_process` rather than `trio.run_process` for two reasons:
-output is capped instead of buffered without limit, and the process group is stopped even when
-the shell itself has exited but a child it left behind still holds the output open.
+group, feeds it stdin, collects its output up to a cap and, on timeout, on output past the cap
+or on cancellation, stops its whole process tree (`robotad.tools.process_group`) and reaps it
+before returning. It is written on `trio.lowlevel.open_process` rather than `trio.run_process`
+for two reasons: output is capped instead of buffered without limit, and the process group is
+stopped even when the shell itself has exited but a child it left behind still holds the output
+open.
+
+Output past the cap ends the command at once rather than being read and thrown away: a command
+printing without end (``yes``) kept robotad reading at full speed, half a core, until its
+timeout. A stream its caller does not read goes to ``/dev/null``, where the command may print
+without limit at no cost to robotad (decision 52).
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ OUTPUT_LIMIT: Final = 1 << 20
 
 
 class ShellFailure(Exception):
-    """The command could not be run to completion: spawn failure or timeout. `reason` says
-    which, without the command text."""
+    """The command could not be run to completion: spawn failure, timeout, or output past the
+    cap. `reason` says which, without the command text."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -41,10 +47,11 @@ class ShellFailure(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ShellResult:
+    """How the command ended and what it printed; a stream that was not read is empty."""
+
     exit_code: int
     stdout: bytes
     stderr: bytes
-    truncated: bool = False
 
 
 async def run_shell_command(
@@ -55,20 +62,25 @@ async def run_shell_command(
     env: Mapping[str, str],
     time_limit: float,
     output_limit: int = OUTPUT_LIMIT,
+    read_stdout: bool = True,
+    read_stderr: bool = True,
 ) -> ShellResult:
-    """Run ``/bin/sh -c command`` in `cwd` as a new process group, feed `stdin`, and collect at
-    most `output_limit` bytes of each output stream (`truncated` says more was discarded).
+    """Run ``/bin/sh -c command`` in `cwd` as a new process group, feed `stdin`, and collect
+    each output stream the caller reads (`read_stdout`, `read_stderr`); one it does not read
+    goes to ``/dev/null``.
 
-    Raises `ShellFailure` when it cannot be spawned or has not finished (exited and closed its
-    output) within `time_limit` seconds; then, and when the caller is cancelled, the process tree
-    is stopped and reaped before this returns. Cancellation propagates. A command that ended on
-    its own has its tether released: nothing of it outlives the call."""
+    Raises `ShellFailure` when it cannot be spawned, when it prints more than `output_limit`
+    bytes on a stream that is read, or when it has not finished (exited and closed its output)
+    within `time_limit` seconds; then, and when the caller is cancelled, the process tree is
+    stopped and reaped before this returns. Past the cap nothing more is read: the command is
+    stopped at once. Cancellation propagates. A command that ended on its own has its tether
+    released: nothing of it outlives the call."""
     try:
         process = await open_tethered_process(  # dies with robotad, whole group
             ["/bin/sh", "-c", command],
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE if read_stdout else subprocess.DEVNULL,
+            stderr=subprocess.PIPE if read_stderr else subprocess.DEVNULL,
             cwd=os.fspath(cwd),
             env=dict(env),
         )
@@ -84,18 +96,18 @@ async def run_shell_command(
     except ValueError as exc:  # a NUL in the command: no exec can take it
         raise ShellFailure(f"could not be started: {exc}") from None
     assert process.stdin is not None
-    assert process.stdout is not None
-    assert process.stderr is not None
-    out, err = _Capture(output_limit), _Capture(output_limit)
+    out, err = _Capture("stdout", output_limit), _Capture("stderr", output_limit)
+    captures = [(out, process.stdout), (err, process.stderr)]
     finished = False
     try:
         with trio.move_on_after(time_limit):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_feed, process.stdin, stdin)
-                nursery.start_soon(out.drain, process.stdout)
-                nursery.start_soon(err.drain, process.stderr)
+                for capture, stream in captures:
+                    if stream is not None:
+                        nursery.start_soon(capture.drain, stream, nursery.cancel_scope)
                 await process.wait()
-            finished = True
+            finished = not (out.overflowed or err.overflowed)
     finally:
         ended = process.returncode is not None  # before the stop: did the command end?
         with trio.CancelScope(shield=True):
@@ -105,13 +117,26 @@ async def run_shell_command(
                 tether.release(process.pid)
             else:
                 await terminate_process_tree(process)
-            for stream in (process.stdin, process.stdout, process.stderr):
-                with contextlib.suppress(trio.ClosedResourceError):
-                    await stream.aclose()
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(trio.ClosedResourceError):
+                        await pipe.aclose()
+    for capture in (out, err):
+        if capture.overflowed:
+            raise ShellFailure(_overflowed(capture, ended))
     if not finished:
         raise ShellFailure(_timed_out(time_limit, ended))
     assert process.returncode is not None
-    return ShellResult(process.returncode, out.data(), err.data(), out.truncated or err.truncated)
+    return ShellResult(process.returncode, out.data(), err.data())
+
+
+def _overflowed(capture: _Capture, ended: bool) -> str:
+    """Why a command printed too much: the stream, the cap, and what to do about it."""
+    stopped = "" if ended else "; robotad stopped it"
+    return (
+        f"printed more than {capture.limit} bytes on {capture.name}, more than robotad reads"
+        f"{stopped} (write long output to a file instead)"
+    )
 
 
 def _timed_out(time_limit: float, ended: bool) -> str:
@@ -134,22 +159,26 @@ async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
 
 
 class _Capture:
-    def __init__(self, limit: int) -> None:
+    """One output stream, kept up to `limit` bytes."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
         self.limit = limit
         self.chunks: list[bytes] = []
         self.size = 0
-        self.truncated = False
+        self.overflowed = False
 
-    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+    async def drain(self, stream: trio.abc.ReceiveStream, command: trio.CancelScope) -> None:
+        """Read `stream` to its end; past `limit`, stop reading and cancel `command` (the
+        caller then stops the command, which may be blocked on the pipe we no longer read)."""
         with contextlib.suppress(trio.ClosedResourceError):
             async for chunk in stream:
-                room = self.limit - self.size
-                if len(chunk) > room:
-                    self.truncated = True
-                    chunk = chunk[:room]
-                if chunk:
-                    self.chunks.append(bytes(chunk))
-                    self.size += len(chunk)
+                if len(chunk) > self.limit - self.size:
+                    self.overflowed = True
+                    command.cancel()
+                    return
+                self.chunks.append(bytes(chunk))
+                self.size += len(chunk)
 
     def data(self) -> bytes:
         return b"".join(self.chunks)

@@ -6,7 +6,8 @@ or wrote, so no file, web page or tool result can argue for its own call.
 `CommandClassifier` is the configured one (``[classifier] command``): ``/bin/sh -c`` in the
 session's cwd (G-103), those four fields as JSON on stdin, and
 ``{"decision": "allow"|"deny", "reason": …}`` on stdout. Whatever goes wrong — spawn failure,
-timeout, non-zero exit, output that is not that object — is a deny carrying the reason.
+timeout, non-zero exit, output that is not that object, more than 1 MiB of it (the command is
+then stopped at once) — is a deny carrying the reason. Its stderr is not read (``/dev/null``).
 
 `AutoModeGate` is consulted only for calls the permission enforcer marked classifier-eligible
 (G-119). It counts the session's classifier denials in a row: after three, the next call that
@@ -80,6 +81,7 @@ class CommandClassifier:
                 cwd=cwd,
                 env=child_environment(cwd, None),
                 time_limit=self.time_limit,
+                read_stderr=False,
             )
         except ShellFailure as exc:
             return ClassifierVerdict("deny", f"classifier {exc.reason}")
