@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import sys
@@ -14,7 +15,7 @@ import trio
 
 from robotad.session.errors import InvalidSetting
 from robotad.session.hooks.config import parse_hooks_config
-from robotad.session.hooks.runner import HookFailure, HookRunner, model_call_input
+from robotad.session.hooks.runner import HookFailure, HookRunner, HookVerdict, model_call_input
 
 LIMIT = 20  # seconds: an absolute bound on every test doing real process I/O
 
@@ -311,13 +312,87 @@ async def test_matchers_select_by_tool_name_and_source(workspace: Path, tmp_path
         "SessionStart": [{"matcher": "resume", "hooks": [command(cmd)]}],
     }
     hooks = runner(workspace, config)
-    assert len(hooks.matching("PreToolUse", {"tool_name": "Edit"})) == 4
-    assert len(hooks.matching("PreToolUse", {"tool_name": "Read"})) == 3
-    assert len(hooks.matching("PreToolUse", {"tool_name": "MultiEdit"})) == 4
-    assert hooks.matching("SessionStart", {"source": "startup"}) == []
+    assert len(hooks.select("PreToolUse", {"tool_name": "Edit"}).hooks) == 4
+    assert len(hooks.select("PreToolUse", {"tool_name": "Read"}).hooks) == 3
+    assert len(hooks.select("PreToolUse", {"tool_name": "MultiEdit"}).hooks) == 4
+    assert not hooks.select("SessionStart", {"source": "startup"}).fires
     with trio.fail_after(LIMIT):
         await hooks.run_advisory("SessionStart", {"source": "resume"})
     assert len(records(tmp_path, "rec")) == 1
+
+
+#: A matcher that backtracks without end on a long run of a's it cannot match to the end: with
+#: Python's re it held the event loop (every session) for minutes at 40 characters and past any
+#: bound at 5,000.
+SLOW_MATCHER = "(a|aa)+$"
+LONG_NAME = "a" * 5000 + "!"
+
+
+def matcher_timed_out(where: str) -> str:
+    return (
+        f"the matcher '(a|aa)+$' of hooks {where} could not be matched against the tool_name "
+        "(5001 characters) within 0.02 s, so its hooks did not run; simplify the pattern"
+    )
+
+
+async def test_a_pre_tool_use_matcher_that_cannot_tell_in_time_denies(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """G-139, decision 52: a matcher is matched with the permission patterns' time limit. One
+    that cannot tell in time whether it selects the call fails closed: the call is denied
+    (even though another hook allows it) with a reason naming the pattern, its hooks do not
+    run, and a warning says the same. Without the limit the match never ends."""
+    rec = python_hook(tmp_path, "rec", RECORDER)
+    allow = json.dumps({"hookSpecificOutput": {"permissionDecision": "allow"}})
+    config = {
+        "PreToolUse": [
+            {"matcher": SLOW_MATCHER, "hooks": [command(rec)]},
+            {"hooks": [command(f"echo {shlex.quote(allow)}")]},
+        ]
+    }
+    hooks = runner(workspace, config)
+    with caplog.at_level(logging.WARNING, "robotad.session.hooks"), trio.fail_after(LIMIT):
+        verdict = await hooks.run_pre_tool_use(LONG_NAME, {})
+    assert verdict == HookVerdict("deny", matcher_timed_out("PreToolUse[0]"))
+    assert not (tmp_path / "rec.py.out").exists()
+    assert f"PreToolUse hooks: {matcher_timed_out('PreToolUse[0]')}" in caplog.text
+    with trio.fail_after(LIMIT):  # what it can tell in time, it selects as ever
+        assert (await hooks.run_pre_tool_use("aaa", {})).outcome == "allow"
+    assert len(records(tmp_path, "rec")) == 1
+
+
+async def test_an_advisory_matcher_that_cannot_tell_in_time_is_reported(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """G-143, decision 52: on an advisory event a matcher that cannot tell in time runs none
+    of its hooks, and the firing reports a failure naming the pattern; the other groups run."""
+    rec = python_hook(tmp_path, "rec", RECORDER)
+    config = {
+        "PostToolUse": [
+            {"matcher": SLOW_MATCHER, "hooks": [command(rec)]},
+            {"matcher": "a", "hooks": [command(rec)]},
+        ]
+    }
+    with trio.fail_after(LIMIT):
+        failures = await runner(workspace, config).run_advisory(
+            "PostToolUse", {"tool_name": LONG_NAME}
+        )
+    assert failures == [HookFailure("PostToolUse", matcher_timed_out("PostToolUse[0]"))]
+    assert len(records(tmp_path, "rec")) == 1  # the second group's hook, alone
+
+
+def test_matchers_keep_their_meaning_and_are_not_judged_at_load() -> None:
+    """Decision 52: a matcher is compiled by the `regex` package in its ``re``-compatible
+    mode, ``.`` not crossing a newline as with ``re``; no check at load could tell a pattern
+    that backtracks from a valid one, so none is refused for it (the time limit answers)."""
+    config = parse_hooks_config(
+        {"PreToolUse": [{"matcher": "Ed.t$", "hooks": []}, {"matcher": SLOW_MATCHER, "hooks": []}]}
+    )
+    edit, slow = config["PreToolUse"]
+    assert edit.where == "PreToolUse[0]"
+    assert edit.selects("Edit")
+    assert not edit.selects("Ed\nt")
+    assert slow.selects("aaa")
 
 
 async def test_advisory_failures_are_reported_never_raised(workspace: Path) -> None:

@@ -10,19 +10,29 @@ otherwise it is a regular expression searched in the tool name for tool events, 
 for SessionStart and in ``trigger`` for PreCompact/PostCompact; other events ignore it. A hook
 ``type`` with no registered executor is not a configuration error (G-141): it is kept, and
 refused when it fires.
+
+Matchers are compiled and matched as permission patterns are (`compile_pattern`, the `regex`
+package in its ``re``-compatible mode) and a match may take `MATCH_TIME_LIMIT`: a matcher that
+backtracks without end on a long tool name would otherwise hold the event loop every session
+shares. `HookGroup.selects` raises TimeoutError past it, and the firing fails on that group
+(`robotad.session.hooks.runner`; decision 52). No check at load can tell such a pattern from a
+slow-looking valid one, so none is refused for it.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from typing import TYPE_CHECKING, Final, Literal, get_args
 
 from protocol.errors import Issue
 from protocol.validate import join_path
 from robotad.session.errors import InvalidSetting
+from robotad.session.permissions.patterns import MATCH_TIME_LIMIT, compile_pattern
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "HOOK_EVENTS",
@@ -73,14 +83,21 @@ class HookSpec:
 
 @dataclass(frozen=True, slots=True)
 class HookGroup:
-    """A matcher and the hooks it selects; `pattern` is None when it matches everything."""
+    """A matcher and the hooks it selects; `pattern` is None when it matches everything.
+    `where` locates the group in the configuration (``PreToolUse[0]``)."""
 
     matcher: str | None
-    pattern: re.Pattern[str] | None
+    pattern: regex.Pattern[str] | None
     hooks: tuple[HookSpec, ...]
+    where: str = ""
 
     def selects(self, target: str | None) -> bool:
-        return self.pattern is None or target is None or self.pattern.search(target) is not None
+        """Whether this group's hooks run for a firing on `target` (None: the event has no
+        field to match). Raises TimeoutError when the matcher cannot tell within
+        `MATCH_TIME_LIMIT`; the caller decides what that firing then means."""
+        if self.pattern is None or target is None:
+            return True
+        return self.pattern.search(target, timeout=MATCH_TIME_LIMIT) is not None
 
 
 HooksConfig = Mapping[str, Sequence[HookGroup]]
@@ -123,13 +140,15 @@ def _parse_group(group: object, where: str, name: str, issues: list[Issue]) -> H
     for key in sorted(set(group) - {"matcher", "hooks"}):
         issues.append({"path": join_path(where, str(key)), "message": "unknown key"})
     matcher = group.get("matcher")
-    pattern: re.Pattern[str] | None = None
+    pattern: regex.Pattern[str] | None = None
     if matcher is not None and not isinstance(matcher, str):
         issues.append({"path": f"{where}.matcher", "message": "must be a string"})
     elif matcher not in (None, "", "*"):
+        import regex  # lazily, as permission patterns do: only a configured matcher needs it
+
         try:
-            pattern = re.compile(str(matcher))
-        except re.error as exc:
+            pattern = compile_pattern(str(matcher), dotall=False)
+        except regex.error as exc:
             issues.append({"path": f"{where}.matcher", "message": f"invalid regex: {exc}"})
     hooks = group.get("hooks")
     if not isinstance(hooks, list):
@@ -140,7 +159,7 @@ def _parse_group(group: object, where: str, name: str, issues: list[Issue]) -> H
         spec = _parse_hook(hook, f"{where}.hooks[{h}]", f"{name}.hooks[{h}]", issues)
         if spec is not None:
             specs.append(spec)
-    return HookGroup(matcher if isinstance(matcher, str) else None, pattern, tuple(specs))
+    return HookGroup(matcher if isinstance(matcher, str) else None, pattern, tuple(specs), name)
 
 
 def _parse_hook(hook: object, where: str, name: str, issues: list[Issue]) -> HookSpec | None:

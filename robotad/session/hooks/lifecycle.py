@@ -194,7 +194,12 @@ class HookLifecycle:
         an abort of the turn stops it."""
         hooks = self.hooks
         nursery = turn.background
-        if hooks is None or self.closed or nursery is None or not hooks.matching(event, payload):
+        if (
+            hooks is None
+            or self.closed
+            or nursery is None
+            or not hooks.select(event, payload).fires
+        ):
             return
 
         async def fire() -> None:

@@ -15,9 +15,10 @@ PreToolUse is the one enforcing event (`HookRunner.run_pre_tool_use`): exit 0 wi
 ``hookSpecificOutput.permissionDecision`` (or the legacy ``decision: block|approve``) decides,
 exit 0 with nothing decided is no objection, exit 2 blocks with stderr as the reason, and every
 other outcome — timeout, spawn failure, other non-zero exit, malformed output, output past the
-cap, unknown hook type — denies (G-139…G-141). All deny reasons of one call come back as one
-reason (G-142). Every other event is advisory (`run_advisory`, `fire_and_forget`): failures are
-returned as `HookFailure`s, never raised (G-143).
+cap, unknown hook type, a matcher that could not tell in time — denies (G-139…G-141). All deny
+reasons of one call come back as one reason (G-142). Every other event is advisory
+(`run_advisory`, `fire_and_forget`): failures are returned as `HookFailure`s, never raised
+(G-143).
 
 Its size is one concept, a firing from the selection of its hooks to their verdict: what a
 hook's exit and output mean is read here, beside the runner that decides what to read.
@@ -37,8 +38,9 @@ import msgspec
 import trio
 from msgspec import Struct
 
-from robotad.session.hooks.config import MATCH_FIELD, HooksConfig, HookSpec
+from robotad.session.hooks.config import MATCH_FIELD, HookGroup, HooksConfig, HookSpec
 from robotad.session.hooks.shell import ShellFailure, child_environment, run_shell_command
+from robotad.session.permissions.patterns import MATCH_TIME_LIMIT
 
 __all__ = [
     "CommandExecutor",
@@ -48,6 +50,7 @@ __all__ = [
     "HookInvocation",
     "HookOutput",
     "HookRunner",
+    "HookSelection",
     "HookVerdict",
     "model_call_input",
 ]
@@ -149,6 +152,21 @@ class _Decided(Struct, frozen=True):
 
 
 @dataclass(frozen=True, slots=True)
+class HookSelection:
+    """What one firing runs: the selected `hooks`, in configuration order, and in `unmatched`
+    a reason for each group whose matcher could not tell in time (its hooks do not run, and
+    the firing fails on it: a deny on PreToolUse, a reported failure elsewhere)."""
+
+    hooks: list[HookSpec]
+    unmatched: list[str]
+
+    @property
+    def fires(self) -> bool:
+        """Whether the firing has a hook to run or a failure to report."""
+        return bool(self.hooks or self.unmatched)
+
+
+@dataclass(frozen=True, slots=True)
 class _Judge:
     """How an event reads its hooks: whether it needs their stdout, and their verdict."""
 
@@ -177,17 +195,25 @@ class HookRunner:
         )
         self.default_timeout = default_timeout
 
-    def matching(self, event: str, payload: Mapping[str, Any]) -> list[HookSpec]:
-        """The hooks selected for one firing, in configuration order."""
+    def select(self, event: str, payload: Mapping[str, Any]) -> HookSelection:
+        """The hooks selected for one firing, in configuration order, and a failure for each
+        group whose matcher could not tell in time whether it selects (decision 52)."""
         field = MATCH_FIELD.get(event)
         target = payload.get(field) if field is not None else None
         target = target if isinstance(target, str) else None
-        return [
-            spec
-            for group in self.config.get(event, ())
-            if group.selects(target)
-            for spec in group.hooks
-        ]
+        selection = HookSelection([], [])
+        for group in self.config.get(event, ()):
+            try:
+                selected = group.selects(target)
+            except TimeoutError:
+                assert target is not None
+                reason = _matcher_timed_out(group, field, target)
+                logger.warning("%s hooks: %s", event, reason)
+                selection.unmatched.append(reason)
+                continue
+            if selected:
+                selection.hooks.extend(group.hooks)
+        return selection
 
     def hook_input(self, event: str, payload: Mapping[str, Any]) -> bytes:
         """The JSON a hook reads on stdin; the common fields cannot be overridden."""
@@ -244,7 +270,7 @@ class HookRunner:
     ) -> None:
         """Start an advisory event in `nursery` without waiting for it (model-call hooks,
         G-051); `report` is called with its failures, if any, when it ends."""
-        if not self.matching(event, payload):
+        if not self.select(event, payload).fires:
             return
 
         async def fire() -> None:
@@ -261,9 +287,13 @@ class HookRunner:
         traceparent: str | None,
         judge: _Judge,
     ) -> list[_Decided]:
-        specs = self.matching(event, payload)
+        """Every selected hook's outcome, after a deny for each group that could not be told
+        (a failure on an advisory event)."""
+        selection = self.select(event, payload)
+        unmatched = [_Decided("deny", reason) for reason in selection.unmatched]
+        specs = selection.hooks
         if not specs:
-            return []
+            return unmatched
         stdin = self.hook_input(event, payload)
         env = child_environment(self.cwd, traceparent)
         results: list[_Decided] = [_Decided("none", "")] * len(specs)
@@ -274,7 +304,7 @@ class HookRunner:
         async with trio.open_nursery() as nursery:
             for index, spec in enumerate(specs):
                 nursery.start_soon(one, index, spec)
-        return results
+        return unmatched + results
 
     async def _run_one(
         self,
@@ -386,6 +416,15 @@ def _decision_of(data: object, spec: HookSpec) -> _Decided:
     if data.get("continue") is False:
         return _Decided("deny", _reason(data.get("stopReason"), spec))
     return _Decided("none", "")
+
+
+def _matcher_timed_out(group: HookGroup, field: str | None, target: str) -> str:
+    """Why a group's hooks did not run: its matcher could not tell in time (decision 52)."""
+    return (
+        f"the matcher {_shown(group.matcher)} of hooks {group.where} could not be matched "
+        f"against the {field} ({len(target)} characters) within {MATCH_TIME_LIMIT:g} s, so its "
+        "hooks did not run; simplify the pattern"
+    )
 
 
 def _shown(value: object) -> str:

@@ -247,15 +247,19 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
 #: Seconds one rule's pattern may take to match one argument. A pattern of several `*`
 #: backtracks on a long argument the model chose (``Read(**/a/**/b/**/c/**)`` took 5.5 s on a
 #: 4 KB path, ``Bash(*foo*bar*baz)`` would take minutes on 60 KB), holding every session; past
-#: this the check raises TimeoutError and its caller fails closed (decision 40).
+#: this the check raises TimeoutError and its caller fails closed (decision 40). A hook's
+#: matcher is held to the same limit (`robotad.session.hooks.config`, decision 52).
 MATCH_TIME_LIMIT: Final = 0.02
 
 
-def compile_pattern(pattern: str) -> regex.Pattern[str]:
-    """`pattern` compiled by the `regex` package, whose matches take a time limit."""
+def compile_pattern(pattern: str, *, dotall: bool = True) -> regex.Pattern[str]:
+    """`pattern` compiled by the `regex` package in its ``re``-compatible mode, whose matches
+    take a time limit (`MATCH_TIME_LIMIT`). A rule's ``*`` crosses newlines (`dotall`); a
+    hook matcher, a user's own regular expression, keeps ``re``'s meaning of ``.``.
+    Raises ``regex.error`` for a malformed pattern."""
     import regex  # 20 ms of start-up: imported when a session first compiles its rules
 
-    return regex.compile(pattern, regex.DOTALL | regex.V0)
+    return regex.compile(pattern, (regex.DOTALL if dotall else 0) | regex.V0)
 
 
 @dataclass(frozen=True, slots=True)
