@@ -89,7 +89,7 @@ class HookGroup:
     matcher: str | None
     pattern: regex.Pattern[str] | None
     hooks: tuple[HookSpec, ...]
-    where: str = ""
+    where: str
 
     def selects(self, target: str | None) -> bool:
         """Whether this group's hooks run for a firing on `target` (None: the event has no
