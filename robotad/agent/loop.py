@@ -32,9 +32,11 @@ Ends of a turn:
   "maxRounds", ``response`` the last reply's text). `None`, the default, means no limit
   (G-044). `ParkedTurn` — the gate parked a call (the round stays open, see
   `robotad.agent.tool_round`).
-- `ModelCallFailed` — the provider raised `ProviderError` (its reason), raised anything else, or
-  sent nothing for `idle_timeout` seconds. Everything committed before stays (G-207); text
-  streamed by the failed call is not committed. Retrying is the provider's business.
+- `ModelCallFailed` — the provider raised `ProviderError` (its reason), raised anything else,
+  sent nothing for `idle_timeout` seconds, or replied with a tool call without a name (a
+  malformed reply, `robotad.agent.call_names`: nothing of it is committed). Everything
+  committed before stays (G-207); text streamed by the failed call is not committed.
+  Retrying is the provider's business.
 - `TurnAbortedError` — `abort` was signalled. Once everything started has settled, the loop
   commits, outside the cancelled scope: the partial reply of a call cut off mid-stream, as an
   assistant message with state ``"interrupted"`` (when any text had streamed, G-191); or the
@@ -65,6 +67,7 @@ import trio
 from protocol.shapes import Message, StopReason, ToolCall, utc_now
 from robotad.agent.abort import AbortSignal
 from robotad.agent.call_ids import distinct_call_ids
+from robotad.agent.call_names import nameless_call
 from robotad.agent.gate import ToolGate
 from robotad.agent.model_text import encodable_reply
 from robotad.agent.observations import EventBus, ObservedOutcome, ProviderRoundObserved
@@ -100,12 +103,17 @@ Commit = Callable[[Message], Awaitable[None]]
 
 
 class ModelCallFailed(Exception):
-    """A model call failed; `reason` is safe to show and log (it never holds a key)."""
+    """A model call failed; `reason` is safe to show and log (it never holds a key).
+    `refused` is the reply when one arrived whole but could not be taken in (a tool call
+    without a name, `call_names`): what came back, for the session log; None otherwise."""
 
-    def __init__(self, reason: str, provider_name: str) -> None:
+    def __init__(
+        self, reason: str, provider_name: str, *, refused: ModelReply | None = None
+    ) -> None:
         super().__init__(f"provider {provider_name} failed: {reason}")
         self.reason = reason
         self.provider_name = provider_name
+        self.refused = refused
 
 
 class TurnAbortedError(Exception):
@@ -398,9 +406,19 @@ class _Turn:
                 self._provider, self._options.idle_timeout, replying=tap.replying
             )
             raise ModelCallFailed(reason, self._provider.name)
+        reply = encodable_reply(reply)
+        problem = nameless_call(reply.tool_calls)
+        if problem is not None:
+            # A malformed reply, failed as the provider's failures are (an abort taken first
+            # still wins); committed, it would fail every later request (`call_names`).
+            await self._unless_aborted()
+            self._partial = None
+            self._observe_round("failed")
+            reason = located_reason(self._provider, problem)
+            raise ModelCallFailed(reason, self._provider.name, refused=reply)
         self._partial = None
         self._observe_round("ok")
-        return encodable_reply(reply)
+        return reply
 
     async def _unless_aborted(self) -> None:
         """A provider that turned the abort's cancellation into an error still ends in the

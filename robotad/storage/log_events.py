@@ -110,7 +110,9 @@ class NormalizedResponseEntry(_Payload):
 
 class ProviderResponseEntry(_Payload):
     """What came back: the vendor-native final payload, the raw stream payload, and our
-    normalised reading of it (G-144). A failed call carries `error` and no `normalized`."""
+    normalised reading of it (G-144). A failed call carries `error` and no `normalized`;
+    one whose reply arrived whole but was refused (a tool call without a name) carries that
+    reply's payloads as well."""
 
     request_id: str
     native_raw: Any = UNSET

@@ -220,7 +220,7 @@ class TurnRunner:
                 turn, TurnAborted(self.session.session_id, turn.turn_id), cause=error
             )
         if isinstance(error, ModelCallFailed):
-            self._close_request(turn, error.reason)
+            self._close_request(turn, error.reason, error.refused)
             wire = ProviderFailed(
                 self.session.session_id, turn.turn_id, provider.name, error.reason
             )
@@ -301,14 +301,15 @@ class TurnRunner:
         )
         self.session.lifecycle.post_model_call(turn, reply, provider.name)
 
-    def _close_request(self, turn: TurnContext, error: str) -> None:
-        """Answer, in the log, a provider request that got no response."""
+    def _close_request(self, turn: TurnContext, error: str, sent: ModelReply | None = None) -> None:
+        """Answer, in the log, a provider request that got no response, or whose reply (`sent`)
+        was refused: that reply is logged too, as what came back (G-144)."""
         self._log_request(turn)
         if turn.open_request is not None:
-            self.session.reporter.log(
-                "provider_response",
-                log_events.ProviderResponseEntry(request_id=turn.open_request, error=error),
-            )
+            entry = log_events.ProviderResponseEntry(request_id=turn.open_request, error=error)
+            if sent is not None:
+                entry.native_raw, entry.raw = sent.raw, msgspec.to_builtins(sent)
+            self.session.reporter.log("provider_response", entry)
             turn.open_request = None
 
     # -- ends of a turn ---------------------------------------------------------------------
