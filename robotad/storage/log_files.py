@@ -6,7 +6,8 @@ bounded number of them process-wide: `open_logs`), and creates sidecars exclusiv
 refusing a name that is not the SHA-256 of the content. `FileLogSource` reads the log with
 ``O_NOFOLLOW`` and sidecars relative to a payload-folder descriptor opened without following
 links, so a symlink planted at the log, the folder or a sidecar is refused (G-157); it checks
-a sidecar's size against the reference before reading a byte (G-158/G-160).
+a sidecar's size against the reference before reading a byte (G-158/G-160). It reads the log
+whole (`read`) or in pieces of `LOG_PIECE_BYTES` (`read_pieces`), with the same refusals.
 
 Construct them from a validated session id with `log_paths` (G-156).
 """
@@ -20,6 +21,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Generator
 from pathlib import Path
 
 from . import fsio
@@ -28,6 +30,7 @@ from .ids import validate_session_id
 from .sidecars import SidecarError, digest
 
 __all__ = [
+    "LOG_PIECE_BYTES",
     "OPEN_LOGS_KEPT",
     "FileLogSink",
     "FileLogSource",
@@ -310,8 +313,12 @@ def _own_mode(fd: int, info: os.stat_result) -> None:
         os.fchmod(fd, fsio.FILE_MODE)
 
 
+#: How much of a log `FileLogSource.read_pieces` reads at once.
+LOG_PIECE_BYTES = 1 << 20
+
+
 class FileLogSource:
-    """Reads one log file and its sidecars."""
+    """Reads one log file and its sidecars (a `session_log.PiecewiseLogSource`)."""
 
     def __init__(self, path: Path) -> None:
         self._path = Path(path)
@@ -323,6 +330,20 @@ class FileLogSource:
 
     def read(self) -> bytes | None:
         return fsio.read_regular(self._path)
+
+    def read_pieces(self) -> Generator[bytes, None, None]:
+        """The log in pieces of at most `LOG_PIECE_BYTES`, up to its end as the reads find
+        it (as `read` reads it); nothing when it is missing. The file is opened at the first
+        piece, with `read`'s refusals (a symlink, anything but a regular file: `UnsafePath`),
+        and closed at the end or when the generator is closed."""
+        fd = fsio.open_regular(self._path)
+        if fd is None:
+            return
+        try:
+            while piece := os.read(fd, LOG_PIECE_BYTES):
+                yield piece
+        finally:
+            os.close(fd)
 
     def read_payload(self, name: str, expected_bytes: int) -> bytes:
         try:

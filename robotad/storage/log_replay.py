@@ -19,15 +19,23 @@ find that history rebuilt by the mutations before it — as many messages, the l
 matching — or the request cannot be rebuilt and that is a problem too (G-144). A report
 lists the first `PROBLEMS_LISTED` problems, each cut to a bounded length, and then how many
 more there are (architecture decision 49).
+
+`validate_log` and `cut_off` read the log as it is decoded (`decode_each`): each line is
+checked and let go, and what stays is what the check needs — the history the mutations
+rebuild, the ids of requests and calls seen and closed, and the problems a report lists (those
+past `PROBLEMS_LISTED` are only counted). A log of 200,000 lines made ``session/log`` hold
+the file, its lines and every decoded entry at once (~200 MB).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
+from protocol.log_report import left_out_message
 from protocol.shapes import Message
 from protocol.validate import ValidationFailed, convert
 
@@ -37,7 +45,7 @@ from .session_log import (
     LogProblem,
     LogSource,
     UnresolvedLogEntry,
-    decode_lines,
+    decode_each,
     decode_log,
 )
 
@@ -113,17 +121,30 @@ def validate_log(source: LogSource, history_ids: Sequence[str] | None = None) ->
     """Decode every line and check coverage; a read failure is a problem, not an exception.
     With `history_ids` (the session's messages, in order), a log whose history mutations do
     not rebuild those messages (first) is incomplete too (G-145): a log removed, emptied or
-    cut short is never called complete for a session that holds more."""
+    cut short is never called complete for a session that holds more. A log with a bad line
+    is reported by its bad lines alone. Read line by line (module doc)."""
+    entries = 0
+    bad = _Listing()
+    coverage: _Coverage | None = _Coverage()
     try:
-        numbered, problems = decode_lines(source)
+        for line, decoded in decode_each(source):
+            if not isinstance(decoded, LogEntry):
+                bad.add(decoded)
+                coverage = None  # no gap is reported beside a bad line: let it go
+            else:
+                entries += 1
+                if coverage is not None:
+                    coverage.see(line, decoded)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return LogReport(0, False, [LogProblem(message=f"the log cannot be read: {reason}")])
-    if not problems:
-        problems, history = _coverage(numbered)
-        if not problems and history_ids is not None:
-            problems = _rebuilds(history, history_ids)
-    return LogReport(len(numbered), not problems, _listed(problems))
+    if coverage is None:
+        return LogReport(entries, False, bad.report())
+    found = coverage.problems()
+    if not found.count and history_ids is not None:
+        for problem in _rebuilds(coverage.history, history_ids):
+            found.add(problem)
+    return LogReport(entries, not found.count, found.report())
 
 
 #: Problems a report lists one by one; past them, one more says how many are left out.
@@ -133,17 +154,28 @@ _MESSAGE_CHARS: Final = 1000
 _EVENT_CHARS: Final = 100
 
 
-def _listed(problems: list[LogProblem]) -> list[LogProblem]:
-    """`problems` as a report gives them: the first `PROBLEMS_LISTED`, each message and event
-    name cut to a bounded length, then one saying how many more there are. A log is a file
-    anyone can edit: 200,000 bad lines, or an event name of 50 MB, made a ``session/log``
-    answer over the largest message a client reads, so the client got no answer at all."""
-    listed = [_bounded(problem) for problem in problems[:PROBLEMS_LISTED]]
-    left_out = len(problems) - len(listed)
-    if left_out:
-        noun = "problem" if left_out == 1 else "problems"
-        listed.append(LogProblem(message=f"{left_out} more {noun} not listed"))
-    return listed
+class _Listing:
+    """Problems as a report gives them: the first `PROBLEMS_LISTED`, each message and event
+    name cut to a bounded length when added, then one saying how many more there are. Only
+    the listed ones are kept; the others are counted. A log is a file anyone can edit: 200,000
+    bad lines, or an event name of 50 MB, made a ``session/log`` answer over the largest
+    message a client reads, so the client got no answer at all."""
+
+    def __init__(self) -> None:
+        self.listed: list[LogProblem] = []
+        #: Every problem added, listed or not.
+        self.count = 0
+
+    def add(self, problem: LogProblem) -> None:
+        self.count += 1
+        if len(self.listed) < PROBLEMS_LISTED:
+            self.listed.append(_bounded(problem))
+
+    def report(self) -> list[LogProblem]:
+        left_out = self.count - len(self.listed)
+        if not left_out:
+            return list(self.listed)
+        return [*self.listed, LogProblem(message=left_out_message(left_out))]
 
 
 def _bounded(problem: LogProblem) -> LogProblem:
@@ -245,43 +277,75 @@ class CutOff(NamedTuple):
 
 def cut_off(source: LogSource) -> CutOff:
     """What `source` leaves open (what a stop of robotad may have cut off). Undecodable
-    lines are skipped: `validate_log` reports them; sidecars are not read."""
-    numbered, _ = decode_lines(source, resolve_sidecars=False)
+    lines are skipped: `validate_log` reports them; sidecars are not read. Read line by
+    line, as `validate_log` reads."""
     openings = _Openings()
-    for line, entry in numbered:
-        openings.see(line, entry)
+    for line, decoded in decode_each(source, resolve_sidecars=False):
+        if isinstance(decoded, LogEntry):
+            openings.see(line, decoded)
     compaction = openings.compaction[1] if openings.compaction is not None else None
     return CutOff(list(openings.open_requests()), list(openings.open_calls()), compaction)
 
 
-def _coverage(numbered: list[tuple[int, LogEntry]]) -> tuple[list[LogProblem], list[Message]]:
-    """The log's gaps, and the history its mutations rebuild."""
-    problems: list[LogProblem] = []
-    openings = _Openings()
-    history: list[Message] = []
-    for line, entry in numbered:
+class _Coverage:
+    """The coverage check of a log fed one entry at a time (`see`): its gaps, and the history
+    its mutations rebuild. Of the gaps found on the way (a request whose history cannot be
+    rebuilt, a mutation that cannot apply) it keeps the first `PROBLEMS_LISTED` and counts
+    the rest: no later one can be among the first a report lists."""
+
+    def __init__(self) -> None:
+        self.openings = _Openings()
+        self.history: list[Message] = []
+        self.gaps: list[LogProblem] = []
+        self.gaps_left_out = 0
+
+    def see(self, line: int, entry: LogEntry) -> None:
         data = entry.data
-        openings.see(line, entry)
+        self.openings.see(line, entry)
+        problem = None
         if entry.event == "provider_request":
-            problem = _unrebuildable(data.get("request"), history)
-            if problem is not None:
-                problems.append(_gap(line, entry, problem))
+            problem = _unrebuildable(data.get("request"), self.history)
         elif entry.event == "history_mutation":
-            problem = _apply(history, data, resolved=True)
-            if problem is not None:
-                problems.append(_gap(line, entry, problem))
-    for line in openings.open_requests().values():
-        message = "provider request has no raw response or stream payload"
-        problems.append(LogProblem(line=line, event="provider_request", message=message))
-    for line in openings.open_calls().values():
-        problems.append(LogProblem(line=line, event="tool_call", message="tool call has no result"))
-    if openings.compaction is not None:
-        message = "compaction started and never completed, failed or was aborted"
-        problems.append(
-            LogProblem(line=openings.compaction[0], event="context_compact", message=message)
+            problem = _apply(self.history, data, resolved=True)
+        if problem is None:
+            return
+        if len(self.gaps) < PROBLEMS_LISTED:
+            self.gaps.append(_gap(line, entry, problem))
+        else:
+            self.gaps_left_out += 1
+
+    def problems(self) -> _Listing:
+        """Every gap, found on the way or left open at the log's end, in line order (a gap
+        found on the way first on a line that also leaves a request open), as sorting them
+        all would give: each of the merged runs is in line order already (gaps as found,
+        open requests and calls as first seen)."""
+        found = _Listing()
+        ordered = heapq.merge(
+            self.gaps,
+            self._open_requests(),
+            self._open_calls(),
+            self._open_compaction(),
+            key=lambda problem: problem.get("line", 0),
         )
-    problems.sort(key=lambda p: p.get("line", 0))
-    return problems, history
+        for problem in ordered:
+            found.add(problem)
+        found.count += self.gaps_left_out
+        return found
+
+    def _open_requests(self) -> Iterator[LogProblem]:
+        message = "provider request has no raw response or stream payload"
+        for line in self.openings.open_requests().values():
+            yield LogProblem(line=line, event="provider_request", message=message)
+
+    def _open_calls(self) -> Iterator[LogProblem]:
+        for line in self.openings.open_calls().values():
+            yield LogProblem(line=line, event="tool_call", message="tool call has no result")
+
+    def _open_compaction(self) -> Iterator[LogProblem]:
+        if self.openings.compaction is not None:
+            message = "compaction started and never completed, failed or was aborted"
+            line = self.openings.compaction[0]
+            yield LogProblem(line=line, event="context_compact", message=message)
 
 
 def _unrebuildable(request: Any, history: list[Message]) -> str | None:

@@ -14,19 +14,27 @@ never override an envelope member, whatever names it uses (G-147). Lines are onl
 Reading (`decode_log`) is total and fails closed (G-150): each line's version is read first,
 then its envelope, its sidecars (resolved and verified) and its payload; one bad line fails the
 whole decode with `LogDecodeError` listing every bad line by number. `decode_lines` is the same
-work reporting problems instead of raising (used by ``session/log``). A missing log is an empty
-log; an unreadable one raises `OSError`.
+work reporting problems instead of raising. `decode_each` does that work one line at a time as
+the log is read, in pieces when the source can (`PiecewiseLogSource`), keeping nothing it has
+handed on: ``session/log`` and the recovery of a cut-off log go through it, so checking a log
+of hundreds of thousands of lines holds one line at a time, not the log. A missing log is an
+empty log; an unreadable one raises `OSError`.
 
 The ports: a `LogSink` appends a line and stores a sidecar; a `LogSource` reads the whole log
-and one sidecar. `log_files.FileLogSink`/`FileLogSource` are the file-system adapters; nothing
-here turns a path into file access on its own.
+and one sidecar, and a `PiecewiseLogSource` also reads the log in bounded pieces.
+`log_files.FileLogSink`/`FileLogSource` are the file-system adapters; nothing here turns a path
+into file access on its own.
+
+Its size is one format in one place: the writer and the reader that must accept exactly what it
+writes (envelope, sidecars, shared members) change together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, Final, Protocol, TypedDict
+from typing import Any, Final, Protocol, TypedDict, runtime_checkable
 
 import msgspec
 from msgspec import Struct
@@ -57,9 +65,12 @@ __all__ = [
     "LogProblem",
     "LogSink",
     "LogSource",
+    "PiecewiseLogSource",
     "SessionLogger",
+    "decode_each",
     "decode_lines",
     "decode_log",
+    "split_lines",
 ]
 
 
@@ -80,6 +91,18 @@ class LogSource(PayloadSource, Protocol):
 
     def read(self) -> bytes | None:
         """The whole log, or None when there is none. Other failures raise `OSError`."""
+        ...
+
+
+@runtime_checkable
+class PiecewiseLogSource(LogSource, Protocol):
+    """A `LogSource` that can also hand over its log in bounded pieces (`decode_each` then
+    reads it so)."""
+
+    def read_pieces(self) -> Generator[bytes, None, None]:
+        """The bytes `read` gives, in order, in pieces of a bounded size; none for a missing
+        log. A failure to open or read raises `OSError` from the iteration. The caller
+        closes the generator it does not run to its end (it may hold a file open)."""
         ...
 
 
@@ -281,23 +304,82 @@ def decode_lines(
     """Decode every line independently: ``([(line number, entry)], [problem per bad line])``.
 
     Line numbers start at 1. Only the final newline may end the file; any other empty line is
-    a problem. One sidecar resolution (depth limit, byte budget) per line."""
+    a problem. One sidecar resolution (depth limit, byte budget) per line. The log is read
+    whole with `source.read` (what this returns holds every entry anyway); `decode_each` is
+    the same work one line at a time."""
     data = source.read()
-    if data is None:
-        return [], []
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
     entries: list[tuple[int, LogEntry]] = []
     problems: list[LogProblem] = []
-    for number, line in enumerate(lines, start=1):
-        result = _decode_line(line, source if resolve_sidecars else None, depth_limit, byte_budget)
+    pieces = () if data is None else (data,)
+    payloads = source if resolve_sidecars else None
+    for number, line in enumerate(split_lines(pieces), start=1):
+        result = _decode_numbered(number, line, payloads, depth_limit, byte_budget)
         if isinstance(result, LogEntry):
             entries.append((number, result))
         else:
-            result["line"] = number
             problems.append(result)
     return entries, problems
+
+
+def decode_each(
+    source: LogSource,
+    *,
+    resolve_sidecars: bool = True,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    byte_budget: int = DEFAULT_BYTE_BUDGET,
+) -> Iterator[tuple[int, LogEntry | LogProblem]]:
+    """`decode_lines`'s work as the log is read: ``(line number, entry or problem)`` for each
+    line in order, the same entries and problems `decode_lines` gives. A `PiecewiseLogSource`
+    is read in pieces, so what this holds at once is one piece and the line being decoded,
+    however long the log; any other source is read whole. `OSError` (the log cannot be read)
+    comes from the iteration, possibly after some lines were given."""
+    payloads = source if resolve_sidecars else None
+    pieces = source.read_pieces() if isinstance(source, PiecewiseLogSource) else _whole(source)
+    with contextlib.closing(pieces):
+        for number, line in enumerate(split_lines(pieces), start=1):
+            yield number, _decode_numbered(number, line, payloads, depth_limit, byte_budget)
+
+
+def _whole(source: LogSource) -> Generator[bytes, None, None]:
+    data = source.read()
+    if data is not None:
+        yield data
+
+
+def split_lines(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of the bytes `pieces` make together, wherever they are cut: what
+    ``b"".join(pieces).split(b"\\n")`` gives without the empty last part a final newline
+    leaves (no lines for no bytes). A line is held only until it is given, however many
+    pieces it spans."""
+    pending = bytearray()
+    for piece in pieces:
+        end = piece.find(b"\n")
+        if end < 0:
+            pending += piece
+            continue
+        if pending:
+            pending += piece[:end]
+            yield bytes(pending)
+            pending.clear()
+        else:
+            yield piece[:end]
+        start = end + 1
+        while (end := piece.find(b"\n", start)) >= 0:
+            yield piece[start:end]
+            start = end + 1
+        pending += piece[start:]
+    if pending:
+        yield bytes(pending)
+
+
+def _decode_numbered(
+    number: int, line: bytes, source: PayloadSource | None, depth_limit: int, byte_budget: int
+) -> LogEntry | LogProblem:
+    """Line `number` decoded: its entry, or its problem with ``line`` set."""
+    result = _decode_line(line, source, depth_limit, byte_budget)
+    if not isinstance(result, LogEntry):
+        result["line"] = number
+    return result
 
 
 def _decode_line(
