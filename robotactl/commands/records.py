@@ -256,12 +256,13 @@ def log(options: ClientOptions, session: str | None) -> None:
 
 
 def log_lines(session_id: str, result: LogResult) -> list[str]:
-    """The human report of ``session/log``, each problem made visible (it may quote the log)."""
+    """The human report of ``session/log``, each problem made visible (it may quote the log).
+    The header counts every problem the log has, those the daemon left out of its list too."""
     from msgspec import UNSET
 
     from robotactl.terminal_text import visible
 
-    state = "complete" if result.complete else f"INCOMPLETE, {len(result.problems)} problems"
+    state = "complete" if result.complete else f"INCOMPLETE, {problem_count(result)}"
     lines = [f"log of {session_id}: {result.entries} entries, {state}"]
     for problem in result.problems:
         where = [] if problem.line is UNSET else [f"line {problem.line}"]
@@ -270,3 +271,21 @@ def log_lines(session_id: str, result: LogResult) -> list[str]:
         prefix = " ".join(where)
         lines.append(visible(f"  {prefix + ': ' if prefix else ''}{problem.message}"))
     return lines
+
+
+def problem_count(result: LogResult) -> str:
+    """How many problems `result` reports, as its header says it: "3 problems", or, when
+    the daemon listed only the first ones and said how many more there are (its last problem,
+    without line or event: `protocol.log_report`), "1500 problems, the first 1000 listed"."""
+    from msgspec import UNSET
+
+    from protocol.log_report import left_out_count
+
+    listed = len(result.problems)
+    last = result.problems[-1] if result.problems else None
+    left_out = None
+    if last is not None and last.line is UNSET and last.event is UNSET:
+        left_out = left_out_count(last.message)
+    if left_out is None:
+        return f"{listed} {'problem' if listed == 1 else 'problems'}"
+    return f"{listed - 1 + left_out} problems, the first {listed - 1} listed"

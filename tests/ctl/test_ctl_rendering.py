@@ -496,6 +496,24 @@ def test_rule_rows_and_log_lines() -> None:
     ]
 
 
+def test_the_log_header_counts_the_problems_the_daemon_left_out_of_its_list() -> None:
+    """`session/log` lists the first 1,000 problems and then one, without line or event,
+    saying how many more there are: the header counts them all, and says how many are
+    listed. It counted only the listed ones (1,001 for a log of 1,500 problems)."""
+    listed = [LogProblem("not JSON", line=n) for n in range(1, 1001)]
+    more = LogResult(5, False, [*listed, LogProblem("500 more problems not listed")])
+    lines = log_lines("s1", more)
+    assert lines[0] == "log of s1: 5 entries, INCOMPLETE, 1500 problems, the first 1000 listed"
+    assert lines[-1] == "  500 more problems not listed"
+    one_more = LogResult(5, False, [*listed, LogProblem("1 more problem not listed")])
+    assert log_lines("s1", one_more)[0].endswith("INCOMPLETE, 1001 problems, the first 1000 listed")
+    # Only a last problem without line or event says so; one quoting such words is counted.
+    quoted = LogProblem("7 more problems not listed", line=3, event="x")
+    assert log_lines("s1", LogResult(5, False, [quoted]))[0].endswith("INCOMPLETE, 1 problem")
+    first = [LogProblem("7 more problems not listed"), listed[0]]
+    assert log_lines("s1", LogResult(5, False, first))[0].endswith("INCOMPLETE, 2 problems")
+
+
 def test_write_private_is_owner_only_and_replaces(tmp_path: Path) -> None:
     target = tmp_path / "a.json"
     target.write_text("old")

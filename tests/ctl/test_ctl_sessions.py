@@ -321,6 +321,24 @@ def test_log_reports_a_complete_log_and_exits_1_on_a_damaged_one(
     assert not json.loads(bad_json.stdout)["complete"]
 
 
+def test_log_counts_every_problem_when_the_daemon_lists_only_the_first(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """A log of 1,200 bad lines: the daemon lists the first 1,000 and says 200 more; the
+    header says 1,200, not the 1,001 problems it was sent."""
+    session_id = new_session(ctl, robotad, work)
+    ran(ctl, robotad, session_id, "log this")
+    log_file = state_dir(ctl, robotad) / "logs" / f"{session_id}.jsonl"
+    with open(log_file, "a") as handle:
+        handle.write("{this is not a log line\n" * 1200)
+    bad = ctl(*sock(robotad), "log", "-s", session_id)
+    assert bad.returncode == ExitCode.ERROR, bad.stderr
+    lines = bad.stdout.splitlines()
+    assert lines[0].endswith(", INCOMPLETE, 1200 problems, the first 1000 listed"), lines[0]
+    assert lines[-1] == "  200 more problems not listed"
+    assert len(lines) == 1 + 1000 + 1
+
+
 # -- context, compact, mode, rule, abort ---------------------------------------------------------
 
 
