@@ -22,9 +22,9 @@ more there are (architecture decision 49).
 
 `validate_log` and `cut_off` read the log as it is decoded (`decode_each`): each line is
 checked and let go, and what stays is what the check needs — the history the mutations
-rebuild, the ids of requests and calls seen and closed, and the problems a report lists (those
-past `PROBLEMS_LISTED` are only counted). A log of 200,000 lines made ``session/log`` hold
-the file, its lines and every decoded entry at once (~200 MB).
+rebuild, the ids of requests and calls open and closed, and the problems a report lists (those
+past `PROBLEMS_LISTED` are only counted). ``session/log`` held the file, its lines and every
+decoded entry at once: 707 MB for a log of 200,000 lines of 1 KB (architecture decision 55).
 """
 
 from __future__ import annotations
@@ -215,7 +215,10 @@ def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogPro
 class _Openings:
     """What a log leaves open so far: provider requests without a response (or error) and
     tool calls without a result (or abandonment, or a ``recovered`` closing), by first line;
-    calls parked on an approval (see the module doc) are not open."""
+    calls parked on an approval (see the module doc) are not open. A request or call closed
+    leaves `requests` or `calls` (the ids closed stay: a closing may come before its
+    opening, and what is closed stays closed), so an approval looks at the open calls
+    only, not at every call of the log."""
 
     def __init__(self) -> None:
         self.requests: dict[str, int] = {}
@@ -233,16 +236,16 @@ class _Openings:
             self.requests.setdefault(data["requestId"], line)
         elif entry.event == "provider_response":
             if "nativeRaw" in data or "raw" in data or "error" in data:
-                self.answered.add(data["requestId"])
+                self._answer([data["requestId"]])
         elif entry.event == "tool_call":
             self.calls.setdefault(data["callId"], line)
         elif entry.event == "tool_result":
-            self.closed.add(data["callId"])
+            self._close([data["callId"]])
         elif entry.event == "execution_abandoned":
-            self.closed.update(data["callIds"])
+            self._close(data["callIds"])
         elif entry.event == "recovered":
-            self.answered.update(data["requestIds"])
-            self.closed.update(call["callId"] for call in data["calls"])
+            self._answer(data["requestIds"])
+            self._close([call["callId"] for call in data["calls"]])
             if "compaction" in data:
                 self.compaction = None
         elif entry.event == "context_compact":
@@ -254,6 +257,16 @@ class _Openings:
         elif entry.event == "approval_resolved":
             execution = data["executionId"]
             self.parked = {c: e for c, e in self.parked.items() if e != execution}
+
+    def _answer(self, request_ids: Iterable[str]) -> None:
+        for request_id in request_ids:
+            self.answered.add(request_id)
+            self.requests.pop(request_id, None)
+
+    def _close(self, call_ids: Iterable[str]) -> None:
+        for call_id in call_ids:
+            self.closed.add(call_id)
+            self.calls.pop(call_id, None)
 
     def open_requests(self) -> dict[str, int]:
         return {r: line for r, line in self.requests.items() if r not in self.answered}

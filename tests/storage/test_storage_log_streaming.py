@@ -183,3 +183,31 @@ def test_gaps_past_those_listed_are_counted_and_ordered_with_what_is_left_open(
     assert report.problems[:-1] == expected[:PROBLEMS_LISTED]
     left_out = len(expected) - PROBLEMS_LISTED
     assert report.problems[-1] == {"message": f"{left_out} more problems not listed"}
+
+
+def test_what_was_closed_stays_closed_whatever_line_comes_after(logs: Path) -> None:
+    """A result or response before its call or request, or a call logged again after its
+    result, leaves nothing open; a call still open when an approval is asked is parked."""
+    logs.mkdir(parents=True)
+    call = {"tool": "Bash", "arguments": {}}
+    result = {"tool": "Bash", "ok": True, "content": None}
+    request = {"provider": "p", "model": "m", "request": {}}
+    _raw(
+        logs,
+        _envelope("tool_call", {"callId": "c-3", **call}),
+        _envelope("approval_requested", {"executionId": "e-1", "requests": []}),
+        _envelope("tool_result", {"callId": "c-1", **result}),
+        _envelope("tool_call", {"callId": "c-1", **call}),
+        _envelope("tool_call", {"callId": "c-2", **call}),
+        _envelope("tool_result", {"callId": "c-2", **result}),
+        _envelope("tool_call", {"callId": "c-2", **call}),
+        _envelope("provider_response", {"requestId": "r-1", "raw": []}),
+        _envelope("provider_request", {"requestId": "r-1", **request}),
+        _envelope("tool_call", {"callId": "c-4", **call}),
+    )
+    source = FileLogSource.for_session(logs, SID)
+    report = validate_log(source)
+    assert report.problems == [
+        {"line": 10, "event": "tool_call", "message": "tool call has no result"}
+    ]
+    assert cut_off(source) == ([], ["c-4"], None)
