@@ -7,6 +7,10 @@
 - A result with no content but structured content shows that, as JSON.
 - ``isError`` makes a failed result whose text starts by naming the server.
 
+Data is stored off the event loop (`SpillStore.put`). A call cancelled while its result is
+converted (an aborted turn) leaves nothing stored: what it stored already is discarded, since
+no result will name it.
+
 Nothing here imports the SDK: blocks are read by their ``type`` and attributes.
 """
 
@@ -23,9 +27,16 @@ from robotad.storage.spill import SpillError, SpillStore
 __all__ = ["failed_result", "tool_result"]
 
 
-def tool_result(server: str, tool: str, result: Any, spill: SpillStore | None) -> ToolResult:
+async def tool_result(server: str, tool: str, result: Any, spill: SpillStore | None) -> ToolResult:
     """The robotad result of `server`'s answer to a call of `tool` (see the module doc)."""
-    parts = [_render(block, spill) for block in result.content]
+    stored: list[str] = []
+    try:
+        parts = [await _render(block, spill, stored) for block in result.content]
+    except BaseException:
+        if spill is not None:
+            for reference in stored:
+                spill.discard(reference)
+        raise
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     text = "\n".join(parts)
@@ -42,47 +53,42 @@ def failed_result(server: str, tool: str, reason: str) -> ToolResult:
     )
 
 
-def _render(block: Any, spill: SpillStore | None) -> str:
+async def _render(block: Any, spill: SpillStore | None, stored: list[str]) -> str:
+    """One block's text; the references of data it stored are added to `stored`."""
     kind = getattr(block, "type", "")
     if kind == "text":
         return str(block.text)
     if kind in ("image", "audio"):
-        size = _decoded_size(block.data)
-        return _stored(kind, block.mime_type, None, size, block.data, spill, encoded=True)
+        described = _describe(kind, block.mime_type, None, _decoded_size(block.data))
+        return await _stored(described, block.data, spill, stored, encoded=True)
     if kind == "resource":
         resource = block.resource
         mime = resource.mime_type
         if hasattr(resource, "text"):
             size = len(resource.text.encode())
-            return _stored(
-                "resource", mime, resource.uri, size, resource.text, spill, encoded=False
-            )
+            described = _describe("resource", mime, resource.uri, size)
+            return await _stored(described, resource.text, spill, stored, encoded=False)
         blob = resource.blob
-        size = _decoded_size(blob)
-        return _stored("resource", mime, resource.uri, size, blob, spill, encoded=True)
+        described = _describe("resource", mime, resource.uri, _decoded_size(blob))
+        return await _stored(described, blob, spill, stored, encoded=True)
     if kind == "resource_link":
         described = _describe("resource link", block.mime_type, block.uri, block.size)
         return described[:-1] + (f", {block.name}]" if block.name else "]")
     return f"[{kind or 'unknown'} content, not shown]"
 
 
-def _stored(
-    kind: str,
-    mime: str | None,
-    uri: str | None,
-    size: int | None,
-    data: str,
-    spill: SpillStore | None,
-    *,
-    encoded: bool,
+async def _stored(
+    described: str, data: str, spill: SpillStore | None, stored: list[str], *, encoded: bool
 ) -> str:
-    described = _describe(kind, mime, uri, size)
+    """`described` saying where `data` was stored (its reference added to `stored`), or
+    that it was not and why."""
     if spill is None:
         return described[:-1] + ", not stored]"
     try:
-        reference = spill.put(data)
+        reference = await spill.put(data)
     except SpillError as exc:
         return described[:-1] + f", not stored: {exc}]"
+    stored.append(reference)
     encoding = ", base64" if encoded else ""
     return described[:-1] + f", stored{encoding} as {reference}]"
 

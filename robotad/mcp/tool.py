@@ -50,4 +50,4 @@ class McpTool:
             result = await self.server.call(self.info.name, arguments)
         except ServerUnavailable as exc:
             return failed_result(server, self.info.name, exc.reason)
-        return tool_result(server, self.info.name, result, self._spill)
+        return await tool_result(server, self.info.name, result, self._spill)

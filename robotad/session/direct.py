@@ -7,8 +7,9 @@ same gate as a turn's calls (rules, mode, classifier, hooks, spilling), but nobo
 a call that would need a person is denied at once (G-070). Nothing enters history; the call and
 its result are written to the session log.
 
-An abort of the session stops the body; the call then settles as a failed, interrupted result.
-An abort once the body has finished only cuts its PostToolUse hooks short: the result stands.
+An abort of the session stops the body; the call then settles as a failed, interrupted result
+(one taken while its long result was being stored removes it from the spill store again). An
+abort once the call has settled only cuts its PostToolUse hooks short: the result stands.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ async def invoke_directly(
                 gate, call, tool, ToolContext(services.cwd, services.session_id, services.enforcer)
             )
         if scope.cancelled_caught or not turn.abort.settle():
+            _discard_spilled(services, result)
             result = ToolResult(False, f"interrupted: {name} was aborted", {"aborted": True})
         elif ran is not None:
             with turn.abort.scope():  # settled: a late abort cuts PostToolUse, the result stands
@@ -92,6 +94,13 @@ async def _gated(
         logger.warning("tool %s raised %s", call.name, type(exc).__name__)
         result = ToolResult(False, f"{call.name} failed: {type(exc).__name__}: {exc}")
     return await gate.settle(call, tool, result), result
+
+
+def _discard_spilled(services: GateServices, result: ToolResult | None) -> None:
+    """Remove the stored result an interrupted call's settled `result` names (an abort that
+    came while it was being stored): nothing will ever name it."""
+    if result is not None and result.metadata.get("spilled") is True and services.spill is not None:
+        services.spill.discard(result.content)
 
 
 def _argument_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:

@@ -18,7 +18,18 @@ store's back is a `SpillError` saying so, never a part of a result passed off as
 (a digest would also catch a rewrite of the same length, by someone with the user's rights,
 at the cost of hashing every result on the event loop: 0.2 s for an MCP server's 64 MiB).
 Expired results are purged on every `put`/`get` and by `purge_expired`, and `close` removes
-everything (G-201). The store is synchronous and thread-safe.
+everything (G-201). The store is thread-safe, and its lock is held only for bookkeeping, never
+across a file's bytes: a result being written or read on a worker thread never keeps the event
+loop waiting for the lock (a `share`, `release` or `purge_expired` runs there).
+
+Writing a result never holds the event loop (architecture decision 54): `put`, the one callers
+on the loop use, encodes and writes a long result on a worker thread (`handoff.run_blocking`,
+as a turn's record save does), and only a result of at most `INLINE_MAX_CHARS` on the loop,
+where that costs less than the hand-off. The result's bytes are counted against the budget
+before the file is made, the file is created exclusively and written whole before its
+reference exists, and a failed write removes the file and gives the bytes back, so no reader
+ever meets a half-written result and no reference names a missing one. `put_blocking` is the
+same on the calling thread, for worker threads and callers without an event loop.
 
 The results stored at once take at most the store's budget (`budget`, by default
 `DEFAULT_BUDGET` or a quarter of the runtime folder's file system, whichever is less): that
@@ -36,6 +47,10 @@ A daemon killed before `close` cannot remove its folder; the next one does (`swe
 at start). Each store holds a `flock` on a file ``.owner`` in its folder for its life, so a
 folder whose lock can be taken belongs to nobody alive — whereas another daemon's live store
 in the same runtime folder is never touched.
+
+Its size is one concept: the store's whole life — its folder, the writing, reading, sharing
+and expiry of its results under one budget, and the sweep of a dead store's folder — whose
+parts share the lock and the bookkeeping of `_Shelf`.
 """
 
 from __future__ import annotations
@@ -56,9 +71,11 @@ from pathlib import Path
 from types import TracebackType
 
 from . import fsio
+from .handoff import run_blocking
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "INLINE_MAX_CHARS",
     "REFERENCE_PREFIX",
     "SpillError",
     "SpillNotFound",
@@ -73,6 +90,15 @@ DIR_PREFIX = "tr-"
 DEFAULT_TTL = 24 * 3600.0
 #: The most bytes of results stored at once, unless a quarter of the file system is less.
 DEFAULT_BUDGET = 512 * 1024 * 1024
+#: The longest text `put` stores on the event loop (at most 64 KiB of UTF-8). On a tmpfs an
+#: exclusive create and write of 16 KiB takes the loop about 8 µs, a hand-off to a worker thread
+#: about 16 µs of its own time; past this the write's cost grows with its size, the hand-off's
+#: does not.
+INLINE_MAX_CHARS = 16 * 1024
+#: Characters encoded at a time on the way to the file: an encoding holds the interpreter's
+#: lock, so a long result encoded in one piece (64 MiB: ~40 ms) stopped the event loop though
+#: it ran on a worker thread; between pieces the loop takes its turn.
+_ENCODE_CHARS = 1024 * 1024
 _REFERENCE = re.compile(re.escape(REFERENCE_PREFIX) + r"[A-Za-z0-9_-]{32}")
 
 
@@ -133,6 +159,46 @@ def since_boot() -> float:
     return time.clock_gettime(boot) if boot is not None else time.monotonic()
 
 
+def _encoded(text: str) -> list[bytes]:
+    """`text` as UTF-8, a piece of `_ENCODE_CHARS` characters at a time; `SpillError` for a
+    text UTF-8 cannot hold (a lone surrogate)."""
+    try:
+        return [
+            text[start : start + _ENCODE_CHARS].encode("utf-8")
+            for start in range(0, len(text), _ENCODE_CHARS)
+        ]
+    except UnicodeEncodeError:
+        raise SpillError(
+            "cannot store a tool result: it holds a lone surrogate, which UTF-8 cannot encode"
+        ) from None
+
+
+def _write_new(path: Path, chunks: list[bytes]) -> None:
+    """Create `path` exclusively (0600) and write `chunks` to it whole; on any failure the
+    file is removed again and the error propagates."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fsio.exact_mode(fd, 0o600)
+        _write_chunks(fd, chunks)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    try:
+        os.close(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+
+
+def _write_chunks(fd: int, chunks: list[bytes]) -> None:
+    """Every byte of `chunks` to `fd`, in order (the tests' seam for a slow or failing disk)."""
+    for chunk in chunks:
+        fsio.write_all(fd, chunk)
+
+
 class SpillStore:
     """Spilled tool results of one daemon; use as a context manager or `close`. `scoped`
     gives a session's view of it (see the module doc)."""
@@ -182,50 +248,94 @@ class SpillStore:
     ) -> None:
         self.close()
 
-    def put(self, text: str) -> str:
-        """Store `text`; return its opaque ``tool-result:<token>`` reference (owned by the
-        view's session)."""
-        data = text.encode("utf-8")
+    async def put(self, text: str) -> str:
+        """Store `text` without holding the event loop; return its opaque
+        ``tool-result:<token>`` reference (owned by the view's session).
+
+        A text longer than `INLINE_MAX_CHARS` is stored on a worker thread; a shorter one on
+        the loop, without a checkpoint. Cancellation never cuts a write: once started it
+        finishes, and its reference is returned (the caller meets the cancellation at its
+        next checkpoint; `discard` removes a result it will not hand on); a cancellation
+        before it starts stores nothing. Raises `SpillError` (a closed store, the budget, a
+        refusal of the disk), and then nothing of the text is left on disk.
+        """
+        if len(text) <= INLINE_MAX_CHARS:
+            return self.put_blocking(text)
+        return await run_blocking(self.put_blocking, text)
+
+    def put_blocking(self, text: str) -> str:
+        """`put` on the calling thread: for a worker thread, or a caller with no event loop."""
+        chunks = _encoded(text)
+        size = sum(len(chunk) for chunk in chunks)
+        name = self._reserve(size)
+        try:
+            _write_new(self._shelf.dir / name, chunks)
+        except OSError as exc:
+            closed = self._unreserve(size)
+            if closed:
+                raise SpillError("the spill store was closed while a result was written") from None
+            raise SpillError(f"cannot store a tool result ({_errno_name(exc)})") from None
+        except BaseException:
+            self._unreserve(size)
+            raise
+        return self._register(name, size)
+
+    def _reserve(self, size: int) -> str:
+        """Count `size` bytes against the budget for a result about to be written; the name of
+        its file (not made yet). `SpillError` when the store is closed or the budget full."""
         shelf = self._shelf
         with shelf.lock:
             if shelf.closed:
                 raise SpillError("the spill store is closed")
             self._purge_locked()
-            if shelf.used + len(data) > shelf.budget:
+            if shelf.used + size > shelf.budget:
                 mib = shelf.budget / (1024 * 1024)
                 raise SpillError(
                     f"cannot store a tool result: the results stored already take the store's "
                     f"budget of {mib:.4g} MiB"
                 )
-            name = secrets.token_urlsafe(24)
-            try:
-                fd = os.open(
-                    shelf.dir / name,
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                    0o600,
-                )
-            except OSError as exc:
-                raise SpillError(f"cannot store a tool result ({_errno_name(exc)})") from None
-            try:
-                fsio.exact_mode(fd, 0o600)
-                fsio.write_all(fd, data)
-            except OSError as exc:
-                os.close(fd)
+            shelf.used += size
+            return secrets.token_urlsafe(24)
+
+    def _unreserve(self, size: int) -> bool:
+        """Give back what `_reserve` counted for a result that was not stored; whether the
+        store was closed meanwhile (its count starts again from nothing then)."""
+        shelf = self._shelf
+        with shelf.lock:
+            if not shelf.closed:
+                shelf.used -= size
+            return shelf.closed
+
+    def _register(self, name: str, size: int) -> str:
+        """Make the whole file `name` (its `size` bytes already counted) readable under a new
+        reference, and return it; if the store was closed while it was written, remove it."""
+        shelf = self._shelf
+        with shelf.lock:
+            if shelf.closed:
                 with contextlib.suppress(OSError):
                     os.unlink(shelf.dir / name)
-                raise SpillError(f"cannot store a tool result ({_errno_name(exc)})") from None
-            os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.rmdir(shelf.dir)  # the close's rmtree may have missed the new file
+                raise SpillError("the spill store was closed while a result was written")
             reference = REFERENCE_PREFIX + secrets.token_urlsafe(24)
             owners = set() if self._reader is None else {self._reader}
-            expires = shelf.clock() + shelf.ttl
-            spilled = _Spilled(name, expires, len(data), owners)
-            shelf.entries[reference] = spilled
-            shelf.used += spilled.size
+            shelf.entries[reference] = _Spilled(name, shelf.clock() + shelf.ttl, size, owners)
             return reference
+
+    def discard(self, reference: str) -> bool:
+        """Remove a result this view may read, now (a caller cancelled before it could hand
+        the reference on); whether there was one. Its owners lose it too."""
+        with self._shelf.lock:
+            spilled = self._shelf.entries.get(reference)
+            if spilled is None or not self._may_read(spilled):
+                return False
+            self._remove_locked(reference)
+            return True
 
     def get(self, reference: str) -> str:
         """The full text of an unexpired result this view may read; `SpillNotFound` otherwise
-        (another session's result reads as unknown: a reference reveals nothing)."""
+        (another session's result reads as unknown: a reference reveals nothing). The file is
+        read outside the store's lock; a result removed meanwhile reads as expired."""
         shelf = self._shelf
         with shelf.lock:
             self._purge_locked()
@@ -234,21 +344,30 @@ class SpillStore:
             spilled = shelf.entries.get(reference)
             if spilled is None or shelf.closed or not self._may_read(spilled):
                 raise SpillNotFound("unknown or expired tool result")
-            try:
-                data = fsio.read_regular(shelf.dir / spilled.file)
-            except OSError as exc:
-                raise SpillError(f"cannot read a tool result ({_errno_name(exc)})") from None
-            if data is None:
-                raise SpillError("the stored tool result was removed from disk before it was read")
-            changed = SpillError(
-                "the stored tool result was changed on disk after it was stored, so it is not shown"
-            )
-            if len(data) != spilled.size:
-                raise changed
-            try:
-                return data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise changed from None
+        try:
+            data = fsio.read_regular(shelf.dir / spilled.file)
+        except OSError as exc:
+            self._still_stored(reference, spilled)
+            raise SpillError(f"cannot read a tool result ({_errno_name(exc)})") from None
+        self._still_stored(reference, spilled)
+        if data is None:
+            raise SpillError("the stored tool result was removed from disk before it was read")
+        changed = SpillError(
+            "the stored tool result was changed on disk after it was stored, so it is not shown"
+        )
+        if len(data) != spilled.size:
+            raise changed
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise changed from None
+
+    def _still_stored(self, reference: str, spilled: _Spilled) -> None:
+        """`SpillNotFound` unless `reference` still names `spilled` (it did not expire, was not
+        released or discarded, and the store is open)."""
+        with self._shelf.lock:
+            if self._shelf.entries.get(reference) is not spilled or self._shelf.closed:
+                raise SpillNotFound("unknown or expired tool result")
 
     def share(self, references: Iterable[str], owner: str, with_owner: str) -> int:
         """Make `with_owner` an owner of each of `references` that `owner` owns (a fork

@@ -227,7 +227,7 @@ async def test_a_source_deleted_while_its_fork_is_made_leaves_the_fork_its_resul
         ops = SessionOperations(manager)
         with trio.fail_after(TIMEOUT):
             sid = (await manager.create(CreateParams(cwd=str(tmp_path)))).session_id
-            reference = spill.scoped(sid).put("a long tool result")
+            reference = await spill.scoped(sid).put("a long tool result")
             source = await manager.session(sid)
             source.session.inject_message(Message.user(f"see {reference}"))
             gate, add = trio.Event(), manager.add

@@ -44,7 +44,7 @@ async def test_an_expired_result_is_removed_though_nothing_is_stored_or_read(
             assert isinstance(app, SessionApplication)
             spill = app.manager.assembler.spill
             assert spill is not None
-            spill.scoped("s").put("a result too long to show")
+            await spill.scoped("s").put("a result too long to show")
             assert len(stored(home)) == 1
             await trio.sleep(TTL * 3)
             assert stored(home) == []

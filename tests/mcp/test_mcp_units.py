@@ -34,6 +34,7 @@ from robotad.session.tool_table import ToolTable
 from robotad.storage.spill import SpillStore
 from robotad.tools import ReadTool
 from tests.robotad_process import REPO, child_environment
+from tests.storage.held_disk import HOLD_LIMIT, HeldDisk
 
 # -- naming and rules ---------------------------------------------------------------------------
 
@@ -187,7 +188,7 @@ def test_the_environment_is_the_allow_list_plus_the_servers_own() -> None:
 # -- results ------------------------------------------------------------------------------------
 
 
-def test_results_join_text_and_store_images_and_resources(tmp_path: Path) -> None:
+async def test_results_join_text_and_store_images_and_resources(tmp_path: Path) -> None:
     png = base64.b64encode(b"\x89PNG" + b"\0" * 96).decode()
     result = types.CallToolResult(
         content=[
@@ -203,7 +204,7 @@ def test_results_join_text_and_store_images_and_resources(tmp_path: Path) -> Non
         ]
     )
     with SpillStore(tmp_path) as spill:
-        converted = tool_result("srv", "tool", result, spill)
+        converted = await tool_result("srv", "tool", result, spill)
         lines = converted.content.splitlines()
         assert converted.ok
         assert lines[0] == "first"
@@ -217,8 +218,41 @@ def test_results_join_text_and_store_images_and_resources(tmp_path: Path) -> Non
     assert converted.metadata == {"mcpServer": "srv", "mcpTool": "tool"}
 
 
-def test_is_error_and_structured_content() -> None:
-    failed = tool_result(
+async def test_a_conversion_cancelled_while_it_stores_leaves_nothing_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Images are stored off the event loop. A call cancelled (its turn aborted) while the
+    first of three is written gets no result, so nothing may stay stored for it: the image
+    written whole is discarded, and the others are never written."""
+    png = base64.b64encode(b"\x89PNG" + b"\0" * 60_000).decode()
+    images = [types.ImageContent(data=png, mime_type="image/png") for _ in range(3)]
+    with SpillStore(tmp_path) as spill:
+        disk = HeldDisk(monkeypatch)
+        converted: list[Any] = []
+
+        async def convert(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                converted.append(
+                    await tool_result("srv", "shot", types.CallToolResult(content=images), spill)
+                )
+
+        with trio.fail_after(HOLD_LIMIT):
+            async with trio.open_nursery() as nursery:
+                scope = await nursery.start(convert)
+                await disk.entered.wait()
+                scope.cancel()
+                disk.release()
+        assert scope.cancelled_caught
+        assert converted == []
+        assert disk.writes == 1
+        assert len(spill) == 0
+        (folder,) = list(tmp_path.iterdir())
+        assert [name for name in os.listdir(folder) if name != ".owner"] == []
+
+
+async def test_is_error_and_structured_content() -> None:
+    failed = await tool_result(
         "srv",
         "tool",
         types.CallToolResult(content=[types.TextContent(text="no")], is_error=True),
@@ -226,12 +260,12 @@ def test_is_error_and_structured_content() -> None:
     )
     assert not failed.ok
     assert failed.content == "MCP server srv: tool failed: no"
-    structured = tool_result(
+    structured = await tool_result(
         "srv", "t", types.CallToolResult(content=[], structured_content={"sum": 3}), None
     )
     assert structured.content == '{"sum": 3}'
     image = types.ImageContent(data="AAAA", mime_type="image/png")
-    unstored = tool_result("srv", "t", types.CallToolResult(content=[image]), None)
+    unstored = await tool_result("srv", "t", types.CallToolResult(content=[image]), None)
     assert unstored.content == "[image, image/png, 3 bytes, not stored]"
 
 

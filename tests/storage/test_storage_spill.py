@@ -5,20 +5,28 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
+import robotad.storage.fsio
 from robotad.storage.sidecars import digest
 from robotad.storage.spill import (
+    INLINE_MAX_CHARS,
     SpillError,
     SpillNotFound,
     SpillStore,
     references_in,
     sweep_abandoned,
 )
+from tests.full_disk import fill, small_tmpfs
+
+from .held_disk import HOLD_LIMIT, HeldDisk
 
 
 class _Clock:
@@ -49,7 +57,7 @@ def test_references_are_opaque_random_tokens(runtime: Path) -> None:
     references; no path, digest or payload byte appears in one."""
     payload = "secret-payload " * 100
     with SpillStore(runtime) as store:
-        first, second = store.put(payload), store.put(payload)
+        first, second = store.put_blocking(payload), store.put_blocking(payload)
         folder = _store_dir(runtime)
         assert first != second
         for reference in (first, second):
@@ -66,7 +74,7 @@ def test_results_read_back_in_full_until_they_expire(runtime: Path) -> None:
     clock = _Clock()
     with SpillStore(runtime, ttl=60.0, clock=clock) as store:
         text = "line\n" * 50_000 + "ünïcödé"
-        reference = store.put(text)
+        reference = store.put_blocking(text)
         clock.now += 59.0
         assert store.get(reference) == text
         clock.now += 2.0
@@ -88,7 +96,7 @@ def test_the_hours_count_time_the_machine_spent_suspended(
 
     monkeypatch.setattr(time, "clock_gettime", clock_gettime)
     with SpillStore(runtime, ttl=60.0) as store:
-        reference = store.put("kept")
+        reference = store.put_blocking("kept")
         boot[0] += 59.0
         assert store.get(reference) == "kept"
         boot[0] += 2.0  # suspended: no monotonic second passed
@@ -99,9 +107,9 @@ def test_the_hours_count_time_the_machine_spent_suspended(
 def test_purge_removes_only_expired_results(runtime: Path) -> None:
     clock = _Clock()
     with SpillStore(runtime, ttl=10.0, clock=clock) as store:
-        old = store.put("old")
+        old = store.put_blocking("old")
         clock.now += 5.0
-        young = store.put("young")
+        young = store.put_blocking("young")
         clock.now += 6.0
         assert store.purge_expired() == 1
         assert store.get(young) == "young"
@@ -113,14 +121,14 @@ def test_purge_removes_only_expired_results(runtime: Path) -> None:
 def test_close_removes_everything(runtime: Path) -> None:
     """G-201: shutdown removes every result and the folder; the store refuses further use."""
     store = SpillStore(runtime)
-    reference = store.put("x")
+    reference = store.put_blocking("x")
     store.close()
     store.close()
     assert list(runtime.iterdir()) == []
     with pytest.raises(SpillNotFound):
         store.get(reference)
     with pytest.raises(SpillError):
-        store.put("y")
+        store.put_blocking("y")
 
 
 def test_folder_and_files_are_private_and_fresh(runtime: Path) -> None:
@@ -129,8 +137,8 @@ def test_folder_and_files_are_private_and_fresh(runtime: Path) -> None:
     previous = os.umask(0)
     try:
         with SpillStore(runtime) as first, SpillStore(runtime):
-            first.put("a")
-            first.put("b")
+            first.put_blocking("a")
+            first.put_blocking("b")
             folders = sorted(runtime.iterdir())
             assert len(folders) == 2, "each store gets its own fresh folder"
             for folder in folders:
@@ -155,7 +163,7 @@ def test_errors_and_repr_disclose_nothing(runtime: Path) -> None:
     """G-197: no path, digest or payload in errors, their causes, or repr."""
     payload = "sk-super-secret-output"
     store = SpillStore(runtime)
-    reference = store.put(payload)
+    reference = store.put_blocking(payload)
     folder = _store_dir(runtime)
     for name in _results(folder):
         (folder / name).unlink()
@@ -171,7 +179,7 @@ def test_errors_and_repr_disclose_nothing(runtime: Path) -> None:
     try:
         if not os.access(folder, os.W_OK):
             with pytest.raises(SpillError) as caught:
-                store.put(payload)
+                store.put_blocking(payload)
             messages.append(str(caught.value))
     finally:
         folder.chmod(0o700)
@@ -196,9 +204,9 @@ def test_a_killed_daemons_spill_folder_is_swept_and_a_live_one_kept(runtime: Pat
     """A daemon killed before `close` left its folder (and the results in it) until reboot;
     the next daemon removes it at start, and never another daemon's live store."""
     live = SpillStore(runtime)
-    live.put("still needed")
+    live.put_blocking("still needed")
     dead = SpillStore(runtime)
-    dead.put("secret tool output")
+    dead.put_blocking("secret tool output")
     dead_folder = dead._shelf.dir
     os.close(dead._shelf.owner_lock)  # what the kernel does when its daemon is killed
     old_unowned = runtime / "tr-older-robotad"
@@ -215,7 +223,7 @@ def test_a_killed_daemons_spill_folder_is_swept_and_a_live_one_kept(runtime: Pat
         assert not old_unowned.exists()
         assert fresh_unowned.exists()
         assert not_ours.exists()
-        assert live.get(live.put("again")) == "again"
+        assert live.get(live.put_blocking("again")) == "again"
     finally:
         live.close()
 
@@ -235,7 +243,7 @@ def test_a_session_reads_only_the_results_it_owns(runtime: Path) -> None:
     shared with it (a fork), never another session's result; the store itself reads all."""
     with SpillStore(runtime) as store:
         mine, theirs = store.scoped("mine"), store.scoped("theirs")
-        reference = mine.put("my result")
+        reference = mine.put_blocking("my result")
         assert mine.get(reference) == "my result"
         assert store.get(reference) == "my result"
         with pytest.raises(SpillNotFound, match="unknown or expired"):
@@ -254,8 +262,8 @@ def test_a_released_session_takes_its_results_with_it(runtime: Path) -> None:
     them; the fork's go when it is released in turn."""
     with SpillStore(runtime) as store:
         source, fork = store.scoped("source"), store.scoped("fork")
-        alone = source.put("only the source's")
-        shared = source.put("the fork's too")
+        alone = source.put_blocking("only the source's")
+        shared = source.put_blocking("the fork's too")
         store.share([shared], "source", "fork")
         assert store.release("source") == 1
         assert len(_results(_store_dir(runtime))) == 1
@@ -290,7 +298,7 @@ def test_a_result_changed_on_disk_is_refused_never_shown_in_part(
     happened to the stored result, naming no path or payload."""
     payload = "secret-ünïcödé " * 10_000
     with SpillStore(runtime) as store:
-        reference = store.put(payload)
+        reference = store.put_blocking(payload)
         (name,) = _results(_store_dir(runtime))
         file = _store_dir(runtime) / name
         if damage is None:
@@ -315,16 +323,160 @@ def test_results_past_the_budget_are_refused_and_room_comes_back(runtime: Path) 
     clock = _Clock()
     with SpillStore(runtime, ttl=60.0, clock=clock, budget=1000) as store:
         view = store.scoped("one")
-        first = view.put("a" * 600)
+        first = view.put_blocking("a" * 600)
         with pytest.raises(SpillError) as caught:
-            view.put("b" * 600)
+            view.put_blocking("b" * 600)
         assert "budget" in str(caught.value)
         assert len(_results(_store_dir(runtime))) == 1
-        second = store.scoped("two").put("c" * 400)
+        second = store.scoped("two").put_blocking("c" * 400)
         assert view.get(first) == "a" * 600
         store.release("two")
-        assert store.get(view.put("d" * 400)) == "d" * 400
+        assert store.get(view.put_blocking("d" * 400)) == "d" * 400
         clock.now += 61.0
-        assert store.get(store.put("e" * 1000)) == "e" * 1000
+        assert store.get(store.put_blocking("e" * 1000)) == "e" * 1000
         with pytest.raises(SpillNotFound):
             store.get(second)
+
+
+# -- writing off the event loop (architecture decision 54) --------------------------------------
+
+#: A result long enough to be written on a worker thread.
+LONG = "a long tool result\n" * 10_000
+
+
+async def test_a_long_result_is_written_while_the_event_loop_serves(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spilled result of up to 64 MiB was written (and encoded) on the event loop, and
+    every session and client of the daemon waited for it. It is written on a worker thread
+    now: while its write is held, the loop runs other tasks, which read, store and purge in
+    the same store (its lock is not held across the write)."""
+    assert len(LONG) > 4 * INLINE_MAX_CHARS
+    with SpillStore(runtime) as store:
+        earlier = store.put_blocking("stored before")
+        disk = HeldDisk(monkeypatch)
+        stored: list[str] = []
+
+        async def spill_long() -> None:
+            stored.append(await store.put(LONG))
+
+        with trio.fail_after(HOLD_LIMIT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(spill_long)
+                await disk.entered.wait()
+                served = trio.Event()
+
+                async def serve_another() -> None:
+                    served.set()
+
+                nursery.start_soon(serve_another)  # another task runs while the write is held
+                await served.wait()
+                assert store.get(earlier) == "stored before"
+                short = await store.put("a short result")  # on the loop: it takes the lock
+                store.purge_expired()
+                assert stored == [], "the long write finished while it was held"
+                disk.release()
+        assert store.get(stored[0]) == LONG
+        assert store.get(short) == "a short result"
+        assert (disk.writes, disk.on_loop) == (1, 1), "a short result is written on the loop"
+
+
+async def test_a_write_under_way_when_its_caller_is_cancelled_ends_whole_and_referenced(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancellation never cuts a spill's write: the caller gets the reference of a whole file
+    and meets the cancellation at its next checkpoint. A cancellation before the write starts
+    stores nothing and takes nothing of the budget."""
+    with SpillStore(runtime, budget=len(LONG)) as store:
+        disk = HeldDisk(monkeypatch)
+        outcome: list[str] = []
+
+        async def spill_long(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                outcome.append(await store.put(LONG))
+                await trio.lowlevel.checkpoint()
+                outcome.append("not cancelled")
+
+        with trio.fail_after(HOLD_LIMIT):
+            async with trio.open_nursery() as nursery:
+                scope = await nursery.start(spill_long)
+                await disk.entered.wait()
+                scope.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                disk.release()
+        (reference,) = outcome
+        assert store.get(reference) == LONG
+        assert len(_results(_store_dir(runtime))) == 1
+        assert store.discard(reference)
+        assert _results(_store_dir(runtime)) == []
+
+        with trio.CancelScope() as early:
+            early.cancel()
+            await store.put(LONG)
+        assert early.cancelled_caught
+        assert len(store) == 0
+        assert _results(_store_dir(runtime)) == []
+        assert store.get(await store.put(LONG)) == LONG  # the whole budget is still there
+
+
+@pytest.mark.parametrize("room", [0, 100 * 1024], ids=["no-byte", "part-of-it"])
+async def test_a_disk_that_refuses_a_result_leaves_nothing_of_it(tmp_path: Path, room: int) -> None:
+    """A full runtime folder (a real tmpfs, filled) refuses a long result at its first byte
+    or partway: `put` raises a SpillError naming the cause and no path, no file of it is
+    left, and its bytes are given back to the budget: once there is room the next one is
+    stored whole."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    budget = 1024 * 1024
+    with small_tmpfs(runtime), SpillStore(runtime, budget=budget) as store:
+        folder = _store_dir(runtime)
+        filler = fill(runtime)
+        os.truncate(filler, filler.stat().st_size - room)
+        text = "ü" * (200 * 1024)  # more than the room left, less than the budget
+        with pytest.raises(SpillError) as refused:
+            await store.put(text)
+        message = str(refused.value)
+        assert "ENOSPC" in message
+        assert str(runtime) not in message
+        assert folder.name not in message
+        assert _results(folder) == []
+        assert len(store) == 0
+        filler.unlink()
+        fits = "x" * budget  # the whole budget: nothing of the refused write is counted
+        assert store.get(await store.put(fits)) == fits
+
+
+async def test_a_result_read_on_a_worker_thread_holds_no_lock_the_loop_needs(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read takes a stored result back on a worker thread; `get` held the store's lock while
+    it read the file, so the loop's own uses of the store (a short result stored, the purge
+    of expired ones) stopped it for as long as the read took. The lock now covers only the
+    bookkeeping."""
+    with SpillStore(runtime) as store:
+        reference = store.put_blocking(LONG)
+        reading, let_go = threading.Event(), threading.Event()
+        read = robotad.storage.fsio.read_regular
+
+        def held_read(path: Path) -> bytes | None:
+            reading.set()
+            assert let_go.wait(HOLD_LIMIT), "the held read was never let go"
+            return read(path)
+
+        monkeypatch.setattr(robotad.storage.fsio, "read_regular", held_read)
+        with trio.fail_after(HOLD_LIMIT):
+            async with trio.open_nursery() as nursery:
+                read_back: list[str] = []
+
+                async def read_it() -> None:
+                    read_back.append(await trio.to_thread.run_sync(store.get, reference))
+
+                nursery.start_soon(read_it)
+                assert await trio.to_thread.run_sync(reading.wait, HOLD_LIMIT)
+                short = await store.put("stored while the read waits")
+                store.purge_expired()
+                let_go.set()
+        monkeypatch.undo()
+        assert read_back == [LONG]
+        assert store.get(short) == "stored while the read waits"

@@ -175,7 +175,7 @@ async def test_a_stored_result_reads_by_its_reference_in_windows(tmp_path: Path)
     """A tool result too long to show reaches the model as a `tool-result:` reference only;
     nothing could read it back. Read takes the reference like a file path."""
     with SpillStore(tmp_path / "run") as spill:
-        reference = spill.put("".join(f"entry {n}\n" for n in range(1, 5001)))
+        reference = await spill.put("".join(f"entry {n}\n" for n in range(1, 5001)))
         read = ReadTool(spill)
         window = await call(read, tmp_path, file_path=reference, offset=2, limit=2)
         first = await call(read, tmp_path, file_path=reference)

@@ -226,7 +226,7 @@ class SessionToolGate:
         return Admit(args, real_path=real_path)
 
     async def settle(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
-        result = self._spilled(result)
+        result = await self._spilled(result)
         self._s.reporter.tool_finished(
             self._turn.turn_id, call.id, call.name, result.ok, result.content
         )
@@ -291,18 +291,28 @@ class SessionToolGate:
         self._s.enforcer.note_denial(call.name, args, reason)
         self._s.reporter.permission_decided(self._turn.turn_id, call.id, call.name, "deny", reason)
 
-    def _spilled(self, result: ToolResult) -> ToolResult:
+    async def _spilled(self, result: ToolResult) -> ToolResult:
+        """`result`, or its reference in the spill store when it is too long to show; cut
+        short, saying why, when the store refuses it.
+
+        The write runs on a worker thread (`SpillStore.put`), shielded: the body has finished,
+        so its result stands (decision 45) — an abort while it is written is met once it is
+        whole and referenced, never with a half-written file or a reference to none."""
         s = self._s
         size = len(result.content)
         if s.spill is None or size <= s.spill_threshold:
             return result
         metadata = {**result.metadata, "spilled": True, "chars": size}
         try:
-            reference = s.spill.put(result.content)
+            with trio.CancelScope(shield=True):
+                reference = await s.spill.put(result.content)
         except SpillError as exc:
             logger.warning("tool result not spilled (%s); truncated instead", exc)
             kept = result.content[: s.spill_threshold]
-            note = f"\n[truncated: {size - s.spill_threshold} more characters not shown]"
+            note = (
+                f"\n[truncated: {size - s.spill_threshold} more characters not shown; "
+                f"the whole result could not be stored: {exc}]"
+            )
             return ToolResult(result.ok, kept + note, {**metadata, "spilled": False})
         return ToolResult(result.ok, reference, metadata)
 
