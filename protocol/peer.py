@@ -27,10 +27,11 @@ Contract (PROTOCOL.md §1–§2):
   own replies pass no scheduler pass of their own; any other writer passes one checkpoint.
   A stuck remote is cut off by `aclose`, which closes the stream under the shielded write.
 - A remote that does not read what it asked for is cut off: the frames waiting behind a full
-  socket (each charged its size plus `WAITER_COST`) may hold `max_queued_bytes` at most, or
-  one frame alone whatever its size; the frame that would pass it closes the connection
-  (logged), as `aclose` does. Without it, a client that sent requests and read none of the
-  replies made the daemon hold them all.
+  socket (each charged its size plus `WAITER_COST`) and the replies held for the rest of their
+  batch (each charged its size) may hold `max_queued_bytes` at most, or one frame or reply
+  alone whatever its size; the one that would pass it closes the connection (logged), as
+  `aclose` does. Without it, a client that sent requests and read none of the replies made
+  the daemon hold them all, and a batch's replies were held without being counted.
 - Replies use the framing of the first frame received (a client's own choice until then).
 - End of input (half-close): requests already read are still answered; then `run` closes the
   stream and returns. A Content-Length frame the end cut short is answered -32700 saying
@@ -266,18 +267,38 @@ class _InFlight:
 
 
 class _BatchReplies:
-    """Collects the replies of one batch and sends them as one array once all have come."""
+    """Collects the replies of one batch and sends them as one array once all have come.
 
-    def __init__(self, send: _Deliver, expected: int) -> None:
+    A reply held here waits for the remote as much as a frame behind the write lock does, so
+    it counts against the peer's bound from the moment it comes (`hold`, which cuts the
+    remote off instead when the bound would pass) until the array is handed to `send`
+    (`release`), which then counts the array as any frame. It costs its bytes alone: no task
+    waits for it, the one that made it has ended."""
+
+    def __init__(
+        self,
+        send: _Deliver,
+        hold: Callable[[int], Awaitable[None]],
+        release: Callable[[int], None],
+        expected: int,
+    ) -> None:
         self._send = send
+        self._hold = hold
+        self._release = release
         self._remaining = expected
         self._bodies: list[bytes] = []
+        self._held = 0
 
     async def deliver(self, body: bytes) -> None:
+        await self._hold(len(body))
+        self._held += len(body)
         self._bodies.append(body)
         self._remaining -= 1
         if self._remaining == 0:
-            await self._send(jsonrpc.encode_batch(self._bodies))
+            bodies, self._bodies = self._bodies, []
+            self._release(self._held)
+            self._held = 0
+            await self._send(jsonrpc.encode_batch(bodies))
 
 
 class _CancelParams(msgspec.Struct):
@@ -470,26 +491,44 @@ class JsonRpcPeer:
 
     async def _send_queued(self, body: bytes) -> None:
         """`_send` behind a writer holding the lock: wait in FIFO order, then write; or, when
-        the waiting frames would cost more than `max_queued_bytes`, cut the remote off. A
-        frame that waits alone always waits, however large (an export of a long session)."""
+        the waiting frames would cost more than `max_queued_bytes`, cut the remote off (see
+        `_hold`)."""
         frame = encode_frame(body, self.framing)
         cost = len(frame) + WAITER_COST
-        if self._queued_bytes and self._queued_bytes + cost > self._max_queued_bytes:
-            logger.warning(
-                "closing a connection that reads nothing: %d frames (%d bytes) wait for it",
-                self._write_lock.statistics().tasks_waiting + 1,
-                self._queued_bytes + cost,
-            )
-            await self.aclose()
-            raise ConnectionLost("connection closed: the remote reads none of its replies")
-        self._queued_bytes += cost
+        await self._hold(cost)
         try:
             async with self._write_lock:
                 if not self._sending:
                     raise ConnectionLost("connection closed")
                 await self._send_shielded(frame)
         finally:
-            self._queued_bytes -= cost
+            self._unhold(cost)
+
+    async def _hold(self, cost: int) -> None:
+        """Count `cost` more bytes as waiting for the remote — a frame behind the write lock, a
+        reply held for the rest of its batch — or, when that would pass `max_queued_bytes`,
+        cut the remote off (logged) and raise `ConnectionLost`. What waits alone always waits,
+        however large (an export of a long session): the bound applies from the second."""
+        if not self._sending:
+            raise ConnectionLost("connection closed")
+        held = self._queued_bytes + cost
+        if self._queued_bytes and held > self._max_queued_bytes:
+            logger.warning(
+                "closing a connection: the replies waiting for it would hold %d bytes, over "
+                "its bound of %d (%d frames wait for the socket, the rest for their batch)",
+                held,
+                self._max_queued_bytes,
+                self._write_lock.statistics().tasks_waiting,
+            )
+            await self.aclose()
+            raise ConnectionLost(
+                "connection closed: more replies wait for the remote than it may hold"
+            )
+        self._queued_bytes = held
+
+    def _unhold(self, cost: int) -> None:
+        """What `_hold` counted no longer waits."""
+        self._queued_bytes -= cost
 
     async def _send_shielded(self, data: bytes) -> None:
         """``send_all`` of `data` (the caller holds the lock), never torn by cancellation."""
@@ -600,7 +639,7 @@ class JsonRpcPeer:
         deliver: _Deliver = self._send
         if frame.batch:
             expected = sum(isinstance(m, Request | jsonrpc.Invalid) for m in frame.messages)
-            deliver = _BatchReplies(self._send, expected).deliver
+            deliver = _BatchReplies(self._send, self._hold, self._unhold, expected).deliver
         for message in frame.messages:
             if isinstance(message, Request):
                 await self._on_request(message, deliver)

@@ -285,3 +285,65 @@ async def test_one_reply_larger_than_the_queue_bound_still_waits_for_a_reader() 
             reply = await client.receive()
             nursery.cancel_scope.cancel()
     assert reply["result"] == {"pad": "l" * (4 * REPLY)}
+
+
+def blob_router() -> Router:
+    """`blob` answers REPLY bytes in a task of its own, `inline_blob` in the reader."""
+    routes = ping_router()
+
+    @routes.method("blob", Empty)
+    async def blob(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pad": "z" * REPLY}
+
+    @routes.method("inline_blob", Empty, inline=True)
+    async def inline_blob(params: Empty, ctx: CallContext) -> dict[str, Any]:
+        return {"pad": "i" * REPLY}
+
+    return routes
+
+
+def batch_of(method: str, count: int) -> list[dict[str, Any]]:
+    return [call(n, method) for n in range(count)]
+
+
+@pytest.mark.parametrize("method", ["blob", "inline_blob"])
+async def test_a_batch_whose_replies_pass_the_queue_bound_is_cut_off(method: str) -> None:
+    """Decision 50 bounds what waits for one connection, but a batch's replies were held,
+    until the last came, without being counted: a batch of 1,000 requests held all their
+    replies whatever they weighed. Each reply held now counts; the one that would pass the
+    bound closes the connection (nothing of the batch is answered), as a flood of single
+    replies does."""
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = JsonRpcPeer(trio.SocketStream(ours), blob_router(), max_queued_bytes=4 * REPLY)
+    client = RawEnd(trio.SocketStream(theirs))
+    with trio.fail_after(HANG_GUARD_SECONDS):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer.run)
+            await client.send(batch_of(method, 8))  # 8 replies of REPLY bytes: past 4 * REPLY
+            await client.expect_eof()
+            await peer.wait_finished()
+    assert peer.closed
+    theirs.close()
+
+
+@pytest.mark.parametrize("method", ["blob", "inline_blob"])
+async def test_a_batch_under_the_queue_bound_is_answered_whole(method: str) -> None:
+    """The other side of the bound: a batch whose replies together stay under it gets one
+    array holding every reply, and the connection serves on (what the batch held no longer
+    counts once its array went out)."""
+    ours, theirs = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = JsonRpcPeer(trio.SocketStream(ours), blob_router(), max_queued_bytes=4 * REPLY)
+    client = RawEnd(trio.SocketStream(theirs))
+    with trio.fail_after(HANG_GUARD_SECONDS):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer.run)
+            for _ in range(3):  # each batch alone is under the bound; together they are not
+                await client.send(batch_of(method, 3))
+                replies = await client.receive()
+                assert sorted(reply["id"] for reply in replies) == [0, 1, 2]
+                assert all(len(reply["result"]["pad"]) == REPLY for reply in replies)
+            await client.send(call(9, "ping"))
+            assert (await client.receive())["id"] == 9
+            assert not peer.closed
+            nursery.cancel_scope.cancel()
+    theirs.close()
