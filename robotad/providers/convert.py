@@ -13,6 +13,10 @@ Both vendors get exactly the history the loop hands over, nothing added:
   turn. Empty text is left out (the API refuses empty text blocks; an empty tool result is a
   ``tool_result`` without ``content``) and consecutive turns of the same role are merged,
   which the API requires.
+
+The one change either makes: a tool-call id the vendor would refuse (Anthropic: a character
+outside ``[A-Za-z0-9_-]``; OpenAI: more than 40 characters; either: none) is sent as its
+`robotad.providers.sent_ids` replacement, on the call and on every result answering it alike.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ import msgspec
 
 from protocol.shapes import Message, ToolCall, Usage
 from robotad.agent.provider import NamedTool, ToolChoice, ToolSchema
+from robotad.providers.sent_ids import (
+    ANTHROPIC_CALL_IDS,
+    OPENAI_CALL_IDS,
+    result_id,
+    sent_call_ids,
+)
 
 __all__ = [
     "anthropic_messages",
@@ -127,6 +137,7 @@ def _argument_text(call: ToolCall) -> str:
 
 def openai_messages(history: list[Message]) -> list[dict[str, Any]]:
     """The ``messages`` of a Chat Completions request."""
+    replaced = sent_call_ids(history, OPENAI_CALL_IDS)
     out: list[dict[str, Any]] = []
     for message in history:
         content = message.content or ""
@@ -135,7 +146,7 @@ def openai_messages(history: list[Message]) -> list[dict[str, Any]]:
             if message.calls:
                 entry["tool_calls"] = [
                     {
-                        "id": call.id,
+                        "id": replaced.get(call.id, call.id),
                         "type": "function",
                         "function": {"name": call.name, "arguments": _argument_text(call)},
                     }
@@ -145,7 +156,8 @@ def openai_messages(history: list[Message]) -> list[dict[str, Any]]:
                     entry["content"] = None
             out.append(entry)
         elif message.role == "tool":
-            call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else ""
+            call_id = result_id(message)
+            call_id = replaced.get(call_id, call_id)
             out.append({"role": "tool", "tool_call_id": call_id, "content": content})
         else:
             out.append({"role": message.role, "content": content})
@@ -177,6 +189,7 @@ def openai_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
 
 def anthropic_messages(history: list[Message]) -> tuple[str, list[dict[str, Any]]]:
     """The ``system`` text and the ``messages`` of a Messages request."""
+    replaced = sent_call_ids(history, ANTHROPIC_CALL_IDS)
     system: list[str] = []
     turns: list[dict[str, Any]] = []
     for message in history:
@@ -184,7 +197,7 @@ def anthropic_messages(history: list[Message]) -> tuple[str, list[dict[str, Any]
             if message.content:
                 system.append(message.content)
             continue
-        role, blocks = _anthropic_blocks(message)
+        role, blocks = _anthropic_blocks(message, replaced)
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
@@ -194,10 +207,15 @@ def anthropic_messages(history: list[Message]) -> tuple[str, list[dict[str, Any]
     return "\n\n".join(system), turns
 
 
-def _anthropic_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+def _anthropic_blocks(
+    message: Message, replaced: dict[str, str]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The role and content blocks of one non-system message, each id in `replaced` sent as
+    its replacement."""
     text = message.content or ""
     if message.role == "tool":
-        call_id = message.tool_call_id if isinstance(message.tool_call_id, str) else ""
+        call_id = result_id(message)
+        call_id = replaced.get(call_id, call_id)
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
         if text:
             result["content"] = text
@@ -209,7 +227,12 @@ def _anthropic_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         blocks.append({"type": "text", "text": text})
     if message.role == "assistant":
         blocks += [
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            {
+                "type": "tool_use",
+                "id": replaced.get(call.id, call.id),
+                "name": call.name,
+                "input": call.arguments,
+            }
             for call in message.calls
         ]
         return "assistant", blocks
