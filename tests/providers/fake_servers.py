@@ -9,7 +9,9 @@ when a client closes a connection it was still streaming on (`peer_closed`), whi
 cancellation tests observe that the provider really closed its HTTP stream. It also counts
 the connections it accepted and keeps those still open, so a test can see connections being
 reused, dropped by the server (`drop_connections`) or closed by the client (`wait_all_closed`);
-`stop` takes the whole server away (its port then refuses connections).
+`stop` takes the whole server away (its port then refuses connections). A `judge` stands in
+for the checks of a real API: what it answers for a request (an error `Reply`) is sent instead
+of the next scripted reply, which then waits for the next request.
 
 The builders below produce the real wire formats: OpenAI chat-completion chunks (`data: {...}`
 lines ending with `data: [DONE]`) and Anthropic Messages events (`event: ...` + `data: ...`).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,8 +81,13 @@ class RecordedRequest:
 class FakeModelServer:
     """Serve `replies` in order, one per request; `run` is started with `nursery.start`."""
 
-    def __init__(self, replies: Iterable[Reply]) -> None:
+    def __init__(
+        self,
+        replies: Iterable[Reply],
+        judge: Callable[[RecordedRequest], Reply | None] | None = None,
+    ) -> None:
         self.replies = list(replies)
+        self.judge = judge
         self.requests: list[RecordedRequest] = []
         self.peer_closed = trio.Event()
         self.stalled = trio.Event()
@@ -141,7 +148,8 @@ class FakeModelServer:
                 if request is None:
                     return
                 self.requests.append(request)
-                if not await self._answer(stream, self._next_reply()):
+                refusal = self.judge(request) if self.judge is not None else None
+                if not await self._answer(stream, refusal or self._next_reply()):
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             if stream in self._open:  # not closed by `drop_connections`
