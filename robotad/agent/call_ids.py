@@ -12,6 +12,10 @@ a result), or an earlier call of the same reply holds, a fresh id before the rep
 committed. The assistant message that enters history carries the new id, so its results and
 every later request to the provider carry it too; the provider's own id stays only in the
 reply's native payload, in the session log.
+
+An id that is no repeat stays as the server made it, whatever its form: one another vendor
+would refuse (``functions.Bash:0`` for Anthropic) is replaced only in the requests sent to
+that vendor (`robotad.providers.sent_ids`), never in history.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """Tool-call ids as a vendor takes them: a history's ids mapped, per request, to ones it accepts.
 
 A history's tool-call ids are whatever the server that made each reply chose (`ToolCall.id`,
-answered by a tool message's ``tool_call_id``); an imported or forked session, or a named
-provider whose ``kind`` changed between daemon runs, sends them to another vendor. One the
+answered by a tool message's ``tool_call_id``); an imported session (its artifact names a
+provider of its own), or a named provider whose ``kind`` changed between daemon runs, sends
+them to another vendor. One the
 vendor refuses fails the request, and — being in the history — every later one: the session
 is stuck. What each vendor takes (`CallIdRule`):
 
 - **Anthropic** — ``tool_use.id`` and ``tool_result.tool_use_id`` must match
   ``^[a-zA-Z0-9_-]+$`` (the API's own 400: ``messages.N.content.M.tool_use.id: String should
-  match pattern '^[a-zA-Z0-9_-]+$'``); no length bound is known. Ids llama.cpp, vLLM or
-  Kimi-style servers make (``functions.Bash:0``) are refused.
+  match pattern '^[a-zA-Z0-9_-]+$'``); no length bound is known. Ids some OpenAI-compatible
+  servers make (Kimi-style ``functions.Bash:0``, anything with a dot, colon or space) are
+  refused.
 - **OpenAI Chat Completions** — no rule for the characters is documented or reported; the
   length is bounded: ``Invalid 'messages[N].tool_calls[0].id': string too long. Expected a
   string with maximum length 40`` (``string_above_max_length``). Later reports name 64, and
@@ -22,13 +24,17 @@ sent in its place; every other id goes as it is, so a history of ids the vendor 
 byte for byte as before (its prompt cache is undisturbed). The replacement keeps what it
 can of the original — each character outside ``[A-Za-z0-9_-]`` made ``_``, cut to leave room
 under the bound — and adds ``_`` and 16 hex digits of the original's SHA-256, so it is
-deterministic: every request of the session sends the same replacement, a call and its
-result get the same one, and the log's requests (`robotad.session.reporting`, which hold the
-history's own ids) say what was sent. The ids of one request never collide: each replacement
-is checked against the ids going out unchanged and the replacements before it, and on a
-clash (a 64-bit hash coincidence, or an id crafted to look like a replacement) the digest is
-taken again with a counter until it is free. The history itself is never changed; a reply
-makes new calls of its own and refers to no id of the request, so nothing is mapped back.
+deterministic: a call and its results get the same one, each request of the session sends
+the same one (a clash aside, below), and the log's requests (`robotad.session.reporting`,
+which hold the history's own ids) say what was sent. The ids of one request never collide:
+each replacement is checked against the ids going out unchanged and the replacements before
+it, and on a clash (a 64-bit hash coincidence, an id crafted to look like a replacement, a
+new call the model made under the very id it was sent) the digest is taken again with a
+counter until it is free (Anthropic refuses a repeated ``tool_use`` id
+as well: ``messages.N.content.M: `tool_use` ids must be unique``). The history itself is
+never changed; a reply makes new calls of its own and refers to no id of the request, so
+nothing is mapped back. An id the history itself repeats across rounds (an import may hold
+one) is sent repeated, as it is held.
 """
 
 from __future__ import annotations
