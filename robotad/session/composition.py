@@ -114,6 +114,7 @@ def compose(
         runner,
         callbacks,
         discard_settled=services.discard_settled_journals,
+        round_cap=options.round_cap,
     )
     return SessionParts(
         tool_table=table,

@@ -2,7 +2,10 @@
 
 An `Execution` is what a journaled turn knows about itself: its ids, the approval requests it
 saved, the answers it got, which tool effects started and finished. It is rebuilt from the
-journal after a restart (`Execution.from_records`), so everything here is derived from records.
+journal after a restart (`Execution.from_records`), so everything here is derived from records;
+one that neither waits nor runs is settled from them too (`Execution.settle_from`), its end mark
+or — when a stop of robotad came before that mark was durable — its last reply telling how it
+ended.
 
 `JournalBarrier` is the execution's `CommitBarrier`: a reply is journaled before it enters
 history, a tool result (``effect_finished``) before it is committed, compaction's summary before
@@ -45,6 +48,9 @@ from robotad.storage.journal import (
 __all__ = ["Execution", "JournalBarrier", "ParkingApprover", "StaleAnswer", "journaled_after"]
 
 State = Literal["running", "pending", "finished", "abandoned"]
+#: How an execution ended: as its end mark says, or "stopped" — a stop of robotad cut it off
+#: after its rounds settled, before its next reply, and nothing of it waits (`settle_from`).
+Ending = Literal["completed", "failed", "aborted", "abandoned", "stopped"]
 
 
 @dataclass(eq=False)
@@ -62,6 +68,8 @@ class Execution:
     effects_finished: dict[str, Message] = field(default_factory=dict)
     result: TurnCompleted | TurnWaiting | None = None
     state: State = "running"
+    #: How a finished execution ended, when that is known.
+    ending: Ending | None = None
     #: The turn's round limit, for its continuations (None: the session's, e.g. after a
     #: restart, when only the session's is known).
     round_cap: int | None = None
@@ -88,6 +96,7 @@ class Execution:
                 execution.effects_finished[record.call_id] = record.message
             elif isinstance(record, FinishedRecord):
                 execution.state = "finished"
+                execution.ending = record.status
         return execution
 
     # -- derived views ----------------------------------------------------------------------
@@ -179,19 +188,35 @@ class Execution:
             fresh[answer.request_id] = answer
         return list(fresh.values())
 
-    def completed_result(self, records: Sequence[JournalRecord]) -> TurnCompleted | None:
-        """The result the journal shows for a completed execution: its last reply (one that
-        still asked for tools can only have ended the turn at its round limit)."""
-        finished = next((record for record in records if isinstance(record, FinishedRecord)), None)
+    def settle_from(self, records: Sequence[JournalRecord], round_cap: int | None) -> None:
+        """Settle an execution read back from its `records` that neither waits nor runs any
+        more: finished, with the result its journal shows (G-084).
+
+        With an end mark, a completed execution's last reply is its result (one that still
+        asked for tools can only have ended the turn at its round limit); a failed or aborted
+        one has none. Without an end mark a stop of robotad came between its last durable
+        writes (the record's save and the mark, or the last reply and the save: a reply is
+        journaled before it enters history, G-096, and recovery puts it back). When every call
+        of its last reply has a journaled result, it completed if that reply called no tool —
+        the turn's outcome was decided when the reply arrived — or if the turn made as many
+        model calls as `round_cap` allows (the limit a continuation of it would have now:
+        nothing more could run); otherwise the stop cut it off on its way to its next reply
+        ("stopped"), and there is no result to return."""
+        self.state = "finished"
+        self.result = None
         replies = [record.message for record in records if isinstance(record, ReplyRecord)]
-        if finished is None or finished.status != "completed" or not replies:
-            return None
+        if not replies:
+            return
         last = replies[-1]
-        return TurnCompleted(
-            turn_id=self.turn_id,
-            response=last.content or "",
-            stop_reason="maxRounds" if last.calls else "end",
-        )
+        if self.ending is None and all(call.id in self.effects_finished for call in last.calls):
+            limited = round_cap is not None and len(replies) >= round_cap
+            self.ending = "completed" if not last.calls or limited else "stopped"
+        if self.ending == "completed":
+            self.result = TurnCompleted(
+                turn_id=self.turn_id,
+                response=last.content or "",
+                stop_reason="maxRounds" if last.calls else "end",
+            )
 
 
 class StaleAnswer(Exception):

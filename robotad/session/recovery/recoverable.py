@@ -16,16 +16,24 @@
   calls are re-checked by the current rules and hooks, denied ones stay denied (G-081…G-083).
   A redelivery continues the round too when nothing of it waits for a person any more (robotad
   stopped after the answer was on record and before its call started): it is the same answer,
-  and it goes on as ``responses: []`` does; the call runs once. A resume or abandon naming an
-  execution that neither waits nor runs needs no claim (`answer_without_running`,
-  `refuse_unless_held`): a session busy with other work still answers it as an idle one does —
-  the latest result of an identical redelivery, or StaleResponse — never SessionBusy.
+  and it goes on as ``responses: []`` does; the call runs once. An execution read back from
+  its journal that neither waits nor runs ended, with its end mark or — robotad stopped between
+  its last durable writes — without it: a redelivery then gets the result its journal shows
+  (`Execution.settle_from`: its last reply when that completed the turn), and StaleResponse
+  saying why when it has none (it failed, was aborted, or was cut off on its way to its next
+  reply). A resume or abandon naming an execution that neither waits nor runs needs no claim
+  (`answer_without_running`, `refuse_unless_held`): a session busy with other work still
+  answers it as an idle one does — the latest result of an identical redelivery, or
+  StaleResponse — never SessionBusy.
 - `abandon`: runs nothing and journals nothing; the open calls close in history as failed and
   the session is saved (G-099…G-101), or, when the save is refused, history is put back and
   the execution still waits. A call whose effect started and never finished closes
   with a result starting ``outcome unknown:`` (PROTOCOL.md §10.2), never "not run".
 - `recover`: after a load, rebuild the pending execution from the journal and the history —
-  results the journal recorded but history lacks are put back, never re-run.
+  results and replies the journal recorded but history lacks are put back, never re-run. When
+  what was put back closes every round, the execution ended with the stop; if that completed
+  its turn (its last reply is back), the turn is counted and saved as completed, as the save
+  the stop cut off would have.
 
 Settled executions are remembered in memory (`SETTLED_KEPT` of them) only to spare a journal
 read; a redelivered answer to an older one is judged from its journal, which holds everything.
@@ -136,8 +144,12 @@ class RecoverableExecutions:
         session: SessionCallbacks,
         *,
         discard_settled: bool = False,
+        round_cap: int | None = None,
     ) -> None:
         self._session_id = session_id
+        #: The session's round limit: what a continuation after a restart has (an execution's
+        #: own limit is known only to the process that ran it).
+        self._round_cap = round_cap
         self._retention = JournalRetention(enabled=discard_settled)
         self._cwd = cwd
         self._conversation = conversation
@@ -145,6 +157,7 @@ class RecoverableExecutions:
         self._runner = runner
         self._provider = session.provider
         self._persist = session.persist
+        self._completed = session.completed
         #: The execution that blocks new input, if any.
         self.pending: Execution | None = None
         #: The execution a turn or resume is driving now, if any.
@@ -303,8 +316,11 @@ class RecoverableExecutions:
         started = next((r for r in records if isinstance(r, StartedRecord)), None)
         if started is None or not self._ours(started):
             raise self._stale(execution_id, reason="the execution belongs to another session")
-        if execution.state == "finished" and execution.result is None:
-            execution.result = execution.completed_result(records)  # settled before a restart
+        if known is None:
+            # Read back from its journal, and neither waiting nor running here: it ended, in
+            # an earlier process or beyond what memory keeps — with its end mark, or, when a
+            # stop of robotad came before the mark was durable, with what its journal holds.
+            execution.settle_from(records, self._round_cap)
         try:
             fresh = execution.fresh_answers(responses)
         except StaleAnswer as exc:
@@ -322,7 +338,7 @@ class RecoverableExecutions:
         result = execution.result
         if execution.state == "finished" and not fresh and responses and result is not None:
             return result
-        raise self._stale(execution.execution_id, reason="the execution does not wait any more")
+        raise self._stale(execution.execution_id, reason=_why_it_does_not_wait(execution))
 
     # -- abandon, recover ---------------------------------------------------------------------
 
@@ -380,15 +396,29 @@ class RecoverableExecutions:
                     continue
                 if not self._ours(execution.started):
                     continue
-                if self._put_back(records, anchor):
+                put_back = self._put_back(records, anchor)
+                if execution.state != "finished":
+                    self._recovered(execution, records)
+                if put_back:
                     await self._persist()
-                if open_calls(self._conversation.messages) and execution.state != "finished":
-                    execution.state = "pending"
-                    execution.result = self._waiting(execution)
-                    self.pending = execution
                 break
         pending = self.pending.execution_id if self.pending is not None else None
         await self._retention.prune(journal, executions, pending)
+
+    def _recovered(self, execution: Execution, records: Sequence[JournalRecord]) -> None:
+        """After the put-back: an execution whose round is still open is pending; one whose
+        rounds all settled was cut off by the stop and ended, and when what was put back
+        completed its turn (its last reply, G-084), that turn counts as completed, saved with
+        the put-back (the save that completed it never happened)."""
+        if open_calls(self._conversation.messages):
+            execution.state = "pending"
+            execution.result = self._waiting(execution)
+            self.pending = execution
+            return
+        execution.settle_from(records, self._round_cap)
+        if execution.result is not None:
+            self._completed()
+        self._settle(execution)
 
     def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
         """Append what was journaled after the anchor reply; True when anything was."""
@@ -491,6 +521,7 @@ class RecoverableExecutions:
         self, execution: Execution, status: Literal["completed", "failed", "aborted"]
     ) -> None:
         execution.state = "finished"
+        execution.ending = status
         self._settle(execution)
         if self._retention.enabled and not execution.requests and self._conversation.saved:
             # Nobody can redeliver an answer to it and the saved record holds its outcome.
@@ -556,6 +587,17 @@ class RecoverableExecutions:
             return []  # not an id any execution could have
         except JournalError as exc:
             raise _persistence(exc, self._session_id) from exc
+
+
+def _why_it_does_not_wait(execution: Execution) -> str:
+    """StaleResponse's reason for a resume of an execution that waits no more."""
+    if execution.ending == "stopped":
+        return (
+            "robotad stopped before the execution's next reply, so it ended there with its "
+            "calls' results in the session's history; nothing of it waits (send a new prompt "
+            "to go on)"
+        )
+    return "the execution does not wait any more"
 
 
 def _persistence(exc: JournalError, session_id: str) -> RpcError:

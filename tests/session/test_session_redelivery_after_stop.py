@@ -1,0 +1,233 @@
+"""G-084 after a stop of robotad between two durable writes of an answered execution.
+
+A resume that completes its turn makes three durable writes after the answer's: the turn's
+last reply to the journal (before it enters history, G-096), the record (acknowledged means
+saved), the execution's end mark to the journal. A stop between two of them leaves the journal
+without its end mark; the client, whose reply died with robotad, sends the identical answer
+again. It was told StaleResponse, as if its answer were not the one on record. These tests make
+the disk state each stop leaves (the record and journal lines written before it, nothing after)
+and load a new Session on it, as a restarted daemon does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocol.errors import StaleResponse
+from protocol.methods import ApprovalResponse
+from protocol.shapes import TurnCompleted, TurnWaiting
+from robotad.agent.loop import open_calls
+from robotad.session.ports import SessionSnapshot
+from robotad.session.session import Session
+from robotad.storage.journal import FinishedRecord, ReplyRecord
+from robotad.tools import builtin_tools
+from tests.journal_fakes import MemoryJournal
+from tests.session.session_harness import (
+    LIMIT,
+    MemoryStore,
+    Recorder,
+    answer,
+    kinds,
+    new_session,
+    scripted,
+    write_call,
+)
+
+SESSION = "s-stop"
+
+
+async def answered(
+    workspace: Path, steps: list[dict[str, Any]], **options: Any
+) -> tuple[MemoryStore, MemoryJournal, TurnWaiting, ApprovalResponse, TurnCompleted]:
+    """A session whose first turn parked on a Write and whose resume, approving it, completed:
+    (its store, its journal, the wait, the answer, the resume's result)."""
+    store, journal = MemoryStore(), MemoryJournal()
+    session = new_session(
+        workspace,
+        scripted(steps),
+        tools=builtin_tools(),
+        store=store,
+        session_id=SESSION,
+        discard_settled_journals=True,
+        **options,
+    )
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("write it", journal, turn_id="t-1")
+        assert isinstance(waiting, TurnWaiting)
+        response = answer(waiting.requests[0].request_id, True, "resp-1")
+        done = await session.resume_recoverable(waiting.execution_id, journal, [response])
+    assert isinstance(done, TurnCompleted)
+    assert (workspace / "out.txt").read_text() == "hello"
+    (workspace / "out.txt").unlink()  # a second run of the Write would bring it back
+    return store, journal, waiting, response, done
+
+
+async def left_by_a_stop(journal: MemoryJournal, execution_id: str, written: int) -> MemoryJournal:
+    """The journal a stop leaves: the execution's first `written` lines, none after."""
+    left = MemoryJournal()
+    for record in (await journal.read(execution_id))[:written]:
+        await left.append(record)
+    return left
+
+
+async def restarted(
+    workspace: Path, record: SessionSnapshot, journal: MemoryJournal, **options: Any
+) -> tuple[Session, Recorder, MemoryStore]:
+    """A Session loaded from the saved `record` after a restart, its execution recovered."""
+    provider, store = scripted([{"text": "must never be asked"}]), MemoryStore()
+    session = new_session(
+        workspace,
+        provider,
+        tools=builtin_tools(),
+        store=store,
+        session_id=SESSION,
+        history=record.messages,
+        turn_count=record.turn_count,
+        source="resume",
+        discard_settled_journals=True,
+        **options,
+    )
+    with trio.fail_after(LIMIT):
+        await session.recover(journal)
+    return session, provider, store
+
+
+async def redeliveries(
+    session: Session, journal: MemoryJournal, waiting: TurnWaiting, response: ApprovalResponse
+) -> tuple[TurnCompleted | TurnWaiting, list[StaleResponse]]:
+    """The identical answer's result, then the refusals of the same responseId with other
+    content and of another answer to the answered request (G-085)."""
+    xid = waiting.execution_id
+    with trio.fail_after(LIMIT):
+        again = await session.resume_recoverable(xid, journal, [response])
+        refused = []
+        for other in (
+            ApprovalResponse(response.request_id, response.response_id, False),
+            ApprovalResponse(response.request_id, "resp-2", True),
+        ):
+            with pytest.raises(StaleResponse) as stale:
+                await session.resume_recoverable(xid, journal, [other])
+            refused.append(stale.value)
+    return again, refused
+
+
+async def test_stopped_after_the_last_reply_was_journaled_before_the_save(
+    workspace: Path,
+) -> None:
+    """G-084, G-085, G-096: stopped once the turn's last reply was journaled, before the record
+    was saved. The restart puts the reply back from the journal, and the turn it completes
+    counts; the identical answer gets that completed result and runs nothing; another answer
+    is still StaleResponse."""
+    steps = [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    store, journal, waiting, response, done = await answered(workspace, steps)
+    records = await journal.read(waiting.execution_id)
+    assert kinds(records)[-2:] == ["reply", "finished"]
+    left = await left_by_a_stop(journal, waiting.execution_id, len(records) - 1)
+    parked = next(s for s in store.saved if open_calls(s.messages))  # the park's save
+    session, provider, saved = await restarted(workspace, parked, left)
+    assert session.get_pending_execution() is None
+    assert [m.role for m in session.get_history()] == ["user", "assistant", "tool", "assistant"]
+    assert (session.turn_count, saved.last.turn_count) == (1, 1)
+    again, refused = await redeliveries(session, left, waiting, response)
+    assert again == done == TurnCompleted(turn_id="t-1", response="wrote")
+    assert [e.code for e in refused] == [-32011, -32011]
+    assert provider.requests == []
+    assert not (workspace / "out.txt").exists()
+
+
+async def test_stopped_after_the_save_before_the_end_mark(workspace: Path) -> None:
+    """G-084, G-085: stopped once the completed turn's record was saved, while its end mark
+    was being written to the journal (the one fsync between the two). The identical answer
+    gets the completed result the record holds, and runs nothing; another answer is still
+    StaleResponse."""
+    steps = [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    store, journal, waiting, response, done = await answered(workspace, steps)
+    records = await journal.read(waiting.execution_id)
+    left = await left_by_a_stop(journal, waiting.execution_id, len(records) - 1)
+    assert not any(isinstance(r, FinishedRecord) for r in await left.read(waiting.execution_id))
+    session, provider, _ = await restarted(workspace, store.last, left)
+    assert session.turn_count == store.last.turn_count == 1  # counted once, by the record
+    again, refused = await redeliveries(session, left, waiting, response)
+    assert again == done
+    assert [e.code for e in refused] == [-32011, -32011]
+    assert provider.requests == []
+    assert not (workspace / "out.txt").exists()
+
+
+async def test_a_turn_ended_by_its_round_limit_is_completed_after_the_stop(
+    workspace: Path,
+) -> None:
+    """G-084, PROTOCOL §10.2: a turn whose round limit ended it after the approved call
+    completes with ``stopReason: "maxRounds"``, its last reply still asking for a tool; stopped
+    before its end mark, the identical answer gets that result, not StaleResponse."""
+    steps = [{"text": "first I write", "toolCalls": [write_call()]}]
+    store, journal, waiting, response, done = await answered(workspace, steps, round_cap=1)
+    assert done == TurnCompleted(turn_id="t-1", response="first I write", stop_reason="maxRounds")
+    records = await journal.read(waiting.execution_id)
+    left = await left_by_a_stop(journal, waiting.execution_id, len(records) - 1)
+    session, provider, _ = await restarted(workspace, store.last, left, round_cap=1)
+    again, _ = await redeliveries(session, left, waiting, response)
+    assert again == done
+    assert provider.requests == []
+
+
+async def test_stopped_before_a_second_wait_was_saved_gets_that_wait(workspace: Path) -> None:
+    """G-084, G-075: the approved call ran and the model's next reply asked for another
+    approval; stopped once that request was journaled, before the record holding the new
+    round was saved. The restart puts the result and the reply back and the execution waits
+    for the new request: the identical first answer gets that wait, and nothing runs twice."""
+    steps = [{"toolCalls": [write_call()]}, {"toolCalls": [write_call("b.txt")]}]
+    store, journal = MemoryStore(), MemoryJournal()
+    session = new_session(
+        workspace, scripted(steps), tools=builtin_tools(), store=store, session_id=SESSION
+    )
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("write both", journal)
+        assert isinstance(waiting, TurnWaiting)
+        response = answer(waiting.requests[0].request_id, True, "resp-1")
+        second = await session.resume_recoverable(waiting.execution_id, journal, [response])
+    assert isinstance(second, TurnWaiting)
+    (workspace / "out.txt").unlink()
+    records = await journal.read(waiting.execution_id)
+    assert kinds(records)[-1] == "request"  # all of it: the stop came at the record's save
+    left = await left_by_a_stop(journal, waiting.execution_id, len(records))
+    before = store.saved[-2]  # the record as the first park saved it
+    (cut,) = open_calls(before.messages)
+    assert cut.arguments["file_path"].endswith("out.txt")
+    session, provider, _ = await restarted(workspace, before, left)
+    pending = session.get_pending_execution()
+    assert pending is not None
+    assert pending.requests == second.requests
+    with trio.fail_after(LIMIT):
+        again = await session.resume_recoverable(waiting.execution_id, left, [response])
+    assert again == second
+    assert provider.requests == []
+    assert not (workspace / "out.txt").exists()
+
+
+async def test_stopped_on_the_way_to_the_next_reply_is_stale_and_says_why(
+    workspace: Path,
+) -> None:
+    """G-084, G-086: stopped after the approved call's result was journaled, while the model
+    was being asked for the next reply: the turn never got its last reply, so the execution
+    has no TurnResult; nothing waits, the identical answer is StaleResponse saying robotad
+    stopped before that reply, and nothing runs again."""
+    steps = [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    store, journal, waiting, response, _ = await answered(workspace, steps)
+    records = await journal.read(waiting.execution_id)
+    cut = max(i for i, r in enumerate(records) if isinstance(r, ReplyRecord))
+    left = await left_by_a_stop(journal, waiting.execution_id, cut)
+    assert kinds(await left.read(waiting.execution_id))[-1] == "effect_finished"
+    parked = next(s for s in store.saved if open_calls(s.messages))
+    session, provider, _ = await restarted(workspace, parked, left)
+    assert session.get_pending_execution() is None
+    assert session.turn_count == 0  # the turn never completed
+    with trio.fail_after(LIMIT), pytest.raises(StaleResponse) as stale:
+        await session.resume_recoverable(waiting.execution_id, left, [response])
+    assert "robotad stopped before" in stale.value.message
+    assert provider.requests == []
+    assert not (workspace / "out.txt").exists()
