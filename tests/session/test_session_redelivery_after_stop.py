@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocol.errors import StaleResponse
+from protocol.errors import ProviderFailed, StaleResponse
 from protocol.methods import ApprovalResponse
 from protocol.shapes import TurnCompleted, TurnWaiting
 from robotad.agent.loop import open_calls
@@ -230,4 +230,28 @@ async def test_stopped_on_the_way_to_the_next_reply_is_stale_and_says_why(
         await session.resume_recoverable(waiting.execution_id, left, [response])
     assert "robotad stopped before" in stale.value.message
     assert provider.requests == []
+    assert not (workspace / "out.txt").exists()
+
+
+async def test_a_redelivery_after_a_failed_continuation_is_not_waiting(workspace: Path) -> None:
+    """G-084, G-086, G-093: a continuation that failed after its call ran ends the execution
+    like a turn; the identical answer then came back as "waiting" for the request it had
+    answered, though nothing waited. It is StaleResponse naming the failure, as after a
+    restart, and nothing runs again."""
+    steps = [{"toolCalls": [write_call()]}, {"error": "model gone"}]
+    provider = scripted(steps)
+    session = new_session(workspace, provider, tools=builtin_tools(), session_id=SESSION)
+    journal = MemoryJournal()
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("write it", journal)
+        assert isinstance(waiting, TurnWaiting)
+        response = answer(waiting.requests[0].request_id, True, "resp-1")
+        with pytest.raises(ProviderFailed):
+            await session.resume_recoverable(waiting.execution_id, journal, [response])
+        assert session.get_pending_execution() is None
+        (workspace / "out.txt").unlink()
+        with pytest.raises(StaleResponse) as stale:
+            await session.resume_recoverable(waiting.execution_id, journal, [response])
+    assert "failed" in stale.value.message
+    assert len(provider.turn_requests) == 2
     assert not (workspace / "out.txt").exists()

@@ -522,6 +522,8 @@ class RecoverableExecutions:
     ) -> None:
         execution.state = "finished"
         execution.ending = status
+        if status != "completed":  # nothing waits any more: no "waiting" to hand back (G-084)
+            execution.result = None
         self._settle(execution)
         if self._retention.enabled and not execution.requests and self._conversation.saved:
             # Nobody can redeliver an answer to it and the saved record holds its outcome.
@@ -597,6 +599,8 @@ def _why_it_does_not_wait(execution: Execution) -> str:
             "calls' results in the session's history; nothing of it waits (send a new prompt "
             "to go on)"
         )
+    if execution.ending in ("failed", "aborted"):
+        return f"the execution ended {execution.ending} and does not wait any more"
     return "the execution does not wait any more"
 
 
