@@ -267,6 +267,111 @@ async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
 
 
+#: A PostModelCall hook that lets the first model call of a test's session go and holds the
+#: second — the resumed turn's last reply, journaled and in history, its record not yet saved —
+#: writing its pid to `held.pid` in the session's cwd first.
+HOLD_THE_SECOND_REPLY = (
+    '[[hooks.PostModelCall]]\nhooks = [{type = "command", command = "'
+    "n=$(cat calls 2>/dev/null || echo 0); echo $((n + 1)) > calls; "
+    'if [ $n -ge 1 ]; then echo $$ > held.pid; sleep 30; fi"}]\n'
+)
+
+
+async def test_an_answer_cut_off_before_the_turn_was_saved_gets_its_result(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-084, G-085, G-096: SIGKILL once the resumed turn's last reply was journaled (and in
+    history), before its record was saved. The new daemon puts the reply back from the journal;
+    the client whose reply died with the daemon sends the identical answer again and gets the
+    completed turn's result — it was StaleResponse (-32011) — and nothing runs twice; the turn
+    counts as completed; another answer is still StaleResponse."""
+    effects = tmp_path / "effects.txt"
+    held = tmp_path / "held.pid"
+    home = DaemonHome(tmp_path_factory.mktemp("cut-before-save"))
+    home.write_config(HOLD_THE_SECOND_REPLY)
+    with orphan_reaped(held):
+        with running_daemon(home) as first:
+            with trio.fail_after(IO_TIMEOUT):
+                async with connect(first) as client:
+                    session_id, waiting = await park(
+                        client,
+                        tmp_path,
+                        {"toolCalls": [bash(f"echo x >> {effects}")]},
+                        {"text": "done"},
+                    )
+                    (request,) = waiting["requests"]
+                    params = resume_params(
+                        session_id, waiting["executionId"], answer(request, "r1", approved=True)
+                    )
+                    lost = await sigkill_while_a_command_runs(
+                        first, client, "session/resume", params, held
+                    )
+        assert lost, "the resume cannot have answered: its last reply's hook was held"
+    home.write_config("")  # the new daemon holds nothing
+    async with connected(home) as client:
+        again = await client.call("session/resume", params)
+        with pytest.raises(StaleResponse) as other:
+            await client.call(
+                "session/resume",
+                resume_params(
+                    session_id, waiting["executionId"], answer(request, "r1", approved=False)
+                ),
+            )
+        info = await client.call("session/get", {"sessionId": session_id})
+        messages = await history(client, session_id)
+    assert again == completed(waiting["turnId"])
+    assert other.value.code == -32011
+    assert lines(effects) == 1
+    assert (info["pending"], info["turnCount"]) == (None, 1)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert (tmp_path / "calls").read_text() == "2\n"  # the model was asked no more
+
+
+async def test_an_answer_cut_off_before_the_end_mark_gets_its_result(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-084, G-085: the resumed turn completed and its record was saved; SIGKILL came while
+    the execution's end mark was being written to the journal (the one fsync after the save),
+    which leaves the journal without it. The identical answer, sent again to the new daemon,
+    gets the completed turn's result instead of StaleResponse; nothing runs twice; another
+    answer is still StaleResponse."""
+    effects = tmp_path / "effects.txt"
+    home = DaemonHome(tmp_path_factory.mktemp("cut-before-mark"))
+    with running_daemon(home) as first:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(first) as client:
+                session_id, waiting = await park(
+                    client,
+                    tmp_path,
+                    {"toolCalls": [bash(f"echo x >> {effects}")]},
+                    {"text": "done"},
+                )
+                (request,) = waiting["requests"]
+                params = resume_params(
+                    session_id, waiting["executionId"], answer(request, "r1", approved=True)
+                )
+                result = await client.call("session/resume", params)
+        sigkill(first)
+    journal = home.state_dir / "journal" / session_id / f"{waiting['executionId']}.jsonl"
+    kept = journal.read_text().splitlines(keepends=True)
+    assert json.loads(kept[-1])["kind"] == "finished"
+    journal.write_text("".join(kept[:-1]))  # what a kill during the mark's fsync can leave
+    async with connected(home) as client:
+        again = await client.call("session/resume", params)
+        with pytest.raises(StaleResponse) as other:
+            await client.call(
+                "session/resume",
+                resume_params(
+                    session_id, waiting["executionId"], answer(request, "r2", approved=True)
+                ),
+            )
+        info = await client.call("session/get", {"sessionId": session_id})
+    assert again == result == completed(waiting["turnId"])
+    assert other.value.code == -32011
+    assert lines(effects) == 1
+    assert (info["pending"], info["turnCount"]) == (None, 1)
+
+
 async def deliver_twice_concurrently(
     home: DaemonHome, cwd: Path
 ) -> tuple[dict[str, Any], dict[str, Any] | RpcError, dict[str, Any], int]:
