@@ -1,9 +1,18 @@
 """The prompt: one prompt_toolkit session for the whole chat, and the `Screen` it offers.
 
 The prompt never takes over the screen: finished output is written into the scrollback above
-it (prompt_toolkit's ``run_in_terminal``), and under the output it draws, from top to bottom,
-the live area (the reply streaming in, wrapped to the terminal, its last lines; the tools
-running), the approval question when a request waits, the input line(s) and the status line.
+it, and under the output it draws, from top to bottom, the live area (the reply streaming in,
+wrapped to the terminal, its last lines; the tools running), the approval question when a
+request waits, the input line(s) and the status line.
+
+`ChatPrompt.print` writes at once, with the terminal left in raw mode: it erases the prompt
+area, writes, and has the prompt drawn again under the text. So what is printed for an event
+is on the screen before the prompt area shows anything of a later one (an approval's details
+before its question), and a key pressed while a line is written reaches the chat.
+prompt_toolkit's ``run_in_terminal`` did neither: it wrote later (once the terminal had answered
+the cursor-position requests still out), and in cooked mode, where the terminal driver takes
+a key itself (Ctrl-C raised SIGINT, which ended the chat with a traceback; Ctrl-D, Ctrl-U and
+Ctrl-R were swallowed; any other key was echoed into the output).
 
 Keys: Enter sends (a line ending in ``\\`` continues on a new line instead), Alt-Enter adds a
 line, a bracketed paste keeps its newlines; Up/Down walk the prompt history and Ctrl-R searches
@@ -25,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import get_app_or_none, run_in_terminal
+from prompt_toolkit.application import get_app_or_none
 from prompt_toolkit.filters import Condition, has_focus, is_searching
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -161,15 +170,20 @@ class ChatPrompt:
     # -- Screen -----------------------------------------------------------------------------
 
     def print(self, text: str) -> None:
-        def write() -> None:
+        """Write `text` above the prompt now, the terminal staying raw (see the module)."""
+        app = get_app_or_none()
+        if app is None or not app.is_running:
             sys.stdout.write(text)
             sys.stdout.flush()
-
-        app = get_app_or_none()
-        if app is not None and app.is_running:
-            run_in_terminal(write, in_executor=False)
-        else:
-            write()
+            return
+        app.renderer.erase()  # the prompt area, leaving the cursor where it began
+        app.output.write_raw(text)
+        app.output.flush()
+        # What ``run_in_terminal`` does after its body, minus waiting for the answer: the
+        # renderer needs the rows under the cursor again to draw the status line.
+        if not app.is_done and not app.key_processor.input_queue:
+            app.renderer.request_absolute_cursor_position()
+        app.invalidate()
 
     def refresh(self) -> None:
         app = get_app_or_none()
