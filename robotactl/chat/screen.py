@@ -13,7 +13,8 @@ __all__ = ["Screen"]
 
 class Screen(Protocol):
     def print(self, text: str) -> None:
-        """Write finished `text` (ending in a newline) into the scrollback, above the prompt."""
+        """Write finished `text` (ending in a newline) into the scrollback, above the prompt,
+        at once: before the prompt area is drawn again."""
 
     def refresh(self) -> None:
         """Redraw the prompt area (live text, approval question, status line)."""
