@@ -6,9 +6,11 @@ as its own task in the chat's nursery, so a slow request never freezes the promp
 request is printed (``error CODE: message`` and robotactl's hint) and the chat goes on. A
 lost connection (`connection_lost`, noticed by the host as soon as it happens, or by a request
 that fails with it) ends the chat at once, saying so, showing the input not sent, and saying
-that a running turn's outcome is unknown; the command then exits non-zero. A line that is not
-UTF-8 text (a terminal sending other bytes) is refused and put back, its bad bytes shown as
-U+FFFD: robotad takes UTF-8 only.
+that a running turn's outcome is unknown; the command then exits non-zero. A prompt whose
+``session/run`` was out when the connection went counts as a running turn: robotad may have
+taken it, so it is never said to be "not sent". A line that is not UTF-8 text (a terminal
+sending other bytes) is refused and put back, its bad bytes shown as U+FFFD: robotad takes
+UTF-8 only.
 
 Prompts are sent with ``session/run {wait: false, turnId}`` under a turn id chosen here, so
 the events of this client's own turns are told from another client's; the reply arrives as
@@ -260,6 +262,9 @@ class ChatController:
             self.spawn(lambda: self.send_prompt(prompt_text(line)))
 
     async def send_prompt(self, prompt: str) -> None:
+        """Send `prompt` as a new turn, unless one runs or a request waits (then it is kept in
+        the input). Refused by robotad, it is put back; the connection lost before the answer,
+        the turn stays running here (see the module docstring)."""
         state = self.state
         refusal = None
         if state.pending:
@@ -277,7 +282,7 @@ class ChatController:
         params = {"sessionId": state.session_id, "prompt": prompt, "turnId": turn_id}
         try:
             await self.peer.request("session/run", {**params, "wait": False}, result_type=RunResult)
-        except (RpcError, ConnectionLost):
+        except RpcError:
             if state.turn_id == turn_id:
                 state.turn_ended()
             self.screen.put_back(prompt)

@@ -91,3 +91,22 @@ def test_a_daemon_killed_mid_turn_leaves_the_turns_outcome_unknown(
     assert "robotad closed the connection" in screen
     assert "the running turn's outcome is unknown" in screen
     assert status == 1
+
+
+def test_a_prompt_out_when_the_daemon_dies_has_an_unknown_outcome_not_unsent(
+    daemon: RobotadProcess, terminal: ChatTerminal
+) -> None:
+    """robotad killed after the prompt's ``session/run`` went out and before its answer came:
+    robotad may have taken it, so the chat says the turn's outcome is unknown. It said "not
+    sent: PROMPT" (which a person would send again). The daemon is stopped first, so the
+    answer cannot come before the kill."""
+    daemon.process.send_signal(signal.SIGSTOP)
+    terminal.send("go")
+    terminal.wait_for("thinking")  # the chat sent it (its own state: robotad cannot answer)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.wait_exit()
+    status = terminal.wait_exit()
+    screen = terminal.screen()
+    assert "the running turn's outcome is unknown" in screen
+    assert "not sent" not in screen
+    assert status == 1
