@@ -180,6 +180,20 @@ async def sigkill_while_a_command_runs(
 # -- a parked approval survives SIGKILL ---------------------------------------------------------
 
 
+async def answered_append(
+    client: Any, tmp_path: Path, effects: Path
+) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A session parked on one Bash call appending a line to `effects`, then answered
+    approved (response "r1"): its id, the waiting result, the resume's params and what the
+    resume answered."""
+    session_id, waiting = await park(
+        client, tmp_path, {"toolCalls": [bash(f"echo x >> {effects}")]}, {"text": "done"}
+    )
+    (request,) = waiting["requests"]
+    params = resume_params(session_id, waiting["executionId"], answer(request, "r1", approved=True))
+    return session_id, waiting, params, await client.call("session/resume", params)
+
+
 async def test_a_parked_approval_survives_sigkill_and_runs_exactly_once(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
@@ -231,17 +245,10 @@ async def test_a_redelivered_answer_runs_nothing_twice_even_after_sigkill(
     with running_daemon(home) as first:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(first) as client:
-                session_id, waiting = await park(
-                    client,
-                    tmp_path,
-                    {"toolCalls": [bash(f"echo x >> {effects}")]},
-                    {"text": "done"},
+                session_id, waiting, params, result = await answered_append(
+                    client, tmp_path, effects
                 )
                 (request,) = waiting["requests"]
-                params = resume_params(
-                    session_id, waiting["executionId"], answer(request, "r1", approved=True)
-                )
-                result = await client.call("session/resume", params)
                 again = await client.call("session/resume", params)
         sigkill(first)
     assert result == completed(waiting["turnId"])
@@ -340,17 +347,10 @@ async def test_an_answer_cut_off_before_the_end_mark_gets_its_result(
     with running_daemon(home) as first:
         with trio.fail_after(IO_TIMEOUT):
             async with connect(first) as client:
-                session_id, waiting = await park(
-                    client,
-                    tmp_path,
-                    {"toolCalls": [bash(f"echo x >> {effects}")]},
-                    {"text": "done"},
+                session_id, waiting, params, result = await answered_append(
+                    client, tmp_path, effects
                 )
                 (request,) = waiting["requests"]
-                params = resume_params(
-                    session_id, waiting["executionId"], answer(request, "r1", approved=True)
-                )
-                result = await client.call("session/resume", params)
         sigkill(first)
     journal = home.state_dir / "journal" / session_id / f"{waiting['executionId']}.jsonl"
     kept = journal.read_text().splitlines(keepends=True)
