@@ -180,6 +180,25 @@ async def sigkill_while_a_command_runs(
 # -- a parked approval survives SIGKILL ---------------------------------------------------------
 
 
+async def redelivered(
+    client: Any,
+    session_id: str,
+    waiting: dict[str, Any],
+    params: dict[str, Any],
+    changed: dict[str, Any],
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """The answer `params` delivered again, and `changed` (another answer to the same
+    request) delivered after it: what the first got, the code refusing the second (it must be
+    refused), and the session's info after both."""
+    again = await client.call("session/resume", params)
+    with pytest.raises(StaleResponse) as other:
+        await client.call(
+            "session/resume", resume_params(session_id, waiting["executionId"], changed)
+        )
+    info = await client.call("session/get", {"sessionId": session_id})
+    return again, other.value.code, info
+
+
 async def answered_append(
     client: Any, tmp_path: Path, effects: Path
 ) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -316,18 +335,12 @@ async def test_an_answer_cut_off_before_the_turn_was_saved_gets_its_result(
         assert lost, "the resume cannot have answered: its last reply's hook was held"
     home.write_config("")  # the new daemon holds nothing
     async with connected(home) as client:
-        again = await client.call("session/resume", params)
-        with pytest.raises(StaleResponse) as other:
-            await client.call(
-                "session/resume",
-                resume_params(
-                    session_id, waiting["executionId"], answer(request, "r1", approved=False)
-                ),
-            )
-        info = await client.call("session/get", {"sessionId": session_id})
+        again, refused, info = await redelivered(
+            client, session_id, waiting, params, answer(request, "r1", approved=False)
+        )
         messages = await history(client, session_id)
     assert again == completed(waiting["turnId"])
-    assert other.value.code == -32011
+    assert refused == -32011
     assert lines(effects) == 1
     assert (info["pending"], info["turnCount"]) == (None, 1)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
@@ -357,17 +370,11 @@ async def test_an_answer_cut_off_before_the_end_mark_gets_its_result(
     assert json.loads(kept[-1])["kind"] == "finished"
     journal.write_text("".join(kept[:-1]))  # what a kill during the mark's fsync can leave
     async with connected(home) as client:
-        again = await client.call("session/resume", params)
-        with pytest.raises(StaleResponse) as other:
-            await client.call(
-                "session/resume",
-                resume_params(
-                    session_id, waiting["executionId"], answer(request, "r2", approved=True)
-                ),
-            )
-        info = await client.call("session/get", {"sessionId": session_id})
+        again, refused, info = await redelivered(
+            client, session_id, waiting, params, answer(request, "r2", approved=True)
+        )
     assert again == result == completed(waiting["turnId"])
-    assert other.value.code == -32011
+    assert refused == -32011
     assert lines(effects) == 1
     assert (info["pending"], info["turnCount"]) == (None, 1)
 
