@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["VisibleStream", "json_safe", "visible", "visible_exactly"]
+__all__ = ["VisibleStream", "hidden_code_point", "json_safe", "visible", "visible_exactly"]
 
 #: Unicode's Bidi_Control characters: the marks, embeddings, overrides and isolates.
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -79,6 +79,21 @@ def visible_exactly(text: str) -> str:
 
 def _code_point(match: re.Match[str]) -> str:
     return f"<U+{ord(match[0]):04X}>"
+
+
+#: One bidi control, or one character `visible_exactly` shows because it draws nothing.
+_BIDI_OR_INVISIBLE = re.compile(
+    "[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|" + _INVISIBLE.pattern
+)
+
+
+def hidden_code_point(character: str) -> str | None:
+    """How `visible_exactly` shows `character` when it is a bidi control or draws nothing
+    (``<U+202E>``, ``<U+200B>``); None for any other character, C0 and C1 controls included
+    (an editor that shows those itself, as prompt_toolkit does, needs only these)."""
+    if _BIDI_OR_INVISIBLE.fullmatch(character) is None:
+        return None
+    return f"<U+{ord(character):04X}>"
 
 
 #: What JSON text may still hold raw that a terminal obeys: DEL, C1 and bidi controls (JSON

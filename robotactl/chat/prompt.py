@@ -43,6 +43,7 @@ from prompt_toolkit.styles import DEFAULT_ATTRS, Attrs, Style, StyleTransformati
 
 from robotactl.chat.completion import ChatCompleter
 from robotactl.chat.history import DaemonHistory
+from robotactl.chat.input_view import ShownHidden
 from robotactl.chat.render import describe_call
 from robotactl.chat.state import ChatState
 from robotactl.chat.status import status_line
@@ -87,6 +88,7 @@ _STYLE: Final = Style.from_dict(
         "question": "bold ansiyellow",
         "prompt": "bold ansicyan",
         "bottom-toolbar": "reverse",
+        "shown-hidden": "reverse",
     }
 )
 
@@ -131,6 +133,7 @@ class ChatPrompt:
             multiline=True,
             history=history,
             completer=ChatCompleter(self._cwd),
+            input_processors=[ShownHidden()],
             complete_while_typing=False,
             bottom_toolbar=self._toolbar,
             refresh_interval=0.5,

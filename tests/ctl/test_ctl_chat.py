@@ -461,6 +461,24 @@ def test_multi_line_input_and_bracketed_paste(chat: Env) -> None:
     assert prompts == ["one \ntwo\nthree", "pasted\nlines"]
 
 
+def test_the_input_line_shows_bidi_controls_and_invisible_characters_it_will_send(
+    chat: Env,
+) -> None:
+    """prompt_toolkit drew a pasted right-to-left override as it is, so the input line read
+    ``rm exe.txt`` while ``rm \u202etxt.exe`` was to be sent, and a zero-width space hid
+    between two letters. The input line shows them by code point; the prompt goes as typed."""
+    _ws, sid, term = chat.attached("hidden")
+    term.paste("rm \u202etxt.exe\u202c and\u200bmore")
+    screen = term.wait_for("and<U+200B>more", "the pasted line, shown")
+    assert "rm <U+202E>txt.exe<U+202C> and<U+200B>more" in screen
+    assert not re.search("[\u202a-\u202e\u200b]", screen)
+    term.keys("Enter")
+    term.wait_for("echo: rm", "the reply to the paste")
+    chat.wait_idle(sid)
+    prompts = [m["content"] for m in chat.history(sid) if m["role"] == "user"]
+    assert prompts == ["rm \u202etxt.exe\u202c and\u200bmore"]
+
+
 def test_more_slash_commands(chat: Env) -> None:
     ws, sid, term = chat.attached("more")
     term.send("/help")

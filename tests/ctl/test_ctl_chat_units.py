@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import os
 import textwrap
+import unicodedata
 from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
+from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
+from prompt_toolkit.layout.controls import BufferControl
+from prompt_toolkit.layout.processors import Transformation, TransformationInput
 
 from protocol.events import (
     ApprovalRequested,
@@ -27,11 +33,13 @@ from robotactl.chat.completion import ChatCompleter
 from robotactl.chat.follower import EventFollower
 from robotactl.chat.history import ordered_prompts
 from robotactl.chat.host import cancel_trio
+from robotactl.chat.input_view import SHOWN_STYLE, ShownHidden
 from robotactl.chat.prompt import live_lines
 from robotactl.chat.render import Renderer
 from robotactl.chat.slash import SLASH_COMMANDS, UnknownCommand, help_text, parse_slash, prompt_text
 from robotactl.chat.state import ChatState
 from robotactl.chat.status import status_line
+from robotactl.terminal_text import visible_exactly
 
 SID = "0123456789abcdef0123456789abcdef"
 
@@ -257,3 +265,39 @@ def test_the_live_area_wraps_only_the_end_of_a_long_reply(monkeypatch: pytest.Mo
     assert shown[-1].endswith("the end")
     assert all(len(line) <= 50 for line in shown)
     assert sum(wrapped) <= 2 * 50 * 12 * 2
+
+
+def _shown(line: str) -> tuple[str, Transformation]:
+    """The input line `line` as `ShownHidden` draws it, and the transformation."""
+    document = Document(line)
+    control = BufferControl(Buffer(document=document))
+    transformation = ShownHidden().apply_transformation(
+        TransformationInput(control, document, 0, lambda i: i, [("", line)], 80, 1)
+    )
+    return "".join(fragment[1] for fragment in transformation.fragments), transformation
+
+
+def test_the_input_line_draws_bidi_controls_and_invisible_characters_by_code_point() -> None:
+    drawn, transformation = _shown("a\u202eb\u200bc")
+    assert drawn == "a<U+202E>b<U+200B>c"
+    # The cursor steps over a drawn code point as over the one character it stands for.
+    assert [transformation.source_to_display(i) for i in range(6)] == [0, 1, 9, 10, 18, 19]
+    assert [transformation.display_to_source(d) for d in (0, 1, 5, 8, 9, 10, 17, 18, 19)] == [
+        0, 1, 1, 1, 2, 3, 3, 4, 5,
+    ]  # fmt: skip
+    styles = [fragment[0] for fragment in transformation.fragments]
+    assert styles.count(f" {SHOWN_STYLE}") == 2
+
+
+def test_an_input_line_without_hidden_characters_is_drawn_as_it_is() -> None:
+    drawn, transformation = _shown("plain \t text ^[ é 👍")
+    assert drawn == "plain \t text ^[ é 👍"
+    assert transformation.source_to_display(7) == 7
+
+
+@given(st.text(max_size=40))
+def test_the_input_line_shows_what_visible_exactly_shows_of_those_characters(text: str) -> None:
+    drawn, _ = _shown(text)
+    # C0 and C1 controls are prompt_toolkit's to draw (``^[``); everything else matches.
+    expected = "".join(c if unicodedata.category(c) == "Cc" else visible_exactly(c) for c in text)
+    assert drawn == expected
