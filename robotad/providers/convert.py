@@ -15,8 +15,10 @@ Both vendors get exactly the history the loop hands over, nothing added:
   which the API requires.
 
 The one change either makes: a tool-call id the vendor would refuse (Anthropic: a character
-outside ``[A-Za-z0-9_-]``; OpenAI: more than 40 characters; either: none) is sent as its
-`robotad.providers.sent_ids` replacement, on the call and on every result answering it alike.
+outside ``[A-Za-z0-9_-]``; OpenAI: more than 40 characters; either: none), and a call's id an
+earlier call of the history already used (an imported history of a server that numbers each
+reply's calls ``call_0``…), is sent as its `robotad.providers.sent_ids` replacement, on the
+call and on every result of its own round answering it alike.
 """
 
 from __future__ import annotations
@@ -29,12 +31,7 @@ import msgspec
 
 from protocol.shapes import Message, ToolCall, Usage
 from robotad.agent.provider import NamedTool, ToolChoice, ToolSchema
-from robotad.providers.sent_ids import (
-    ANTHROPIC_CALL_IDS,
-    OPENAI_CALL_IDS,
-    result_id,
-    sent_call_ids,
-)
+from robotad.providers.sent_ids import ANTHROPIC_CALL_IDS, OPENAI_CALL_IDS, sent_call_ids
 
 __all__ = [
     "anthropic_messages",
@@ -137,28 +134,26 @@ def _argument_text(call: ToolCall) -> str:
 
 def openai_messages(history: list[Message]) -> list[dict[str, Any]]:
     """The ``messages`` of a Chat Completions request."""
-    replaced = sent_call_ids(history, OPENAI_CALL_IDS)
+    sent_ids = sent_call_ids(history, OPENAI_CALL_IDS)
     out: list[dict[str, Any]] = []
-    for message in history:
+    for message, ids in zip(history, sent_ids, strict=True):
         content = message.content or ""
         if message.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": content}
             if message.calls:
                 entry["tool_calls"] = [
                     {
-                        "id": replaced.get(call.id, call.id),
+                        "id": call_id,
                         "type": "function",
                         "function": {"name": call.name, "arguments": _argument_text(call)},
                     }
-                    for call in message.calls
+                    for call, call_id in zip(message.calls, ids, strict=True)
                 ]
                 if not content:
                     entry["content"] = None
             out.append(entry)
         elif message.role == "tool":
-            call_id = result_id(message)
-            call_id = replaced.get(call_id, call_id)
-            out.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            out.append({"role": "tool", "tool_call_id": ids[0], "content": content})
         else:
             out.append({"role": message.role, "content": content})
     return out
@@ -189,15 +184,15 @@ def openai_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
 
 def anthropic_messages(history: list[Message]) -> tuple[str, list[dict[str, Any]]]:
     """The ``system`` text and the ``messages`` of a Messages request."""
-    replaced = sent_call_ids(history, ANTHROPIC_CALL_IDS)
+    sent_ids = sent_call_ids(history, ANTHROPIC_CALL_IDS)
     system: list[str] = []
     turns: list[dict[str, Any]] = []
-    for message in history:
+    for message, ids in zip(history, sent_ids, strict=True):
         if message.role == "system":
             if message.content:
                 system.append(message.content)
             continue
-        role, blocks = _anthropic_blocks(message, replaced)
+        role, blocks = _anthropic_blocks(message, ids)
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
@@ -207,16 +202,12 @@ def anthropic_messages(history: list[Message]) -> tuple[str, list[dict[str, Any]
     return "\n\n".join(system), turns
 
 
-def _anthropic_blocks(
-    message: Message, replaced: dict[str, str]
-) -> tuple[str, list[dict[str, Any]]]:
-    """The role and content blocks of one non-system message, each id in `replaced` sent as
-    its replacement."""
+def _anthropic_blocks(message: Message, ids: tuple[str, ...]) -> tuple[str, list[dict[str, Any]]]:
+    """The role and content blocks of one non-system message, its calls or its result sent
+    under `ids` (`sent_call_ids`)."""
     text = message.content or ""
     if message.role == "tool":
-        call_id = result_id(message)
-        call_id = replaced.get(call_id, call_id)
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids[0]}
         if text:
             result["content"] = text
         if not message.ok:
@@ -227,13 +218,8 @@ def _anthropic_blocks(
         blocks.append({"type": "text", "text": text})
     if message.role == "assistant":
         blocks += [
-            {
-                "type": "tool_use",
-                "id": replaced.get(call.id, call.id),
-                "name": call.name,
-                "input": call.arguments,
-            }
-            for call in message.calls
+            {"type": "tool_use", "id": call_id, "name": call.name, "input": call.arguments}
+            for call, call_id in zip(message.calls, ids, strict=True)
         ]
         return "assistant", blocks
     return "user", blocks

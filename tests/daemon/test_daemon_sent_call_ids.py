@@ -8,6 +8,10 @@ failed, and since the id is in the history, every later turn of the session: it 
 Such a history comes from an imported artifact (the session's provider is the artifact's), or
 from a named provider whose ``kind`` changed between daemon runs. Now each request sends a
 refused id's replacement, the call and its result alike, and the history keeps the original.
+
+An imported history may also hold one id in several rounds (a server that numbers each reply's
+calls ``call_0``…), which Anthropic refuses as a repeated ``tool_use`` id: from its second round
+on, a repeated id is sent as a replacement, with the results of its own round.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from robotad.providers.sent_ids import ANTHROPIC_CALL_IDS
+from robotad.providers.sent_ids import ANTHROPIC_CALL_IDS, OPENAI_CALL_IDS
 from tests.daemon_helpers import IO_TIMEOUT, DaemonHome, connect, running_daemon
 from tests.providers.fake_servers import (
     FakeModelServer,
@@ -62,8 +66,9 @@ def openai_ids(body: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def anthropic_judge(request: RecordedRequest) -> Reply | None:
-    """The API's 400 for the first id outside its pattern, or for a ``tool_use`` id that an
-    earlier one of the request has."""
+    """The API's 400 for the first id outside its pattern, for a ``tool_use`` id that an
+    earlier one of the request has, or for a ``tool_result`` that answers no ``tool_use`` of
+    the message right before it."""
     used: set[str] = set()
     for where, call_id in anthropic_ids(request.body):
         if not re.fullmatch(r"[a-zA-Z0-9_-]+", call_id):
@@ -73,11 +78,27 @@ def anthropic_judge(request: RecordedRequest) -> Reply | None:
                 block = where.removesuffix(".tool_use.id")
                 return anthropic_error(400, f"{block}: `tool_use` ids must be unique")
             used.add(call_id)
+    turns = request.body["messages"]
+    for n, turn in enumerate(turns):
+        blocks = turn["content"] if isinstance(turn["content"], list) else []
+        before = turns[n - 1]["content"] if n and isinstance(turns[n - 1]["content"], list) else []
+        calls = {block["id"] for block in before if block.get("type") == "tool_use"}
+        for m, block in enumerate(blocks):
+            if block.get("type") == "tool_result" and block["tool_use_id"] not in calls:
+                return anthropic_error(
+                    400,
+                    f"messages.{n}.content.{m}: unexpected `tool_use_id` found in `tool_result` "
+                    f"blocks: {block['tool_use_id']}. Each `tool_result` block must have a "
+                    "corresponding `tool_use` block in the previous message.",
+                )
     return None
 
 
 def openai_judge(request: RecordedRequest) -> Reply | None:
-    """The API's 400 for the first id over 40 characters."""
+    """The API's 400 for the first id over 40 characters, or for a tool message whose
+    ``tool_call_id`` an earlier one has (reported for two tool messages of one round; held here
+    across rounds too, the strictest reading)."""
+    answered: dict[str, str] = {}
     for where, call_id in openai_ids(request.body):
         if len(call_id) > 40:
             return openai_error(
@@ -85,6 +106,15 @@ def openai_judge(request: RecordedRequest) -> Reply | None:
                 f"Invalid '{where}': string too long. Expected a string with maximum length "
                 f"40, but got a string with length {len(call_id)} instead.",
             )
+        if where.endswith(".tool_call_id"):
+            at = where.removesuffix(".tool_call_id")
+            if call_id in answered:
+                return openai_error(
+                    400,
+                    f"Invalid parameter: Duplicate value for 'tool_call_id' of '{call_id}', in "
+                    f"{answered[call_id]} and {at}.",
+                )
+            answered[call_id] = at
     return None
 
 
@@ -215,3 +245,67 @@ async def test_a_named_provider_s_kind_changed_between_runs_takes_the_session_on
     sent = [call_id for _, call_id in anthropic_ids(claude.requests[-1].body)]
     old = ANTHROPIC_CALL_IDS.replacement(COLON_ID, 1)
     assert sent == [old, old, stand_in, stand_in]
+
+
+def with_round_ids(artifact: dict[str, Any], rounds: list[list[str]]) -> dict[str, Any]:
+    """`artifact` of a scripted session whose rounds made len(`rounds[r]`) calls each, each
+    round's calls and their results under `rounds[r]`, its provider ``fake``."""
+    record = artifact["record"]
+    messages = record["messages"]
+    made = [n for n, m in enumerate(messages) if m.get("toolCalls")]
+    assert len(made) == len(rounds)
+    for n, ids in zip(made, rounds, strict=True):
+        calls = messages[n]["toolCalls"]
+        results = messages[n + 1 : n + 1 + len(calls)]
+        assert [r["toolCallId"] for r in results] == [c["id"] for c in calls]
+        for call, result, new in zip(calls, results, ids, strict=True):
+            call["id"] = result["toolCallId"] = new
+    record["settings"].update(provider="fake", model="fake-model")
+    record["settings"].pop("script", None)
+    return artifact
+
+
+@pytest.mark.parametrize("kind", sorted(VENDORS))
+async def test_an_imported_history_repeating_an_id_across_rounds_runs_on_the_vendor(
+    kind: str, tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """Three rounds of one turn, made by a server numbering each reply's calls from zero:
+    ``call_0``; ``call_0``, ``call_1``; ``call_0``. Each later turn's request sends the first
+    round as it was, each later ``call_0`` under its own replacement with its own round's
+    result, the same bytes every request; the history, the record and the log keep
+    ``call_0``."""
+    judge, extract, fine = VENDORS[kind]
+    rule = ANTHROPIC_CALL_IDS if kind == "anthropic" else OPENAI_CALL_IDS
+    server = FakeModelServer([Reply(events=fine())], judge=judge)
+    await nursery.start(server.run)
+    home = DaemonHome(tmp_path / "home")
+    home.write_config(provider_config(kind, server))
+    rounds = [["call_0"], ["call_0", "call_1"], ["call_0"]]
+    script = [{"toolCalls": [GLOB] * len(ids)} for ids in rounds] + [{"text": "found them"}]
+    with running_daemon(home) as running, trio.fail_after(IO_TIMEOUT * 3):
+        async with connect(running) as client:
+            made = await client.call("session/create", {"cwd": str(tmp_path), "script": script})
+            await client.call("session/run", {"sessionId": made["sessionId"], "prompt": "look"})
+            exported = await client.call("session/export", {"sessionId": made["sessionId"]})
+            artifact = with_round_ids(exported["artifact"], rounds)
+            await client.call("session/import", {"artifact": artifact, "sessionId": "moved"})
+            first = await client.call("session/run", {"sessionId": "moved", "prompt": "and now?"})
+            second = await client.call("session/run", {"sessionId": "moved", "prompt": "again"})
+            history = await client.call("session/history", {"sessionId": "moved"})
+    assert (first["status"], first["response"]) == ("completed", "fine"), first
+    assert (second["status"], second["response"]) == ("completed", "fine"), second
+    assert len(server.requests) == 2  # neither refused
+    sent = [[call_id for _, call_id in extract(request.body)] for request in server.requests]
+    assert sent[0] == sent[1]  # every request the same bytes
+    again, third = rule.replacement("call_0", repeat=1), rule.replacement("call_0", repeat=2)
+    # Each round's calls, then its results (the next message's, for either vendor).
+    assert sent[0] == ["call_0", "call_0", again, "call_1", again, "call_1", third, third]
+    assert len({again, third, "call_0", "call_1"}) == 4
+    # The history keeps the ids as they came, and the log the history's.
+    calls = [c["id"] for m in history["messages"] for c in m.get("toolCalls", [])]
+    results = [m["toolCallId"] for m in history["messages"] if m["role"] == "tool"]
+    assert calls == results == ["call_0", "call_0", "call_1", "call_0"]
+    log = (home.state_dir / "logs" / "moved.jsonl").read_text()
+    assert '"call_0"' in log
+    assert again not in log
+    assert third not in log
