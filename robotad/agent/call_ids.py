@@ -15,7 +15,9 @@ reply's native payload, in the session log.
 
 An id that is no repeat stays as the server made it, whatever its form: one another vendor
 would refuse (``functions.Bash:0`` for Anthropic) is replaced only in the requests sent to
-that vendor (`robotad.providers.sent_ids`), never in history.
+that vendor (`robotad.providers.sent_ids`), never in history. A history robotad did not make
+this way (an imported artifact, a session stored before this was done) may still repeat an id
+across rounds; those requests send it apart too (`sent_ids`, architecture decision 59).
 """
 
 from __future__ import annotations

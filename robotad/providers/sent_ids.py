@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from protocol.shapes import Message
 
-__all__ = ["ANTHROPIC_CALL_IDS", "OPENAI_CALL_IDS", "CallIdRule", "result_id", "sent_call_ids"]
+__all__ = ["ANTHROPIC_CALL_IDS", "OPENAI_CALL_IDS", "CallIdRule", "sent_call_ids"]
 
 #: A character no vendor's rule refuses.
 _REFUSED_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")
@@ -113,7 +113,7 @@ OPENAI_CALL_IDS = CallIdRule(word_characters=False, max_length=40)
 _Slot = tuple[str, int]
 
 
-def result_id(message: Message) -> str:
+def _result_id(message: Message) -> str:
     """The id a tool message answers, as sent: ``""`` when it names none."""
     return message.tool_call_id if isinstance(message.tool_call_id, str) else ""
 
@@ -163,7 +163,7 @@ def _slots(history: Sequence[Message]) -> list[tuple[_Slot, ...]]:
     out: list[tuple[_Slot, ...]] = []
     for message in history:
         if message.role == "tool":
-            call_id = result_id(message)
+            call_id = _result_id(message)
             own = calls.get(call_id)
             if own:
                 taken = answered.get(call_id, 0)
