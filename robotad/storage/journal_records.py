@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import UNSET, Struct, UnsetType, field
 
+from protocol.methods import MaxRounds
 from protocol.shapes import Message, UtcDatetime, utc_now
 
 __all__ = [
@@ -52,7 +53,7 @@ class _Record(
 
 
 class StartedRecord(_Record, frozen=True, kw_only=True, tag="started"):
-    """The identity a resume must match (G-088, G-089)."""
+    """The identity a resume must match (G-088, G-089), and the turn's round limit."""
 
     turn_id: str
     session_id: str
@@ -60,6 +61,10 @@ class StartedRecord(_Record, frozen=True, kw_only=True, tag="started"):
     provider: str
     model: str
     user_message_id: str
+    #: The turn's round limit as it started (PROTOCOL §10.2): `session/run`'s ``maxRounds``
+    #: when given, else the session's; null for no limit. Absent from journals written before
+    #: it was recorded, which are read with the session's limit (`Execution.round_limit`).
+    max_rounds: MaxRounds | UnsetType | None = UNSET
 
 
 class ReplyRecord(_Record, frozen=True, kw_only=True, tag="reply"):

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from msgspec import UNSET
+
 from protocol.methods import ApprovalResponse
 from protocol.shapes import ApprovalRequest, Message, ToolCall, TurnCompleted, TurnWaiting, new_id
 from robotad.agent.gate import Admission, Admit, Park, Refuse
@@ -70,9 +72,6 @@ class Execution:
     state: State = "running"
     #: How a finished execution ended, when that is known.
     ending: Ending | None = None
-    #: The turn's round limit, for its continuations (None: the session's, e.g. after a
-    #: restart, when only the session's is known).
-    round_cap: int | None = None
 
     @classmethod
     def from_records(
@@ -100,6 +99,15 @@ class Execution:
         return execution
 
     # -- derived views ----------------------------------------------------------------------
+
+    def round_limit(self, session_limit: int | None) -> int | None:
+        """The turn's round limit (None: none), as its ``started`` record holds it — the
+        limit it started with, `session/run`'s or the session's, in this process or after a
+        restart — else `session_limit`: a journal written before the limit was recorded."""
+        started = self.started
+        if started is None or started.max_rounds is UNSET:
+            return session_limit
+        return started.max_rounds
 
     def record_id(self, kind: str, key: str) -> str:
         """A deterministic record id, so a retried append is recognised as the same record."""
@@ -188,7 +196,7 @@ class Execution:
             fresh[answer.request_id] = answer
         return list(fresh.values())
 
-    def settle_from(self, records: Sequence[JournalRecord], round_cap: int | None) -> None:
+    def settle_from(self, records: Sequence[JournalRecord], session_limit: int | None) -> None:
         """Settle an execution read back from its `records` that neither waits nor runs any
         more: finished, with the result its journal shows (G-084).
 
@@ -199,9 +207,10 @@ class Execution:
         journaled before it enters history, G-096, and recovery puts it back). When every call
         of its last reply has a journaled result, it completed if that reply called no tool —
         the turn's outcome was decided when the reply arrived — or if the turn made as many
-        model calls as `round_cap` allows (the limit a continuation of it would have now:
-        nothing more could run); otherwise the stop cut it off on its way to its next reply
-        ("stopped"), and there is no result to return."""
+        model calls as its round limit allows (`round_limit`: the one it started with, or
+        `session_limit` for a journal that does not record it; nothing more could run);
+        otherwise the stop cut it off on its way to its next reply ("stopped"), and there is
+        no result to return."""
         self.state = "finished"
         self.result = None
         replies = [record.message for record in records if isinstance(record, ReplyRecord)]
@@ -209,7 +218,8 @@ class Execution:
             return
         last = replies[-1]
         if self.ending is None and all(call.id in self.effects_finished for call in last.calls):
-            limited = round_cap is not None and len(replies) >= round_cap
+            limit = self.round_limit(session_limit)
+            limited = limit is not None and len(replies) >= limit
             self.ending = "completed" if not last.calls or limited else "stopped"
         if self.ending == "completed":
             self.result = TurnCompleted(

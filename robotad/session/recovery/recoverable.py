@@ -12,8 +12,10 @@
   request of it, a response id reused with other content is stale (G-085), an identical
   redelivery is idempotent and returns the latest result (G-084), an uncertain effect is
   `EffectUncertain` (-32015) and never re-run (G-094). Then the answers are journaled and the open
-  round continues without a user message and without turn-level hooks (G-080, G-133); approved
-  calls are re-checked by the current rules and hooks, denied ones stay denied (G-081…G-083).
+  round continues without a user message and without turn-level hooks (G-080, G-133), under the
+  round limit the turn started with (its ``started`` record holds it, so `session/run`'s own
+  survives a restart); approved calls are re-checked by the current rules and hooks, denied
+  ones stay denied (G-081…G-083).
   A redelivery continues the round too when nothing of it waits for a person any more (robotad
   stopped after the answer was on record and before its call started): it is the same answer,
   and it goes on as ``responses: []`` does; the call runs once. An execution read back from
@@ -147,8 +149,8 @@ class RecoverableExecutions:
         round_cap: int | None = None,
     ) -> None:
         self._session_id = session_id
-        #: The session's round limit: what a continuation after a restart has (an execution's
-        #: own limit is known only to the process that ran it).
+        #: The session's round limit: what an execution whose journal does not record its
+        #: own limit is settled with (`Execution.round_limit`).
         self._round_cap = round_cap
         self._retention = JournalRetention(enabled=discard_settled)
         self._cwd = cwd
@@ -195,7 +197,7 @@ class RecoverableExecutions:
         assert turn.turn_id is not None
         provider = self._provider()
         user = Message.user(prompt)
-        execution = Execution(new_id("x-"), turn.turn_id, journal, round_cap=turn.round_cap)
+        execution = Execution(new_id("x-"), turn.turn_id, journal)
         execution.started = StartedRecord(
             id=execution.record_id("started", "0"),
             execution_id=execution.execution_id,
@@ -205,6 +207,7 @@ class RecoverableExecutions:
             provider=provider.name,
             model=provider.model,
             user_message_id=user.id,
+            max_rounds=turn.round_cap,
         )
         # Staged, not synced on its own: the first record that matters after a crash (a
         # reply, request, effect or compaction) is appended durably to the same file, which
@@ -262,8 +265,7 @@ class RecoverableExecutions:
             execution.result = self._waiting(execution)
             return execution.result
         turn.prompted = False
-        if execution.round_cap is not None:
-            turn.round_cap = execution.round_cap
+        turn.round_cap = execution.round_limit(turn.round_cap)
         return await self._drive(
             execution, turn, lambda policy: self._runner.continue_turn(turn, policy=policy)
         )
