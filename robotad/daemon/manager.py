@@ -88,7 +88,7 @@ from robotad.log import fields
 from robotad.storage.failure import refused, relative_path, storage_reason
 from robotad.storage.ids import validate_session_id
 from robotad.storage.journal import FileExecutionJournal, JournalError, JournalLocked
-from robotad.storage.log_files import log_paths
+from robotad.storage.log_files import FileLogSource, log_paths
 from robotad.storage.log_files import sweep_temp_files as sweep_log_temp_files
 from robotad.storage.prompt_history import HISTORY_FILE, PromptHistory
 from robotad.storage.record import Corrupt, SessionRecord, Unsupported, Valid
@@ -528,7 +528,8 @@ class SessionManager:
                 ) from exc
             except JournalError as exc:
                 raise self._journal_failed(live, exc) from exc
-            await session.recover(live.journal)
+            log = FileLogSource.for_session(self.logs_dir, live.session_id)
+            await session.recover(live.journal, log)
             await close_cut_off(session, self.logs_dir)  # a stop's loose ends, in the log
             starting = True
             await session.start()

@@ -68,6 +68,7 @@ from robotad.session.turn.work import TurnContext
 from robotad.storage import log_events
 from robotad.storage.ids import session_id_problem
 from robotad.storage.journal import ExecutionJournal
+from robotad.storage.session_log import LogSource
 
 __all__ = ["Session"]
 
@@ -287,10 +288,12 @@ class Session(RuntimeSettings):
         when it needs the claim."""
         return await self._executions.answer_without_running(execution_id, journal, responses)
 
-    async def recover(self, journal: ExecutionJournal) -> None:
-        """After a load: rebuild the waiting execution, if any, from `journal` and history."""
+    async def recover(self, journal: ExecutionJournal, log: LogSource | None = None) -> None:
+        """After a load: rebuild the waiting execution, if any, from `journal` and history.
+        `log` reads back the session's log, so a turn the recovery completes is logged
+        completed once (without it, the line is written unchecked)."""
         with self._claimed("resume", None, AbortSignal.settled_now()):
-            await self._executions.recover(journal)
+            await self._executions.recover(journal, log)
 
     def get_pending_execution(self) -> Pending | None:
         """The execution whose open round blocks new input, with its unanswered requests."""

@@ -310,7 +310,8 @@ async def test_an_answer_cut_off_before_the_turn_was_saved_gets_its_result(
     history), before its record was saved. The new daemon puts the reply back from the journal;
     the client whose reply died with the daemon sends the identical answer again and gets the
     completed turn's result — it was StaleResponse (-32011) — and nothing runs twice; the turn
-    counts as completed; another answer is still StaleResponse."""
+    counts as completed, and the session log says so in one ``turn_completed`` line (it had
+    none); another answer is still StaleResponse."""
     effects = tmp_path / "effects.txt"
     held = tmp_path / "held.pid"
     home = DaemonHome(tmp_path_factory.mktemp("cut-before-save"))
@@ -345,6 +346,18 @@ async def test_an_answer_cut_off_before_the_turn_was_saved_gets_its_result(
     assert (info["pending"], info["turnCount"]) == (None, 1)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert (tmp_path / "calls").read_text() == "2\n"  # the model was asked no more
+    assert completed_in_log(home, session_id) == [waiting["turnId"]]
+
+
+def completed_in_log(home: DaemonHome, session_id: str) -> list[str]:
+    """The turn ids of the session log's ``turn_completed`` lines saying "completed"."""
+    text = (home.state_dir / "logs" / f"{session_id}.jsonl").read_text()
+    entries = [json.loads(line) for line in text.splitlines()]
+    return [
+        entry["data"]["turnId"]
+        for entry in entries
+        if entry["event"] == "turn_completed" and entry["data"]["status"] == "completed"
+    ]
 
 
 async def test_an_answer_cut_off_before_the_end_mark_gets_its_result(

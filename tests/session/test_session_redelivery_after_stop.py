@@ -24,10 +24,12 @@ from robotad.agent.loop import open_calls
 from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
 from robotad.storage.journal import FinishedRecord, ReplyRecord
+from robotad.storage.log_files import FileLogSource
 from robotad.tools import builtin_tools
 from tests.journal_fakes import MemoryJournal
 from tests.session.session_harness import (
     LIMIT,
+    FileLog,
     MemoryStore,
     Recorder,
     answer,
@@ -75,9 +77,14 @@ async def left_by_a_stop(journal: MemoryJournal, execution_id: str, written: int
 
 
 async def restarted(
-    workspace: Path, record: SessionSnapshot, journal: MemoryJournal, **options: Any
+    workspace: Path,
+    record: SessionSnapshot,
+    journal: MemoryJournal,
+    log: FileLog | None = None,
+    **options: Any,
 ) -> tuple[Session, Recorder, MemoryStore]:
-    """A Session loaded from the saved `record` after a restart, its execution recovered."""
+    """A Session loaded from the saved `record` after a restart, its execution recovered;
+    with `log`, logging to it and reading it back as the daemon does."""
     provider, store = scripted([{"text": "must never be asked"}]), MemoryStore()
     session = new_session(
         workspace,
@@ -90,9 +97,10 @@ async def restarted(
         source="resume",
         discard_settled_journals=True,
         **options,
+        **({"logger": FileLog(log.path.parent, SESSION).logger} if log is not None else {}),
     )
     with trio.fail_after(LIMIT):
-        await session.recover(journal)
+        await session.recover(journal, FileLogSource(log.path) if log is not None else None)
     return session, provider, store
 
 
@@ -137,6 +145,57 @@ async def test_stopped_after_the_last_reply_was_journaled_before_the_save(
     assert [e.code for e in refused] == [-32011, -32011]
     assert provider.requests == []
     assert not (workspace / "out.txt").exists()
+
+
+def completions(log: FileLog) -> list[str]:
+    """The turns the log says completed, one per ``turn_completed`` "completed" line."""
+    return [
+        entry.data["turnId"]
+        for entry in log.entries()
+        if entry.event == "turn_completed" and entry.data["status"] == "completed"
+    ]
+
+
+async def test_a_turn_the_restart_completes_is_logged_completed_once(workspace: Path) -> None:
+    """G-084, G-145: stopped once the turn's last reply was journaled, before its Stop hook,
+    ``turn_completed`` line and save. The restart that completes the turn writes the line the
+    turn would have (the log claimed less than happened), before its save; a restart again
+    from the same record (a refused save, another stop before it) finds it and writes none."""
+    log = FileLog(workspace.parent, SESSION)
+    steps = [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    store, journal, waiting, _, _ = await answered(workspace, steps, logger=log.logger)
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    (end,) = [i for i, line in enumerate(lines) if b'"status":"completed"' in line]
+    log.path.write_bytes(b"".join(lines[:end]))  # what a stop before the line leaves
+    assert completions(log) == []
+    records = await journal.read(waiting.execution_id)
+    left = await left_by_a_stop(journal, waiting.execution_id, len(records) - 1)
+    parked = next(s for s in store.saved if open_calls(s.messages))
+    session, _, saved = await restarted(workspace, parked, left, log)
+    assert (session.turn_count, saved.last.turn_count) == (1, 1)
+    assert completions(log) == ["t-1"]
+    assert log.entries()[-1].data == {"turnId": "t-1", "status": "completed"}
+    again, _, _ = await restarted(workspace, parked, left, log)
+    assert again.turn_count == 1
+    assert completions(log) == ["t-1"]
+
+
+async def test_a_turn_logged_completed_before_the_stop_is_not_logged_again(
+    workspace: Path,
+) -> None:
+    """G-084: stopped while the completed turn's record was being saved, after its
+    ``turn_completed`` line was written: the restart completes the turn from the journal and
+    leaves the log's one line alone."""
+    log = FileLog(workspace.parent, SESSION)
+    steps = [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    store, journal, waiting, _, _ = await answered(workspace, steps, logger=log.logger)
+    assert completions(log) == ["t-1"]
+    records = await journal.read(waiting.execution_id)
+    left = await left_by_a_stop(journal, waiting.execution_id, len(records) - 1)
+    parked = next(s for s in store.saved if open_calls(s.messages))
+    session, _, _ = await restarted(workspace, parked, left, log)
+    assert session.turn_count == 1
+    assert completions(log) == ["t-1"]
 
 
 async def test_stopped_after_the_save_before_the_end_mark(workspace: Path) -> None:

@@ -35,7 +35,10 @@
   results and replies the journal recorded but history lacks are put back, never re-run. When
   what was put back closes every round, the execution ended with the stop; if that completed
   its turn (its last reply is back), the turn is counted and saved as completed, as the save
-  the stop cut off would have.
+  the stop cut off would have, and the session log gets the turn's ``turn_completed`` line
+  unless it has it already (the stop came after the line, or a recovery whose save failed
+  wrote it): written before the save, as a turn's own is, it is in the log once however often
+  recovery runs.
 
 Settled executions are remembered in memory (`SETTLED_KEPT` of them) only to spare a journal
 read; a redelivered answer to an older one is judged from its journal, which holds everything.
@@ -101,7 +104,9 @@ from robotad.storage.journal import (
     ResponseRecord,
     StartedRecord,
 )
+from robotad.storage.log_replay import turn_completed_logged
 from robotad.storage.refusal import InputRejected
+from robotad.storage.session_log import LogSource
 
 __all__ = ["RecoverableExecutions", "uncertain_result_text"]
 
@@ -374,13 +379,15 @@ class RecoverableExecutions:
         self.pending = None
         self._settle(execution)
 
-    async def recover(self, journal: ExecutionJournal) -> None:
+    async def recover(self, journal: ExecutionJournal, log: LogSource | None = None) -> None:
         """Rebuild the pending execution, if any, from `journal` and the loaded history.
 
         Only an execution of this session (id, cwd, provider, model) whose journaled reply
         is the history's open round counts. What it journaled after that reply — results and
         replies the saved record missed — is put back in order, never produced again; if a
-        round is still open afterwards, the execution is pending."""
+        round is still open afterwards, the execution is pending. `log` is the session log as
+        it is on disk, read to tell whether a turn the put-back completed has its
+        ``turn_completed`` line already; without it the line is written unchecked."""
         history = self._conversation.messages
         if not open_calls(history) and not self._retention.enabled:
             return
@@ -400,18 +407,20 @@ class RecoverableExecutions:
                     continue
                 put_back = self._put_back(records, anchor)
                 if execution.state != "finished":
-                    self._recovered(execution, records)
+                    await self._recovered(execution, records, log)
                 if put_back:
                     await self._persist()
                 break
         pending = self.pending.execution_id if self.pending is not None else None
         await self._retention.prune(journal, executions, pending)
 
-    def _recovered(self, execution: Execution, records: Sequence[JournalRecord]) -> None:
+    async def _recovered(
+        self, execution: Execution, records: Sequence[JournalRecord], log: LogSource | None
+    ) -> None:
         """After the put-back: an execution whose round is still open is pending; one whose
         rounds all settled was cut off by the stop and ended, and when what was put back
         completed its turn (its last reply, G-084), that turn counts as completed, saved with
-        the put-back (the save that completed it never happened)."""
+        the put-back (the save that completed it never happened), and is logged as one."""
         if open_calls(self._conversation.messages):
             execution.state = "pending"
             execution.result = self._waiting(execution)
@@ -420,7 +429,27 @@ class RecoverableExecutions:
         execution.settle_from(records, self._round_cap)
         if execution.result is not None:
             self._completed()
+            await self._log_completion(execution.turn_id, log)
         self._settle(execution)
+
+    async def _log_completion(self, turn_id: str, log: LogSource | None) -> None:
+        """The ``turn_completed`` line of a turn recovery completed, as the turn would have
+        written it, unless `log` has it already; a log that cannot be read gets none (it
+        cannot be told whether the line is there, and writing to it would likely fail)."""
+        if log is not None:
+            try:
+                if await trio.to_thread.run_sync(turn_completed_logged, log, turn_id):
+                    return
+            except OSError as exc:
+                logger.warning(
+                    "cannot read the session log of %s to log turn %s completed: %s",
+                    self._session_id,
+                    turn_id,
+                    exc,
+                )
+                return
+        entry = log_events.TurnCompletedEntry(turn_id=turn_id, status="completed")
+        self._reporter.log("turn_completed", entry)
 
     def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
         """Append what was journaled after the anchor reply; True when anything was."""
