@@ -3,11 +3,12 @@
 `decode_config` (`robotad.config`) decodes the file against its Structs and adds what these
 find on the raw table, so one pass lists every problem of the file, one a path: a default
 provider that names nothing, a provider table without a name (``[providers.""]``, or one
-of spaces only), a base URL that is not http(s), a NUL in any string, malformed path
-patterns and rule patterns, hook tables the session layer would refuse, MCP server tables
-without a transport or with a bad name, relative sandbox roots. `toml_path` turns
-``$.providers["my box"].kind`` into the TOML spelling the message shows, and `in_toml_terms`
-puts a message in a TOML file's words, saying which keys an unknown key's table takes.
+of spaces only), an instruction file name of spaces only, a base URL that is not http(s), a
+NUL in any string, malformed path patterns and rule patterns, hook tables the session layer
+would refuse, MCP server tables without a transport or with a bad name, relative sandbox
+roots. `toml_path` turns ``$.providers["my box"].kind`` into the TOML spelling the message
+shows, and `in_toml_terms` puts a message in a TOML file's words, saying which keys an
+unknown key's table takes.
 """
 
 from __future__ import annotations
@@ -159,6 +160,11 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
             if isinstance(url, str) and url and not _URL.match(url):
                 where = join_path(join_path("$.providers", name), "base_url")
                 issues.append({"path": where, "message": "expected an http:// or https:// URL"})
+    instructions = raw.get("instructions")
+    files = instructions.get("files") if isinstance(instructions, dict) else None
+    for index, name in enumerate(files if isinstance(files, list) else []):
+        if isinstance(name, str) and not name.strip():
+            issues.append({"path": f"$.instructions.files[{index}]", "message": _NO_FILE_NAME})
     permissions = raw.get("permissions")
     reads = permissions.get("protected_reads") if isinstance(permissions, dict) else None
     if isinstance(reads, list) and all(isinstance(read, str) for read in reads):
@@ -201,6 +207,15 @@ _NO_NAME = (
     "a provider's name cannot be empty or only spaces: it is how default_provider, "
     "session/create (robotactl new --provider) and every session's info name the provider; "
     "give the table a name, such as [providers.local]"
+)
+
+
+#: Why an instruction file name must say something: it is looked for as a file of that name
+#: in every folder from the repository root to a session's cwd, and ``" "`` names no file anyone
+#: meant (an empty one is refused by its type, which says it must not be empty).
+_NO_FILE_NAME = (
+    "an instruction file name cannot be empty or only spaces: each is a file name looked for "
+    'in every folder from the repository root down to a session\'s cwd, such as "AGENTS.md"'
 )
 
 

@@ -32,3 +32,19 @@ def test_bad_values_are_refused_each_at_its_path(tmp_path: Path) -> None:
         load_config(path)
     paths = sorted(issue["path"] for issue in caught.value.issues)
     assert paths == ["defaults.max_rounds", "defaults.other", "instructions.files[0]"]
+
+
+@pytest.mark.parametrize("blank", [" ", "\t  "])
+def test_an_instruction_file_name_of_spaces_only_is_refused_at_its_index(
+    tmp_path: Path, blank: str
+) -> None:
+    """A name of spaces only was taken, and looked for as a file of that name in every folder
+    of every session; like a provider table of spaces only, it is a located error at start."""
+    path = tmp_path / "config.toml"
+    path.write_text(f'[instructions]\nfiles = ["AGENTS.md", "{blank}"]\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (issue,) = caught.value.issues
+    assert issue["path"] == "instructions.files[1]"
+    assert issue["message"].startswith("an instruction file name cannot be empty or only spaces")
+    assert "instructions.files[1]: an instruction file name" in str(caught.value)
