@@ -102,17 +102,90 @@ async def test_a_classifier_printing_without_end_denies_at_once(tmp_path: Path) 
     )
 
 
-async def test_a_classifiers_stderr_is_not_read(tmp_path: Path) -> None:
-    """The classifier's stderr is never read: it goes to /dev/null, so a chatty classifier
-    (5 MB of diagnostics) is neither stopped at the cap nor denied for it."""
-    answer = '{"decision": "allow"}'
-    command = f"head -c 5000000 /dev/zero >&2; echo {shlex.quote(answer)}"
-    classifier = CommandClassifier(command, time_limit=60)
+def failing_script(directory: Path, body: str) -> str:
+    """A classifier (a Python script) whose body is `body`: it fails as that makes it."""
+    script = directory / "failing.py"
+    script.write_text(f"import sys\n{body}")
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+async def classify(classifier: CommandClassifier, cwd: Path) -> ClassifierVerdict:
     with trio.fail_after(LIMIT):
-        verdict = await classifier.classify(
-            session_id="s1", cwd=tmp_path, tool_name="Bash", tool_input={"command": "ls"}
+        return await classifier.classify(
+            session_id="s1", cwd=cwd, tool_name="Bash", tool_input={"command": "ls"}
         )
+
+
+async def test_a_failed_classifiers_denial_ends_with_its_stderr(tmp_path: Path) -> None:
+    """G-120: a classifier that exits non-zero is denied in the same words as before, then
+    what it said on stderr, so a person can act on it: one line, its traceback's lines
+    joined, an escape sequence and a bidi override shown, not sent."""
+    body = (
+        "sys.stderr.write('Traceback (most recent call last):\\n')\n"
+        "sys.stderr.write('  File \"classify.py\", line 9\\n\\n')\n"
+        "sys.stderr.write('KeyError: \\x1b[2J\\u202eCLASSIFIER_KEY\\r\\n')\n"
+        "sys.exit(3)\n"
+    )
+    verdict = await classify(CommandClassifier(failing_script(tmp_path, body)), tmp_path)
+    assert verdict == ClassifierVerdict(
+        "deny",
+        "classifier exited 3; its stderr ended: Traceback (most recent call last): | "
+        'File "classify.py", line 9 | KeyError: <U+001B>[2J<U+202E>CLASSIFIER_KEY',
+    )
+
+
+async def test_a_classifier_printing_malformed_output_is_denied_with_its_stderr(
+    tmp_path: Path,
+) -> None:
+    """G-120: malformed output keeps its reason and gains the end of stderr, bytes that are
+    not UTF-8 replaced."""
+    body = "sys.stderr.buffer.write(b'model said: \\xff nope\\n')\nprint('not json')\n"
+    verdict = await classify(CommandClassifier(failing_script(tmp_path, body)), tmp_path)
+    assert verdict.decision == "deny"
+    assert verdict.reason.startswith("classifier printed malformed output: ")
+    assert verdict.reason.endswith("; its stderr ended: model said: \ufffd nope")
+
+
+async def test_a_timed_out_classifiers_denial_ends_with_its_stderr(tmp_path: Path) -> None:
+    """G-120: what a classifier said before it ran out of time is in its denial too."""
+    command = "echo waiting for the model server >&2; sleep 30"
+    verdict = await classify(CommandClassifier(command, time_limit=0.3), tmp_path)
+    assert verdict == ClassifierVerdict(
+        "deny", "classifier timed out after 0.3s; its stderr ended: waiting for the model server"
+    )
+
+
+async def test_a_denials_stderr_is_its_last_two_kib(tmp_path: Path) -> None:
+    """A classifier that printed 100 KB on stderr before failing is denied with the end of
+    it, where its error is: at most 2 KiB, marked as cut."""
+    body = "sys.stderr.write('noise ' * 20000 + '\\nthe real error\\n')\nsys.exit(1)\n"
+    verdict = await classify(CommandClassifier(failing_script(tmp_path, body)), tmp_path)
+    prefix = "classifier exited 1; its stderr ended: …"
+    assert verdict.reason.startswith(prefix)
+    assert verdict.reason.endswith("noise | the real error")
+    assert len(verdict.reason) - len(prefix) <= 2048
+
+
+async def test_a_classifier_that_answers_is_not_judged_by_its_stderr(tmp_path: Path) -> None:
+    """The stderr of a classifier that answered is read but not looked at: 500 KB of
+    diagnostics and an allow is an allow, with no stderr in its reason."""
+    answer = '{"decision": "allow"}'
+    command = f"head -c 500000 /dev/zero | tr '\\0' x >&2; echo {shlex.quote(answer)}"
+    verdict = await classify(CommandClassifier(command, time_limit=60), tmp_path)
     assert verdict == ClassifierVerdict("allow", "")
+
+
+async def test_a_classifier_printing_without_end_on_stderr_denies_at_once(tmp_path: Path) -> None:
+    """Decision 61: stderr is read now, so it is bounded as stdout is: past 1 MiB the
+    classifier is stopped at once and denied saying so. Its timeout is 60 s, far past the
+    test's bound."""
+    verdict = await classify(CommandClassifier("yes >&2", time_limit=60), tmp_path)
+    assert verdict.decision == "deny"
+    assert verdict.reason.startswith(
+        "classifier printed more than 1048576 bytes on stderr, more than robotad reads; "
+        "robotad stopped it (write long output to a file instead); its stderr ended: …"
+    )
+    assert verdict.reason.endswith("y | y | y")
 
 
 class ScriptedClassifier:

@@ -19,6 +19,7 @@ from robotad.tools import builtin_tools
 from tests.session.session_harness import (
     LIMIT,
     Events,
+    FileLog,
     MemoryStore,
     ShoutTool,
     new_session,
@@ -224,6 +225,39 @@ async def test_auto_mode_classifier(workspace: Path, tmp_path: Path) -> None:
     assert not loud_ok
     assert "too loud" in loud
     assert shout.runs == ["quiet"]
+
+
+async def test_a_failed_classifiers_stderr_reaches_the_denial_the_event_and_the_log(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """G-120: a classifier that fails (here it exits 2) denies the call, and its reason — in
+    the failed result the model gets, the ``permission_decided`` event and the session log's
+    ``permission_decision`` line (written, as every line, through the log's redaction) — ends
+    with what the classifier said on stderr, so a person can act on it."""
+    script = tmp_path / "classify.sh"
+    script.write_text("#!/bin/sh\necho 'no API key: set CLASSIFIER_KEY' >&2\nexit 2\n")
+    script.chmod(0o755)
+    shout, events, log = ShoutTool(), Events(), FileLog(tmp_path, "s-classifier")
+    session = new_session(
+        workspace,
+        scripted(shouts("hi")),
+        tools=[shout],
+        classifier=CommandClassifier(shlex.quote(str(script))),
+        permission_mode="auto",
+        event_sink=events,
+        logger=log.logger,
+        session_id="s-classifier",
+    )
+    with trio.fail_after(LIMIT):
+        await session.run("shout")
+    reason = "classifier exited 2; its stderr ended: no API key: set CLASSIFIER_KEY"
+    ((ok, content),) = results(session)
+    assert not ok
+    assert reason in content
+    assert shout.runs == []
+    assert [e["reason"] for e in events.of("permission_decided")] == [reason]
+    logged = [e.data for e in log.entries() if e.event == "permission_decision"]
+    assert [entry["reason"] for entry in logged] == [reason]
 
 
 async def test_auto_mode_ask_rule_goes_to_a_person(workspace: Path) -> None:

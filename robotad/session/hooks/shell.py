@@ -38,11 +38,13 @@ OUTPUT_LIMIT: Final = 1 << 20
 
 class ShellFailure(Exception):
     """The command could not be run to completion: spawn failure, timeout, or output past the
-    cap. `reason` says which, without the command text."""
+    cap. `reason` says which, without the command text; `stderr` is what the command printed
+    there before it was stopped, when the caller reads it (empty otherwise)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, stderr: bytes = b"") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.stderr = stderr
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +71,12 @@ async def run_shell_command(
     each output stream the caller reads (`read_stdout`, `read_stderr`); one it does not read
     goes to ``/dev/null``.
 
-    Raises `ShellFailure` when it cannot be spawned, when it prints more than `output_limit`
-    bytes on a stream that is read, or when it has not finished (exited and closed its output)
-    within `time_limit` seconds; then, and when the caller is cancelled, the process tree is
-    stopped and reaped before this returns. Past the cap nothing more is read: the command is
-    stopped at once. Cancellation propagates. A command that ended on its own has its tether
-    released: nothing of it outlives the call."""
+    Raises `ShellFailure` (with the stderr read so far) when it cannot be spawned, when it
+    prints more than `output_limit` bytes on a stream that is read, or when it has not finished
+    (exited and closed its output) within `time_limit` seconds; then, and when the caller is
+    cancelled, the process tree is stopped and reaped before this returns. Past the cap
+    nothing more is read: the command is stopped at once. Cancellation propagates. A command
+    that ended on its own has its tether released: nothing of it outlives the call."""
     try:
         process = await open_tethered_process(  # dies with robotad, whole group
             ["/bin/sh", "-c", command],
@@ -123,9 +125,9 @@ async def run_shell_command(
                         await pipe.aclose()
     for capture in (out, err):
         if capture.overflowed:
-            raise ShellFailure(_overflowed(capture, ended))
+            raise ShellFailure(_overflowed(capture, ended), stderr=err.data())
     if not finished:
-        raise ShellFailure(_timed_out(time_limit, ended))
+        raise ShellFailure(_timed_out(time_limit, ended), stderr=err.data())
     assert process.returncode is not None
     return ShellResult(process.returncode, out.data(), err.data())
 

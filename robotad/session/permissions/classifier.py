@@ -6,8 +6,11 @@ or wrote, so no file, web page or tool result can argue for its own call.
 `CommandClassifier` is the configured one (``[classifier] command``): ``/bin/sh -c`` in the
 session's cwd (G-103), those four fields as JSON on stdin, and
 ``{"decision": "allow"|"deny", "reason": …}`` on stdout. Whatever goes wrong — spawn failure,
-timeout, non-zero exit, output that is not that object, more than 1 MiB of it (the command is
-then stopped at once) — is a deny carrying the reason. Its stderr is not read (``/dev/null``).
+timeout, non-zero exit, output that is not that object, more than 1 MiB on stdout or stderr
+(the command is then stopped at once) — is a deny carrying the reason, followed by the end of
+what the command printed on stderr (`stderr_tail`: its last 2 KiB at most, one line, control
+characters shown as ``<U+001B>``), so the person reading the denial can see why it failed
+(decision 61). The stderr of a classifier that answered is not looked at.
 
 `AutoModeGate` is consulted only for calls the permission enforcer marked classifier-eligible
 (G-119). It counts the session's classifier denials in a row: after three, the next call that
@@ -18,6 +21,7 @@ the count starts again; a classifier allow resets it too.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
@@ -33,10 +37,13 @@ __all__ = [
     "ClassifierVerdict",
     "CommandClassifier",
     "GateDecision",
+    "stderr_tail",
 ]
 
 DEFAULT_TIMEOUT_S: Final = 60.0
 DENIALS_BEFORE_PERSON: Final = 3
+#: The most of a failed classifier's stderr its denial quotes: the end, where the error is.
+STDERR_TAIL_BYTES: Final = 2048
 
 
 class ClassifierVerdict(Struct, frozen=True):
@@ -81,21 +88,57 @@ class CommandClassifier:
                 cwd=cwd,
                 env=child_environment(cwd, None),
                 time_limit=self.time_limit,
-                read_stderr=False,
             )
         except ShellFailure as exc:
-            return ClassifierVerdict("deny", f"classifier {exc.reason}")
+            return _failed(f"classifier {exc.reason}", exc.stderr)
         except (TypeError, msgspec.EncodeError) as exc:
             return ClassifierVerdict("deny", f"classifier input could not be encoded: {exc}")
         if result.exit_code != 0:
-            return ClassifierVerdict("deny", f"classifier exited {result.exit_code}")
+            return _failed(f"classifier exited {result.exit_code}", result.stderr)
         try:
             answer = msgspec.json.decode(result.stdout.strip() or b"null", type=_Wire)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return ClassifierVerdict("deny", f"classifier printed malformed output: {exc}")
+            return _failed(f"classifier printed malformed output: {exc}", result.stderr)
         if answer.decision == "deny" and not answer.reason.strip():
             return ClassifierVerdict("deny", "denied by the classifier")
         return ClassifierVerdict(answer.decision, answer.reason)
+
+
+def _failed(reason: str, stderr: bytes) -> ClassifierVerdict:
+    """The deny of a classifier that failed: `reason`, then the end of its stderr, if any."""
+    tail = stderr_tail(stderr)
+    return ClassifierVerdict("deny", f"{reason}; its stderr ended: {tail}" if tail else reason)
+
+
+#: Characters a reason never carries as they are: they steer a terminal (an escape sequence, a
+#: carriage return) or reorder the text around them (bidi controls).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: The bytes that continue a UTF-8 character: a tail starting with them starts mid-character.
+_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+def stderr_tail(data: bytes, limit: int = STDERR_TAIL_BYTES) -> str:
+    """The end of a command's stderr as one safe line of at most `limit` characters (``…``
+    first when there was more): its last `limit` bytes, decoded with undecodable bytes
+    replaced, each line stripped and the blank ones dropped, joined by `` | ``, tabs as
+    spaces and every other control character and bidi control shown as ``<U+001B>``. Empty
+    when it printed nothing to read."""
+    cut = len(data) > limit
+    if cut:  # a character split by the cut is no character: start at the next one
+        data = data[-limit:].lstrip(_CONTINUATION)
+    lines = (line.strip() for line in data.decode("utf-8", errors="replace").splitlines())
+    text = " | ".join(line for line in lines if line).replace("\t", " ")
+    shown: list[str] = []  # from the end, as many as fit
+    size = 0
+    for char in reversed(text):
+        piece = f"<U+{ord(char):04X}>" if _UNSAFE.match(char) else char
+        if size + len(piece) > limit:
+            cut = True
+            break
+        shown.append(piece)
+        size += len(piece)
+    tail = "".join(reversed(shown))
+    return f"…{tail}" if cut and tail else tail
 
 
 class GateDecision(Struct, frozen=True):
