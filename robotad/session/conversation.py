@@ -7,8 +7,9 @@ before history changes (G-096, G-097): while a `CommitBarrier` is installed, its
 Compaction's summary goes through `apply_compaction` with ``before_compaction`` the same way.
 
 Each change is written to the session log as a ``history_mutation`` (so a replay rebuilds this
-history, G-145), and each tool message as a ``tool_result``. The context tracker measures this
-history; `state` gives the current `ContextState`.
+history, G-145), and each tool message as a ``tool_result`` — once: a message recovery puts
+back that the log holds already is appended with ``logged`` and not written again. The
+context tracker measures this history; `state` gives the current `ContextState`.
 
 `revision` counts the changes; the session marks the revision its last successful save held
 (`mark_saved`), so `saved` says whether the stored record holds this history exactly.
@@ -85,11 +86,15 @@ class Conversation:
             await self.barrier.before_append(message)
         self.append(message)
 
-    def append(self, message: Message) -> None:
+    def append(self, message: Message, *, logged: bool = False) -> None:
         """Append without a barrier (a user message before a journaled execution starts, an
-        injected message)."""
+        injected message, one recovery puts back). `logged`: the session log holds this
+        change already (a stopped process, or an earlier recovery, wrote it), so nothing is
+        written to it again."""
         self.messages.append(message)
         self.revision += 1
+        if logged:
+            return
         self._reporter.log(
             "history_mutation", log_events.HistoryMutationEntry(op="append", messages=[message])
         )

@@ -4,7 +4,8 @@
 - `store` — `FileSessionStore`: ``sessions/<id>.json``, atomic, durable, owner-only.
 - `artifact` — export/import envelope (`export_artifact`, `import_artifact`, `redact_sensitive`).
 - `scrub` — the one definition of sensitive keys (`is_sensitive_key`, `scrub_sensitive_keys`).
-- `session_log`, `log_events`, `sidecars`, `log_files`, `log_replay` — the JSONL session log.
+- `session_log`, `log_events`, `sidecars`, `log_files`, `log_replay`, `log_readback` — the JSONL
+  session log.
 - `prompt_history` — ``prompt-history.jsonl`` and its backwards search.
 - `spill` — `SpillStore` for oversized tool results.
 - `journal`, `journal_records`, `journal_folder` — the durable execution journal, its records

@@ -20,8 +20,7 @@ matching — or the request cannot be rebuilt and that is a problem too (G-144).
 lists the first `PROBLEMS_LISTED` problems, each cut to a bounded length, and then how many
 more there are (architecture decision 49).
 
-`validate_log`, `cut_off` and `turn_completed_logged` (whether a turn's completion is in the
-log) read the log as it is decoded (`decode_each`): each line is
+`validate_log` and `cut_off` read the log as it is decoded (`decode_each`): each line is
 checked and let go, and what stays is what the check needs — the history the mutations
 rebuild, the ids of requests and calls open and closed, and the problems a report lists (those
 past `PROBLEMS_LISTED` are only counted). ``session/log`` held the file, its lines and every
@@ -58,7 +57,6 @@ __all__ = [
     "cut_off",
     "replay_history",
     "replay_log",
-    "turn_completed_logged",
     "validate_log",
 ]
 
@@ -300,22 +298,6 @@ def cut_off(source: LogSource) -> CutOff:
             openings.see(line, decoded)
     compaction = openings.compaction[1] if openings.compaction is not None else None
     return CutOff(list(openings.open_requests()), list(openings.open_calls()), compaction)
-
-
-def turn_completed_logged(source: LogSource, turn_id: str) -> bool:
-    """Whether `source` has the ``turn_completed`` line of turn `turn_id` completed (not the
-    "waiting" one of its park): a turn's completion is logged once, whoever writes it
-    (recovery looks before writing the one a stop cut off). Read line by line, as `cut_off`
-    reads; undecodable lines are skipped, and `OSError` comes from the read."""
-    for _, decoded in decode_each(source, resolve_sidecars=False):
-        if (
-            isinstance(decoded, LogEntry)
-            and decoded.event == "turn_completed"
-            and decoded.data.get("turnId") == turn_id
-            and decoded.data.get("status") == "completed"
-        ):
-            return True
-    return False
 
 
 class _Coverage:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ import pytest
 import trio
 
 from protocol.errors import EffectUncertain, RpcError, SessionBusy, StaleResponse
+from robotad.storage.log_files import FileLogSource
+from robotad.storage.log_replay import replay_log
 from tests.daemon_helpers import (
     IO_TIMEOUT,
     PROCESS_TIMEOUT,
@@ -358,6 +361,86 @@ def completed_in_log(home: DaemonHome, session_id: str) -> list[str]:
         for entry in entries
         if entry["event"] == "turn_completed" and entry["data"]["status"] == "completed"
     ]
+
+
+def log_lines(home: DaemonHome, session_id: str) -> list[dict[str, Any]]:
+    text = (home.state_dir / "logs" / f"{session_id}.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def appended_in_log(home: DaemonHome, session_id: str) -> list[str]:
+    """The ids of the messages the session log's ``history_mutation`` appends added."""
+    return [
+        message["id"]
+        for entry in log_lines(home, session_id)
+        if entry["event"] == "history_mutation" and entry["data"]["op"] == "append"
+        for message in entry["data"]["messages"]
+    ]
+
+
+def replayed(home: DaemonHome, session_id: str) -> list[str]:
+    """The ids of the history the session log replays to (G-145)."""
+    source = FileLogSource.for_session(home.state_dir / "logs", session_id)
+    return [message.id for message in replay_log(source)]
+
+
+async def test_a_recovery_cut_off_in_its_save_logs_nothing_twice(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """G-145, G-084: SIGKILL once the resumed turn's last reply was journaled and logged,
+    before its record was saved; the next daemon's recovery puts the tool result and the
+    reply back and is stopped in its save (the record and journal as the kill left them, the
+    log holding what that recovery wrote before the save); a third daemon recovers again.
+    Each recovery logs only what the log lacks — here just the ``turn_completed`` line — so
+    the log replays to the history the recovery made, each message is appended once and its
+    result logged once, and ``session/log`` calls it complete. Each recovery logged the
+    put-back again: the log replayed the result and the reply twice, and appended them three
+    times."""
+    held = tmp_path / "held.pid"
+    home = DaemonHome(tmp_path_factory.mktemp("recovered-twice"))
+    home.write_config(HOLD_THE_SECOND_REPLY)
+    with orphan_reaped(held), running_daemon(home) as first:
+        with trio.fail_after(IO_TIMEOUT):
+            async with connect(first) as client:
+                session_id, waiting = await park(
+                    client, tmp_path, {"toolCalls": [bash("echo x")]}, {"text": "done"}
+                )
+                (request,) = waiting["requests"]
+                params = resume_params(
+                    session_id, waiting["executionId"], answer(request, "r1", approved=True)
+                )
+                await sigkill_while_a_command_runs(first, client, "session/resume", params, held)
+    home.write_config("")
+    record, journal = home.record_path(session_id), home.state_dir / "journal" / session_id
+    kept_record, kept_journal = record.read_bytes(), tmp_path / "journal-kept"
+    shutil.copytree(journal, kept_journal)
+    before = len(log_lines(home, session_id))
+    async with connected(home) as client:  # the recovery whose save the test undoes
+        made = [m["id"] for m in await history(client, session_id)]
+    assert len(made) == 4
+    lines = log_lines(home, session_id)
+    (end,) = [  # recovery's last line before its save: a kill during the save keeps this far
+        i for i, entry in enumerate(lines) if i >= before and entry["event"] == "turn_completed"
+    ]
+    path = home.state_dir / "logs" / f"{session_id}.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[: end + 1]))
+    record.write_bytes(kept_record)
+    shutil.rmtree(journal)
+    shutil.copytree(kept_journal, journal)
+    assert replayed(home, session_id) == made
+    assert appended_in_log(home, session_id) == made
+    async with connected(home) as client:
+        messages = [m["id"] for m in await history(client, session_id)]
+        report = await client.call("session/log", {"sessionId": session_id})
+        info = await client.call("session/get", {"sessionId": session_id})
+    assert messages == made
+    assert replayed(home, session_id) == made
+    assert appended_in_log(home, session_id) == made
+    assert report["complete"], report["problems"]
+    assert completed_in_log(home, session_id) == [waiting["turnId"]]
+    results = [e for e in log_lines(home, session_id) if e["event"] == "tool_result"]
+    assert [e["data"]["tool"] for e in results] == ["Bash"]
+    assert (info["pending"], info["turnCount"]) == (None, 1)
 
 
 async def test_an_answer_cut_off_before_the_end_mark_gets_its_result(

@@ -25,6 +25,8 @@ from robotad.session.ports import SessionSnapshot
 from robotad.session.session import Session
 from robotad.storage.journal import FinishedRecord, ReplyRecord
 from robotad.storage.log_files import FileLogSource
+from robotad.storage.log_replay import replay_log
+from robotad.storage.session_log import LogEntry
 from robotad.tools import builtin_tools
 from tests.journal_fakes import MemoryJournal
 from tests.session.session_harness import (
@@ -196,6 +198,75 @@ async def test_a_turn_logged_completed_before_the_stop_is_not_logged_again(
     session, _, _ = await restarted(workspace, parked, left, log)
     assert session.turn_count == 1
     assert completions(log) == ["t-1"]
+
+
+def appended(log: FileLog) -> list[str]:
+    """The ids of the messages the log's ``history_mutation`` appends added, in order."""
+    return [
+        message["id"]
+        for entry in log.entries()
+        if entry.event == "history_mutation" and entry.data["op"] == "append"
+        for message in entry.data["messages"]
+    ]
+
+
+def stopped_before(log: FileLog, stop: str) -> None:
+    """Leave the log of `answered`'s turn as a stop before `stop` leaves it: the lines before
+    the result's ``history_mutation``, the last reply's, or the ``turn_completed`` line."""
+    entries = log.entries()
+
+    def adds(entry: LogEntry, role: str) -> bool:
+        return entry.event == "history_mutation" and entry.data["messages"][-1]["role"] == role
+
+    lines = {
+        "result": [i for i, e in enumerate(entries) if adds(e, "tool")],
+        "reply": [i for i, e in enumerate(entries) if adds(e, "assistant")][-1:],
+        "completion": [
+            i
+            for i, e in enumerate(entries)
+            if e.event == "turn_completed" and e.data["status"] == "completed"
+        ],
+    }
+    (end,) = lines[stop]
+    kept = log.path.read_bytes().splitlines(keepends=True)[:end]
+    log.path.write_bytes(b"".join(kept))
+
+
+@pytest.mark.parametrize(
+    ("stop", "journaled", "roles", "completed"),
+    [
+        ("result", "effect_finished", ["user", "assistant", "tool"], []),
+        ("reply", "reply", ["user", "assistant", "tool", "assistant"], ["t-1"]),
+        ("completion", "reply", ["user", "assistant", "tool", "assistant"], ["t-1"]),
+    ],
+)
+async def test_the_log_replays_to_the_history_after_every_restart(
+    workspace: Path, stop: str, journaled: str, roles: list[str], completed: list[str]
+) -> None:
+    """G-145, G-084: stopped once the journal had the turn's tool result (`journaled` is its
+    last record) and before the log had it, once the journal had the last reply and before
+    the log had it, or once the log had both, before the ``turn_completed`` line. A restart
+    puts back what the journal holds and logs only what the log lacks: the log replays to
+    the history the restart made, each message appended once — after one restart and after
+    a second from the same record and journal (the first one's save refused, or cut off by
+    another stop). It logged the put-back again on each restart: six messages replayed
+    where the session holds four, eight after the second."""
+    log = FileLog(workspace.parent, SESSION)
+    steps = [{"toolCalls": [write_call()]}, {"text": "wrote"}]
+    store, journal, waiting, _, _ = await answered(workspace, steps, logger=log.logger)
+    stopped_before(log, stop)
+    records = await journal.read(waiting.execution_id)
+    written = max(i for i, kind in enumerate(kinds(records)) if kind == journaled) + 1
+    left = await left_by_a_stop(journal, waiting.execution_id, written)
+    parked = next(s for s in store.saved if open_calls(s.messages))
+    for _ in range(2):
+        session, provider, _ = await restarted(workspace, parked, left, log)
+        history = session.get_history()
+        assert [m.role for m in history] == roles
+        assert replay_log(FileLogSource(log.path)) == history
+        assert appended(log) == [m.id for m in history]
+        assert completions(log) == completed
+        assert provider.requests == []
 
 
 async def test_stopped_after_the_save_before_the_end_mark(workspace: Path) -> None:

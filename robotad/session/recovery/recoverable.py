@@ -35,10 +35,12 @@
   results and replies the journal recorded but history lacks are put back, never re-run. When
   what was put back closes every round, the execution ended with the stop; if that completed
   its turn (its last reply is back), the turn is counted and saved as completed, as the save
-  the stop cut off would have, and the session log gets the turn's ``turn_completed`` line
-  unless it has it already (the stop came after the line, or a recovery whose save failed
-  wrote it): written before the save, as a turn's own is, it is in the log once however often
-  recovery runs.
+  the stop cut off would have. The session log, read back once (`log_readback`), gets what
+  it lacks of the put-back — each message's ``history_mutation`` (and a result's
+  ``tool_result``), the turn's ``turn_completed`` line — and nothing it has already (the stop
+  came after the turn logged it, or a recovery whose save failed wrote it): written before
+  the save, as a turn's own lines are, each is in the log once however often recovery runs,
+  so the log replays to the history recovery made (G-145).
 
 Settled executions are remembered in memory (`SETTLED_KEPT` of them) only to spare a journal
 read; a redelivered answer to an older one is judged from its journal, which holds everything.
@@ -104,7 +106,7 @@ from robotad.storage.journal import (
     ResponseRecord,
     StartedRecord,
 )
-from robotad.storage.log_replay import turn_completed_logged
+from robotad.storage.log_readback import AlreadyLogged, logged_already
 from robotad.storage.refusal import InputRejected
 from robotad.storage.session_log import LogSource
 
@@ -386,8 +388,9 @@ class RecoverableExecutions:
         is the history's open round counts. What it journaled after that reply — results and
         replies the saved record missed — is put back in order, never produced again; if a
         round is still open afterwards, the execution is pending. `log` is the session log as
-        it is on disk, read to tell whether a turn the put-back completed has its
-        ``turn_completed`` line already; without it the line is written unchecked."""
+        it is on disk, read to tell which of the put-back's lines (its messages, the
+        ``turn_completed`` of a turn it completes) it has already; without it they are all
+        written unchecked."""
         history = self._conversation.messages
         if not open_calls(history) and not self._retention.enabled:
             return
@@ -405,22 +408,30 @@ class RecoverableExecutions:
                     continue
                 if not self._ours(execution.started):
                     continue
-                put_back = self._put_back(records, anchor)
+                put_back = journaled_after(records, anchor)
+                logged = await self._read_back(log, execution.turn_id, put_back)
+                for message in put_back:
+                    self._conversation.append(message, logged=message.id in logged.messages)
                 if execution.state != "finished":
-                    await self._recovered(execution, records, log)
+                    self._recovered(execution, records, completion_logged=logged.completed)
                 if put_back:
                     await self._persist()
                 break
         pending = self.pending.execution_id if self.pending is not None else None
         await self._retention.prune(journal, executions, pending)
 
-    async def _recovered(
-        self, execution: Execution, records: Sequence[JournalRecord], log: LogSource | None
+    def _recovered(
+        self,
+        execution: Execution,
+        records: Sequence[JournalRecord],
+        *,
+        completion_logged: bool,
     ) -> None:
         """After the put-back: an execution whose round is still open is pending; one whose
         rounds all settled was cut off by the stop and ended, and when what was put back
         completed its turn (its last reply, G-084), that turn counts as completed, saved with
-        the put-back (the save that completed it never happened), and is logged as one."""
+        the put-back (the save that completed it never happened), and is logged as one
+        unless the log says so already (`completion_logged`)."""
         if open_calls(self._conversation.messages):
             execution.state = "pending"
             execution.result = self._waiting(execution)
@@ -429,34 +440,33 @@ class RecoverableExecutions:
         execution.settle_from(records, self._round_cap)
         if execution.result is not None:
             self._completed()
-            await self._log_completion(execution.turn_id, log)
+            if not completion_logged:
+                entry = log_events.TurnCompletedEntry(turn_id=execution.turn_id, status="completed")
+                self._reporter.log("turn_completed", entry)
         self._settle(execution)
 
-    async def _log_completion(self, turn_id: str, log: LogSource | None) -> None:
-        """The ``turn_completed`` line of a turn recovery completed, as the turn would have
-        written it, unless `log` has it already; a log that cannot be read gets none (it
-        cannot be told whether the line is there, and writing to it would likely fail)."""
-        if log is not None:
-            try:
-                if await trio.to_thread.run_sync(turn_completed_logged, log, turn_id):
-                    return
-            except OSError as exc:
-                logger.warning(
-                    "cannot read the session log of %s to log turn %s completed: %s",
-                    self._session_id,
-                    turn_id,
-                    exc,
-                )
-                return
-        entry = log_events.TurnCompletedEntry(turn_id=turn_id, status="completed")
-        self._reporter.log("turn_completed", entry)
-
-    def _put_back(self, records: Sequence[JournalRecord], anchor: str) -> bool:
-        """Append what was journaled after the anchor reply; True when anything was."""
-        messages = journaled_after(records, anchor)
-        for message in messages:
-            self._conversation.append(message)
-        return bool(messages)
+    async def _read_back(
+        self, log: LogSource | None, turn_id: str, put_back: Sequence[Message]
+    ) -> AlreadyLogged:
+        """What `log` holds already of the lines a put-back of `put_back` writes: those
+        messages' ``history_mutation`` lines and the ``turn_completed`` line of turn
+        `turn_id` (one read serves both; none when nothing is put back, as then the round
+        stays open and nothing is written). Without `log` nothing is checked and every line
+        is written; a log that cannot be read gets none of them (it cannot be told which are
+        there, and writing to it would likely fail)."""
+        if log is None or not put_back:
+            return AlreadyLogged(frozenset(), completed=False)
+        ids = [message.id for message in put_back]
+        try:
+            return await trio.to_thread.run_sync(logged_already, log, turn_id, ids)
+        except OSError as exc:
+            logger.warning(
+                "cannot read the session log of %s to put back turn %s: %s",
+                self._session_id,
+                turn_id,
+                exc,
+            )
+            return AlreadyLogged(frozenset(ids), completed=True)
 
     # -- the shared drive ---------------------------------------------------------------------
 
