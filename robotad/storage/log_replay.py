@@ -121,7 +121,8 @@ def validate_log(source: LogSource, history_ids: Sequence[str] | None = None) ->
     """Decode every line and check coverage; a read failure is a problem, not an exception.
     With `history_ids` (the session's messages, in order), a log whose history mutations do
     not rebuild those messages (first) is incomplete too (G-145): a log removed, emptied or
-    cut short is never called complete for a session that holds more. A log with a bad line
+    cut short is never called complete for a session that holds more, nor one that, past
+    them, tells a message a second time (`_repeated`). A log with a bad line
     is reported by its bad lines alone. Read line by line (module doc)."""
     entries = 0
     bad = _Listing()
@@ -195,10 +196,11 @@ def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogPro
     """A problem when the replayed `history` does not begin with the session's messages
     `history_ids`. A log that tells more is no gap in the log: a turn logged while it was
     read, or one a crash cut off before its record was saved (loading the session puts the
-    record right)."""
+    record right) — unless what it tells more repeats a message it told already (`_repeated`).
+    """
     rebuilt = [message.id for message in history]
     if rebuilt[: len(history_ids)] == list(history_ids):
-        return []
+        return _repeated(rebuilt, len(history_ids))
     same = next(
         (i for i, (a, b) in enumerate(zip(rebuilt, history_ids, strict=False)) if a != b),
         min(len(rebuilt), len(history_ids)),
@@ -210,6 +212,23 @@ def _rebuilds(history: list[Message], history_ids: Sequence[str]) -> list[LogPro
         what = f"the log rebuilds {len(rebuilt)}, the first {same} of them as the session has them"
     noun = "message" if total == 1 else "messages"
     return [LogProblem(message=f"the session holds {total} {noun}; {what}")]
+
+
+def _repeated(rebuilt: list[str], held: int) -> list[LogProblem]:
+    """A problem when a message the log rebuilds past the session's `held` ones has the id
+    of one before it: every message robotad adds is new, so that one was logged twice (a
+    recovery putting back what the log had already, architecture decision 57), and the log
+    claims it happened twice. The session's own messages are not judged: a stored record
+    loads as it is."""
+    seen = set(rebuilt[:held])
+    for position, message_id in enumerate(rebuilt[held:], start=held + 1):
+        if message_id in seen:
+            told = f"its message {position} is message {rebuilt.index(message_id) + 1} again"
+            noun = "message" if held == 1 else "messages"
+            what = f"the log rebuilds {len(rebuilt)}; {told} (id {message_id!r}), logged twice"
+            return [LogProblem(message=f"the session holds {held} {noun}; {what}")]
+        seen.add(message_id)
+    return []
 
 
 class _Openings:

@@ -393,9 +393,9 @@ async def test_a_recovery_cut_off_in_its_save_logs_nothing_twice(
     log holding what that recovery wrote before the save); a third daemon recovers again.
     Each recovery logs only what the log lacks — here just the ``turn_completed`` line — so
     the log replays to the history the recovery made, each message is appended once and its
-    result logged once, and ``session/log`` calls it complete. Each recovery logged the
-    put-back again: the log replayed the result and the reply twice, and appended them three
-    times."""
+    result logged once, and ``session/log`` calls it complete, before the third daemon loads
+    the session (against its record) and after. Each recovery logged the put-back again: the
+    log replayed the result and the reply twice, and appended them three times."""
     held = tmp_path / "held.pid"
     home = DaemonHome(tmp_path_factory.mktemp("recovered-twice"))
     home.write_config(HOLD_THE_SECOND_REPLY)
@@ -430,9 +430,14 @@ async def test_a_recovery_cut_off_in_its_save_logs_nothing_twice(
     assert replayed(home, session_id) == made
     assert appended_in_log(home, session_id) == made
     async with connected(home) as client:
+        unloaded = await client.call("session/log", {"sessionId": session_id})
         messages = [m["id"] for m in await history(client, session_id)]
         report = await client.call("session/log", {"sessionId": session_id})
         info = await client.call("session/get", {"sessionId": session_id})
+    # Checked against the record, two messages: telling two more is no gap, telling the
+    # result and the reply again is (the log said "the log rebuilds 6; its message 5 is
+    # message 3 again").
+    assert unloaded["complete"], unloaded["problems"]
     assert messages == made
     assert replayed(home, session_id) == made
     assert appended_in_log(home, session_id) == made

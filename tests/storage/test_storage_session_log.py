@@ -365,6 +365,31 @@ def test_a_log_that_does_not_rebuild_the_sessions_messages_is_incomplete(logs: P
     assert validate_log(_source(logs), ["m-0", "m-1"]).complete is True
 
 
+def test_a_log_that_tells_a_message_twice_is_incomplete(logs: Path) -> None:
+    """G-145: a log that, past the session's messages, tells one of them again (a recovery
+    logging a put-back the log had already: architecture decision 57) claims it happened
+    twice, and is incomplete; telling new messages past them is still no gap."""
+    first, second, third = (Message(f"m-{i}", "user", "x", "complete", T0) for i in range(3))
+    logger = _logger(logs)
+    logger.log("history_mutation", {"op": "append", "messages": [first, second, third]})
+    assert validate_log(_source(logs), ["m-0"]).complete is True
+    logger.log("history_mutation", {"op": "append", "messages": [second]})
+    for held in (["m-0"], ["m-0", "m-1", "m-2"]):
+        report = validate_log(_source(logs), held)
+        assert report.complete is False
+        noun = "message" if len(held) == 1 else "messages"
+        assert report.problems == [
+            {
+                "message": f"the session holds {len(held)} {noun}; the log rebuilds 4; its "
+                "message 4 is message 2 again (id 'm-1'), logged twice"
+            }
+        ]
+    assert validate_log(_source(logs)).complete is True  # no ids: no comparison to make
+    # A replace (a load's, a compaction's) starts the history again: nothing is told twice.
+    logger.log("history_mutation", {"op": "replace", "messages": [first, second]})
+    assert validate_log(_source(logs), ["m-0"]).complete is True
+
+
 def test_unreadable_logs_raise_and_are_reported(logs: Path) -> None:
     """G-161: a log that cannot be read is not an empty log."""
     log_paths(logs, SID)[0].mkdir(parents=True)
