@@ -12,7 +12,9 @@ Failures are translated here, once: `ServerFailed` with a reason that names what
 JSON-RPC on stdout…``, ``HTTP 401 Unauthorized…``), never an exception group of SDK internals.
 The SDK answers an HTTP server's refusal with a stand-in ("Server returned an error
 response"); robotad's HTTP client notes the status it saw (`_HttpRefusals`) so the reason
-names it, and for 401 and 403 says what to set.
+names it, and for 401 and 403 says what to set. A server's own error answer is its call's
+failure, quoting it, even under the code the SDK also uses for a closed connection (-32000,
+JSON-RPC's first server error): only a connection that did end is taken down (decision 65).
 
 An HTTP server's answers are held to `robotad.http_bounds` (decision 39): a JSON answer, an
 event or a line past 16 MiB, or a compressed answer, fails the one call it answered, saying
@@ -63,6 +65,11 @@ class ServerFailed(Exception):
 
 #: The SDK's message for an HTTP status it does not pass on (mcp 2.3's streamable-HTTP client).
 _STAND_IN: Final = "Server returned an error response"
+#: What the SDK says, under ``CONNECTION_CLOSED``, when its connection ended (mcp 2.3's
+#: dispatcher), and how its streamable-HTTP client starts what it says of a request whose
+#: answer can no longer come (its event stream broke or ended, a 202 answered it).
+_SDK_CLOSED: Final = "Connection closed"
+_SDK_ABANDONED: Final = ("SSE stream ", "server answered a request with 202 Accepted")
 
 
 class _AnswerRefused(httpx2.SSEError, httpx2.StreamError):
@@ -178,10 +185,22 @@ class Connection:
             return refusal
         if exc.code == types.REQUEST_TIMEOUT:
             return _timed_out(timeout)
-        if exc.code == types.CONNECTION_CLOSED:
+        if exc.code == types.CONNECTION_CLOSED and self._ended(exc):
             self._lost.set()
             return self.failure or "the connection to the server closed"
         return f"error {exc.code}: {exc.message}"
+
+    def _ended(self, exc: MCPError) -> bool:
+        """Whether `exc`, of the SDK's code for a closed connection, says the connection
+        ended. The code is also JSON-RPC's first implementation-defined server error, which
+        servers answer a call with (``-32000: the index is offline``): that answer fails its
+        call alone, and the server, ready, serves on (decision 65). A stdio channel knows
+        whether the server's side ended; over HTTP, the SDK's own words tell."""
+        if exc.message == _SDK_CLOSED:
+            return True
+        if self.channel is not None:
+            return self.channel.closed.is_set()
+        return exc.message.startswith(_SDK_ABANDONED)
 
 
 @asynccontextmanager

@@ -1,0 +1,138 @@
+"""What an MCP server answers, lists and prints, as robotad passes it on (decision 65).
+
+Against tiny stdio servers written here (raw JSON-RPC, so they can answer as real servers of
+other SDKs do) and the loopback streamable-HTTP server of `tests.mcp.http_servers`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from robotad.agent.tool import ToolContext, ToolResult
+from robotad.mcp.config import McpServerConfig
+from robotad.mcp.hub import McpHub
+
+from .http_servers import Answer, serve_mcp
+
+#: The opening of a raw stdio server: `send(message)` writes one JSON-RPC message, and
+#: `serve(on_call, tools)` answers the handshake and passes each ``tools/call`` to `on_call`.
+RAW_SERVER = """
+import json, sys
+
+
+def send(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+
+
+def serve(on_call, tools):
+    for line in sys.stdin:
+        message = json.loads(line)
+        mid, method = message.get("id"), message.get("method")
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "1"},
+            }
+            send({"id": mid, "result": result})
+        elif method == "tools/list":
+            send({"id": mid, "result": {"tools": tools}})
+        elif method == "tools/call":
+            on_call(mid, message["params"]["name"])
+        elif mid is not None:
+            send({"id": mid, "result": {}})
+"""
+
+NO_ARGUMENTS = {"type": "object", "properties": {}}
+
+#: `fail` is answered with JSON-RPC error -32000 (the SDK's code for a closed connection, and
+#: JSON-RPC's first server error). The first `fail` is held until a `slow` call is in flight
+#: too; then the error goes out first and the answer to `slow` after it.
+ERRING_SERVER = (
+    RAW_SERVER
+    + f"""
+held = {{}}
+paired = []
+
+
+def on_call(mid, name):
+    held[name] = mid
+    if "fail" not in held or ("slow" not in held and not paired):
+        return
+    error = {{"code": -32000, "message": "the index is offline"}}
+    send({{"id": held.pop("fail"), "error": error}})
+    if "slow" in held:
+        text = {{"type": "text", "text": "slow answered"}}
+        send({{"id": held.pop("slow"), "result": {{"content": [text]}}}})
+        paired.append(True)
+
+
+serve(on_call, [{{"name": "fail", "inputSchema": {NO_ARGUMENTS}}},
+                {{"name": "slow", "inputSchema": {NO_ARGUMENTS}}}])
+"""
+)
+
+
+async def run_tool(hub: McpHub, name: str, cwd: Path) -> ToolResult:
+    """A call of the tool `name` (``mcp__SERVER__TOOL``) as a session makes it."""
+    tools = {tool.name: tool for tool in await hub.for_session("s", []).tools()}
+    return await tools[name].run({}, ToolContext(cwd=cwd, session_id="s"))
+
+
+async def test_a_servers_own_error_32000_fails_its_call_alone(tmp_path: Path) -> None:
+    """-32000 is the SDK's code for a connection that closed, and JSON-RPC's first server
+    error, which servers answer a call with. Such an answer read as "the connection to the
+    server closed": the server's words were lost, and the ready server was taken down and
+    started again, failing the calls in flight on it (other sessions' too)."""
+    script = tmp_path / "erring.py"
+    script.write_text(ERRING_SERVER)
+    hub = McpHub({"erring": McpServerConfig(command=sys.executable, args=[str(script)])})
+    results: dict[str, ToolResult] = {}
+
+    async def call(name: str) -> None:
+        results[name] = await run_tool(hub, f"mcp__erring__{name}", tmp_path)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            (server,) = hub.daemon_servers()
+            await server.ready()
+            pid = server.pid
+            async with trio.open_nursery() as calls:
+                calls.start_soon(call, "slow")
+                calls.start_soon(call, "fail")
+            assert (
+                results["fail"].content == "MCP server erring: error -32000: the index is offline"
+            )
+            assert not results["fail"].ok
+            assert results["slow"].ok, results["slow"].content
+            assert results["slow"].content == "slow answered"
+            again = await run_tool(hub, "mcp__erring__fail", tmp_path)
+            assert again.content == results["fail"].content
+            assert (server.status, server.pid, server.error) == ("ready", pid, None)
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_http_servers_own_error_32000_fails_its_call_alone(tmp_path: Path) -> None:
+    """The same answer from a streamable-HTTP server: the call fails with the server's words,
+    and the connection serves on."""
+    error = b'{"jsonrpc": "2.0", "id": {id}, "error": {"code": -32000, "message": "no quota"}}'
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            web = await serve_mcp(nursery, Answer([error]))
+            hub = McpHub({"web": McpServerConfig(url=web.url)})
+            await nursery.start(hub.run)
+            first = await run_tool(hub, "mcp__web__big", tmp_path)
+            (server,) = hub.daemon_servers()
+            await trio.testing.wait_all_tasks_blocked()
+            assert (server.status, server.error) == ("ready", None)
+            second = await run_tool(hub, "mcp__web__big", tmp_path)
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    assert first.content == second.content == "MCP server web: error -32000: no quota"
+    assert len(web.call_headers) == 2
