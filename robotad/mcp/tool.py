@@ -6,6 +6,9 @@ person is asked in ``default`` mode). Permission rules, modes, hooks, the classi
 approvals and the spill threshold therefore apply unchanged — the session's gate decides
 before `run` is ever called.
 
+The schema is the server's, with one repair: an object schema without ``properties`` gets an
+empty one (`offered_schema`), since OpenAI refuses the request that offers it (decision 66).
+
 Arguments are passed through as the model gave them (an object); checking them against the
 schema is the server's job, and it answers a bad call with ``isError``. `run` never raises for
 a server problem: an unavailable server, a timeout or a crash is a failed result naming the
@@ -22,7 +25,7 @@ from robotad.mcp.results import failed_result, tool_result
 from robotad.mcp.server import McpServer, ServerUnavailable, ToolInfo
 from robotad.storage.spill import SpillStore
 
-__all__ = ["McpTool"]
+__all__ = ["McpTool", "offered_schema"]
 
 
 class McpTool:
@@ -36,7 +39,7 @@ class McpTool:
         self.name = name  # `naming.model_tool_names` of the server's tools
         self.description = info.description or f"{info.name} (MCP server {server.name})"
         self.profile = ToolProfile(risk=server.spec.risk)
-        self.schema = ToolSchema(self.name, self.description, info.input_schema)
+        self.schema = ToolSchema(self.name, self.description, offered_schema(info.input_schema))
         self._spill = spill
 
     def decode_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -51,3 +54,14 @@ class McpTool:
         except ServerUnavailable as exc:
             return failed_result(server, self.info.name, exc.reason)
         return await tool_result(server, self.info.name, result, self._spill)
+
+
+def offered_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` as the model is offered it: an object schema without `properties` gets an
+    empty one, the rest as the server listed it. JSON Schema needs no `properties`, and
+    ``{"type": "object"}`` is what the official Go SDK lists for a tool without arguments,
+    but OpenAI refuses a function whose parameters lack them ("object schema missing
+    properties"), and with it the whole request: every turn offered such a tool failed."""
+    if schema.get("type") == "object" and "properties" not in schema:
+        return {**schema, "properties": {}}
+    return schema

@@ -15,6 +15,7 @@ import trio.testing
 from robotad.agent.tool import ToolContext, ToolResult
 from robotad.mcp.config import McpServerConfig
 from robotad.mcp.hub import McpHub
+from robotad.providers.convert import anthropic_tools, openai_tools
 
 from .http_servers import Answer, serve_mcp
 
@@ -136,3 +137,55 @@ async def test_an_http_servers_own_error_32000_fails_its_call_alone(tmp_path: Pa
             nursery.cancel_scope.cancel()
     assert first.content == second.content == "MCP server web: error -32000: no quota"
     assert len(web.call_headers) == 2
+
+
+#: A tool without arguments as the official Go SDK lists it, and one with arguments.
+GO_STYLE_SERVER = (
+    RAW_SERVER
+    + """
+SEARCH = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+CLOSED = {"type": "object", "additionalProperties": False}
+
+
+def on_call(mid, name):
+    send({"id": mid, "result": {"content": [{"type": "text", "text": "called " + name}]}})
+
+
+serve(on_call, [{"name": "whoami", "inputSchema": {"type": "object"}},
+                {"name": "closed", "inputSchema": CLOSED},
+                {"name": "search", "inputSchema": SEARCH}])
+"""
+)
+
+
+async def test_an_object_schema_without_properties_is_offered_with_empty_ones(
+    tmp_path: Path,
+) -> None:
+    """OpenAI refuses a function whose parameters are an object schema without `properties`
+    ("object schema missing properties"), and with it the whole request: every turn of a
+    session offered such a tool (the Go SDK lists every tool without arguments so) failed.
+    It is offered with empty ones, to every provider; the rest of a schema is the server's."""
+    script = tmp_path / "go_style.py"
+    script.write_text(GO_STYLE_SERVER)
+    hub = McpHub({"go": McpServerConfig(command=sys.executable, args=[str(script)])})
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            tools = await hub.for_session("s", []).tools()
+            called = await run_tool(hub, "mcp__go__whoami", tmp_path)
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    schemas = [tool.schema for tool in tools]
+    parameters = {f["function"]["name"]: f["function"]["parameters"] for f in openai_tools(schemas)}
+    assert parameters == {
+        "mcp__go__whoami": {"type": "object", "properties": {}},
+        "mcp__go__closed": {"type": "object", "additionalProperties": False, "properties": {}},
+        "mcp__go__search": {
+            "type": "object",
+            "properties": {"q": {"type": "string"}},
+            "required": ["q"],
+        },
+    }
+    assert [tool["input_schema"] for tool in anthropic_tools(schemas)] == list(parameters.values())
+    assert called.content == "called whoami"
+    assert hub.daemon_servers()[0].tools[0].input_schema == {"type": "object"}  # the server's
