@@ -11,7 +11,8 @@ minimal environment of `robotad.mcp.environment`) and yields a `StdioChannel`:
   ``killed by SIGKILL``);
 - a line on stdout that is not JSON-RPC before the handshake is done ends the connection too
   (`failure` quotes the start of it); after it, such a line is logged and skipped;
-- every stderr line goes to robotad's log (logger ``robotad.mcp``) with the server's name.
+- every stderr line goes to robotad's log (logger ``robotad.mcp``) with the server's name, and
+  every skipped stdout line as a warning, at most 200 lines of each a minute (`LineLog`).
 
 Leaving the context closes the server's stdin, gives it a moment to exit, then stops its whole
 process group (`terminate_process_tree`), shielded and bounded, so nothing outlives it.
@@ -54,10 +55,11 @@ _LOGGED_CHARS: Final = 2000
 _EOF_EXIT_WAIT: Final = 0.5
 
 
-class StderrLog:
-    """A server's stderr into robotad's log, at most `LINES_PER_MINUTE` lines a minute: a
-    server that floods it (3 MB became 15,000 log lines) cannot drown the log; how many lines
-    were left out is said once the minute is over (or the stream ends)."""
+class LineLog:
+    """Lines a server wrote, into robotad's log at most `LINES_PER_MINUTE` a minute: a server
+    that floods it cannot drown the log, nor make the journal's rate limit drop robotad's own
+    lines; how many were left out is said once the minute is over (or the stream ends).
+    `_log` logs one line, `_left_out` how many were not."""
 
     LINES_PER_MINUTE: Final = 200
 
@@ -77,18 +79,54 @@ class StderrLog:
             self._left_out += 1
             return
         self._logged += 1
-        log.info("stderr: %s", text, extra=fields(mcp_server=self.server))
+        self._log(text)
 
     def flush(self) -> None:
         """Say how many lines were left out, if any."""
         if self._left_out:
-            log.info(
-                "stderr: %d more lines not logged (over %d a minute)",
-                self._left_out,
-                self.LINES_PER_MINUTE,
-                extra=fields(mcp_server=self.server),
-            )
+            self._say_left_out(self._left_out)
             self._left_out = 0
+
+    def _log(self, text: str) -> None:
+        raise NotImplementedError
+
+    def _say_left_out(self, count: int) -> None:
+        raise NotImplementedError
+
+
+class StderrLog(LineLog):
+    """A server's stderr, line by line (3 MB of it became 15,000 log lines)."""
+
+    def _log(self, text: str) -> None:
+        log.info("stderr: %s", text, extra=fields(mcp_server=self.server))
+
+    def _say_left_out(self, count: int) -> None:
+        log.info(
+            "stderr: %d more lines not logged (over %d a minute)",
+            count,
+            self.LINES_PER_MINUTE,
+            extra=fields(mcp_server=self.server),
+        )
+
+
+class StdoutNoiseLog(LineLog):
+    """The lines of a server's stdout that are not JSON-RPC, skipped after the handshake: a
+    server that prints as it works (a stray ``print``) made one warning of every line."""
+
+    def _log(self, text: str) -> None:
+        log.warning(
+            "skipped a stdout line that is not JSON-RPC",
+            extra=fields(mcp_server=self.server, line=text),
+        )
+
+    def _say_left_out(self, count: int) -> None:
+        log.warning(
+            "skipped %d more stdout lines that are not JSON-RPC without logging them (over %d "
+            "a minute)",
+            count,
+            self.LINES_PER_MINUTE,
+            extra=fields(mcp_server=self.server),
+        )
 
 
 class StdioChannel:
@@ -107,6 +145,7 @@ class StdioChannel:
         self.closed = trio.Event()
         self._stopping = False
         self._stderr_log = StderrLog(spec.name, trio.current_time)
+        self._stdout_noise = StdoutNoiseLog(spec.name, trio.current_time)
         #: The server's last stderr line, and whether its stderr has ended.
         self._last_stderr: str | None = None
         self._stderr_ended = trio.Event()
@@ -132,6 +171,12 @@ class StdioChannel:
         self.closed.set()
 
     async def pump_stdout(self) -> None:
+        try:
+            await self._pump_stdout()
+        finally:
+            self._stdout_noise.flush()
+
+    async def _pump_stdout(self) -> None:
         assert self.process.stdout is not None
         # Only each new chunk is searched for line ends, and a line's pieces gather in one
         # bytearray: a long result line costs time in proportion to its length, not to its
@@ -168,10 +213,7 @@ class StdioChannel:
             if not self.initialized:
                 self._end(f"wrote something other than JSON-RPC on stdout: {snippet!r}")
                 return False
-            log.warning(
-                "skipped a stdout line that is not JSON-RPC",
-                extra=fields(mcp_server=self.spec.name, line=snippet),
-            )
+            self._stdout_noise.line(snippet)
             failed = _answer_failed(line, snippet)
             if failed is None:
                 return True

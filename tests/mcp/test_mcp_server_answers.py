@@ -6,9 +6,11 @@ other SDKs do) and the loopback streamable-HTTP server of `tests.mcp.http_server
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -189,3 +191,49 @@ async def test_an_object_schema_without_properties_is_offered_with_empty_ones(
     assert [tool["input_schema"] for tool in anthropic_tools(schemas)] == list(parameters.values())
     assert called.content == "called whoami"
     assert hub.daemon_servers()[0].tools[0].input_schema == {"type": "object"}  # the server's
+
+
+#: Prints `NOISE` lines that are not JSON-RPC on stdout as it works (a stray ``print``), then
+#: answers.
+NOISE = 500
+CHATTY_SERVER = (
+    RAW_SERVER
+    + f"""
+def on_call(mid, name):
+    for n in range({NOISE}):
+        print("working on it", n)
+    send({{"id": mid, "result": {{"content": [{{"type": "text", "text": "done"}}]}}}})
+
+
+serve(on_call, [{{"name": "chatty", "inputSchema": {NO_ARGUMENTS}}}])
+"""
+)
+
+
+async def test_stdout_lines_that_are_not_json_rpc_are_logged_at_a_bounded_rate(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each was a warning of its own: a server printing as it works filled robotad's log (and
+    the journal, whose rate limit then drops robotad's own lines), while its stderr was bounded.
+    At most 200 a minute now, then how many more were skipped; the answer comes through.
+    Everything happens within the first minute: the test's own bound is shorter."""
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY_SERVER)
+    hub = McpHub({"chatty": McpServerConfig(command=sys.executable, args=[str(script)])})
+    with trio.fail_after(50), caplog.at_level(logging.WARNING, logger="robotad.mcp"):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.run)
+            result = await run_tool(hub, "mcp__chatty__chatty", tmp_path)
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    assert result.content == "done"
+    said = [record.getMessage() for record in caplog.records]
+    skipped = [record for record in caplog.records if record.getMessage() == said[0]]
+    assert said[0] == "skipped a stdout line that is not JSON-RPC"
+    assert [record.robota_fields["line"] for record in skipped] == [
+        f"working on it {n}" for n in range(200)
+    ]
+    assert said[200:] == [
+        f"skipped {NOISE - 200} more stdout lines that are not JSON-RPC without logging them "
+        "(over 200 a minute)"
+    ]
