@@ -66,8 +66,9 @@ class ServerFailed(Exception):
 #: The SDK's message for an HTTP status it does not pass on (mcp 2.3's streamable-HTTP client).
 _STAND_IN: Final = "Server returned an error response"
 #: What the SDK says, under ``CONNECTION_CLOSED``, when its connection ended (mcp 2.3's
-#: dispatcher), and how its streamable-HTTP client starts what it says of a request whose
-#: answer can no longer come (its event stream broke or ended, a 202 answered it).
+#: dispatcher), and how its streamable-HTTP client starts what it says, under the same code,
+#: of one request whose answer can no longer come (its event stream broke or ended, a 202
+#: answered it).
 _SDK_CLOSED: Final = "Connection closed"
 _SDK_ABANDONED: Final = ("SSE stream ", "server answered a request with 202 Accepted")
 
@@ -188,19 +189,20 @@ class Connection:
         if exc.code == types.CONNECTION_CLOSED and self._ended(exc):
             self._lost.set()
             return self.failure or "the connection to the server closed"
+        if exc.code == types.CONNECTION_CLOSED and exc.message.startswith(_SDK_ABANDONED):
+            return f"no answer came: {exc.message}"
         return f"error {exc.code}: {exc.message}"
 
     def _ended(self, exc: MCPError) -> bool:
         """Whether `exc`, of the SDK's code for a closed connection, says the connection
-        ended. The code is also JSON-RPC's first implementation-defined server error, which
-        servers answer a call with (``-32000: the index is offline``): that answer fails its
-        call alone, and the server, ready, serves on (decision 65). A stdio channel knows
-        whether the server's side ended; over HTTP, the SDK's own words tell."""
+        ended: the SDK's words for that, or a stdio channel closed. The code is also
+        JSON-RPC's first implementation-defined server error, which servers answer a call
+        with (``-32000: the index is offline``), and the SDK's streamable-HTTP client fails a
+        request whose answer can no longer come with it: either fails its call alone, and
+        the server, ready, serves on (decision 65)."""
         if exc.message == _SDK_CLOSED:
             return True
-        if self.channel is not None:
-            return self.channel.closed.is_set()
-        return exc.message.startswith(_SDK_ABANDONED)
+        return self.channel is not None and self.channel.closed.is_set()
 
 
 @asynccontextmanager

@@ -141,6 +141,47 @@ async def test_an_http_servers_own_error_32000_fails_its_call_alone(tmp_path: Pa
     assert len(web.call_headers) == 2
 
 
+async def test_an_http_answer_whose_event_stream_ends_empty_fails_its_call_alone(
+    tmp_path: Path,
+) -> None:
+    """The SDK fails a request whose event stream ended without its answer with the same
+    code, -32000: that took the connection down too, failing the other calls in flight on
+    it, though one request whose connection breaks fails alone (decision 41)."""
+    answer = (
+        b'{"jsonrpc": "2.0", "id": {id}, "result": {"content": [{"type": "text", "text": "ok"}]}}'
+    )
+    released = trio.Event()
+    event = b"event: message\ndata: " + answer + b"\n\n"
+    patient = Answer([event], "text/event-stream", after=released)
+    ended = Answer([b": nothing for you\n\n"], "text/event-stream")
+    results: dict[str, ToolResult] = {}
+    answered = trio.Event()
+
+    async def call_patiently(hub: McpHub) -> None:
+        results["patient"] = await run_tool(hub, "mcp__web__big", tmp_path)
+        answered.set()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            web = await serve_mcp(nursery, patient, ended)
+            hub = McpHub({"web": McpServerConfig(url=web.url)})
+            await nursery.start(hub.run)
+            nursery.start_soon(call_patiently, hub)
+            await patient.arrived.wait()
+            results["ended"] = await run_tool(hub, "mcp__web__big", tmp_path)
+            released.set()
+            await answered.wait()
+            (server,) = hub.daemon_servers()
+            status = (server.status, server.error)
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    assert results["ended"].content == (
+        "MCP server web: no answer came: SSE stream ended without a response"
+    )
+    assert results["patient"].content == "ok"
+    assert status == ("ready", None)
+
+
 #: A tool without arguments as the official Go SDK lists it, and one with arguments.
 GO_STYLE_SERVER = (
     RAW_SERVER
