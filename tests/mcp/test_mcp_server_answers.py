@@ -1,4 +1,4 @@
-"""What an MCP server answers, lists and prints, as robotad passes it on (decision 65).
+"""What an MCP server answers, lists and prints, as robotad passes it on (decisions 65, 66).
 
 Against tiny stdio servers written here (raw JSON-RPC, so they can answer as real servers of
 other SDKs do) and the loopback streamable-HTTP server of `tests.mcp.http_servers`.
