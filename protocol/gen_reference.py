@@ -96,7 +96,9 @@ SUMMARIES: Final[dict[str, str]] = {
     ),
     "session/compact": (
         "Summarise the history. `compacted: false` means nothing to summarise. -32008 "
-        "failed, -32009 aborted; history untouched in both."
+        "failed (the provider failed, or its reply is no whole summary: empty, cut off at its "
+        "output limit or by a filter, or calling tools), -32009 aborted; history untouched in "
+        "both."
     ),
     "session/history": (
         "A page of the history from `offset`, at most `limit` messages (absent: to the end); "

@@ -32,9 +32,18 @@ class FakeProvider:
     model = "fake-1"
     context_window: int | None = None
 
-    def __init__(self, text: str = "the summary", error: str | None = None) -> None:
+    def __init__(
+        self,
+        text: str = "the summary",
+        error: str | None = None,
+        *,
+        stop_reason: str | None = None,
+        calls: list[ToolCall] | None = None,
+    ) -> None:
         self.text = text
         self.error = error
+        self.stop_reason = stop_reason
+        self.calls = calls or []
         self.requests: list[ModelRequest] = []
         self.release: trio.Event | None = None
         self.called = trio.Event()
@@ -47,7 +56,7 @@ class FakeProvider:
         if self.error is not None:
             raise ProviderError(self.error)
         observer.on_text(self.text)
-        return ModelReply(self.text, [])
+        return ModelReply(self.text, list(self.calls), stop_reason=self.stop_reason)
 
     async def aclose(self) -> None:
         pass
@@ -281,6 +290,49 @@ async def test_empty_summary_is_invalid(text: str) -> None:
     with pytest.raises(CompactionInvalid) as caught:
         await Compactor(FakeProvider(text)).compact(conversation(), trigger="manual")
     assert caught.value.trigger == "manual"
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "said"),
+    [
+        ("max_tokens", "cut off at the model's output limit (stop reason 'max_tokens')"),
+        ("length", "cut off at the model's output limit (stop reason 'length')"),
+        ("model_context_window_exceeded", "cut off at the model's output limit"),
+        ("content_filter", "stopped the summary before its end (stop reason 'content_filter')"),
+        ("refusal", "stopped the summary before its end (stop reason 'refusal')"),
+    ],
+)
+async def test_a_summary_the_provider_ended_early_is_invalid(stop_reason: str, said: str) -> None:
+    """Decision 63: a summary cut off at the reply's token budget, or stopped by a filter,
+    stops mid-way — the latest state of the work, which a summary keeps last, is what it
+    lacks — so it is refused, never applied over the history."""
+    provider = FakeProvider("The user asked for a parser. Decisions:", stop_reason=stop_reason)
+    with pytest.raises(CompactionInvalid) as caught:
+        await Compactor(provider).compact(conversation(), trigger="auto")
+    assert caught.value.trigger == "auto"
+    assert said in caught.value.reason
+
+
+@pytest.mark.parametrize("count", [1, 2])
+async def test_a_reply_that_calls_tools_is_no_summary(count: int) -> None:
+    """Decision 63: a reply that calls tools holds what the model said before acting ("Let
+    me read the file first."), not a summary: refused whatever its stop reason."""
+    calls = [ToolCall(f"c{n}", "Read", {"file_path": "/w/a"}) for n in range(count)]
+    provider = FakeProvider("Let me read the file first.", stop_reason="stop", calls=calls)
+    with pytest.raises(CompactionInvalid) as caught:
+        await Compactor(provider).compact(conversation(), trigger="manual")
+    called = "a tool" if count == 1 else "2 tools"
+    assert caught.value.reason == f"the model called {called} instead of writing a summary"
+
+
+@pytest.mark.parametrize("stop_reason", [None, "end_turn", "stop", "stop_sequence", "eos_token"])
+async def test_a_summary_that_ended_as_the_model_chose_is_applied(stop_reason: str | None) -> None:
+    """Decision 63: only the reasons of an early end are judged; a normal end, in whatever
+    words a server names it, is a summary."""
+    provider = FakeProvider("what happened", stop_reason=stop_reason)
+    result = await Compactor(provider).compact(conversation(), trigger="manual")
+    assert isinstance(result, CompactionResult)
+    assert result.summary == "what happened"
 
 
 async def test_provider_failure_is_a_compaction_error() -> None:

@@ -10,7 +10,9 @@ leaves raw (U+2028, U+2029, U+0085) are escaped too, so every line splitter agre
 `Compactor.compact` summarises a history without touching it: system messages are neither
 summarised nor counted (G-174, G-183), the request is text-only (no tools, tool choice
 ``none``, purpose ``compaction``; G-172, G-173) and carries the caller's instructions (G-176),
-an empty or whitespace summary is `CompactionInvalid` (G-177), and the result holds the new
+an empty or whitespace summary is `CompactionInvalid` (G-177), as is a reply that is no whole
+summary (`not_a_summary`: one that calls tools, or that the provider cut off at its output
+limit or stopped by a filter; architecture decision 63), and the result holds the new
 history — the system messages in their order, then the summary (G-175) — for the Session to
 journal and apply. The summary is a ``user`` message whose ``metadata.compaction`` records the
 trigger, so a later compaction summarises it again with the rest instead of keeping every old
@@ -55,6 +57,7 @@ __all__ = [
     "Trigger",
     "compacted_history",
     "is_summary",
+    "not_a_summary",
     "prompt_budget",
     "render_conversation",
     "render_message",
@@ -225,6 +228,35 @@ def _clipped(message: Message, longest: int) -> Message:
     return msgspec.structs.replace(message, content=content[:keep] + middle + content[-keep:])
 
 
+#: Stop reasons of a reply the provider ended before the model did: at the reply's token
+#: budget (Anthropic ``max_tokens``, OpenAI-compatible ``length``) or the model's window
+#: (Anthropic ``model_context_window_exceeded``)…
+_CUT_OFF: Final = frozenset({"max_tokens", "length", "model_context_window_exceeded"})
+#: … or by a filter of its own (OpenAI ``content_filter``, Anthropic ``refusal``).
+_STOPPED: Final = frozenset({"content_filter", "refusal"})
+
+
+def not_a_summary(reply: ModelReply) -> str | None:
+    """Why `reply` is no whole summary, or None. A summary replaces the history for good, so
+    a reply that calls tools (its text is what the model said before acting, not a summary)
+    or that ended before the model did (its text stops mid-way, and the history's latest
+    state, which a summary keeps last, is what is lost) is refused rather than applied. Only
+    the reasons named here are judged: servers name a normal end in their own words."""
+    if reply.tool_calls:
+        count = len(reply.tool_calls)
+        calls = "a tool" if count == 1 else f"{count} tools"
+        return f"the model called {calls} instead of writing a summary"
+    reason = reply.stop_reason
+    if reason in _CUT_OFF:
+        return (
+            f"the summary was cut off at the model's output limit (stop reason {reason!r}): "
+            "raise the provider's max_tokens, or ask for a shorter summary"
+        )
+    if reason in _STOPPED:
+        return f"the provider stopped the summary before its end (stop reason {reason!r})"
+    return None
+
+
 def compacted_history(history: Sequence[Message], summary: str, trigger: Trigger) -> list[Message]:
     """`history`'s system messages, in order, then `summary` as a marked user message."""
     kept = [message for message in history if message.role == "system"]
@@ -310,6 +342,9 @@ class Compactor:
         except ProviderError as exc:
             raise CompactionError(trigger, f"provider failed: {exc.reason}") from exc
         reply = encodable_reply(reply)
+        problem = not_a_summary(reply)
+        if problem is not None:
+            raise CompactionInvalid(trigger, problem)
         if not reply.text.strip():
             raise CompactionInvalid(trigger, "the provider returned an empty summary")
         new_history = compacted_history(history, reply.text, trigger)
