@@ -58,8 +58,9 @@ SUMMARIES: Final[dict[str, str]] = {
     "session/fork": (
         "New session with the source's history up to and including `atMessageId` (default: "
         "all), same cwd, provider, model, mode and rules; a parked execution is not carried "
-        "over. -32002 (with `data.messageId`) for an unknown message, -32001 while the source "
-        "runs a turn."
+        "over (its open calls close as failed results; one of uncertain outcome with a result "
+        "starting `outcome unknown:`). -32002 (with `data.messageId`) for an unknown message, "
+        "-32001 while the source runs a turn."
     ),
     "session/delete": "Delete a stored session. -32014 while it is loaded.",
     "session/run": (
@@ -126,7 +127,9 @@ SUMMARIES: Final[dict[str, str]] = {
         "record that decodes is then held to what a session can go on from (safe session ids, "
         "`forkedFrom` included; tool calls on assistant messages only, each call's results "
         "right after it; message ids that name fork points; settings a create would take), "
-        "each defect again at its path. A refusal writes nothing. -32010 if the session exists."
+        "each defect again at its path. A refusal writes nothing. -32010 if the session exists. "
+        "Calls of the last round still without a result are closed by the first run, with a "
+        "result starting `outcome unknown:` (nothing here knows whether they ran)."
     ),
     "session/log": "Check the session log: lines decoded and every problem found.",
     "history/search": "Prompts of every session, newest first, narrowed by query and cwd.",

@@ -19,7 +19,10 @@ cut between a call and its result — each such call is **closed as failed** in 
 a tool message appended after the cut saying it was not carried over. So the fork keeps every
 message of the source up to the cut (a person forking "at" a tool request sees that request),
 and its history never holds an open round, which its next run would otherwise try to continue
-without any approval record behind it. The source keeps its pending execution.
+without any approval record behind it. The source keeps its pending execution. A call the
+source lists as ``uncertain`` — robotad stopped while it ran — closes in the fork as it would
+in the source, with a result starting ``outcome unknown:`` (PROTOCOL.md §10.2), never one a
+model could read as "it did not run" (architecture decision 64).
 
 The fork's ``turnCount`` is the source's when the fork takes the whole history; for a cut, the
 number of turns the cut holds that reached a final reply (a user message later followed, before
@@ -28,7 +31,7 @@ the next user message, by a complete assistant message without tool calls).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -37,11 +40,13 @@ from msgspec import UNSET
 from protocol.errors import Issue, RecordCorrupt, SessionNotFound
 from protocol.shapes import Message
 from robotad.session.checkpoints import CheckpointTree, UnknownCheckpoint
+from robotad.session.recovery.recoverable import uncertain_result_text
 from robotad.storage.spill import references_in
 from robotad.storage.store import record_file
 
 __all__ = [
     "NOT_CARRIED_OVER",
+    "UNCERTAIN_NOT_CARRIED_OVER",
     "ForkedHistory",
     "completed_turns",
     "fork_history",
@@ -51,6 +56,8 @@ __all__ = [
 
 #: The content of a result that closes a call the fork did not carry over.
 NOT_CARRIED_OVER = "not carried over: the fork was taken before this call had a result"
+#: What follows `uncertain_result_text` in the result closing a call of unknown outcome.
+UNCERTAIN_NOT_CARRIED_OVER = " The fork was taken before this call had a result."
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +126,10 @@ def fork_history(
     history: Sequence[Message],
     at_message_id: str | None,
     source_turn_count: int,
+    uncertain: Collection[str] = (),
 ) -> ForkedHistory:
     """The history of a fork of `session_id` taken at `at_message_id` (None: all of it).
+    `uncertain`: the ids of the calls the source's pending execution lists as uncertain.
 
     Raises `SessionNotFound` with ``data.messageId`` when no message has that id, and
     `RecordCorrupt` when the history is no checkpoint chain (see `history_tree`). The source
@@ -138,7 +147,8 @@ def fork_history(
     messages = [_copy(by_id[message_id]) for message_id in taken]
     closing = _unanswered_calls(messages)
     messages.extend(
-        Message.tool(call_id, name, NOT_CARRIED_OVER, ok=False) for call_id, name in closing
+        Message.tool(call_id, name, _closing_text(name, call_id in uncertain), ok=False)
+        for call_id, name in closing
     )
     whole = len(taken) == len(tree)
     turns = source_turn_count if whole and not closing else completed_turns(messages)
@@ -161,6 +171,13 @@ def completed_turns(messages: Sequence[Message]) -> int:
             count += 1
             waiting = False
     return count
+
+
+def _closing_text(tool: str, uncertain: bool) -> str:
+    """The result closing a call the fork did not carry over (module doc)."""
+    if uncertain:
+        return uncertain_result_text(tool) + UNCERTAIN_NOT_CARRIED_OVER
+    return NOT_CARRIED_OVER
 
 
 def _unknown_message(session_id: str, message_id: str) -> SessionNotFound:

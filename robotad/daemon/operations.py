@@ -137,7 +137,10 @@ class SessionOperations:
     async def _fork(self, live: LiveSession, params: ForkParams) -> SessionInfo:
         source_id = live.session_id
         at = params.at_message_id if params.at_message_id is not UNSET else None
-        forked = fork_history(source_id, live.session.get_history(), at, live.session.turn_count)
+        session = live.session
+        pending = session.get_pending_execution()
+        uncertain = (pending.uncertain or []) if pending is not None else []
+        forked = fork_history(source_id, session.get_history(), at, session.turn_count, uncertain)
         snapshot = live.session.snapshot()
         if params.new_session_id is not UNSET:
             new_session_id = validate_session_id(params.new_session_id, path="$.newSessionId")

@@ -26,10 +26,15 @@ from robotad.session.context_window import ContextTracker
 from robotad.session.reporting import SessionReporter
 from robotad.storage import log_events
 
-#: The result of a call a new prompt finds unanswered with nothing to answer it.
+#: The result of a call a new prompt finds unanswered with nothing to answer it. Nothing
+#: here knows whether it ran — an export taken while it ran, or of a session where robotad
+#: stopped while it ran, holds it so — so it says so, never "not run" (PROTOCOL.md §10.2,
+#: architecture decision 64).
 NEVER_ANSWERED = (
-    "not run: nothing here holds this call's execution (the session was imported, or its "
-    "journal is gone), so it was closed when the next prompt came"
+    "outcome unknown: nothing here holds this call's execution (the session was imported, or "
+    "its journal is gone), so the next prompt closed it without running it; whether it ran "
+    "before that is not known (in full, in part or not at all). Check its effect before "
+    "running it again."
 )
 
 __all__ = ["CommitBarrier", "Conversation"]

@@ -7,7 +7,13 @@ import pytest
 
 from protocol.errors import SessionNotFound
 from protocol.shapes import Message, ToolCall
-from robotad.daemon.fork import NOT_CARRIED_OVER, completed_turns, fork_history
+from robotad.daemon.fork import (
+    NOT_CARRIED_OVER,
+    UNCERTAIN_NOT_CARRIED_OVER,
+    completed_turns,
+    fork_history,
+)
+from robotad.session.recovery.recoverable import uncertain_result_text
 
 
 def call(call_id: str, name: str = "Read") -> ToolCall:
@@ -60,6 +66,22 @@ def test_an_open_round_at_the_end_is_never_carried_over() -> None:
     forked = fork_history("s", history, None, 0)
     assert [m.tool_call_id for m in forked.messages[2:]] == ["c1", "c2"]
     assert all(not m.ok for m in forked.messages[2:])
+
+
+def test_a_call_of_unknown_outcome_closes_saying_so() -> None:
+    """Decision 64: a call the source lists as uncertain (robotad stopped while it ran) closes
+    in the fork with a result starting "outcome unknown:", as it would in the source; the
+    other calls of the round close as not carried over."""
+    history = [
+        Message.user("go"),
+        Message.assistant(None, [call("c1", "Bash"), call("c2", "Glob")]),
+    ]
+    forked = fork_history("s", history, None, 0, uncertain=["c1"])
+    cut, other = forked.messages[2:]
+    assert (cut.tool_call_id, cut.ok) == ("c1", False)
+    assert cut.content == uncertain_result_text("Bash") + UNCERTAIN_NOT_CARRIED_OVER
+    assert str(cut.content).startswith("outcome unknown: Bash was running")
+    assert (other.tool_call_id, other.content) == ("c2", NOT_CARRIED_OVER)
 
 
 def test_the_source_messages_are_never_shared() -> None:

@@ -855,7 +855,8 @@ async def test_an_imported_open_round_is_closed_before_the_next_prompt_never_run
     assert result["status"] == "completed", result
     assert lines(effects) == 0  # the stale call never ran
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user", "assistant"]
-    assert messages[2]["content"].startswith("not run: nothing here holds this call")
+    # Nothing here knows whether it ran (decision 64): never "not run"
+    assert messages[2]["content"].startswith("outcome unknown: nothing here holds this call")
     assert messages[3]["content"] == "p2"
 
 
