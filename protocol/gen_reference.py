@@ -125,11 +125,12 @@ SUMMARIES: Final[dict[str, str]] = {
         "Create a session from an artifact, decoded by the same total decoder as a stored "
         "record: every defect is listed in one -32602 with its path under `$.artifact`. A "
         "record that decodes is then held to what a session can go on from (safe session ids, "
-        "`forkedFrom` included; tool calls on assistant messages only, each call's results "
-        "right after it; message ids that name fork points; settings a create would take), "
-        "each defect again at its path. A refusal writes nothing. -32010 if the session exists. "
-        "Calls of the last round still without a result are closed by the first run, with a "
-        "result starting `outcome unknown:` (nothing here knows whether they ran)."
+        "`forkedFrom` included; tool calls on assistant messages only, each naming its tool, "
+        "each call's results right after it; message ids that name fork points; settings a "
+        "create would take), each defect again at its path. A refusal writes nothing. -32010 "
+        "if the session exists. Calls of the last round still without a result are closed by "
+        "the first run, with a result starting `outcome unknown:` (nothing here knows whether "
+        "they ran)."
     ),
     "session/log": "Check the session log: lines decoded and every problem found.",
     "history/search": "Prompts of every session, newest first, narrowed by query and cwd.",

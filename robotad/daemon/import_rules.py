@@ -28,6 +28,10 @@ issue located under the record's root (``$.artifact.record.id``,
   takes a call's results only right after it and wants every one before the next message;
   Anthropic a ``tool_use``'s ``tool_result`` in the very next user turn), so each later turn
   of the session would fail;
+- every call names its tool: a name that is empty or only whitespace is one no provider takes
+  back (OpenAI's names match ``^[a-zA-Z0-9_-]+$``, Anthropic's need a character), so every
+  later turn would fail — a live session never commits one (architecture decision 51), and
+  an import is held to the same;
 - no call takes the id of a call still without a result (two calls of one reply under one
   id, say): a result could not tell them apart, and the next prompt, closing both, gave the
   id two results — a history this very rule refuses, so the session could not be exported
@@ -51,6 +55,7 @@ from robotad.daemon.fork import message_id_issues
 from robotad.storage.record import SessionRecord
 
 __all__ = [
+    "call_name_issues",
     "history_issues",
     "require_importable",
     "role_issues",
@@ -83,7 +88,8 @@ def history_issues(history: Sequence[Message], root: str) -> list[Issue]:
     """Every issue of `history` (the messages of the record under `root`) that the module
     doc names, in message order."""
     issues = message_id_issues(history, root) + usage_issues(history, root)
-    issues += role_issues(history, root) + tool_result_issues(history, root)
+    issues += role_issues(history, root) + call_name_issues(history, root)
+    issues += tool_result_issues(history, root)
     issues.sort(key=lambda issue: _position(issue["path"], root))
     return issues
 
@@ -108,6 +114,25 @@ def role_issues(history: Sequence[Message], root: str) -> list[Issue]:
                     "path": f"{where}.toolCallId",
                     "message": "only a tool message answers a call (this one's role is "
                     f"{message.role!r})",
+                }
+            )
+    return issues
+
+
+def call_name_issues(history: Sequence[Message], root: str) -> list[Issue]:
+    """An issue for each tool call whose name is empty or only whitespace (see the module
+    doc), located at its ``name``."""
+    issues: list[Issue] = []
+    for index, message in enumerate(history):
+        for position, call in enumerate(message.calls):
+            if call.name.strip():
+                continue
+            what = "is empty" if not call.name else "is only whitespace"
+            issues.append(
+                {
+                    "path": f"{root}.messages[{index}].toolCalls[{position}].name",
+                    "message": f"{what}: a call names the tool it calls, and no provider takes "
+                    "one without a name back, so every later turn would fail",
                 }
             )
     return issues

@@ -390,6 +390,41 @@ async def test_only_an_assistant_message_makes_calls_and_only_a_tool_message_ans
     assert state_files(daemon) == before
 
 
+async def test_a_call_without_a_name_is_refused_at_import(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """G-030, G-032, decision 51: a call whose name is empty or only whitespace is one no
+    provider takes back, so each later turn of the session would fail; a live session never
+    commits one, and an import took it. Each is now -32602 at its ``name``, writing nothing;
+    the same artifact with the names put back imports."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            artifact = await exported(
+                client, tmp_path, {"toolCalls": [GLOB, GLOB]}, {"text": "done"}
+            )
+            before = state_files(daemon)
+            bad = copy.deepcopy(artifact)
+            calls = bad["record"]["messages"][1]["toolCalls"]
+            calls[0]["name"], calls[1]["name"] = "", " \t"
+            with pytest.raises(InvalidParams) as refused:
+                await client.call("session/import", {"artifact": bad, "sessionId": "name-1"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "name-1"})
+            after_refusal = state_files(daemon)
+            named = await client.call(
+                "session/import", {"artifact": artifact, "sessionId": "name-2"}
+            )
+    where = "$.artifact.record.messages[1].toolCalls"
+    said = ": a call names the tool it calls, and no provider takes one without a name back, "
+    said += "so every later turn would fail"
+    assert refused.value.issues == [
+        {"path": f"{where}[0].name", "message": "is empty" + said},
+        {"path": f"{where}[1].name", "message": "is only whitespace" + said},
+    ]
+    assert after_refusal == before
+    assert named["sessionId"] == "name-2"
+
+
 async def test_tool_results_out_of_place_are_refused_at_import(
     daemon: RunningDaemon, tmp_path: Path
 ) -> None:
