@@ -37,6 +37,7 @@ from protocol.shapes import (
 )
 
 __all__ = [
+    "MCP_SERVER_NAME_MAX",
     "METHODS",
     "PROTOCOL_VERSION",
     "SESSION_ID_PATTERN",
@@ -258,10 +259,17 @@ class Step(_Params, frozen=True):
         return self.summary is not UNSET
 
 
+#: The longest MCP server name robotad takes (``McpServer.name``, ``[mcp_servers.NAME]``): its
+#: tools are offered as ``mcp__NAME__TOOL`` in at most 64 characters, and ``mcp__NAME__`` stays
+#: whole in each, with room for 16 of the tool's (``robotad.mcp.naming``, decision 68). A
+#: client that makes names up (``robotactl acp``) keeps them this short.
+MCP_SERVER_NAME_MAX: Final = 41
+
+
 class McpServer(_Params, frozen=True):
     """A session-scoped MCP server (PROTOCOL.md §10.5): ``{name, command, args?, env?}`` (stdio)
-    or ``{name, url, headers?}`` (streamable HTTP). `name` is ``[A-Za-z0-9_-]+``; its tools
-    are offered as ``mcp__NAME__TOOL``."""
+    or ``{name, url, headers?}`` (streamable HTTP). `name` is ``[A-Za-z0-9_-]+``, at most 41
+    characters (`MCP_SERVER_NAME_MAX`); its tools are offered as ``mcp__NAME__TOOL``."""
 
     name: NonEmpty
     command: NonEmpty | UnsetType = UNSET

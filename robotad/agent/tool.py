@@ -46,8 +46,8 @@ class ToolProfile(Struct, frozen=True):
     what it can do where the mode table would otherwise ask a person. `anchor_key` names an
     argument holding a file pattern whose wildcard-free leading folders move where the call
     looks (Glob's ``pattern``): the gate moves them into the path argument, so rules judge
-    the folder actually searched (`glob_pattern.split_anchor`). `stored_results`: see the
-    field."""
+    the folder actually searched (`glob_pattern.split_anchor`). `stored_results` and
+    `rule_names`: see the fields."""
 
     risk: Risk
     argument_key: str | None = None
@@ -57,6 +57,9 @@ class ToolProfile(Struct, frozen=True):
     #: The path argument may instead be a ``tool-result:`` reference (Read): a result the
     #: session stored, which names no file and is never canonicalised nor judged as one.
     stored_results: bool = False
+    #: Names besides its own that a permission rule covers the tool by, from where it comes:
+    #: an MCP tool's server (``mcp__SERVER``) and its full name (`robotad.mcp.naming`).
+    rule_names: tuple[str, ...] = ()
 
 
 class ToolResult(Struct):

@@ -22,6 +22,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from protocol.validate import Issue, join_path
+from robotad.mcp.naming import MAX_SERVER_NAME, MAX_TOOL_NAME
 
 __all__ = [
     "DEFAULT_STARTUP_TIMEOUT_MS",
@@ -131,13 +132,23 @@ def name_problem(name: str) -> str | None:
     """What is wrong with `name` as a server name, or None. Besides its characters, a name
     holds no ``__`` and does not end in ``_``: tools are ``mcp__NAME__TOOL``, and a rule
     ``mcp__NAME`` must cover one server's tools only (``my__srv`` would read as server ``my``,
-    and ``a`` with tool ``b__c`` would collide with ``a__b``'s ``c``)."""
+    and ``a`` with tool ``b__c`` would collide with ``a__b``'s ``c``). Nor is it longer than
+    `MAX_SERVER_NAME`: every name offered for its tools keeps ``mcp__NAME__`` whole, in the 64
+    characters providers take, so that rule and the hook matchers covering it always apply
+    (decision 68)."""
     if not SERVER_NAME.match(name):
         return "a server name is made of A-Z a-z 0-9 _ -"
     if "__" in name or name.endswith("_"):
         return (
             f"{name!r} holds '__' or ends in '_': tools are named mcp__NAME__TOOL, so a "
             "server's name may not"
+        )
+    if len(name) > MAX_SERVER_NAME:
+        return (
+            f"a server name has at most {MAX_SERVER_NAME} characters (this one has "
+            f"{len(name)}): its tools are named mcp__NAME__TOOL in at most {MAX_TOOL_NAME}, "
+            "each starting with the whole mcp__NAME__ so that rules and hooks naming the "
+            "server cover it"
         )
     return None
 

@@ -8,7 +8,9 @@ or fails → ``failed`` (`error` says why) → the next call (or turn, or ``mcp/
 it again. Consecutive failures space the attempts out: the first retry is immediate, later
 ones wait `backoff(n)` — 0.5 s doubling up to 30 s — and a call inside that wait fails at
 once saying when the next attempt is allowed (never a turn that hangs on a broken server).
-`stop` ends it for good (``stopped``), shielded and bounded.
+`stop` ends it for good (``stopped``), shielded and bounded. A server whose name robotad
+refuses (a session stored before a name that long was refused, decision 68) never starts: it
+fails saying why, so no tool of it is ever offered under a name its rules would not cover.
 
 A call runs on the caller's task over the shared SDK session, so an abort (a cancelled scope)
 cancels that call alone and the SDK tells the server (``notifications/cancelled``). Every
@@ -26,7 +28,7 @@ import trio
 from msgspec import Struct
 
 from robotad.log import fields
-from robotad.mcp.config import ServerSpec
+from robotad.mcp.config import ServerSpec, name_problem
 
 if TYPE_CHECKING:
     from robotad.mcp.connection import Connection
@@ -171,6 +173,9 @@ class McpServer:
                 if self._closed:
                     scope.cancel()
                 try:
+                    if (problem := name_problem(self.name)) is not None:
+                        # Only a session stored before the name was refused gets here.
+                        raise ServerFailed(f"not started: {problem}")
                     async with connect(self.spec, self._tools_changed) as connection:
                         self._became_ready(connection)
                         async with trio.open_nursery() as nursery:

@@ -2,9 +2,10 @@
 
 `McpTool` is named ``mcp__SERVER__TOOL`` (`robotad.mcp.naming`), shows the model the
 server's input schema, and has the profile of its server's `risk` (default ``execute``: a
-person is asked in ``default`` mode). Permission rules, modes, hooks, the classifier,
-approvals and the spill threshold therefore apply unchanged — the session's gate decides
-before `run` is ever called.
+person is asked in ``default`` mode) with the names rules cover it by besides its own
+(``mcp__SERVER`` and its full name, `naming.rule_names`). Permission rules, modes, hooks, the
+classifier, approvals and the spill threshold therefore apply unchanged — the session's gate
+decides before `run` is ever called.
 
 The schema is the server's, with one repair: an object schema without ``properties`` gets an
 empty one (`offered_schema`), since OpenAI refuses the request that offers it (decision 66).
@@ -21,6 +22,7 @@ from typing import Any
 
 from robotad.agent.provider import ToolSchema
 from robotad.agent.tool import ArgumentError, ToolContext, ToolProfile, ToolResult
+from robotad.mcp.naming import rule_names
 from robotad.mcp.results import failed_result, tool_result
 from robotad.mcp.server import McpServer, ServerUnavailable, ToolInfo
 from robotad.storage.spill import SpillStore
@@ -38,7 +40,9 @@ class McpTool:
         self.info = info
         self.name = name  # `naming.model_tool_names` of the server's tools
         self.description = info.description or f"{info.name} (MCP server {server.name})"
-        self.profile = ToolProfile(risk=server.spec.risk)
+        self.profile = ToolProfile(
+            risk=server.spec.risk, rule_names=rule_names(server.name, info.name)
+        )
         self.schema = ToolSchema(self.name, self.description, offered_schema(info.input_schema))
         self._spill = spill
 

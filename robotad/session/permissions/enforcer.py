@@ -518,7 +518,8 @@ class PermissionEnforcer:
                     [
                         r
                         for r in self._rules[kind]
-                        if r.tool == ANY_TOOL or rule_covers(r.tool, tool_name)
+                        if r.tool == ANY_TOOL
+                        or rule_covers(r.tool, tool_name, profile.rule_names if profile else ())
                     ],
                     compile_one,
                     too_slow_catches=kind != "allow",
