@@ -3,9 +3,10 @@
 ACP gives a stdio server as ``{name, command, args, env:[{name, value}]}`` and an HTTP one as
 ``{type: "http", name, url, headers:[{name, value}]}``; robotad's `McpServer` takes `env` and
 `headers` as objects and no `type`. A server name robotad would refuse (it takes
-``[A-Za-z0-9_-]+``, with no ``__`` and no ``_`` at the end) has every other character replaced
-by ``_``, runs of ``_`` made one and a trailing one dropped, and a name an earlier server
-took gets ``-2``, ``-3``…, so odd names never keep the editor from starting a session. SSE
+``[A-Za-z0-9_-]+``, with no ``__``, no ``_`` at the end and at most `MCP_SERVER_NAME_MAX`
+characters) has every other character replaced by ``_``, runs of ``_`` made one, is cut to that
+length and loses a trailing ``_``, and a name an earlier server took gets ``-2``, ``-3``…
+(within the length), so odd names never keep the editor from starting a session. SSE
 servers are not supported by robotad: they are left out, and `mcp_servers` says which. So is
 a server robotad refuses (a URL that is no http:// or https:// one, say): `refused_servers`
 reads robotad's located issues, and the session starts without it, the log saying why.
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from protocol.errors import Issue
+from protocol.methods import MCP_SERVER_NAME_MAX
 from robotactl.acp.schema import McpServerEntry
 
 __all__ = ["in_editor_terms", "kept_indexes", "mcp_servers", "refused_servers"]
@@ -38,7 +40,7 @@ def mcp_servers(
     left_out: list[str] = []
     taken: set[str] = set(reserved)
     for entry in entries:
-        name = _unique(_RUNS.sub("_", _UNSAFE.sub("_", entry.name)).rstrip("_") or "server", taken)
+        name = _unique(_RUNS.sub("_", _UNSAFE.sub("_", entry.name)), taken)
         if entry.type == "sse":  # see _passed_on
             left_out.append(f"{entry.name} (SSE servers are not supported; use streamable HTTP)")
         elif entry.url is not None:
@@ -94,11 +96,19 @@ def refused_servers(issues: Sequence[Issue]) -> dict[int, str] | None:
 
 
 def _unique(name: str, taken: set[str]) -> str:
-    """`name`, or ``name-2``, ``name-3``… when an earlier server took it (``my server`` and
-    ``my_server`` both clean to ``my_server``); the chosen name is added to `taken`."""
-    chosen, number = name, 1
+    """`name` (cleaned) cut to `MCP_SERVER_NAME_MAX`, or ``name-2``, ``name-3``… when an
+    earlier server took it (``my server`` and ``my_server`` both clean to ``my_server``), each
+    within the length; the chosen name is added to `taken`."""
+    chosen, number = _cut(name, ""), 1
     while chosen in taken:
         number += 1
-        chosen = f"{name}-{number}"
+        chosen = _cut(name, f"-{number}")
     taken.add(chosen)
     return chosen
+
+
+def _cut(name: str, suffix: str) -> str:
+    """`name` cut so that it and `suffix` fit `MCP_SERVER_NAME_MAX`, without a trailing
+    ``_`` (``server`` when nothing is left), then `suffix`."""
+    kept = name[: MCP_SERVER_NAME_MAX - len(suffix)].rstrip("_") or "server"
+    return kept + suffix

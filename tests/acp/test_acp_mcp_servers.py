@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from protocol.methods import McpServer
+from protocol.methods import MCP_SERVER_NAME_MAX, McpServer
 from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers, refused_servers
 from robotactl.acp.schema import McpServerEntry, NameValue
 from robotad.mcp.config import name_problem
@@ -116,3 +116,24 @@ def test_refused_servers_are_read_from_robotads_issues() -> None:
     }
     assert refused_servers([*issues, {"path": "$.cwd", "message": "not absolute"}]) is None
     assert refused_servers([]) is None
+
+
+def test_long_names_are_cut_to_what_robotad_takes() -> None:
+    """robotad takes server names of at most 41 characters (decision 68): a longer one is cut,
+    without a trailing "_", and a repeat's number fits within the length too."""
+    long = "Company Knowledge Base (read-only mirror of the wiki)"
+    entries = [
+        McpServerEntry(long, command="x"),
+        McpServerEntry(long, command="x"),
+        McpServerEntry("k" * 40 + " tail", command="x"),
+    ]
+    servers, left_out = mcp_servers(entries)
+    names = [server["name"] for server in servers]
+    assert left_out == []
+    assert names == [
+        "Company_Knowledge_Base_read-only_mirror_o",
+        "Company_Knowledge_Base_read-only_mirror-2",
+        "k" * 40,
+    ]
+    assert all(len(name) <= MCP_SERVER_NAME_MAX for name in names)
+    assert all(name_problem(name) is None for name in names)
