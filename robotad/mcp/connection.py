@@ -1,4 +1,5 @@
-"""One live connection to an MCP server through the official SDK (imported only here).
+"""One live connection to an MCP server through the official SDK (imported only here and in
+`robotad.mcp.screening`, which this imports).
 
 `connect(spec, on_tools_changed)` opens the transport — robotad's own stdio channel
 (`robotad.mcp.stdio`) or the SDK's streamable-HTTP client — runs the SDK's `ClientSession`
@@ -15,6 +16,12 @@ response"); robotad's HTTP client notes the status it saw (`_HttpRefusals`) so t
 names it, and for 401 and 403 says what to set. A server's own error answer is its call's
 failure, quoting it, even under the code the SDK also uses for a closed connection (-32000,
 JSON-RPC's first server error): only a connection that did end is taken down (decision 65).
+So under the SDK's code for its own timeout (-32001): only the SDK's words for that are a
+timeout (decision 69).
+
+An answer the SDK refuses is located (`robotad.mcp.screening`): a call's says which member and
+what was wrong; a tool the SDK would refuse a listing for is left out of it, named with why
+(`Connection.left_out`), and the server's other tools are offered (decision 69).
 
 An HTTP server's answers are held to `robotad.http_bounds` (decision 39): a JSON answer, an
 event or a line past 16 MiB, or a compressed answer, fails the one call it answered, saying
@@ -39,10 +46,12 @@ import mcp_types as types
 import trio
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from robotad.http_bounds import MAX_MESSAGE_BYTES, bounded
 from robotad.log import fields
 from robotad.mcp.config import ServerSpec
+from robotad.mcp.screening import LeftOut, ScreeningDispatcher, describe_invalid
 from robotad.mcp.stdio import StdioChannel, open_stdio
 
 __all__ = ["Connection", "ServerFailed", "connect", "describe_error"]
@@ -71,6 +80,9 @@ _STAND_IN: Final = "Server returned an error response"
 #: answered it).
 _SDK_CLOSED: Final = "Connection closed"
 _SDK_ABANDONED: Final = ("SSE stream ", "server answered a request with 202 Accepted")
+#: What the SDK says, under ``REQUEST_TIMEOUT``, of a call it stopped waiting for (mcp 2.3's
+#: dispatcher); a server may answer with that code too.
+_SDK_TIMED_OUT: Final = "Request 'tools/call' timed out"
 
 
 class _AnswerRefused(httpx2.SSEError, httpx2.StreamError):
@@ -117,18 +129,27 @@ class _HttpRefusals:
 
 
 class Connection:
-    """A ready server: its SDK session, its tools, and (stdio) its channel."""
+    """A ready server: its SDK session, its tools (and those left out), and (stdio) its
+    channel."""
 
     def __init__(
         self,
         session: ClientSession,
         channel: StdioChannel | None,
         http: _HttpRefusals | None = None,
+        *,
+        screen: ScreeningDispatcher | None = None,
     ) -> None:
         self.session = session
         self.channel = channel
         self.http = http
         self.tools: list[types.Tool] = []
+        #: The tools of the last listing the SDK would have refused it for, and why.
+        self.left_out: list[LeftOut] = []
+        # The session's dispatcher, screening its tool lists (None: tools are not screened).
+        self._screen = screen
+        if screen is not None:
+            screen.version = lambda: session.protocol_version
         # Set when the server's side ended: a stdio server's channel closed, or a call found
         # the connection closed (an HTTP server that went away).
         self._lost = channel.closed if channel is not None else trio.Event()
@@ -152,9 +173,12 @@ class Connection:
         await self._lost.wait()
 
     async def list_tools(self) -> list[types.Tool]:
-        """Every tool of the server (all pages), kept in `tools` too."""
+        """Every usable tool of the server (all pages), kept in `tools` too; those left out
+        are in `left_out`."""
         tools: list[types.Tool] = []
         cursor: str | None = None
+        if self._screen is not None:
+            self._screen.left_out = []
         for _ in range(_MAX_TOOL_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await self.session.list_tools(params=params)
@@ -163,6 +187,7 @@ class Connection:
             if not cursor:
                 break
         self.tools = tools
+        self.left_out = self._screen.left_out if self._screen is not None else []
         return tools
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:  # noqa: ASYNC109
@@ -184,7 +209,7 @@ class Connection:
     def _reason(self, exc: MCPError, timeout: float) -> str:
         if self.http is not None and (refusal := self.http.explain(exc)) is not None:
             return refusal
-        if exc.code == types.REQUEST_TIMEOUT:
+        if exc.code == types.REQUEST_TIMEOUT and exc.message == _SDK_TIMED_OUT:
             return _timed_out(timeout)
         if exc.code == types.CONNECTION_CLOSED and self._ended(exc):
             self._lost.set()
@@ -234,10 +259,13 @@ async def connect(
                 else:
                     http = _HttpRefusals()
                     streams = await stack.enter_async_context(_http_streams(spec, stack, http))
+                screen = ScreeningDispatcher(*streams)
                 session = await stack.enter_async_context(
-                    ClientSession(*streams, client_info=_CLIENT_INFO, message_handler=on_message)
+                    ClientSession(
+                        client_info=_CLIENT_INFO, message_handler=on_message, dispatcher=screen
+                    )
                 )
-                pending = Connection(session, channel, http)
+                pending = Connection(session, channel, http, screen=screen)
                 await _handshake(pending)
                 startup.deadline = math.inf
                 connection = pending
@@ -315,5 +343,7 @@ def describe_error(exc: BaseException) -> str:
         return exc.reason
     if isinstance(exc, MCPError):
         return f"error {exc.code}: {exc.message}"
+    if isinstance(exc, ValidationError):
+        return describe_invalid(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -11,7 +11,9 @@ may use, as `McpTool`s — the session's tool table reads them before each turn,
 the servers never tried yet (a server that failed is retried on its next call, not at every
 turn, so a broken server never slows every turn down; one that failed before it ever listed
 a tool, so has none to call, is restarted in the background, within its backoff).
-`listing` is ``mcp/list``'s answer.
+`listing` is ``mcp/list``'s answer; a server's `error` there names the tools it listed that
+were left out too (``tool left out: tools[3] ("search").inputSchema.type: Field required``),
+since ``mcp/list``'s shape has no other place for them (decision 69).
 
 Nothing here imports the SDK; the first server start does.
 """
@@ -27,7 +29,7 @@ from msgspec import UNSET
 from protocol.methods import McpServerEntry
 from robotad.agent.tool import Tool
 from robotad.mcp.config import McpServerConfig, Scope, ServerSpec, spec_of_config
-from robotad.mcp.naming import PREFIX, model_tool_names, sanitise
+from robotad.mcp.naming import PREFIX, model_tool_name, model_tool_names, sanitise
 from robotad.mcp.server import McpServer
 from robotad.mcp.tool import McpTool
 from robotad.storage.spill import SpillStore
@@ -175,10 +177,14 @@ class SessionTools:
     def missing_reason(self, name: str) -> str | None:
         """Why `name` is no tool now when it names a tool of one of this session's servers
         that is not running (``mcp__SERVER__…``): that server's failure, as a call of one of
-        its tools would say it; else None."""
+        its tools would say it; or a tool its server listed but that was left out: why; else
+        None."""
         for server in self.servers():
             if name.startswith(f"{PREFIX}{sanitise(server.name)}__") and server.status != "ready":
                 return f"MCP server {server.name}: {server.unavailable_reason()}"
+            for item in server.left_out:
+                if item.name is not None and model_tool_name(server.name, item.name) == name:
+                    return f"MCP server {server.name}: {_left_out(item.reason)}"
         return None
 
     async def aclose(self) -> None:
@@ -188,13 +194,19 @@ class SessionTools:
 
 
 def _entry(scope: Scope, server: McpServer) -> McpServerEntry:
+    said = [server.error] if server.error is not None else []
+    said.extend(_left_out(item.reason) for item in server.left_out)
     return McpServerEntry(
         name=server.name,
         scope=scope,
         status=server.status,
         tools=model_tool_names(server.name, [tool.name for tool in server.tools]),
-        error=server.error if server.error is not None else UNSET,
+        error="; ".join(said) if said else UNSET,
     )
+
+
+def _left_out(reason: str) -> str:
+    return f"tool left out: {reason}"
 
 
 async def _stop_all(servers: list[McpServer]) -> None:

@@ -16,6 +16,10 @@ A call runs on the caller's task over the shared SDK session, so an abort (a can
 cancels that call alone and the SDK tells the server (``notifications/cancelled``). Every
 failure is `ServerUnavailable` with a reason naming what went wrong; the SDK is imported only
 when a server first starts.
+
+A tool of a listing the SDK would refuse (an ``inputSchema`` without ``type``) is left out,
+the server's other tools offered: `left_out` says which and why, ``mcp/list`` shows it, and
+the log warns of it once, not at every re-listing (decision 69).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from robotad.mcp.config import ServerSpec, name_problem
 
 if TYPE_CHECKING:
     from robotad.mcp.connection import Connection
+    from robotad.mcp.screening import LeftOut
 
 __all__ = ["McpServer", "ServerStatus", "ServerUnavailable", "ToolInfo", "backoff"]
 
@@ -76,6 +81,8 @@ class McpServer:
         #: The last failure, kept after a successful restart (``robotactl mcp`` shows it).
         self.error: str | None = None
         self.tools: list[ToolInfo] = []
+        #: The tools of its last listing that were left out, each with why.
+        self.left_out: list[LeftOut] = []
         #: Whether a start was ever attempted (turns start only servers never tried).
         self.attempted = False
         self._nursery = nursery
@@ -202,7 +209,7 @@ class McpServer:
 
     def _became_ready(self, connection: Connection) -> None:
         self._connection = connection
-        self.tools = [_tool_info(tool) for tool in connection.tools]
+        self._listed(connection)
         self.status = "ready"
         self._failures = 0
         self._retry_at = -math.inf
@@ -237,6 +244,8 @@ class McpServer:
 
     async def _refresh_tools(self, connection: Connection) -> None:
         """Re-read the tool list on every ``notifications/tools/list_changed``."""
+        from robotad.mcp.connection import describe_error
+
         while True:
             await self._refresh.wait()
             self._refresh = trio.Event()
@@ -244,10 +253,24 @@ class McpServer:
                 await connection.list_tools()
             except Exception as exc:
                 log.warning(
-                    "re-reading the tool list failed: %s", exc, extra=fields(mcp_server=self.name)
+                    "re-reading the tool list failed: %s",
+                    describe_error(exc),
+                    extra=fields(mcp_server=self.name),
                 )
                 continue
-            self.tools = [_tool_info(tool) for tool in connection.tools]
+            self._listed(connection)
+
+    def _listed(self, connection: Connection) -> None:
+        """Take `connection`'s tool list; warn of each tool left out that was not before."""
+        self.tools = [_tool_info(tool) for tool in connection.tools]
+        for item in connection.left_out:
+            if item not in self.left_out:
+                log.warning(
+                    "mcp server tool left out: %s",
+                    item.reason,
+                    extra=fields(mcp_server=self.name),
+                )
+        self.left_out = list(connection.left_out)
 
     # -- stopping ----------------------------------------------------------------------------
 
