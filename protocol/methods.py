@@ -565,7 +565,8 @@ class McpListParams(_Params, frozen=True):
 
 class McpServerEntry(_Result, frozen=True):
     """One server of ``mcp/list``: `tools` are the names the model sees
-    (``mcp__NAME__TOOL``); `error` is the last failure, when there was one."""
+    (``mcp__NAME__TOOL``); `error` is the last failure, when there was one, and names each
+    tool the server listed that was left out (``tool left out: …``)."""
 
     name: str
     scope: Literal["daemon", "session"]
