@@ -8,8 +8,8 @@ robotad's. A session robotad cannot open is robotad's error (-32002 and its mess
 fresh session. Every robotad error reaches the editor as the same JSON-RPC error.
 
 `on_robotad_notification` routes robotad's ``session/event``s to the session's `Attachment`.
-The editor's MCP servers are accepted and, while robotad cannot take session-scoped servers,
-named on stderr as not used.
+The editor's MCP servers become a new session's own (`_create_session`, decision 70); at a
+load or resume the session keeps those it was created with, and the log says so.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import trio
 from protocol.errors import InvalidParams, SessionBusy, SessionNotFound
 from protocol.events import EVENT_METHOD, SessionEvent
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from protocol.methods import HistoryResult, McpListResult, SessionList
+from protocol.methods import HistoryResult, SessionList
 from protocol.peer import CallContext, JsonRpcPeer, Router
 from protocol.shapes import SessionInfo
 from robotactl import __version__
@@ -34,6 +34,7 @@ from robotactl.acp.mcp_servers import (
     in_editor_terms,
     kept_indexes,
     mcp_servers,
+    named_servers,
     refused_servers,
 )
 from robotactl.acp.modes import mode_state
@@ -72,6 +73,10 @@ logger = logging.getLogger("robotactl.acp")
 
 #: Sessions per ``session/list`` page.
 LIST_PAGE = 200
+
+#: The most ``session/create``s one ``session/new`` sends (each rename of servers whose
+#: names robotad's own servers hold, then one without the servers it refused otherwise).
+_CREATE_ATTEMPTS = 8
 
 _event_decoder = msgspec.json.Decoder(SessionEvent)
 
@@ -162,40 +167,48 @@ class AcpAgent:
         return {}  # robotad needs no login: its socket is the user's own
 
     async def new_session(self, params: NewSessionParams, ctx: CallContext) -> NewSessionResult:
-        entries = params.mcp_servers or ()
-        servers, left_out = mcp_servers(entries, await self._own_mcp_names())
+        info = await self._create_session(params.cwd, params.mcp_servers or ())
+        attachment = await self._attach(info)
+        await self._start(attachment)
+        return NewSessionResult(info.session_id, mode_state(info.permission_mode))
+
+    async def _create_session(self, cwd: str, entries: Sequence[McpServerEntry]) -> SessionInfo:
+        """robotad's new session with the editor's MCP servers (decision 70). robotad's own
+        servers are not listed first (``mcp/list`` starts them all and waits for each): a
+        name robotad refuses at ``.name`` (one of its configured servers has it) is renamed,
+        ``-2``, ``-3``…, and asked again; then a server robotad refuses for anything else is
+        left out, the log saying why, and the session starts without it."""
+        servers, left_out = mcp_servers(entries)
         for reason in left_out:
             logger.warning("MCP server from the editor is not used: %s", reason)
         kept = kept_indexes(entries)
-        try:
-            info = await self._create(params.cwd, servers)
-        except InvalidParams as exc:
-            refused = refused_servers(exc.issues)
-            if refused is None:  # name the editor's own server, not the n-th passed on
-                raise InvalidParams(in_editor_terms(exc.issues, kept)) from None
+        reserved: set[str] = set()
+        dropped = False
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                return await self._create(cwd, servers)
+            except InvalidParams as exc:
+                issues = exc.issues
+            refused = refused_servers(issues)
+            clashes = {servers[i]["name"] for i in named_servers(issues) if i < len(servers)}
+            if refused is None or dropped or (clashes and clashes <= reserved):
+                break  # about the session itself, or not settled by what was done already
+            if clashes:
+                reserved |= clashes
+                servers, _ = mcp_servers(entries, reserved)
+                continue
             for index, said in refused.items():  # the session starts without them
                 name = entries[kept[index]].name if index < len(kept) else str(index)
                 logger.warning("MCP server from the editor is not used: %s (%s)", name, said)
             servers = [server for i, server in enumerate(servers) if i not in refused]
-            try:
-                info = await self._create(params.cwd, servers)
-            except InvalidParams as again:
-                raise InvalidParams(in_editor_terms(again.issues, kept)) from None
-        attachment = await self._attach(info)
-        await self._start(attachment)
-        return NewSessionResult(info.session_id, mode_state(info.permission_mode))
+            dropped = True
+        raise InvalidParams(in_editor_terms(issues, kept))
 
     async def _create(self, cwd: str, servers: list[dict[str, Any]]) -> SessionInfo:
         create: dict[str, Any] = {"cwd": cwd, **self.defaults.create_params()}
         if servers:
             create["mcpServers"] = servers
         return await self.robotad.request("session/create", create, result_type=SessionInfo)
-
-    async def _own_mcp_names(self) -> set[str]:
-        """The names of robotad's own MCP servers (its configuration's), which an editor's
-        servers must not take."""
-        listed = await self.robotad.request("mcp/list", {}, result_type=McpListResult)
-        return {server.name for server in listed.servers if server.scope == "daemon"}
 
     async def load_session(self, params: LoadSessionParams, ctx: CallContext) -> LoadSessionResult:
         _note_mcp_servers(params.mcp_servers)

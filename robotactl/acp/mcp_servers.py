@@ -6,7 +6,9 @@ ACP gives a stdio server as ``{name, command, args, env:[{name, value}]}`` and a
 ``[A-Za-z0-9_-]+``, with no ``__``, no ``_`` at the end and at most `MCP_SERVER_NAME_MAX`
 characters) has every other character replaced by ``_``, runs of ``_`` made one, is cut to that
 length and loses a trailing ``_``, and a name an earlier server took gets ``-2``, ``-3``…
-(within the length), so odd names never keep the editor from starting a session. SSE
+(within the length), so odd names never keep the editor from starting a session; so does a
+name robotad refuses because one of its own configured servers has it (`named_servers` reads
+which: robotad's servers are not listed beforehand, since ``mcp/list`` starts them). SSE
 servers are not supported by robotad: they are left out, and `mcp_servers` says which. So is
 a server robotad refuses (a URL that is no http:// or https:// one, say): `refused_servers`
 reads robotad's located issues, and the session starts without it, the log saying why.
@@ -22,11 +24,12 @@ from protocol.errors import Issue
 from protocol.methods import MCP_SERVER_NAME_MAX
 from robotactl.acp.schema import McpServerEntry
 
-__all__ = ["in_editor_terms", "kept_indexes", "mcp_servers", "refused_servers"]
+__all__ = ["in_editor_terms", "kept_indexes", "mcp_servers", "named_servers", "refused_servers"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _SERVER_PATH = re.compile(r"\$\.mcpServers\[([0-9]+)\]")
 _RUNS = re.compile(r"__+")
+_NAME_PATH = re.compile(r"\$\.mcpServers\[([0-9]+)\]\.name")
 
 
 def mcp_servers(
@@ -93,6 +96,13 @@ def refused_servers(issues: Sequence[Issue]) -> dict[int, str] | None:
         said = f"{member}: {issue['message']}" if member else issue["message"]
         refused[index] = f"{refused[index]}; {said}" if index in refused else said
     return refused or None
+
+
+def named_servers(issues: Sequence[Issue]) -> set[int]:
+    """The index (in the list robotad got) of each server whose name robotad refused: names
+    `mcp_servers` made are well formed and distinct, so that name is one of robotad's own
+    configured servers' (decision 70)."""
+    return {int(m.group(1)) for i in issues if (m := _NAME_PATH.fullmatch(i["path"]))}
 
 
 def _unique(name: str, taken: set[str]) -> str:

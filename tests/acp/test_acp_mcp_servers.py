@@ -1,15 +1,30 @@
 """An editor's MCP servers, translated into robotad's session-scoped servers (PROTOCOL §10.5,
 §10.6): arrays of name/value pairs become objects, HTTP servers lose their ACP `type`, unsafe
-names are made safe, and what robotad cannot run is left out with a reason."""
+names are made safe, and what robotad cannot run is left out with a reason; and a new
+session starts none of robotad's own servers (decision 70)."""
 
 from __future__ import annotations
 
-import msgspec
+from pathlib import Path
 
+import msgspec
+import pytest
+
+from protocol.blocking_client import open_blocking_connection
 from protocol.methods import MCP_SERVER_NAME_MAX, McpServer
-from robotactl.acp.mcp_servers import in_editor_terms, kept_indexes, mcp_servers, refused_servers
+from robotactl.acp.mcp_servers import (
+    in_editor_terms,
+    kept_indexes,
+    mcp_servers,
+    named_servers,
+    refused_servers,
+)
 from robotactl.acp.schema import McpServerEntry, NameValue
 from robotad.mcp.config import name_problem
+from tests.acp.conftest import agent_argv
+from tests.acp.editors import open_editor
+from tests.acp.sdk_cache import typescript_sdk
+from tests.robotad_process import child_environment, start_robotad, stop_robotad
 
 
 def test_stdio_and_http_servers_become_robotads_shapes() -> None:
@@ -137,3 +152,54 @@ def test_long_names_are_cut_to_what_robotad_takes() -> None:
     ]
     assert all(len(name) <= MCP_SERVER_NAME_MAX for name in names)
     assert all(name_problem(name) is None for name in names)
+
+
+def test_names_robotad_refused_are_read_from_its_issues() -> None:
+    issues = [
+        {"path": "$.mcpServers[1].name", "message": "'files' names a server of robotad's ..."},
+        {"path": "$.mcpServers[0].url", "message": "expected an http:// or https:// URL"},
+        {"path": "$.mcpServers[2].name.x", "message": "not a name issue"},
+    ]
+    assert named_servers(issues) == {1}
+
+
+async def test_a_new_session_starts_none_of_robotads_servers_and_a_clash_is_renamed(
+    kind: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every session/new listed robotad's servers first (``mcp/list``), which starts each one
+    and waits for it: a configured server that cannot start made every new thread wait its
+    startup timeout. robotad's configured "files" here only leaves a mark when started; the
+    editor's own "files" is still renamed, from robotad's refusal."""
+    started = tmp_path / "files-started"
+    config = tmp_path / "config" / "robota"
+    config.mkdir(parents=True)
+    config.joinpath("config.toml").write_text(
+        f'[mcp_servers.files]\ncommand = "touch"\nargs = ["{started}"]\n'
+    )
+    socket_dir = tmp_path_factory.mktemp("sock")
+    socket_dir.chmod(0o700)
+    env = child_environment(
+        ROBOTA_STATE_DIR=str(tmp_path / "state"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_RUNTIME_DIR=str(socket_dir),
+    )
+    daemon = start_robotad(socket_dir / "robotad.sock", tmp_path / "robotad.log", env=env)
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    editors_files = {"name": "files", "command": "notes-mcp", "args": [], "env": []}
+    try:
+        sdk = typescript_sdk() if kind == "ts" else None
+        async with open_editor(kind, agent_argv(daemon), tmp_path / "editor.log", sdk) as editor:
+            await editor.initialize()
+            plain = await editor.new_session(workspace)
+            clashing = await editor.new_session(workspace, mcpServers=[editors_files])
+            assert not started.exists(), "started"
+        with open_blocking_connection(daemon.socket_path, timeout=30) as robotad:
+            listed = robotad.request("mcp/list", {"sessionId": clashing})["servers"]
+            assert robotad.request("session/get", {"sessionId": plain})["sessionId"] == plain
+    finally:
+        stop_robotad(daemon)
+    assert {(server["name"], server["scope"]) for server in listed} == {
+        ("files", "daemon"),
+        ("files-2", "session"),
+    }
