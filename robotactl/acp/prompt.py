@@ -15,8 +15,10 @@ so robotad has let go of the turn and takes the next prompt at once:
 
 `cancel` (the editor's ``session/cancel``) aborts a running turn; a turn waiting for approval
 is abandoned (nothing of it runs; its open calls close as failed) — the prompt ends
-``cancelled`` either way. An editor that goes away is different: nothing is aborted or
-abandoned, the turn goes on in robotad and an unanswered approval stays parked there.
+``cancelled`` either way. A cancel while an approval left parked is settled first (asked
+again, or its approved execution running) ends the prompt there too: its own turn never
+starts (decision 71). An editor that goes away is different: nothing is aborted or abandoned,
+the turn goes on in robotad and an unanswered approval stays parked there.
 """
 
 from __future__ import annotations
@@ -231,15 +233,17 @@ class PromptDriver:
 
     async def _settle_parked(self) -> bool:
         """Settle an execution parked in the session before a new turn (see `run`): False
-        when the editor cancelled (the prompt then ends ``cancelled``)."""
+        when the editor cancelled — while asked, or while the execution it approved ran —
+        (the prompt then ends ``cancelled`` and its own turn never starts: decision 71)."""
         while True:
             result = await self._robotad.request(
                 "session/pending", {"sessionId": self._session_id}, result_type=PendingResult
             )
             pending = result.pending
-            if pending is None:
-                return True
-            if pending.uncertain:  # outcome unknown: never run again, closed as failed
+            if pending is None:  # a cancel while a resumed execution ran cancels this prompt
+                return not self._cancelled.is_set()
+            if pending.uncertain or self._cancelled.is_set():
+                # outcome unknown: never run again, closed as failed; or cancelled meanwhile
                 await self._abandon(pending.execution_id)
                 continue
             answers: list[tuple[ApprovalRequest, Answer]] = []

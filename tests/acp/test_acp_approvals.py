@@ -198,3 +198,32 @@ async def test_an_editor_that_fails_to_answer_is_a_cancelled_question(
         await assert_editor_received_everything(editor)
     assert robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"] is None
     assert not target.exists()
+
+
+async def test_a_cancel_while_a_parked_approval_is_settled_stops_the_new_prompt_too(
+    launch: Launch, workspace: Path, acp_daemon: RobotadProcess
+) -> None:
+    """Decision 71: the editor allowed an approval left parked, cancelled while the execution
+    it resumed went on (here, streamed), and the prompt then started its own turn anyway,
+    the model answering it, and ended ``end_turn``."""
+    target = workspace / "parked.txt"
+    write = {"name": "Write", "arguments": {"file_path": str(target), "content": "x\n"}}
+    resumed = {"text": "y" * 600, "chunks": 60, "delayMs": 50}
+    script = [{"toolCalls": [write]}, resumed, {"text": "the new prompt ran"}]
+    async with launch(script=script) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session(workspace)
+        parked = robotad_call(acp_daemon, "session/run", {"sessionId": session_id, "prompt": "w"})
+        assert parked["status"] == "waiting"
+        reply = await editor.prompt(
+            session_id, "next", answers=["allow_once"], cancel_after_chunks=2
+        )
+        assert reply["result"] == {"stopReason": "cancelled"}, reply
+        assert len(reply["permissions"]) == 1
+        await assert_editor_received_everything(editor)
+    info = robotad_call(acp_daemon, "session/get", {"sessionId": session_id})
+    assert info["running"] is False
+    assert robotad_call(acp_daemon, "session/pending", {"sessionId": session_id})["pending"] is None
+    history = robotad_call(acp_daemon, "session/history", {"sessionId": session_id})
+    assert [m["content"] for m in history["messages"] if m["role"] == "user"] == ["w"]
+    assert "the new prompt ran" not in [m["content"] for m in history["messages"]]
