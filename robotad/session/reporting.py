@@ -18,8 +18,9 @@ size however long the conversation grows. Anything else is logged in full.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -33,7 +34,7 @@ from robotad.session.ports import EventSink
 from robotad.storage import log_events
 from robotad.storage.failure import StorageError
 from robotad.storage.log_events import LogEventName
-from robotad.storage.session_log import SessionLogger
+from robotad.storage.session_log import PendingLine, SessionLogger
 
 __all__ = ["PREVIEW_CHARS", "UNSTAMPED", "SessionReporter", "logged_request"]
 
@@ -85,8 +86,43 @@ class SessionReporter:
         """Write one session-log entry; a failing log is reported and ignored."""
         if self._closed or self._log is None:
             return
-        try:
+        with self._noting_failure(event):
             self._log.log(event, payload)
+
+    async def store_and_log(self, event: LogEventName, payload: msgspec.Struct) -> None:
+        """`log` for an entry that may name a sidecar not stored yet: the sidecar is created
+        on a worker thread, never on the event loop, and entries logged meanwhile are written
+        after this one (`SessionLogger.store_and_log`)."""
+        pending = self.place(event, payload)
+        if pending is not None:
+            await self.store_pending(pending)
+
+    def place(self, event: LogEventName, payload: msgspec.Struct) -> PendingLine | None:
+        """`log` up to a sidecar to store: the entry takes its place in the log now, and is
+        written now when it needs none; otherwise it is returned, and the caller must hand
+        it to `store_pending` (`SessionLogger.place`). A failing log is reported, and None
+        returned."""
+        if self._closed or self._log is None:
+            return None
+        pending = None
+        with self._noting_failure(event):
+            pending = self._log.place(event, payload)
+        return pending
+
+    async def store_pending(self, pending: PendingLine) -> None:
+        """Store a placed entry's sidecars on a worker thread, then write it and what waits
+        behind it. Also after the session has shut down: the entry was logged before, and
+        what waits behind it must not wait for good. A failure is reported and ignored."""
+        if self._log is None:
+            return
+        with self._noting_failure(pending.event):
+            await self._log.store_pending(pending)
+
+    @contextlib.contextmanager
+    def _noting_failure(self, event: LogEventName) -> Iterator[None]:
+        """A failing log is reported and counted, never raised."""
+        try:
+            yield
         except StorageError as exc:  # the disk refused: counted and reported, never raised
             if self._dropped == 0:
                 logger.error(

@@ -169,7 +169,8 @@ class FileLogSink:
     byte only when the file does not end where this sink's last line did. A file this sink
     has just opened that ends in an unfinished line has that line cut away (a dead writer's:
     `_cut_unfinished_line`); one that another writer left unfinished while this sink had the
-    file open stays, as one line of its own.
+    file open stays, as one line of its own. `put_payload` and `holds_payload` touch none of
+    the sink's own state: a sidecar may be stored on a worker thread while lines are appended.
     """
 
     def __init__(self, path: Path, *, durable: bool = False, root: Path | None = None) -> None:
@@ -251,6 +252,10 @@ class FileLogSink:
         self._fd, self._identity, self._end = fd, (info.st_ino, info.st_dev), -1
         open_logs.opened(self)
         return fd, info.st_size
+
+    def holds_payload(self, name: str, size: int) -> bool:
+        """Whether a regular file of `size` bytes is the sidecar `name` (one ``lstat``)."""
+        return _stored_already(self._payloads / name, size)
 
     def put_payload(self, content: bytes, sha256: str) -> str:
         if digest(content) != sha256:

@@ -9,7 +9,12 @@ line names it (`_SHARED`; a reader resolves it as any sidecar, so the entry it d
 same), and the line is wrapped in the logger-owned envelope
 ``{schemaVersion, timestamp, sessionId, event, data}``: the payload lives under ``data`` and can
 never override an envelope member, whatever names it uses (G-147). Lines are only appended
-(G-146). Streamed text goes to the log as ``text_delta`` events (G-148).
+(G-146), each once the sidecars it names are stored, and in the order they were logged. An
+async caller whose line may name a sidecar not stored yet (a session's first request, with
+its tool set) logs it with `SessionLogger.place`/`store_pending`: the sidecar is created on a
+worker thread and the lines logged meanwhile wait behind it, so the event loop never waits
+for a sidecar's fsyncs (architecture decision 62). Streamed text goes to the log as
+``text_delta`` events (G-148).
 
 Reading (`decode_log`) is total and fails closed (G-150): each line's version is read first,
 then its envelope, its sidecars (resolved and verified) and its payload; one bad line fails the
@@ -20,8 +25,9 @@ handed on: ``session/log`` and the recovery of a cut-off log go through it, so c
 of hundreds of thousands of lines holds one line at a time, not the log. A missing log is an
 empty log; an unreadable one raises `OSError`.
 
-The ports: a `LogSink` appends a line and stores a sidecar; a `LogSource` reads the whole log
-and one sidecar, and a `PiecewiseLogSource` also reads the log in bounded pieces.
+The ports: a `LogSink` appends a line, stores a sidecar (blocking: perhaps on a worker thread)
+and says whether it holds one; a `LogSource` reads the whole log and one sidecar, and a
+`PiecewiseLogSource` also reads the log in bounded pieces.
 `log_files.FileLogSink`/`FileLogSource` are the file-system adapters; nothing here turns a path
 into file access on its own.
 
@@ -31,17 +37,20 @@ writes (envelope, sidecars, shared members) change together.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol, TypedDict, runtime_checkable
 
 import msgspec
+import trio
 from msgspec import Struct
 
 from protocol.shapes import UtcDatetime, utc_now
 from protocol.validate import ValidationFailed, convert
 
+from .handoff import run_blocking
 from .log_events import LOG_SCHEMA_VERSION, PAYLOADS, LogEventName
 from .scrub import redact_in_place
 from .sidecars import (
@@ -65,6 +74,7 @@ __all__ = [
     "LogProblem",
     "LogSink",
     "LogSource",
+    "PendingLine",
     "PiecewiseLogSource",
     "SessionLogger",
     "decode_each",
@@ -82,7 +92,14 @@ class LogSink(Protocol):
         ...
 
     def put_payload(self, content: bytes, sha256: str) -> str:
-        """Store a sidecar exclusively (an existing one is identical); return its name."""
+        """Store a sidecar exclusively and durably (an existing one is identical); return its
+        name, which is `sha256`. Blocking: may be called on a worker thread, while the
+        thread that owns the sink appends lines and looks for sidecars."""
+        ...
+
+    def holds_payload(self, name: str, size: int) -> bool:
+        """Whether the sidecar `name` of `size` bytes is stored already (a look; nothing is
+        written). A sidecar it holds is one `put_payload` would leave as it is."""
         ...
 
 
@@ -152,8 +169,18 @@ _SHARED: Final[dict[str, tuple[str, ...]]] = {"provider_request": ("request", "t
 
 
 class SessionLogger:
-    """Writes one session's events to a `LogSink`. Not a persistence barrier: a sink failure
-    propagates to the caller, who decides whether it matters."""
+    """Writes one session's events to a `LogSink`, in the order they are logged. Not a
+    persistence barrier: a sink failure propagates to the caller, who decides whether it
+    matters.
+
+    A line is written only once every sidecar it names is stored (`LogSink.put_payload`
+    creates one durably), so no line ever names a sidecar that is not there. `log` stores
+    them on the calling thread; `place` and `store_pending` (or both at once,
+    `store_and_log`), for async callers, on a worker thread, so the event loop never waits
+    for a sidecar's fsyncs (architecture decision 62) — and what is logged while they run
+    waits behind the line (`_backlog`), so the log's order is the order in which lines were
+    logged (placed) either way. A line whose sidecars are all stored already (a look at each
+    file, `LogSink.holds_payload`) is written at once, without the thread."""
 
     def __init__(
         self,
@@ -171,13 +198,73 @@ class SessionLogger:
         #: Per shared member's path: its last content as given, that content as stored
         #: (redacted), and the reference it got.
         self._shared: dict[tuple[str, ...], tuple[bytes, bytes, dict[str, Any]]] = {}
+        #: Lines logged but not written yet, in order: the first waits for its sidecars (a
+        #: `PendingLine`), the others (lines, or more pending ones) behind it. Empty when
+        #: every line logged is written.
+        self._backlog: collections.deque[bytes | PendingLine] = collections.deque()
+        #: `close` was called while lines waited: the sink is closed again once they are out.
+        self._close_when_written = False
 
     def log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
-        """Write one event. `data` may hold Structs (messages…) and datetimes.
+        """Write one event. `data` may hold Structs (messages…) and datetimes. Its sidecars
+        are stored on the calling thread; while a line placed before it waits for its own,
+        it waits behind that line (and a failure to append it is raised to the call that
+        writes it).
 
         Raises `ValueError` for an event outside the vocabulary and `ValidationFailed` for a
         payload its event's shape refuses (a programming error: the reader would refuse it).
         """
+        line, sidecars = self._stage(event, data)
+        for name, content in self._missing(sidecars):
+            self._sink.put_payload(content, name)
+        self._write(line)
+
+    async def store_and_log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
+        """`log`, with the sidecars the line needs created on a worker thread: `place`, then
+        `store_pending` when the line must wait for them."""
+        pending = self.place(event, data)
+        if pending is not None:
+            await self.store_pending(pending)
+
+    def place(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> PendingLine | None:
+        """Log one event (as `log` does, with its errors) without storing a sidecar here.
+        When every sidecar the line names is stored already, it is written now (or behind
+        the lines still waiting) and None is returned. Otherwise its place in the log's
+        order is taken — every line logged after it waits behind it — and the pending line
+        is returned: the caller must hand it to `store_pending`, or the log stops there."""
+        line, sidecars = self._stage(event, data)
+        missing = self._missing(sidecars)
+        if not missing:
+            self._write(line)
+            return None
+        pending = PendingLine(event, line, missing)
+        self._backlog.append(pending)
+        return pending
+
+    async def store_pending(self, pending: PendingLine) -> None:
+        """Store `pending`'s sidecars on a worker thread (`handoff.run_blocking`), then write
+        it and the lines behind it that wait for nothing more. A store that started always
+        finishes, even when the caller is cancelled (the line is then written, and
+        `Cancelled` comes at the caller's next checkpoint). A store that fails drops this
+        line only — the lines behind it are written — and raises its error."""
+        if pending.done:
+            raise ValueError("a pending line is stored once")
+        try:
+            with trio.CancelScope(shield=True):
+                await run_blocking(self._store, pending.sidecars)
+        except BaseException:
+            pending.line, pending.done = None, True  # may name a sidecar that is not there
+            self._write_ready()  # whatever waited behind it is written all the same
+            raise
+        pending.done = True
+        self._write_ready()
+
+    def _stage(
+        self, event: LogEventName, data: Mapping[str, Any] | Struct
+    ) -> tuple[bytes, dict[str, bytes]]:
+        """The line for `event` and the sidecars it names (name → content), nothing stored
+        or written: the payload checked, redacted, its oversized and shared members turned
+        into references."""
         shape = PAYLOADS.get(event)
         if shape is None:
             raise ValueError(f"unknown session-log event {event!r}")
@@ -188,9 +275,10 @@ class SessionLogger:
         path = _SHARED.get(event)
         shared = _detach(payload, path) if path is not None else None
         redact_in_place(payload)  # a fresh tree of plain dicts and lists: ours to change
-        spilled = externalize(payload, self._sink.put_payload, limit=self._spill_limit)
+        sidecars: dict[str, bytes] = {}
+        spilled = externalize(payload, _collector(sidecars), limit=self._spill_limit)
         if path is not None and shared is not None:
-            spilled = self._attach(spilled, payload, path, shared)
+            spilled = self._attach(spilled, payload, path, shared, sidecars)
         line = self._encoder.encode(
             {
                 "schemaVersion": LOG_SCHEMA_VERSION,
@@ -200,16 +288,67 @@ class SessionLogger:
                 "data": spilled,
             }
         )
-        self._sink.append(line)
+        return line, sidecars
+
+    def _missing(self, sidecars: dict[str, bytes]) -> list[tuple[str, bytes]]:
+        """The sidecars of `sidecars` the sink does not hold yet (a look at each)."""
+        return [
+            (name, content)
+            for name, content in sidecars.items()
+            if not self._sink.holds_payload(name, len(content))
+        ]
+
+    def _store(self, sidecars: list[tuple[str, bytes]]) -> None:
+        """Store `sidecars` (on a worker thread: touches nothing of the logger's own)."""
+        for name, content in sidecars:
+            self._sink.put_payload(content, name)
+
+    def _write(self, line: bytes) -> None:
+        """Append `line` now, or behind the lines still waiting for their sidecars."""
+        if self._backlog:
+            self._backlog.append(line)
+        else:
+            self._sink.append(line)
+
+    def _write_ready(self) -> None:
+        """Append the backlog's lines from its start up to the first that still waits; the
+        first error of an append is raised once the others are written."""
+        failure: Exception | None = None
+        while self._backlog:
+            head = self._backlog[0]
+            if isinstance(head, PendingLine):
+                if not head.done:
+                    break
+                line = head.line
+            else:
+                line = head
+            self._backlog.popleft()
+            if line is None:
+                continue
+            try:
+                self._sink.append(line)
+            except Exception as exc:
+                failure = failure or exc
+        if not self._backlog and self._close_when_written:
+            self._close_when_written = False
+            self.close()
+        if failure is not None:
+            raise failure
 
     def _attach(
-        self, spilled: dict[str, Any], payload: dict[str, Any], path: tuple[str, ...], value: Any
+        self,
+        spilled: dict[str, Any],
+        payload: dict[str, Any],
+        path: tuple[str, ...],
+        value: Any,
+        sidecars: dict[str, bytes],
     ) -> dict[str, Any]:
-        """`spilled` with the shared member `value` at `path` as a reference to its sidecar;
-        when it cannot be (it spells a sidecar key, or what holds it was spilled whole), the
-        payload logged with the member in place, as any other."""
+        """`spilled` with the shared member `value` at `path` as a reference to its sidecar
+        (added to `sidecars`); when it cannot be (it spells a sidecar key, or what holds it
+        was spilled whole), the payload logged with the member in place, as any other (its
+        sidecars in `sidecars` instead of those of `spilled`)."""
         holder = _holder(spilled, path)
-        reference = self._reference(path, value) if holder is not None else None
+        reference = self._reference(path, value, sidecars) if holder is not None else None
         if reference is not None and holder is not None:
             holder[path[-1]] = reference
             return spilled
@@ -217,33 +356,63 @@ class SessionLogger:
         restored = _holder(payload, path)
         assert restored is not None  # `_detach` took the member from there
         restored[path[-1]] = value
-        return externalize(payload, self._sink.put_payload, limit=self._spill_limit)
+        sidecars.clear()  # those of `spilled`, which is not logged
+        return externalize(payload, _collector(sidecars), limit=self._spill_limit)
 
-    def _reference(self, path: tuple[str, ...], value: Any) -> dict[str, Any] | None:
-        """The sidecar reference for the shared member `value` (stored the first time its
-        content is seen, redacted, and again whenever its file has gone); None when it
-        cannot be a sidecar."""
+    def _reference(
+        self, path: tuple[str, ...], value: Any, sidecars: dict[str, bytes]
+    ) -> dict[str, Any] | None:
+        """The sidecar reference for the shared member `value`, its sidecar added to
+        `sidecars` (the content redacted the first time it is seen, and remembered); None
+        when it cannot be a sidecar."""
         content = self._encoder.encode(value)
         known = self._shared.get(path)
         if known is not None and known[0] == content:
-            # Stored again (a look at the file when it is there): the log may have been
-            # removed or rotated with its sidecars since, and a line naming a sidecar its log
-            # does not have would make the whole log undecodable.
-            self._sink.put_payload(known[1], known[2][SIDECAR_KEY]["sha256"])
+            # Named again, so looked for again before the line is written: the log may have
+            # been removed or rotated with its sidecars since, and a line naming a sidecar its
+            # log does not have would make the whole log undecodable.
+            sidecars[known[2][SIDECAR_KEY]["sha256"]] = known[1]
             return known[2]
         redact_in_place(value)
         redacted = self._encoder.encode(value)
-        reference = stored(redacted, self._sink.put_payload)
+        reference = stored(redacted, _collector(sidecars))
         if reference is not None:
             self._shared[path] = (content, redacted, reference)
         return reference
 
     def close(self) -> None:
         """Release what the sink holds open, when it has a ``close`` (`FileLogSink` keeps its
-        file open between lines); a later `log` may open it again."""
+        file open between lines); a later `log` may open it again. While lines wait for their
+        sidecars, the sink is closed again once they are written."""
+        self._close_when_written = bool(self._backlog)
         close = getattr(self._sink, "close", None)
         if close is not None:
             close()
+
+
+class PendingLine:
+    """A line of `event` that `SessionLogger.place` put in the log's order, whose sidecars
+    are not stored yet (`sidecars`: name, content); `done` once their store has ended, `line`
+    None when it failed (the line is dropped)."""
+
+    __slots__ = ("done", "event", "line", "sidecars")
+
+    def __init__(self, event: LogEventName, line: bytes, sidecars: list[tuple[str, bytes]]) -> None:
+        self.event = event
+        self.line: bytes | None = line
+        self.sidecars = sidecars
+        self.done = False
+
+
+def _collector(sidecars: dict[str, bytes]) -> Callable[[bytes, str], str]:
+    """A `put` for `externalize` and `stored` that only notes each sidecar in `sidecars`; a
+    sidecar's name is its SHA-256 (`LogSink.put_payload`)."""
+
+    def put(content: bytes, sha256: str) -> str:
+        sidecars[sha256] = content
+        return sha256
+
+    return put
 
 
 def _detach(payload: dict[str, Any], path: tuple[str, ...]) -> Any:

@@ -322,6 +322,9 @@ class RaisingLogSink:
         self.attempts += 1
         raise OSError(28, "No space left on device")
 
+    def holds_payload(self, name: str, size: int) -> bool:
+        return False
+
 
 class Raising:
     """A synchronous callable (event sink or observer) that always raises, counting calls."""

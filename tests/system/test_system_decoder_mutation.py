@@ -153,6 +153,9 @@ class MemoryLog:
         self.sidecars.setdefault(sha256, content)
         return sha256
 
+    def holds_payload(self, name: str, size: int) -> bool:
+        return len(self.sidecars.get(name, b"")) == size and name in self.sidecars
+
     def seal(self) -> None:
         self.data = b"".join(line + b"\n" for line in self.lines)
 

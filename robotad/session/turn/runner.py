@@ -60,7 +60,7 @@ from robotad.session.hooks.lifecycle import HookLifecycle
 from robotad.session.ports import SessionCallbacks
 from robotad.session.reporting import SessionReporter, logged_request
 from robotad.session.turn.tool_admission import GatePolicy, GateServices, SessionToolGate
-from robotad.session.turn.work import TurnContext
+from robotad.session.turn.work import RequestLine, TurnContext
 from robotad.storage import log_events
 from robotad.storage.failure import storage_failed
 from robotad.storage.journal import JournalError
@@ -242,42 +242,50 @@ class TurnRunner:
         turn.open_request = request_id = new_id("req-")
         history = self.session.conversation.messages  # unchanged until the reply is committed
 
-        def log_request() -> None:
-            entry = log_events.ProviderRequestEntry(
+        def request_entry() -> log_events.ProviderRequestEntry:
+            return log_events.ProviderRequestEntry(
                 request_id=request_id,
                 provider=provider.name,
                 model=provider.model,
                 request=logged_request(request, history, system_context),
             )
-            self.session.reporter.log("provider_request", entry)
 
         # The line (the request with its tools' schemas: the turn's biggest) is written while
-        # the request is on its way — the background task runs at the provider call's first
-        # checkpoint — and in any case before anything else of this request is logged.
-        turn.unlogged_request = log_request
+        # the request is on its way: the background task runs at the provider call's first
+        # checkpoint and logs it there, and a tool set the log does not hold yet is stored on
+        # a worker thread meanwhile, what is logged in between waiting behind the line
+        # (decision 62). In any case it comes before anything else of this request: what
+        # comes before that task ran places the line first (`_place_request`), and the task
+        # still does the storing.
+        line = RequestLine(request_entry)
+        turn.unplaced_request = line
         if turn.background is not None:
-            turn.background.start_soon(self._log_request_soon, turn, log_request)
+            turn.background.start_soon(self._log_request_soon, turn, line)
         else:
-            self._log_request(turn)
+            turn.unplaced_request = None
+            await self.session.reporter.store_and_log("provider_request", request_entry())
         self.session.lifecycle.pre_model_call(turn, request, provider.name)
 
-    async def _log_request_soon(self, turn: TurnContext, log_request: Callable[[], None]) -> None:
-        if turn.unlogged_request is log_request:
-            self._log_request(turn)
+    async def _log_request_soon(self, turn: TurnContext, line: RequestLine) -> None:
+        if turn.unplaced_request is line:
+            self._place_request(turn)
+        if line.pending is not None:
+            await self.session.reporter.store_pending(line.pending)
 
-    @staticmethod
-    def _log_request(turn: TurnContext) -> None:
-        """Write the open request's ``provider_request`` line unless it is written."""
-        log_request, turn.unlogged_request = turn.unlogged_request, None
-        if log_request is not None:
-            log_request()
+    def _place_request(self, turn: TurnContext) -> None:
+        """Give the open request's ``provider_request`` line its place in the log unless it
+        has one: written now when the log holds its tool set, else placed for its task
+        (`_log_request_soon`) to store and write, every later line waiting behind it."""
+        line, turn.unplaced_request = turn.unplaced_request, None
+        if line is not None:
+            line.pending = self.session.reporter.place("provider_request", line.entry())
 
     def _on_text(self, turn: TurnContext, delta: str) -> None:
-        self._log_request(turn)
+        self._place_request(turn)
         self.session.reporter.text_delta(turn.turn_id, delta, turn.open_request)
 
     async def _on_reply(self, turn: TurnContext, provider: Provider, reply: ModelReply) -> None:
-        self._log_request(turn)
+        self._place_request(turn)
         self.session.conversation.tracker.update_from_reply(reply.usage)
         if turn.open_request is not None:
             normalized = log_events.NormalizedResponseEntry(
@@ -304,7 +312,7 @@ class TurnRunner:
     def _close_request(self, turn: TurnContext, error: str, sent: ModelReply | None = None) -> None:
         """Answer, in the log, a provider request that got no response, or whose reply (`sent`)
         was refused: that reply is logged too, as what came back (G-144)."""
-        self._log_request(turn)
+        self._place_request(turn)
         if turn.open_request is not None:
             entry = log_events.ProviderResponseEntry(request_id=turn.open_request, error=error)
             if sent is not None:

@@ -4,7 +4,7 @@ Everything a turn's collaborators need to know about "the turn in flight" lives 
 place: its id (None outside a turn), the abort signal of its claim, its trace root (when the
 session traces), the advisory hook failures collected for ``turn_finished.hookFailures``, the
 nursery its fire-and-forget hooks run in, and the provider request still awaiting its response
-(so the log never leaves a request without an answer) or still to be logged.
+(so the log never leaves a request without an answer) or still to be placed in the log.
 """
 
 from __future__ import annotations
@@ -18,8 +18,19 @@ from robotad.agent.abort import AbortSignal
 from robotad.session.hooks.runner import HookFailure
 from robotad.session.hooks.trace import TraceContext
 from robotad.session.turn.claim import ClaimToken
+from robotad.storage.log_events import ProviderRequestEntry
+from robotad.storage.session_log import PendingLine
 
-__all__ = ["TurnContext"]
+__all__ = ["RequestLine", "TurnContext"]
+
+
+@dataclass(eq=False)
+class RequestLine:
+    """A provider request's ``provider_request`` line on its way to the log: `entry` builds
+    it; `pending` is the line placed in the log's order while its tool set is being stored."""
+
+    entry: Callable[[], ProviderRequestEntry]
+    pending: PendingLine | None = None
 
 
 @dataclass(eq=False)
@@ -35,8 +46,8 @@ class TurnContext:
     background: trio.Nursery | None = None
     #: The provider request id logged but not yet answered in the log.
     open_request: str | None = None
-    #: Writes the open request's ``provider_request`` line, while it is not written yet.
-    unlogged_request: Callable[[], None] | None = None
+    #: The open request's ``provider_request`` line, while it has no place in the log yet.
+    unplaced_request: RequestLine | None = None
     rounds: int = 0
     #: The turn's round limit (PROTOCOL §10.2): provider calls it may make; None = no limit.
     round_cap: int | None = None
