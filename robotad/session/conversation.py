@@ -131,13 +131,14 @@ class Conversation:
             log_events.HistoryMutationEntry(op="replace", messages=list(history)),
         )
 
-    def log_whole(self, *, even_empty: bool = False) -> None:
+    async def log_whole(self, *, even_empty: bool = False) -> None:
         """Write the whole history as one ``replace``, so the log's replay starts from what
         this session holds: for a session loaded with history, and with `even_empty` for a
         stored one loaded without (a crash in its first turn left that turn's prompt in the
-        log but never in the record, and replay must not bring it back)."""
+        log but never in the record, and replay must not bring it back). A history over the
+        spill limit names a sidecar, stored on a worker thread (architecture decision 62)."""
         if self.messages or even_empty:
-            self._reporter.log(
+            await self._reporter.store_and_log(
                 "history_mutation",
                 log_events.HistoryMutationEntry(op="replace", messages=list(self.messages)),
             )

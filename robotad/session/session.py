@@ -195,7 +195,7 @@ class Session(RuntimeSettings):
         self._reporter.log(
             "session_start", log_events.SessionStartEntry(source=self.source, cwd=str(self.cwd))
         )
-        self._conversation.log_whole(even_empty=self.source == "resume")
+        await self._conversation.log_whole(even_empty=self.source == "resume")
         await self._lifecycle.session_start(self.source)
 
     async def run(

@@ -5,7 +5,8 @@ schemas): creating it takes two fsyncs, which ran on the event loop and held eve
 session, RPC and event for their length. Now the sidecar is stored on a worker thread before
 its line is written, and whatever the session logs meanwhile (the request's deltas, its
 response, the turn's other lines) is written after it, so the log reads in the order it always
-did and no line ever names a sidecar that is not there.
+did and no line ever names a sidecar that is not there. The same holds for the whole history a
+loaded session logs when it starts, whose sidecar a long history needs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import trio
 
+from protocol.shapes import Message
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.storage.log_files import FileLogSink, FileLogSource
 from robotad.storage.log_replay import validate_log
@@ -179,4 +181,36 @@ async def test_what_is_logged_while_the_sidecar_is_stored_waits_behind_its_line(
     assert sink.stored_on
     assert not any(sink.stored_on)
     assert [entry.event for entry in decode_log(FileLogSource(path))] == TURN_ORDER
+    assert validate_log(FileLogSource(path)).complete
+
+
+async def test_a_loaded_history_over_the_spill_limit_is_stored_off_the_loop(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session loaded with a long history logs it whole (a ``replace``) when it starts; a
+    history over the spill limit goes to a sidecar, stored on a worker thread, and the lines
+    logged after it (the turn's) come after it."""
+    fsyncs = _payload_fsyncs(monkeypatch)
+    path = workspace.parent / f"{SID}.jsonl"
+    history = [Message.user("a long prompt " * 6_000), Message.assistant("read it")]
+    session = new_session(
+        workspace,
+        scripted([{"text": "again"}]),
+        logger=SessionLogger(SID, FileLogSink(path)),
+        session_id=SID,
+        history=history,
+        source="resume",
+    )
+    with trio.fail_after(LIMIT):
+        assert await session.run("more") == "again"
+
+    assert fsyncs, "the history went to a sidecar"
+    assert [path for path, on_loop in fsyncs if on_loop] == []
+    entries = decode_log(FileLogSource(path))
+    assert [entry.event for entry in entries[:3]] == [
+        "session_start",
+        "history_mutation",
+        "turn_started",
+    ]
+    assert entries[1].data["messages"][0]["content"] == history[0].content
     assert validate_log(FileLogSource(path)).complete
