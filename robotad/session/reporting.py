@@ -18,9 +18,8 @@ size however long the conversation grows. Anything else is logged in full.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -86,8 +85,10 @@ class SessionReporter:
         """Write one session-log entry; a failing log is reported and ignored."""
         if self._closed or self._log is None:
             return
-        with self._noting_failure(event):
+        try:
             self._log.log(event, payload)
+        except Exception as exc:
+            self._note_failure(event, exc)
 
     async def store_and_log(self, event: LogEventName, payload: msgspec.Struct) -> None:
         """`log` for an entry that may name a sidecar not stored yet: the sidecar is created
@@ -104,10 +105,11 @@ class SessionReporter:
         returned."""
         if self._closed or self._log is None:
             return None
-        pending = None
-        with self._noting_failure(event):
-            pending = self._log.place(event, payload)
-        return pending
+        try:
+            return self._log.place(event, payload)
+        except Exception as exc:
+            self._note_failure(event, exc)
+            return None
 
     async def store_pending(self, pending: PendingLine) -> None:
         """Store a placed entry's sidecars on a worker thread, then write it and what waits
@@ -115,15 +117,15 @@ class SessionReporter:
         what waits behind it must not wait for good. A failure is reported and ignored."""
         if self._log is None:
             return
-        with self._noting_failure(pending.event):
-            await self._log.store_pending(pending)
-
-    @contextlib.contextmanager
-    def _noting_failure(self, event: LogEventName) -> Iterator[None]:
-        """A failing log is reported and counted, never raised."""
         try:
-            yield
-        except StorageError as exc:  # the disk refused: counted and reported, never raised
+            await self._log.store_pending(pending)
+        except Exception as exc:
+            self._note_failure(pending.event, exc)
+
+    def _note_failure(self, event: LogEventName, exc: Exception) -> None:
+        """Report a log that refused an entry: the disk's refusal counted (and named by the
+        next ``turn_finished``), any other failure noted in the daemon's log."""
+        if isinstance(exc, StorageError):
             if self._dropped == 0:
                 logger.error(
                     "session log of %s cannot be appended (%s); entries are dropped until it can",
@@ -132,8 +134,8 @@ class SessionReporter:
                 )
             self._dropped += 1
             self._log_failure = exc
-        except Exception:
-            logger.warning("session log write failed (%s); entry dropped", event, exc_info=True)
+        else:
+            logger.warning("session log write failed (%s); entry dropped", event, exc_info=exc)
 
     def emit(self, event: wire.SessionEvent) -> None:
         """Hand one event to the sink; a failing sink is reported and ignored."""

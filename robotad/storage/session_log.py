@@ -215,9 +215,13 @@ class SessionLogger:
         payload its event's shape refuses (a programming error: the reader would refuse it).
         """
         line, sidecars = self._stage(event, data)
-        for name, content in self._missing(sidecars):
-            self._sink.put_payload(content, name)
-        self._write(line)
+        if sidecars:
+            for name, content in self._missing(sidecars):
+                self._sink.put_payload(content, name)
+        if self._backlog:
+            self._backlog.append(line)
+        else:
+            self._sink.append(line)
 
     async def store_and_log(self, event: LogEventName, data: Mapping[str, Any] | Struct) -> None:
         """`log`, with the sidecars the line needs created on a worker thread: `place`, then
@@ -233,7 +237,7 @@ class SessionLogger:
         order is taken — every line logged after it waits behind it — and the pending line
         is returned: the caller must hand it to `store_pending`, or the log stops there."""
         line, sidecars = self._stage(event, data)
-        missing = self._missing(sidecars)
+        missing = self._missing(sidecars) if sidecars else None
         if not missing:
             self._write(line)
             return None
