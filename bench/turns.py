@@ -28,9 +28,10 @@ nothing.
 worktree of the repository, e.g. ``git worktree add /tmp/base HEAD~3``) each get one
 connection, and their turns alternate one by one, first one side then the other, over
 sessions of 50 turns; printed are each side's median turn and daemon CPU per turn, and the
-median of the paired differences. On a shared machine the CPU's speed drifts by 2× within an
-hour, more than most changes move a turn; paired turns see the same drift, so a difference of
-0.05 ms shows over 800 turns where two separate runs disagree by 1 ms.
+median of the paired differences, then those of a session's first turns alone (the first model
+call of a session stores its tool set's sidecar). On a shared machine the CPU's speed drifts by
+2× within an hour, more than most changes move a turn; paired turns see the same drift, so a
+difference of 0.05 ms shows over 800 turns where two separate runs disagree by 1 ms.
 """
 
 from __future__ import annotations
@@ -195,6 +196,8 @@ async def paired(this: Path, other: Path, turns: int, rounds: int = 4) -> None:
     times: list[list[float]] = [[], []]
     cpu = [0.0, 0.0]
     per_round: list[float] = []
+    #: Where in `times` a session's first turn is (its first model call stores the tool set).
+    firsts: list[int] = []
     for round_number in range(rounds):
         checkouts = [this, other] if round_number % 2 == 0 else [other, this]
         with (
@@ -206,10 +209,13 @@ async def paired(this: Path, other: Path, turns: int, rounds: int = 4) -> None:
                 started.reverse()
                 home_a, home_b = home_b, home_a
             try:
-                round_times = await _paired_round(started, (home_a, home_b), turns // rounds, cpu)
+                round_times, round_firsts = await _paired_round(
+                    started, (home_a, home_b), turns // rounds, cpu
+                )
             finally:
                 for daemon in started:
                     daemon.stop()
+        firsts += [len(times[0]) + index for index in round_firsts]
         for side in (0, 1):
             times[side] += round_times[side]
         per_round.append(statistics.median(b - a for a, b in zip(*round_times, strict=True)) * 1e3)
@@ -226,13 +232,23 @@ async def paired(this: Path, other: Path, turns: int, rounds: int = 4) -> None:
         f" ms, mean {statistics.fmean(differences) * 1e3:+.3f} ms (positive: this checkout is "
         f"faster); by round {rounds_text} ms"
     )
+    if firsts:
+        first = [differences[index] for index in firsts]
+        print(
+            f"a session's first turn ({len(first)} pairs): vs − this median "
+            f"{statistics.median(first) * 1e3:+.3f} ms, mean {statistics.fmean(first) * 1e3:+.3f}"
+            f" ms; this {statistics.median(times[0][i] for i in firsts) * 1e3:.2f} ms, vs "
+            f"{statistics.median(times[1][i] for i in firsts) * 1e3:.2f} ms (medians)"
+        )
 
 
 async def _paired_round(
     daemons: list[DaemonProcess], homes: tuple[DaemonHome, DaemonHome], turns: int, cpu: list[float]
-) -> list[list[float]]:
-    """One round of `paired`: side 0 is this checkout's daemon, side 1 the other's."""
+) -> tuple[list[list[float]], list[int]]:
+    """One round of `paired`: side 0 is this checkout's daemon, side 1 the other's. Each
+    side's turn times, and where a session's first turn is among them."""
     times: list[list[float]] = [[], []]
+    firsts: list[int] = []
     async with (
         open_soak_connection(daemons[0].socket_path) as first,
         open_soak_connection(daemons[1].socket_path) as second,
@@ -250,9 +266,11 @@ async def _paired_round(
                 run = {"sessionId": session_id, "prompt": f"prompt {index}"}
                 took = await _turn_seconds(connection, run)
                 if index >= warm_up:
+                    if side == 0 and index % TURNS_PER_SESSION == 0:
+                        firsts.append(len(times[0]))
                     times[side].append(took)
                     cpu[side] += cpu_seconds(daemons[side].pid) - before
-    return times
+    return times, firsts
 
 
 async def main(arguments: argparse.Namespace) -> None:
