@@ -31,8 +31,9 @@ and says whether it holds one; a `LogSource` reads the whole log and one sidecar
 `log_files.FileLogSink`/`FileLogSource` are the file-system adapters; nothing here turns a path
 into file access on its own.
 
-Its size is one format in one place: the writer and the reader that must accept exactly what it
-writes (envelope, sidecars, shared members) change together.
+Its size is one format in one place: the writer (with the order it keeps while a line waits
+for its sidecars) and the reader that must accept exactly what it writes (envelope, sidecars,
+shared members) change together.
 """
 
 from __future__ import annotations
