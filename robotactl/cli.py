@@ -8,8 +8,8 @@ and is imported only when it runs (or when ``--help`` lists it), so adding one i
 A command talks to robotad in one of two ways. `call_daemon` runs a plain function with a
 blocking, trio-free client (`protocol.blocking_client`): every command whose requests are
 answered one by one uses it, so it starts in the time of click, msgspec and one round trip.
-`run_with_daemon` runs a coroutine with a trio peer: only ``run``, ``approve`` and ``deny``,
-which stream a turn's events and may prompt for approvals, pay for trio. Both fail alike.
+`run_with_daemon` runs a coroutine with a trio peer: only the commands that follow robotad's
+work as it goes (``run``, ``approve``, ``deny``, ``compact``) pay for trio. Both fail alike.
 
 Exit statuses (`robotactl.exit_codes`): 0 completed, 1 error, 2 usage, 3 waiting for approval,
 4 aborted. A command signals a failure by raising `CommandFailed` (or letting a `protocol`
@@ -155,9 +155,9 @@ class RpcFailed(CommandFailed):
 
     def __init__(self, code: int, message: str, data: Any = None, hint: str | None = None) -> None:
         super().__init__(message)
-        self.code = code
-        self.data = data
-        self.hint = hint
+        self.code, self.data, self.hint = code, data, hint
+        if code == -32009:  # a compaction aborted (the history untouched): exit 4, as a turn
+            self.exit_code = ExitCode.ABORTED  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         output = Output()
@@ -337,8 +337,8 @@ def run_with_daemon(
     notifications on that connection (see `robotactl.turn_stream.EventRelay`).
 
     Failures become `CommandFailed` (exit 1): an unreachable daemon with its explanation, a
-    JSON-RPC error as `RpcFailed` (`TurnAbortedFailed`, exit 4, for -32006), a connection the
-    daemon dropped. Other exceptions (click's own included) pass unchanged.
+    JSON-RPC error as `RpcFailed` (exit 4 for an abort: -32006 as `TurnAbortedFailed`, -32009),
+    a connection the daemon dropped. Other exceptions (click's own included) pass unchanged.
     """
     import trio
 

@@ -35,6 +35,8 @@ def hint_for(code: int, data: Any) -> str | None:
             f"`robotactl approve{session}` or `robotactl deny{session}`, or give it up with "
             f"`robotactl abandon{session}`"
         )
+    if code == -32009:
+        return "the history was left as it was"
     if code == -32010:
         return "choose another id, or remove that session with `robotactl rm ID`"
     if code == -32011:

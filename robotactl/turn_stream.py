@@ -17,7 +17,8 @@ line says so).
 
 Ctrl-C while following sends ``session/abort`` once and keeps following until the turn has
 stopped (its request then fails with `TurnAborted`); a second Ctrl-C stops waiting at once
-(`StoppedWaiting`, exit 4) — the daemon still finishes the abort on its own.
+(`StoppedWaiting`, exit 4) — the daemon still finishes the abort on its own
+(`robotactl.interrupts`, which ``compact`` shares).
 
 Imported only by the commands that run turns (it loads trio and msgspec).
 """
@@ -25,10 +26,10 @@ Imported only by the commands that run turns (it loads trio and msgspec).
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -47,10 +48,9 @@ from protocol.events import (
     ToolStarted,
     TurnFinished,
 )
-from protocol.methods import AbortResult, SubscribeResult
-from robotactl.cli import CommandFailed
-from robotactl.exit_codes import ExitCode
+from protocol.methods import SubscribeResult
 from robotactl.formatting import format_call, shorten
+from robotactl.interrupts import StoppedWaiting, abort_on_interrupt
 from robotactl.terminal_text import VisibleStream
 from robotactl.waiting import QUIET_BEFORE, TICK, WaitingLine
 
@@ -67,15 +67,6 @@ FINISH_GRACE: Final = 2.0
 PREVIEW_WIDTH: Final = 100
 
 _decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent)
-
-
-class StoppedWaiting(CommandFailed):
-    """A second Ctrl-C: stop following; the daemon completes the abort already asked for."""
-
-    exit_code = ExitCode.ABORTED
-
-    def __init__(self) -> None:
-        super().__init__("stopped waiting; robotad is still aborting the turn")
 
 
 class _CallDone:
@@ -286,8 +277,18 @@ async def follow_turn(
                 send.send_nowait(_CALL_DONE)
 
         async with trio.open_nursery() as nursery:
+            # Ctrl-C is an abort from before the request goes out (`abort_on_interrupt`).
+            await nursery.start(
+                partial(
+                    abort_on_interrupt,
+                    what="the turn",
+                    say=view.activity,
+                    before_stopping=view.end_line,
+                ),
+                peer,
+                session_id,
+            )
             nursery.start_soon(call)
-            nursery.start_soon(_abort_on_interrupt, peer, session_id, view)
             nursery.start_soon(_show_waiting, view)
             await _show_events(peer, session_id, receive, state, view, grace)
             nursery.cancel_scope.cancel()
@@ -375,24 +376,3 @@ async def _resubscribe(
             "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
         )
         state.last_seq = again.latest_seq
-
-
-async def _abort_on_interrupt(peer: JsonRpcPeer, session_id: str, view: TurnView) -> None:
-    """First Ctrl-C: ask for an abort (once) and keep following; second: stop waiting."""
-    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-        asked = False
-        async for _ in interrupts:
-            if asked:
-                view.end_line()
-                raise StoppedWaiting
-            asked = True
-            view.activity("^C aborting the turn… (Ctrl-C again to stop waiting)", "yellow")
-            try:
-                result = await peer.request(
-                    "session/abort", {"sessionId": session_id}, result_type=AbortResult
-                )
-            except RpcError as exc:
-                view.activity(f"abort failed: {exc.message}", "red")
-                continue
-            if not result.aborted:
-                view.activity("nothing was running to abort", "yellow")

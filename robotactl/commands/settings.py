@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import ClientOptions, RpcFailed, call_daemon
+from robotactl.cli import ClientOptions, RpcFailed, call_daemon, run_with_daemon
 from robotactl.commands.sessions import MODES
-from robotactl.sessions import resolve_session, session_option
+from robotactl.sessions import resolve_session, resolve_session_streaming, session_option
 
 if TYPE_CHECKING:
+    import msgspec
+
     from protocol.blocking_client import BlockingClient
     from protocol.methods import CompactResult, PermissionRules
+    from protocol.peer import JsonRpcPeer
     from protocol.shapes import ContextState
 
 __all__ = ["compact", "context", "context_line", "mode", "rule", "rule_rows"]
@@ -62,19 +65,29 @@ def compact(options: ClientOptions, session: str | None, instructions: str | Non
     """Replace the session's history with a summary made by its model (history is left as
     it was if that fails). Says so when there was nothing to summarise.
 
+    While the model summarises, a line on stderr says so (on a terminal, with the seconds
+    waited). Ctrl-C aborts the compaction, leaving the history as it was (exit 4).
+
     With --json, prints the session/compact result.
     """
-    from protocol.methods import CompactResult
+    from robotactl.compacting import CompactionView, compact_following
 
-    def summarise(client: BlockingClient) -> CompactResult:
-        params: dict[str, Any] = {"sessionId": resolve_session(client, session)}
+    views: list[CompactionView] = []
+
+    def relay(method: str, params: msgspec.Raw) -> None:
+        if views:
+            views[0](method, params)
+
+    async def summarise(peer: JsonRpcPeer) -> CompactResult:
+        session_id = await resolve_session_streaming(peer, session)
+        views.append(CompactionView(options.output, session_id))
+        params: dict[str, Any] = {"sessionId": session_id}
         if instructions is not None:
             params["instructions"] = instructions
-        # The summary is a model call: it takes as long as the model does. The compaction
-        # events this request subscribes the connection to are skipped.
-        return client.request("session/compact", params, result_type=CompactResult, timeout=None)
+        # The summary is a model call: it takes as long as the model does.
+        return await compact_following(peer, views[0], params)
 
-    result = call_daemon(options, summarise)
+    result = run_with_daemon(options, summarise, on_notification=relay)
     output = options.output
     if output.json_mode:
         import msgspec
