@@ -6,7 +6,8 @@ and says in one line what click would leave as a traceback.
   JSON, which is UTF-8. So is such text met later — the current folder's path, standard input
   (kept as surrogates in the C locale, a decoding error in a UTF-8 one).
 - An output that cannot be written (``robotactl ls > /dev/full``) is an error line on stderr
-  (exit 1), and stdout is pointed at /dev/null so the interpreter's last flush stays quiet.
+  (exit 1), and stdout is pointed at /dev/null so the interpreter's last flush stays quiet. A
+  closed one (``>&-``) is that error before anything is done.
 - Any other `OSError` that escaped a command names its file.
 
 With ``--json`` among the global options, each is the JSON error document on stderr.
@@ -22,10 +23,12 @@ from robotactl.render import Output
 __all__ = ["main"]
 
 
-def main() -> None:
+def main(*, stdout_closed: bool = False) -> None:
     """The ``robotactl`` console script (click maps exceptions to exit statuses). What click
     leaves as a traceback is said in a line instead: text that is not UTF-8 (robota speaks
-    JSON, which is; exit 2), an output that cannot be written (a full disk under ``>``; exit 1)."""
+    JSON, which is; exit 2), an output that cannot be written (a full disk under ``>``; exit 1).
+    `stdout_closed` (``>&-``; `robotactl.entry.reopen_closed_streams` put /dev/null there) is
+    refused before anything is done: every command's result goes to stdout (exit 1)."""
     import sys
 
     arguments = sys.argv[1:]
@@ -33,6 +36,9 @@ def main() -> None:
     for index, argument in enumerate(arguments, start=1):
         if _undecodable(argument):
             _fail(f"argument {index} ({argument!r}) is not valid UTF-8 text", 2, json_mode)
+    if stdout_closed:
+        message = "standard output is closed, so nothing was done (send it to /dev/null instead)"
+        _fail(f"cannot write the output: {message}", 1, json_mode)
     try:
         cli(prog_name="robotactl")
     except UnicodeDecodeError:

@@ -41,8 +41,9 @@ _MAX_REPLY = 1 << 20
 
 def main() -> None:
     """The ``robotactl`` console script."""
+    closed = reopen_closed_streams()
     try:
-        answered = quick_status(sys.argv[1:])
+        answered = "stdout" not in closed and quick_status(sys.argv[1:])
     except OSError:  # stdout refused the answer: the full command says so
         answered = False
     except KeyboardInterrupt:  # Ctrl-C while the daemon is slow to answer: as click says it
@@ -55,7 +56,38 @@ def main() -> None:
     if not answered:
         from robotactl.console import main as full_main
 
-        full_main()
+        full_main(stdout_closed="stdout" in closed)
+
+
+#: The standard streams: descriptor, name in `sys`, and how /dev/null is opened in its place.
+_STREAMS = ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w"))
+
+
+def reopen_closed_streams() -> list[str]:
+    """Put /dev/null in place of each standard descriptor the caller left closed (``<&-``,
+    ``>&-``), with a stream on it in `sys`; return their names (``"stdin"``, …).
+
+    Python leaves ``sys.stdout`` and the others None for a closed descriptor, so the first read
+    or write was a traceback; and the descriptor went to the next file opened, the daemon's
+    socket, where a stray write would land. Taken in order, each /dev/null gets the lowest free
+    descriptor: the closed one. A closed stdin then reads as empty, a closed stderr takes the
+    messages away; a closed stdout is refused by the caller (the command's output is lost)."""
+    import os
+
+    closed: list[str] = []
+    for descriptor, name, mode in _STREAMS:
+        try:
+            os.fstat(descriptor)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)
+        if null != descriptor:
+            os.dup2(null, descriptor)
+            os.close(null)
+        setattr(sys, name, open(descriptor, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
+        closed.append(name)
+    return closed
 
 
 def status_request_options(argv: Sequence[str]) -> tuple[str | None, bool] | None:
