@@ -126,6 +126,9 @@ class TurnView:
         self.streamed = False
         #: Whether any model text of this turn arrived (shown or not, as in JSON mode).
         self.received_text = False
+        #: Whether events of the turn were lost (this client fell further behind than robotad's
+        #: replay buffer): the text shown has a gap, so the reply is printed whole at the end.
+        self.lost_events = False
         self._open_line = False
         self._visible = VisibleStream()
         #: "needs approval" lines held back by call id: shown with the next event that is not
@@ -371,7 +374,11 @@ async def _resubscribe(
     try:
         await peer.request("session/subscribe", params, result_type=SubscribeResult)
     except EventsLost:
-        view.activity("(some of this turn's events were lost; its result follows)", "yellow")
+        view.lost_events = True
+        view.activity(
+            "(some of this turn's events were lost; its reply is printed whole when it ends)",
+            "yellow",
+        )
         again = await peer.request(
             "session/subscribe", {"sessionId": session_id}, result_type=SubscribeResult
         )

@@ -287,10 +287,13 @@ def conduct(
         )
     if output.json_mode:
         output.json(msgspec.to_builtins(result))
-    elif not view.streamed and isinstance(result, TurnCompleted):
+    elif isinstance(result, TurnCompleted) and (view.lost_events or not view.streamed):
         from robotactl.terminal_text import visible
 
-        output.line(visible(result.response))  # e.g. a retry that found its turn finished
+        if view.lost_events and view.streamed:
+            output.notice("the reply, whole:")
+        # A retry that found its turn finished; or a reply shown with a gap (events lost).
+        output.line(visible(result.response))
 
 
 def _resumer(

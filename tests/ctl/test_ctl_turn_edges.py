@@ -1,11 +1,12 @@
 """What a person sees of a turn (issue 14), through a real robotad: the approval decision
 printed once, a true sentence after an abort, ``--turn-id`` replaying the turn it joins, and
-a waiting indicator on a terminal only."""
+a waiting indicator on a terminal only, a reply printed whole when its events were lost."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -155,3 +156,45 @@ def test_a_wait_whose_request_was_cut_off_says_so_and_approve_asks_again(
         assert f"journal {execution.name}: removed" in log.read_text()
     finally:
         stop_robotad(restarted)
+
+
+#: A reply of 25,000 deltas, one numbered line each: more than robotad's replay buffer holds
+#: (10,000 events), so a client that stops reading for the whole reply loses some of them.
+MANY_LINES = 25_000
+MANY_DELTAS = [
+    {"text": "".join(f"line {n:05d}\n" for n in range(MANY_LINES)), "chunks": MANY_LINES}
+]
+
+
+def test_a_reply_whose_events_were_lost_is_printed_whole(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """stdout a pipe nobody reads (a pager showing its first page): robotactl blocks on it,
+    robotad unsubscribes it on overflow and the gap is past its replay buffer. The reply then
+    has a hole, and the line said "its result follows"; now the whole reply does follow."""
+    session_id = new_session(ctl, robotad, work, MANY_DELTAS)
+    turn = ["-s", session_id, "--turn-id", "many", "count"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "robotactl", *sock(robotad), "run", *turn],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_environment(),
+        cwd=work,
+    )
+    try:
+        # Another client joining the same turn returns once it has ended; only then is the
+        # first one's stdout read.
+        ended = ctl(*sock(robotad), "--json", "run", *turn)
+        assert ended.returncode == ExitCode.COMPLETED, ended.stderr
+        stdout, stderr = process.communicate(timeout=PROCESS_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    errors = stderr.decode()
+    assert process.returncode == ExitCode.COMPLETED, errors
+    assert "events were lost; its reply is printed whole when it ends" in errors
+    assert "the reply, whole:" in errors
+    whole = "".join(f"line {n:05d}\n" for n in range(MANY_LINES))
+    assert stdout.decode().endswith(whole + "\n")
