@@ -6,10 +6,10 @@ stopped — the request then fails with its "aborted" error (-32006 for a turn, 
 compaction), exit 4. A second Ctrl-C stops waiting at once (`StoppedWaiting`, exit 4); robotad
 still finishes the abort on its own.
 
-`abort_on_interrupt` is the task that does it, started beside the request in the command's
-nursery and cancelled with it. It says what happens through the caller's `say` (a line on
-stderr, none under ``--json``). Imported only by the commands that wait on such work (it
-loads trio and msgspec).
+`abort_on_interrupt` is the task that does it, started (``nursery.start``) in the command's
+nursery before the request goes out and cancelled once the request is done. It says what
+happens through the caller's `say` (a line on stderr, none under ``--json``). Imported only
+by the commands that wait on such work (it loads trio and msgspec).
 """
 
 from __future__ import annotations
