@@ -10,6 +10,8 @@ a sidecar's size against the reference before reading a byte (G-158/G-160). It r
 whole (`read`) or in pieces of `LOG_PIECE_BYTES` (`read_pieces`), with the same refusals.
 
 Construct them from a validated session id with `log_paths` (G-156).
+
+Its size is one concept: one log's files on disk, written and read with the same refusals.
 """
 
 from __future__ import annotations

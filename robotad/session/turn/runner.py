@@ -18,6 +18,9 @@
    and `TurnAborted` raised once everything has stopped (G-192).
 
 A parked outcome is returned as it is, for the recoverable-execution layer to journal.
+
+Its size is one concept: the turn's steps above, in their order, with the placing and storing
+of each request's log line (decision 62) that the order of a turn's lines depends on.
 """
 
 from __future__ import annotations
