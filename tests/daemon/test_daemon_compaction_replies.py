@@ -72,15 +72,7 @@ async def test_a_reply_that_is_no_whole_summary_compacts_nothing(
 ) -> None:
     server.replies += replies(kind, odd)
     home = DaemonHome(tmp_path / "home")
-    home.write_config(
-        f"""
-[providers.fake]
-kind = "{kind}"
-base_url = "{server.base_url}"
-model = "m"
-api_key_command = "echo sk-test"
-"""
-    )
+    home.write_config(server.provider_config(kind, model="m"))
     work = tmp_path / "work"
     work.mkdir()
     with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT * 3):

@@ -48,14 +48,7 @@ async def test_a_lone_surrogate_from_the_model_enters_the_session_as_a_replaceme
         Reply(events=anthropic_stream([{"text": ["caf", "\udcff", "!"]}])),
     ]
     home = DaemonHome(tmp_path / "home")
-    home.write_config(
-        f"""
-[providers.fake]
-kind = "anthropic"
-base_url = "{server.base_url}"
-api_key_command = "echo sk-test"
-"""
-    )
+    home.write_config(server.provider_config("anthropic"))
     work = tmp_path / "work"
     work.mkdir()
     with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT * 3):

@@ -122,14 +122,7 @@ async def test_a_vendor_s_nameless_call_is_never_sent_back(
     server = FakeModelServer([nameless(), plain()])
     await nursery.start(server.run)
     home = DaemonHome(tmp_path / "home")
-    home.write_config(
-        f"""
-[providers.fake]
-kind = "{kind}"
-base_url = "{server.base_url}"
-api_key_command = "echo sk-test"
-"""
-    )
+    home.write_config(server.provider_config(kind))
     with running_daemon(home) as running, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(running) as client:
             create = {"cwd": str(tmp_path), "provider": "fake", "sessionId": "s"}

@@ -78,14 +78,7 @@ def spill_home(tmp_path: Path, server: FakeModelServer) -> tuple[Path, DaemonHom
         "".join(f"line{n} " + "y" * 300 + "\n" for n in range(LINES))
     )
     home = DaemonHome(tmp_path / "home")
-    home.write_config(
-        f"""
-[providers.fake]
-kind = "openai"
-base_url = "{server.base_url}/v1"
-api_key_command = "echo sk-test"
-"""
-    )
+    home.write_config(server.provider_config("openai", path="/v1"))
     return work, home
 
 
