@@ -111,7 +111,8 @@ def run(
     Tool calls and permission decisions appear as dim lines on stderr. When a tool needs
     approval: on a terminal you are asked y/N for each request; otherwise each request id is
     printed (with tool and arguments) and robotactl exits 3 — answer later with
-    `robotactl approve` or `robotactl deny`. Ctrl-C aborts the turn (exit 4).
+    `robotactl approve` or `robotactl deny`. Ctrl-C aborts the turn (exit 4); at a y/N
+    question it leaves the turn waiting for approval instead (exit 3).
 
     With --json, prints only the final TurnResult object.
     """
