@@ -45,10 +45,15 @@ SESSION = "s-stop"
 
 
 async def answered(
-    workspace: Path, steps: list[dict[str, Any]], **options: Any
+    workspace: Path,
+    steps: list[dict[str, Any]],
+    *,
+    max_rounds: int | None = None,
+    **options: Any,
 ) -> tuple[MemoryStore, MemoryJournal, TurnWaiting, ApprovalResponse, TurnCompleted]:
-    """A session whose first turn parked on a Write and whose resume, approving it, completed:
-    (its store, its journal, the wait, the answer, the resume's result)."""
+    """A session (`options`) whose first turn, run with `max_rounds`, parked on a Write and
+    whose resume, approving it, completed: (its store, its journal, the wait, the answer, the
+    resume's result)."""
     store, journal = MemoryStore(), MemoryJournal()
     session = new_session(
         workspace,
@@ -60,7 +65,9 @@ async def answered(
         **options,
     )
     with trio.fail_after(LIMIT):
-        waiting = await session.run_recoverable("write it", journal, turn_id="t-1")
+        waiting = await session.run_recoverable(
+            "write it", journal, turn_id="t-1", max_rounds=max_rounds
+        )
         assert isinstance(waiting, TurnWaiting)
         response = answer(waiting.requests[0].request_id, True, "resp-1")
         done = await session.resume_recoverable(waiting.execution_id, journal, [response])

@@ -30,17 +30,19 @@ from robotad.storage.journal import (
     decode_journal,
 )
 from robotad.storage.journal_records import encode_journal_record
-from robotad.tools import builtin_tools
 from tests.journal_fakes import MemoryJournal
 from tests.session.session_harness import (
     LIMIT,
     MemoryStore,
     answer,
-    new_session,
-    scripted,
     write_call,
 )
-from tests.session.test_session_redelivery_after_stop import SESSION, redeliveries, restarted
+from tests.session.test_session_redelivery_after_stop import (
+    SESSION,
+    answered,
+    redeliveries,
+    restarted,
+)
 
 EXECUTION = "x-old"
 
@@ -105,31 +107,17 @@ def test_a_limit_below_one_is_a_located_journal_error() -> None:
 
 
 async def answered_with_a_run_limit(
-    workspace: Path, journal: MemoryJournal, store: MemoryStore, **options: Any
-) -> tuple[TurnWaiting, TurnCompleted]:
+    workspace: Path, **options: Any
+) -> tuple[MemoryStore, MemoryJournal, TurnWaiting, TurnCompleted]:
     """A session (`options`) whose first turn, run with ``max_rounds=1``, parked on a Write
     and whose resume, approving it, completed at that limit."""
     steps: list[dict[str, Any]] = [
         {"text": "first I write", "toolCalls": [write_call()]},
         {"text": "never asked"},
     ]
-    session = new_session(
-        workspace,
-        scripted(steps),
-        tools=builtin_tools(),
-        store=store,
-        session_id=SESSION,
-        discard_settled_journals=True,
-        **options,
-    )
-    with trio.fail_after(LIMIT):
-        waiting = await session.run_recoverable("write", journal, turn_id="t-1", max_rounds=1)
-        assert isinstance(waiting, TurnWaiting)
-        response = answer(waiting.requests[0].request_id, True, "resp-1")
-        done = await session.resume_recoverable(waiting.execution_id, journal, [response])
+    store, journal, waiting, _, done = await answered(workspace, steps, max_rounds=1, **options)
     assert done == TurnCompleted(turn_id="t-1", response="first I write", stop_reason="maxRounds")
-    (workspace / "out.txt").unlink()  # a second run of the Write would bring it back
-    return waiting, done
+    return store, journal, waiting, done
 
 
 async def left_without_the_mark(
@@ -155,8 +143,7 @@ async def test_a_turn_its_run_limit_ended_is_completed_when_put_back_after_a_sto
     calls as its run's limit (1) allows — in a session without a limit. It counts as
     completed, and the identical answer gets its result, ``stopReason: "maxRounds"``. Read with
     the session's limit it looked cut off: not counted, and the redelivery StaleResponse."""
-    store, journal = MemoryStore(), MemoryJournal()
-    waiting, done = await answered_with_a_run_limit(workspace, journal, store)
+    store, journal, waiting, done = await answered_with_a_run_limit(workspace)
     left = await left_without_the_mark(journal, waiting.execution_id)
     parked = next(s for s in store.saved if open_calls(s.messages))  # the park's save
     session, provider, saved = await restarted(workspace, parked, left)
@@ -175,8 +162,7 @@ async def test_an_old_journal_is_settled_with_the_sessions_limit(workspace: Path
     """The same stop, its journal as robotad wrote it before the turn's limit was journaled:
     read with the session's limit, as it always was — completed in a session limited to one
     round, cut off on its way to its next reply in a session without a limit."""
-    store, journal = MemoryStore(), MemoryJournal()
-    waiting, done = await answered_with_a_run_limit(workspace, journal, store, round_cap=1)
+    store, journal, waiting, done = await answered_with_a_run_limit(workspace, round_cap=1)
     response = answer(waiting.requests[0].request_id, True, "resp-1")
     left = await left_without_the_mark(journal, waiting.execution_id, old=True)
     started = (await left.read(waiting.execution_id))[0]
