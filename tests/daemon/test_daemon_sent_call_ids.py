@@ -124,16 +124,6 @@ VENDORS = {
 }
 
 
-def provider_config(kind: str, server: FakeModelServer, name: str = "fake") -> str:
-    return f"""
-[providers.{name}]
-kind = "{kind}"
-base_url = "{server.base_url}"
-model = "fake-model"
-api_key_command = "echo sk-test"
-"""
-
-
 def sent_pairs(ids: list[tuple[str, str]], originals: list[str]) -> dict[str, str]:
     """Each original id with the one id sent for it, in the request's order of ids."""
     pairs: dict[str, str] = {}
@@ -142,20 +132,28 @@ def sent_pairs(ids: list[tuple[str, str]], originals: list[str]) -> dict[str, st
     return pairs
 
 
-def with_ids(artifact: dict[str, Any], ids: list[str]) -> dict[str, Any]:
-    """`artifact` of a scripted session whose one round made len(`ids`) calls, those calls and
-    their results under `ids`, its provider ``fake``."""
+def with_round_ids(artifact: dict[str, Any], rounds: list[list[str]]) -> dict[str, Any]:
+    """`artifact` of a scripted session whose rounds made len(`rounds[r]`) calls each, each
+    round's calls and their results under `rounds[r]`, its provider ``fake``."""
     record = artifact["record"]
     messages = record["messages"]
-    calls = next(m for m in messages if m.get("toolCalls"))["toolCalls"]
-    results = [m for m in messages if m["role"] == "tool"]
-    assert len(calls) == len(results) == len(ids)
-    for call, result, new in zip(calls, results, ids, strict=True):
-        assert result["toolCallId"] == call["id"]
-        call["id"] = result["toolCallId"] = new
+    made = [n for n, m in enumerate(messages) if m.get("toolCalls")]
+    assert len(made) == len(rounds)
+    for n, ids in zip(made, rounds, strict=True):
+        calls = messages[n]["toolCalls"]
+        results = messages[n + 1 : n + 1 + len(calls)]
+        assert [r["toolCallId"] for r in results] == [c["id"] for c in calls]
+        for call, result, new in zip(calls, results, ids, strict=True):
+            call["id"] = result["toolCallId"] = new
     record["settings"].update(provider="fake", model="fake-model")
     record["settings"].pop("script", None)
     return artifact
+
+
+def with_ids(artifact: dict[str, Any], ids: list[str]) -> dict[str, Any]:
+    """`artifact` of a scripted session whose one round made len(`ids`) calls, those calls and
+    their results under `ids`, its provider ``fake``."""
+    return with_round_ids(artifact, [ids])
 
 
 @pytest.mark.parametrize("kind", sorted(VENDORS))
@@ -166,7 +164,7 @@ async def test_an_imported_history_of_refused_ids_runs_on_the_vendor(
     server = FakeModelServer([Reply(events=fine())], judge=judge)
     await nursery.start(server.run)
     home = DaemonHome(tmp_path / "home")
-    home.write_config(provider_config(kind, server))
+    home.write_config(server.provider_config(kind, model="fake-model"))
     script = [{"toolCalls": [GLOB, GLOB]}, {"text": "found them"}]
     with running_daemon(home) as running, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(running) as client:
@@ -219,14 +217,14 @@ async def test_a_named_provider_s_kind_changed_between_runs_takes_the_session_on
     await nursery.start(local.run)
     await nursery.start(claude.run)
     home = DaemonHome(tmp_path / "home")
-    home.write_config(provider_config("openai", local, "local"))
+    home.write_config(local.provider_config("openai", name="local", model="fake-model"))
     with running_daemon(home) as running, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(running) as client:
             create = {"cwd": str(tmp_path), "provider": "local", "sessionId": "s"}
             await client.call("session/create", create)
             ran = await client.call("session/run", {"sessionId": "s", "prompt": "look"})
     assert (ran["status"], ran["response"]) == ("completed", "found it"), ran
-    home.write_config(provider_config("anthropic", claude, "local"))
+    home.write_config(claude.provider_config("anthropic", name="local", model="fake-model"))
     with running_daemon(home) as running, trio.fail_after(IO_TIMEOUT * 3):
         async with connect(running) as client:
             await client.call("session/open", {"sessionId": "s"})
@@ -247,24 +245,6 @@ async def test_a_named_provider_s_kind_changed_between_runs_takes_the_session_on
     assert sent == [old, old, stand_in, stand_in]
 
 
-def with_round_ids(artifact: dict[str, Any], rounds: list[list[str]]) -> dict[str, Any]:
-    """`artifact` of a scripted session whose rounds made len(`rounds[r]`) calls each, each
-    round's calls and their results under `rounds[r]`, its provider ``fake``."""
-    record = artifact["record"]
-    messages = record["messages"]
-    made = [n for n, m in enumerate(messages) if m.get("toolCalls")]
-    assert len(made) == len(rounds)
-    for n, ids in zip(made, rounds, strict=True):
-        calls = messages[n]["toolCalls"]
-        results = messages[n + 1 : n + 1 + len(calls)]
-        assert [r["toolCallId"] for r in results] == [c["id"] for c in calls]
-        for call, result, new in zip(calls, results, ids, strict=True):
-            call["id"] = result["toolCallId"] = new
-    record["settings"].update(provider="fake", model="fake-model")
-    record["settings"].pop("script", None)
-    return artifact
-
-
 @pytest.mark.parametrize("kind", sorted(VENDORS))
 async def test_an_imported_history_repeating_an_id_across_rounds_runs_on_the_vendor(
     kind: str, tmp_path: Path, nursery: trio.Nursery
@@ -279,7 +259,7 @@ async def test_an_imported_history_repeating_an_id_across_rounds_runs_on_the_ven
     server = FakeModelServer([Reply(events=fine())], judge=judge)
     await nursery.start(server.run)
     home = DaemonHome(tmp_path / "home")
-    home.write_config(provider_config(kind, server))
+    home.write_config(server.provider_config(kind, model="fake-model"))
     rounds = [["call_0"], ["call_0", "call_1"], ["call_0"]]
     script = [{"toolCalls": [GLOB] * len(ids)} for ids in rounds] + [{"text": "found them"}]
     with running_daemon(home) as running, trio.fail_after(IO_TIMEOUT * 3):

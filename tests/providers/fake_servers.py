@@ -103,12 +103,14 @@ class FakeModelServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def provider_config(self, kind: str, *, path: str = "", model: str | None = None) -> str:
-        """A robotad configuration naming this server provider ``fake`` of `kind`, its base
+    def provider_config(
+        self, kind: str, *, name: str = "fake", path: str = "", model: str | None = None
+    ) -> str:
+        """A robotad configuration naming this server provider `name` of `kind`, its base
         URL this server's with `path` after it, its key a fixed fake one."""
         model_line = f'model = "{model}"\n' if model is not None else ""
         return (
-            f'[providers.fake]\nkind = "{kind}"\nbase_url = "{self.base_url}{path}"\n'
+            f'[providers.{name}]\nkind = "{kind}"\nbase_url = "{self.base_url}{path}"\n'
             f'{model_line}api_key_command = "echo sk-test"\n'
         )
 
