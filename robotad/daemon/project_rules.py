@@ -12,7 +12,10 @@ and adds nothing (the caller reports it; the session then adds nothing either, G
 
 A file that does not decode — or names another folder than the one it is addressed by — is
 `ProjectRulesUnreadable`: never read as "no rules" (that would silently drop deny rules) and
-never overwritten.
+never overwritten. So is one holding a malformed rule, except an argument pattern on an MCP
+tool (``mcp__files__write(/etc/**)``): robotad took those before it refused them, and they never
+matched a call; `load` returns them as stored, and the session's assembly leaves them out
+(decision 73).
 
 Blocking I/O; async callers go through ``trio.to_thread.run_sync``. One instance serialises its
 own writes; it assumes no other process writes the folder (the daemon is single-instance).
@@ -141,14 +144,18 @@ class ProjectRules:
 
 
 def _rule_problems(stored: _ProjectFile) -> str:
-    """Every malformed rule of a hand-edited file (``deny[1]: …``), joined; "" when none."""
+    """Every malformed rule of a hand-edited file (``deny[1]: …``), joined; "" when none. An
+    argument pattern on an MCP tool is no problem here (see the module doc)."""
     from robotad.session.errors import InvalidSetting
-    from robotad.session.permissions.patterns import parse_rules
+    from robotad.session.permissions.patterns import mcp_argument_refusal, parse_rule
 
     problems: list[str] = []
     for kind, texts in stored.rules().items():
-        try:
-            parse_rules(texts, kind)
-        except InvalidSetting as exc:
-            problems.extend(f"{issue['path']}: {issue['message']}" for issue in exc.issues)
+        for index, text in enumerate(texts):
+            if mcp_argument_refusal(text) is not None:
+                continue
+            try:
+                parse_rule(text)
+            except InvalidSetting as exc:
+                problems.extend(f"{kind}[{index}]: {issue['message']}" for issue in exc.issues)
     return "; ".join(problems)

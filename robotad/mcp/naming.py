@@ -13,8 +13,9 @@ name longer than `MAX_SERVER_NAME` leaves too little room for that and is refuse
 Permission rules name ``mcp__SERVER`` (every tool of that server) or one tool, by the name it
 is offered under or by its full name ``mcp__SERVER__TOOL`` (cleaned, never cut): `rule_names`
 are the names a tool answers to besides the one offered, and `rule_covers` is that one
-decision. Hook matchers are searched in the name offered, which always starts with
-``mcp__SERVER__``.
+decision. A rule gives an MCP tool no argument pattern: MCP tools have no argument a pattern
+could match, so `written_for_mcp` tells the parser which names to refuse one for (decision 73).
+Hook matchers are searched in the name offered, which always starts with ``mcp__SERVER__``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "rule_names",
     "sanitise",
     "server_rule",
+    "written_for_mcp",
 ]
 
 PREFIX: Final = "mcp__"
@@ -97,6 +99,14 @@ def rule_names(server: str, tool: str) -> tuple[str, str]:
     (a rule written for a tool whose name was cut, or that shares its cleaned name with
     another tool of the server, covers it)."""
     return server_rule(server), f"{server_rule(server)}{SEPARATOR}{sanitise(tool)}"
+
+
+def written_for_mcp(rule_tool: str) -> bool:
+    """Whether a rule's tool part is written for an MCP server or tool: it starts with
+    ``mcp__`` in any case. Only ``mcp__`` itself can cover a tool (every name offered for one
+    starts so), but no other tool is named so in any case either: ``Mcp__srv__tool`` is an MCP
+    name mistyped, never a tool of its own."""
+    return rule_tool[: len(PREFIX)].lower() == PREFIX
 
 
 def rule_covers(rule_tool: str, tool_name: str, names: Collection[str] = ()) -> bool:

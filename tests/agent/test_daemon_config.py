@@ -215,6 +215,22 @@ hooks = [{ type = "command", command = "x", timeout = inf }]
     assert len(error.issues) == len(located)  # one problem a path
 
 
+def test_an_argument_pattern_on_an_mcp_tool_is_located_in_the_file(tmp_path: Path) -> None:
+    """Decision 73: ``deny = ["mcp__files__write(/etc/**)"]`` denied nothing (MCP tools have
+    no argument a pattern could match); it is refused at its path like any malformed rule,
+    saying what to write, while the bare names stay accepted."""
+    text = """
+[permissions]
+allow = ["mcp__files__read_text_file", "mcp__docs"]
+deny = ["mcp__files", "mcp__files__write(/etc/**)"]
+"""
+    located, _ = refusals(tmp_path, text)
+    assert list(located) == ["permissions.deny[1]"]
+    message = located["permissions.deny[1]"]
+    assert message.startswith("MCP tools take no argument pattern")
+    assert "write 'mcp__files__write' for every call of that tool" in message
+
+
 def test_an_unknown_hook_type_is_not_a_start_up_error(tmp_path: Path) -> None:
     text = """
 [[hooks.PreToolUse]]

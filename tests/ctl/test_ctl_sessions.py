@@ -95,6 +95,18 @@ def test_new_refuses_every_malformed_rule_at_once(
     assert result.stdout == ""
 
 
+def test_new_refuses_an_argument_pattern_on_an_mcp_tool_saying_what_to_write(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """Decision 73: ``--deny 'mcp__files__write(/etc/**)'`` would deny nothing (an MCP tool has
+    no argument a pattern could match); it is a usage error naming the option and the fix."""
+    result = ctl(*sock(robotad), "new", "--cwd", str(work), "--deny", "mcp__files__write(/etc/**)")
+    assert result.returncode == ExitCode.USAGE
+    assert "--deny ($.permissions.deny[0]): MCP tools take no argument pattern" in result.stderr
+    assert "write 'mcp__files__write' for every call of that tool" in result.stderr
+    assert result.stdout == ""
+
+
 def test_new_with_a_taken_id_says_what_to_do(ctl: Ctl, robotad: RunningDaemon, work: Path) -> None:
     new_session(ctl, robotad, work, None, "--id", "taken")
     result = ctl(*sock(robotad), "new", "--cwd", str(work), "--id", "taken")

@@ -1,6 +1,6 @@
 """Permissions and approvals end to end through a real robotad: mode changes, session and
 project rules, and what happens to a tool call that needs a person (one daemon for the
-module)."""
+module; the test of rules stored by an earlier robotad restarts one of its own)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,19 @@ import trio
 from protocol.errors import (
     ExecutionPending,
     InvalidParams,
+    SessionNotFound,
     StaleResponse,
     TransitionRefused,
 )
-from tests.daemon_helpers import IO_TIMEOUT, Client, RunningDaemon, connect, module_daemon
+from tests.daemon_helpers import (
+    IO_TIMEOUT,
+    Client,
+    DaemonHome,
+    RunningDaemon,
+    connect,
+    module_daemon,
+    running_daemon,
+)
 
 daemon = module_daemon()
 
@@ -247,3 +256,120 @@ async def test_abandon_closes_the_calls_and_accepts_runs_again(
     assert abandoned == {"abandoned": True}
     assert again["status"] == "completed"
     assert not target.exists()
+
+
+MCP_ARGUMENT_RULE = "mcp__files__write(/etc/**)"
+
+
+async def test_an_argument_pattern_on_an_mcp_tool_is_refused_where_it_enters(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """Decision 73: MCP tools have no argument a pattern could match, so
+    ``mcp__files__write(/etc/**)`` denied nothing. session/create refuses it at
+    $.permissions.deny[i], session/addRule at $.rule (either scope, in any case of ``mcp__``),
+    session/import at its path in the record — -32602 saying what to write, nothing added or
+    persisted — and the bare names stay accepted."""
+    project = tmp_path / "project"
+    project.mkdir()
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            with pytest.raises(InvalidParams) as created:
+                await create(
+                    client, project, permissions={"deny": ["Read(/etc/**)", MCP_ARGUMENT_RULE]}
+                )
+            session_id = await create(client, project)
+            added = []
+            for rule, scope in ((MCP_ARGUMENT_RULE, "session"), ("Mcp__files(x)", "project")):
+                with pytest.raises(InvalidParams) as refused:
+                    await client.call(
+                        "session/addRule",
+                        {"sessionId": session_id, "rule": rule, "kind": "deny", "scope": scope},
+                    )
+                added.append(refused.value)
+            rules = await client.call(
+                "session/addRule",
+                {
+                    "sessionId": session_id,
+                    "rule": "mcp__files__write",
+                    "kind": "deny",
+                    "scope": "session",
+                },
+            )
+            artifact = (await client.call("session/export", {"sessionId": session_id}))["artifact"]
+            artifact["record"]["settings"]["permissions"]["deny"] = [MCP_ARGUMENT_RULE]
+            with pytest.raises(InvalidParams) as imported:
+                await client.call("session/import", {"artifact": artifact, "sessionId": "never"})
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "never"})
+    assert [i["path"] for i in created.value.issues] == ["$.permissions.deny[1]"]
+    assert [[i["path"] for i in e.issues] for e in added] == [["$.rule"], ["$.rule"]]
+    assert [i["path"] for i in imported.value.issues] == [
+        "$.artifact.record.settings.permissions.deny[0]"
+    ]
+    for refusal in (created.value, *added, imported.value):
+        assert refusal.code == -32602
+        (issue,) = refusal.issues
+        assert issue["message"].startswith("MCP tools take no argument pattern")
+    assert "write 'mcp__files__write' for every call" in created.value.issues[0]["message"]
+    assert "write 'mcp__files' for every tool" in added[1].issues[0]["message"]
+    assert rules == {"allow": [], "ask": [], "deny": ["mcp__files__write"]}
+    digest = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()
+    assert not (daemon.home.state_dir / "projects" / f"{digest}.json").exists()
+
+
+async def test_a_stored_argument_pattern_on_an_mcp_tool_is_left_out_on_load(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Decision 73: a session's record and a project's rule file written before robotad
+    refused such rules may hold one. The session still loads, and a new one is created in
+    that project, without it (it never applied to a call); the daemon's log names each rule
+    left out, whose it was and what to write; the session's next save leaves it out of its
+    record, and the project's file is kept as written."""
+    home = DaemonHome(tmp_path_factory.mktemp("stored"))
+    project = tmp_path / "project"
+    project.mkdir()
+    with running_daemon(home) as daemon, trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            session_id = await create(client, project, permissions={"deny": ["Read(/etc/**)"]})
+            await client.call(
+                "session/addRule",
+                {"sessionId": session_id, "rule": "Bash(rm:*)", "kind": "deny", "scope": "project"},
+            )
+    # As an earlier robotad wrote them.
+    stored = json.loads(home.record_path(session_id).read_bytes())
+    stored["record"]["settings"]["permissions"]["deny"].append(MCP_ARGUMENT_RULE)
+    home.record_path(session_id).write_text(json.dumps(stored))
+    digest = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()
+    project_file = home.state_dir / "projects" / f"{digest}.json"
+    project_rules = json.loads(project_file.read_bytes())
+    project_rules["ask"].append("mcp__files(x)")
+    project_file.write_text(json.dumps(project_rules))
+    with running_daemon(home) as again, trio.fail_after(IO_TIMEOUT):
+        async with connect(again) as client:
+            loaded = await client.call(
+                "session/addRule",
+                {
+                    "sessionId": session_id,
+                    "rule": "mcp__files__write",
+                    "kind": "deny",
+                    "scope": "session",
+                },
+            )
+            fresh = await create(client, project)
+            fresh_rules = await client.call(
+                "session/addRule",
+                {"sessionId": fresh, "rule": "Glob", "kind": "allow", "scope": "session"},
+            )
+    assert loaded == {
+        "allow": [],
+        "ask": [],
+        "deny": ["Read(/etc/**)", "Bash(rm:*)", "mcp__files__write"],
+    }
+    assert fresh_rules == {"allow": ["Glob"], "ask": [], "deny": ["Bash(rm:*)"]}
+    saved = json.loads(home.record_path(session_id).read_bytes())["record"]["settings"]
+    assert MCP_ARGUMENT_RULE not in saved["permissions"]["deny"]
+    assert json.loads(project_file.read_bytes())["ask"] == ["mcp__files(x)"]
+    log = again.output()
+    assert f"session {session_id}: the deny rule {MCP_ARGUMENT_RULE!r} is left out" in log
+    assert "write 'mcp__files__write' for every call of that tool" in log
+    assert f"({project_file}): the ask rule 'mcp__files(x)' is left out" in log

@@ -84,6 +84,31 @@ def test_a_hand_edited_malformed_rule_is_the_files_fault_named_with_its_path(
     assert str(path) in str(undecodable.value)
 
 
+def test_a_stored_argument_pattern_on_an_mcp_tool_does_not_make_the_file_unreadable(
+    tmp_path: Path,
+) -> None:
+    """Decision 73: ``mcp__files__write(/etc/**)`` was taken before robotad refused it, so a
+    file may hold one; it is returned as stored (the assembly leaves it out, with a warning)
+    and a later add keeps it, while any other malformed rule still makes the file unusable."""
+    rules = ProjectRules(tmp_path / "state")
+    rules.add(tmp_path, "Bash(rm:*)", "deny")
+    path = rules.path_for(tmp_path)
+    stored = json.loads(path.read_text())
+    stored["deny"].append("mcp__files__write(/etc/**)")
+    path.write_text(json.dumps(stored))
+    assert rules.load(tmp_path)["deny"] == ["Bash(rm:*)", "mcp__files__write(/etc/**)"]
+    rules.add(tmp_path, "Read", "allow")
+    assert json.loads(path.read_text())["deny"] == ["Bash(rm:*)", "mcp__files__write(/etc/**)"]
+    stored = json.loads(path.read_text())
+    stored["ask"].append("Bash(ls")
+    path.write_text(json.dumps(stored))
+    with pytest.raises(ProjectRulesUnreadable) as refused:
+        rules.load(tmp_path)
+    assert str(refused.value).endswith(
+        "holds a malformed rule: ask[0]: unbalanced parentheses in pattern 'Bash(ls'"
+    )
+
+
 def test_a_failed_write_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """G-114 (storage side): when the durable write fails, the stored rules are unchanged and
     the failure names the file and the cause (PROTOCOL.md §10.1)."""

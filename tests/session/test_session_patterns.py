@@ -11,6 +11,7 @@ from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.patterns import (
     compile_rule,
     escape_pattern_text,
+    mcp_argument_refusal,
     parse_rule,
     parse_rules,
 )
@@ -94,9 +95,57 @@ def test_domain_pattern_on_a_non_url_tool_is_malformed() -> None:
 
 
 def test_patterns_for_unregistered_tools_are_accepted() -> None:
-    """G-110: a well-formed pattern naming a tool no profile declares yet is accepted."""
-    rules = parse_rules(["mcp__pack__lookup(anything *)", "Later", "Later(x:*)"], profiles={})
-    assert [rule.form for rule in rules] == ["glob", "tool", "prefix"]
+    """G-110: a well-formed pattern naming a tool no profile declares yet is accepted, an MCP
+    tool or server named without an argument too."""
+    rules = parse_rules(
+        ["Lookup(anything *)", "Later", "Later(x:*)", "mcp__pack__lookup", "mcp__pack"],
+        profiles={},
+    )
+    assert [rule.form for rule in rules] == ["glob", "tool", "prefix", "tool", "tool"]
+
+
+MCP_ARGUMENT_RULES = [
+    ("mcp__files__write(/etc/**)", "'mcp__files__write' for every call of that tool"),
+    ("mcp__files__write(*)", "'mcp__files' for every tool of its server"),
+    ("mcp__files(/etc/**)", "'mcp__files' for every tool of that server"),
+    ("mcp__files__write(git push:*)", "'mcp__files__write'"),
+    ("mcp__web__fetch(domain:example.com)", "'mcp__web__fetch'"),
+    ("Mcp__srv__tool(x)", "'mcp__srv__tool' for every call of that tool"),
+    ("MCP__srv(x)", "'mcp__srv' for every tool of that server"),
+    ("mcp__(x)", "mcp__SERVER__TOOL for every call of one tool"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "instead"), MCP_ARGUMENT_RULES)
+def test_an_argument_pattern_on_an_mcp_tool_is_refused_saying_what_to_write(
+    pattern: str, instead: str
+) -> None:
+    """Decision 73: MCP tools have no argument a pattern could match, so a rule giving one
+    (or a server, in any case of ``mcp__``) an argument pattern never applied: a deny denied
+    nothing. It is refused at its own path, registered or not, saying what to write."""
+    registered = {
+        "mcp__files__write": ToolProfile("modify", None, None, rule_names=("mcp__files",))
+    }
+    for profiles in ({}, registered):
+        with pytest.raises(InvalidSetting) as caught:
+            parse_rules(["Read(x)", pattern], "$.permissions.deny", profiles)
+        (issue,) = caught.value.issues
+        assert issue["path"] == "$.permissions.deny[1]"
+        assert issue["message"].startswith("MCP tools take no argument pattern")
+        assert instead in issue["message"].split("; write ", 1)[1]
+    with pytest.raises(InvalidSetting, match="MCP tools take no argument pattern"):
+        parse_rule(pattern)
+
+
+def test_a_stored_argument_pattern_on_an_mcp_tool_is_told_from_other_rules() -> None:
+    """Decision 73: `mcp_argument_refusal` finds exactly the rules refused for that (stored
+    ones are left out on load), and nothing else: not a bare MCP name, not another tool's
+    pattern, not a pattern malformed in another way, not a non-string."""
+    refusal = mcp_argument_refusal("mcp__files__write(/etc/**)")
+    assert refusal is not None
+    assert refusal.startswith("MCP tools take no argument pattern")
+    for other in ("mcp__files__write", "mcp__files", "Read(/etc/**)", "mcp__a__b(x", "", 3):
+        assert mcp_argument_refusal(other) is None
 
 
 WELL_FORMED = [

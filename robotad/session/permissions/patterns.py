@@ -12,7 +12,10 @@ backslash makes the next ``*``, ``(``, ``)``, ``:`` or ``\\`` literal (any other
 literal itself), so every path or command can be written as a pattern (`escape_pattern_text`).
 
 `parse_rules` refuses malformed patterns all at once, each with its own path (G-108, G-109);
-a pattern naming a tool no profile declares yet is accepted (G-110). `compile_rule` turns a
+a pattern naming a tool no profile declares yet is accepted (G-110), unless it gives an MCP
+tool or server (``mcp__…``) an argument pattern: MCP tools have no argument a pattern could
+match, so such a rule would never apply (decision 73; a stored one is found by
+`mcp_argument_refusal` and left out where it is loaded). `compile_rule` turns a
 parsed rule into a `Matcher` for one profile and cwd: regexes are built once, here, and
 matching is a plain function over strings. Its size is one concept: the pattern language, from
 text to a bounded matcher (the `regex` time limit of decision 40 included), kept in one place so
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from protocol.errors import Issue
 from protocol.pattern_text import escape_pattern_text, url_host
 from robotad.agent.tool import ToolProfile
+from robotad.mcp.naming import PREFIX, SEPARATOR, written_for_mcp
 from robotad.session.errors import InvalidSetting
 
 if TYPE_CHECKING:
@@ -48,6 +52,7 @@ __all__ = [
     "compile_rule",
     "escape_pattern_text",
     "host_matches",
+    "mcp_argument_refusal",
     "parse_rule",
     "parse_rules",
     "url_host",
@@ -84,6 +89,27 @@ class Rule:
 
 class _Malformed(ValueError):
     """One pattern's defect; `parse_rules` turns each into a located issue."""
+
+
+class _McpArgument(_Malformed):
+    """An argument pattern on an MCP tool or server: well formed otherwise, and inert."""
+
+    def __init__(self, name: str) -> None:
+        tool = PREFIX + name[len(PREFIX) :]
+        parts = tool[len(PREFIX) :].split(SEPARATOR, 1)
+        server = PREFIX + parts[0]
+        if not parts[0]:
+            instead = "mcp__SERVER__TOOL for every call of one tool, or mcp__SERVER for a server"
+        elif len(parts) == 1:
+            instead = f"{tool!r} for every tool of that server"
+        else:
+            instead = (
+                f"{tool!r} for every call of that tool, or {server!r} for every tool of its server"
+            )
+        super().__init__(
+            f"MCP tools take no argument pattern (there is no argument for {name}(…) to "
+            f"match, so the rule would never apply); write {instead}"
+        )
 
 
 def _unescaped(text: str) -> list[tuple[str, bool]]:
@@ -173,6 +199,22 @@ def _tool_part(text: str) -> str:
     return text.split("(", 1)[0]
 
 
+def mcp_argument_refusal(text: object) -> str | None:
+    """What `parse_rules` says of `text` when it is an argument pattern on an MCP tool or
+    server (``mcp__files__write(/etc/**)``), else None. Such a rule was accepted before
+    robotad refused it and never matched a call: a stored one is left out where it is
+    loaded, with this said in the daemon's log (decision 73)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        _parse(text, None)
+    except _McpArgument as exc:
+        return str(exc)
+    except _Malformed:
+        return None
+    return None
+
+
 #: Parsed patterns remembered (a `Rule` is immutable; every session parses the same few dozen).
 _PARSED_KEPT = 1024
 
@@ -215,6 +257,8 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
                 break
     if close_at != len(chars) - 1:
         raise _Malformed(f"text after the closing parenthesis in pattern {text!r}")
+    if written_for_mcp(name):
+        raise _McpArgument(name)
     if name == ANY_TOOL:
         raise _Malformed("the pattern '*' takes no argument")
     inner = chars[open_at + 1 : close_at]
