@@ -162,7 +162,8 @@ def rule(
     options: ClientOptions, session: str | None, kind: str, pattern: str, project: bool
 ) -> None:
     """Add a permission rule: KIND is allow, ask or deny; PATTERN is `Tool`,
-    `Tool(glob)`, `Bash(prefix:*)` or `WebFetch(domain:host)`. Deny wins over ask, ask
+    `Tool(glob)`, `Bash(prefix:*)` or `WebFetch(domain:host)`; an MCP tool or server is
+    named without a pattern (`mcp__SERVER__TOOL`, `mcp__SERVER`). Deny wins over ask, ask
     over allow. Prints the session's rules afterwards.
 
     \b
