@@ -23,7 +23,6 @@ import trio
 
 from protocol.errors import InvalidParams, SessionBusy, SessionNotFound
 from protocol.events import EVENT_METHOD, SessionEvent
-from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.methods import HistoryResult, SessionList
 from protocol.peer import CallContext, JsonRpcPeer, Router
 from protocol.shapes import SessionInfo
@@ -79,20 +78,6 @@ LIST_PAGE = 200
 _CREATE_ATTEMPTS = 8
 
 _event_decoder = msgspec.json.Decoder(SessionEvent)
-
-
-#: The longest prompt sent on (bytes): robotad's default message limit less room for the
-#: request around it.
-_LARGEST_PROMPT = DEFAULT_MAX_FRAME_BYTES - 2**20
-
-
-def _encoded_size(text: str) -> int:
-    """How many bytes `text` takes in robotad's request: JSON-escaped (a quote, a backslash or
-    a newline takes two bytes, a control character six), not its UTF-8 length."""
-    try:
-        return len(msgspec.json.encode(text))
-    except UnicodeEncodeError:  # a lone surrogate: at most six bytes a character, escaped
-        return 6 * len(text)
 
 
 class AcpAgent:
@@ -274,18 +259,8 @@ class AcpAgent:
         return {}
 
     async def prompt(self, params: PromptParams, ctx: CallContext) -> PromptResult:
+        # Refused here, located, when robotad would close the connection over its size.
         text = prompt_text(params.prompt)
-        if _encoded_size(text) > _LARGEST_PROMPT:
-            # robotad would close this agent's connection on a message over its limit.
-            raise InvalidParams(
-                [
-                    {
-                        "path": "$.prompt",
-                        "message": f"the prompt is over {_LARGEST_PROMPT // 2**20} MiB, more "
-                        "than robotad takes in one message: attach less of it",
-                    }
-                ]
-            )
         attachment = self._attached(params.session_id)
         if (running := self._prompts.get(params.session_id)) is not None:
             raise SessionBusy(params.session_id, running.turn_id)

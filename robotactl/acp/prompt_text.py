@@ -1,71 +1,142 @@
 """An ACP prompt (a list of content blocks) as the one text robotad's ``session/run`` takes.
 
-Text blocks are joined as they are. A ``resource_link`` becomes a mention of its URI — a
-local file's path, percent-decoded, set apart by spaces — which robotad's tools read when the
-model asks. An embedded ``resource`` with text becomes a fenced
-context block naming its URI, so the model sees what the editor attached; one with a binary
-blob is mentioned like a link. Images and audio are refused (the agent advertises neither),
-as is any block of an unknown type: -32602 with the block's path, never a silent drop.
+Text blocks are joined as they are (but for the spelling of a tag, below). A
+``resource_link`` becomes a mention of its URI — a local file's path, percent-decoded, set
+apart by spaces — which robotad's tools read when the model asks. An embedded ``resource``
+with text becomes a context block naming its URI, so the model sees what the editor
+attached; one with a binary blob is mentioned like a link. Images and audio are refused (the
+agent advertises neither), as is any block of an unknown type: -32602 with the block's path,
+never a silent drop.
+
+What others wrote never passes for the framing (decision 74). The only ``context`` tags in
+the prompt are the ones written here, one pair for each attachment: a tag anywhere in the
+text — an attachment's, or a text block's — is spelled with a backslash after its ``<``
+(``<\\/context>``; one that has backslashes there gets one more, so the spelling reads back
+exactly); an attachment's URI is an XML attribute value (``&quot;``, ``&lt;``, ``&#xA;``…);
+a mention that holds a space, a quote, an angle bracket or a control character is a
+JSON-quoted string (``@"/w/my file.txt"``). A prompt robotad would not take in one message is
+refused at its largest block.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from protocol.errors import InvalidParams
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from robotactl.acp.schema import ContentBlock
 
-__all__ = ["prompt_text"]
+__all__ = ["LARGEST_PROMPT", "prompt_text"]
+
+#: The longest prompt sent on (bytes, JSON-escaped): robotad's default message limit less
+#: room for the request around it.
+LARGEST_PROMPT: Final = DEFAULT_MAX_FRAME_BYTES - 2**20
+
+#: The ``<`` of a ``context`` tag, opening or closing, in any case, with any backslashes and
+#: spaces a reader might look past (``<\\ /Context>``): a name that goes on (``<contexts>``,
+#: ``<context.Provider>``) is another tag. Possessive, so a long run of spaces costs one pass.
+_TAG: Final = re.compile(r"<(?=\\*+\s*+(?:/\s*+)?context(?![\w.:-]))", re.IGNORECASE)
+
+#: What ends an attribute value or reads as a line or a control: written as a reference.
+_ATTRIBUTE_UNSAFE: Final = re.compile(r'[&"<>\x00-\x1f\x7f-\x9f\u2028\u2029]')
+_ATTRIBUTE_NAMED: Final = {"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;"}
+
+#: What a bare ``@path`` cannot hold and still read as one path that ends where it ends.
+_MENTION_UNSAFE: Final = re.compile(r'[\s"<>\x00-\x1f\x7f-\x9f]')
+#: What JSON lets through raw that must not stand raw in a quoted mention.
+_QUOTED_UNSAFE: Final = re.compile(r"[<>\x7f-\x9f\u2028\u2029]")
 
 
-def prompt_text(blocks: Sequence[ContentBlock]) -> str:
-    """The prompt text of `blocks`; `InvalidParams` listing every block it cannot take."""
-    parts: list[str | _Mention] = []
+def prompt_text(blocks: Sequence[ContentBlock], *, largest: int = LARGEST_PROMPT) -> str:
+    """The prompt text of `blocks`; `InvalidParams` listing every block it cannot take, or
+    naming the largest block when the prompt is over `largest` bytes JSON-escaped."""
+    parts: list[str] = []
     issues: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
-        path = f"$.prompt[{index}]"
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind == "resource_link" and isinstance(block.get("uri"), str):
-            parts.append(_Mention(_local(block["uri"])))
-        elif kind == "resource" and isinstance(resource := block.get("resource"), dict):
-            uri = resource.get("uri") if isinstance(resource.get("uri"), str) else "attachment"
-            text = resource.get("text")
-            if isinstance(text, str):
-                parts.append(f'\n<context uri="{uri}">\n{text}\n</context>\n')
-            else:
-                parts.append(_Mention(_local(str(uri))))
+        part = _part(block, f"$.prompt[{index}]")
+        if isinstance(part, dict):
+            issues.append(part)
         else:
-            what = f"{kind!r} content" if isinstance(kind, str) else "a malformed content block"
-            issues.append({"path": path, "message": f"robotactl acp does not accept {what}"})
+            parts.append(part)
     if issues:
         raise InvalidParams(issues)
     text = _joined(parts)
     if not text.strip():
         raise InvalidParams([{"path": "$.prompt", "message": "the prompt has no text"}])
+    if _encoded_size(text) > largest:
+        raise InvalidParams([_too_large(parts, largest)])
     return text
 
 
+def _neutralised(text: str) -> str:
+    """`text` with a backslash after the ``<`` of every ``context`` tag in it: no tag of it
+    opens or closes a context block. One more backslash where there are some already
+    (``<\\/context>`` → ``<\\\\/context>``), so removing one from each gives `text` back."""
+    return _TAG.sub("<\\\\", text)
+
+
+class _Text(str):
+    """A text block's text: neutralised together with the text blocks beside it."""
+
+
 class _Mention(str):
-    """``@`` and a file: set apart from the text around it by `_joined`."""
+    """``@`` and a file or URI: set apart from the text around it by `_joined`."""
+
+
+class _Framed(str):
+    """An attachment, framed whole: taken as it is."""
+
+
+def _part(block: ContentBlock, path: str) -> str | dict[str, Any]:
+    """`block` as a part of the prompt, or the issue refusing it."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text" and isinstance(block.get("text"), str):
+        return _Text(block["text"])
+    if kind == "resource_link" and isinstance(block.get("uri"), str):
+        return _Mention(_local(block["uri"]))
+    if kind == "resource" and isinstance(resource := block.get("resource"), dict):
+        uri = resource.get("uri")
+        if not isinstance(uri, str):
+            return {"path": f"{path}.resource.uri", "message": "an attachment needs its uri"}
+        text = resource.get("text")
+        if isinstance(text, str):
+            return _Framed(
+                f'\n<context uri="{_attribute(uri)}">\n{_neutralised(text)}\n</context>\n'
+            )
+        return _Mention(_local(uri))
+    what = f"{kind!r} content" if isinstance(kind, str) else "a malformed content block"
+    return {"path": path, "message": f"robotactl acp does not accept {what}"}
 
 
 def _joined(parts: Sequence[str]) -> str:
     """`parts` joined, with a space between a mention and text it would touch (an editor
-    sends ``explain`` ``@a.txt`` ``this`` as blocks that hold no space)."""
-    text = ""
+    sends ``explain`` ``@a.txt`` ``this`` as blocks that hold no space). Text blocks next to
+    each other are neutralised as one text: ``</con`` ``text>`` make a tag together."""
+    merged: list[str] = []
+    for is_text, run in itertools.groupby(parts, key=lambda part: isinstance(part, _Text)):
+        group = list(run)
+        merged.extend([_Text("".join(group))] if is_text else group)
+    pieces: list[str] = []
+    last = ""  # the last character joined so far
     after_mention = False
-    for part in parts:
+    for part in merged:
         mention = isinstance(part, _Mention)
-        piece = f"@{part}" if mention else part
-        touching = bool(text and piece) and not text[-1].isspace() and not piece[0].isspace()
+        if mention:
+            piece = f"@{_mention(part)}"
+        elif isinstance(part, _Text):
+            piece = _neutralised(part)
+        else:
+            piece = part
+        touching = bool(last and piece) and not last.isspace() and not piece[0].isspace()
         if touching and (mention or after_mention):
-            text += " "
-        text += piece
+            pieces.append(" ")
+        pieces.append(piece)
+        last = piece[-1:] or last
         after_mention = mention
-    return text
+    return "".join(pieces)
 
 
 def _local(uri: str) -> str:
@@ -77,3 +148,45 @@ def _local(uri: str) -> str:
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         return uri
     return unquote(parts.path)
+
+
+def _mention(target: str) -> str:
+    """`target` bare when it reads as one word, else JSON-quoted with ``<``, ``>``, DEL, C1
+    and the line separators escaped too (``"/w/my file.txt"``, ``"/w/a\\nb"``)."""
+    if not _MENTION_UNSAFE.search(target):
+        return target
+    import json
+
+    quoted = json.dumps(target, ensure_ascii=False)
+    return _QUOTED_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+def _attribute(value: str) -> str:
+    """`value` as a double-quoted XML attribute's text: nothing in it ends the attribute or
+    the tag, or starts a line; an XML reader gets `value` back."""
+    return _ATTRIBUTE_UNSAFE.sub(
+        lambda m: _ATTRIBUTE_NAMED.get(m.group()) or f"&#x{ord(m.group()):X};", value
+    )
+
+
+def _encoded_size(text: str) -> int:
+    """How many bytes `text` takes in robotad's request: JSON-escaped (a quote, a backslash or
+    a newline takes two bytes, a control character six), not its UTF-8 length."""
+    import msgspec
+
+    try:
+        return len(msgspec.json.encode(str(text)))
+    except UnicodeEncodeError:  # a lone surrogate: at most six bytes a character, escaped
+        return 6 * len(text)
+
+
+def _too_large(parts: Sequence[str], largest: int) -> dict[str, Any]:
+    """The issue of a prompt over `largest` bytes, at its largest block (the one to cut)."""
+    sizes = [_encoded_size(part) for part in parts]
+    index = max(range(len(parts)), key=sizes.__getitem__)
+    what = {_Framed: "attachment", _Mention: "link"}.get(type(parts[index]), "text")
+    return {
+        "path": f"$.prompt[{index}]",
+        "message": f"the prompt is over {largest / 2**20:g} MiB, more than robotad takes in one "
+        f"message, {sizes[index] / 2**20:.1f} MiB of it in this {what}: attach less of it",
+    }

@@ -83,7 +83,8 @@ def test_prompt_text_joins_text_and_names_resources() -> None:
 
 def test_a_mention_is_set_apart_and_its_file_uri_decoded() -> None:
     """Zed sends file URIs percent-encoded and mentions between text blocks without spaces:
-    the model got ``@/w/a.txtexplain this`` and a path with ``%20`` in it."""
+    the model got ``@/w/a.txtexplain this`` and a path with ``%20`` in it. A path with a
+    space is quoted, so it reads as one (decision 74)."""
     blocks = [
         {"type": "text", "text": "read"},
         {"type": "resource_link", "uri": "file:///w/my%20file.txt", "name": "my file.txt"},
@@ -94,7 +95,7 @@ def test_a_mention_is_set_apart_and_its_file_uri_decoded() -> None:
     ]
     assert (
         prompt_text(blocks)
-        == "read @/w/my file.txt and @/w/b.txt then stop @https://example.invalid/x"
+        == 'read @"/w/my file.txt" and @/w/b.txt then stop @https://example.invalid/x'
     )
 
 
@@ -391,5 +392,5 @@ async def test_a_prompt_robotad_would_not_take_is_refused_before_it_is_sent() ->
     for prompt in (huge, escaped):
         with pytest.raises(InvalidParams) as refused:
             await agent.prompt(PromptParams("s1", prompt), None)  # type: ignore[arg-type]
-        assert refused.value.issues[0]["path"] == "$.prompt"
+        assert refused.value.issues[0]["path"] == "$.prompt[0]"
         assert "more than robotad takes" in refused.value.issues[0]["message"]
