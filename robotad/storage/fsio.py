@@ -2,6 +2,8 @@
 
 - `ensure_private_dir`: folders are created 0700 with an explicit chmod, never trusting the umask;
   an existing path that is a symlink or not a directory is refused (`UnsafePath`).
+  `ensure_durable_dir` is the same with each folder it creates made durable (its entry in its
+  parent fsynced), for a folder a durable file is about to be created in.
 - `atomic_write`: a temp file in the target's own folder (``O_CREAT|O_EXCL``, 0600), fully
   written and fsynced, renamed over the target, then the folder fsynced. A crash at any point
   leaves either the old file or the new one under the target's name, never a mix; leftover temp
@@ -23,6 +25,7 @@ import errno
 import os
 import secrets
 import stat
+import threading
 from pathlib import Path
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "atomic_write",
     "create_exclusive",
     "end_of_last_line",
+    "ensure_durable_dir",
     "ensure_private_dir",
     "exact_mode",
     "fsync_dir",
@@ -69,10 +73,59 @@ def ensure_private_dir(directory: Path) -> Path:
             os.mkdir(directory, DIR_MODE)
             os.chmod(directory, DIR_MODE)
         info = os.lstat(directory)
+    return _a_folder(directory, info)
+
+
+def _a_folder(directory: Path, info: os.stat_result) -> Path:
+    """`directory`, whose ``lstat`` is `info`, when it is a folder; `UnsafePath` otherwise."""
     if stat.S_ISLNK(info.st_mode):
         raise UnsafePath(errno.ELOOP, "a symbolic link is in place of a storage folder")
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePath(errno.ENOTDIR, "a storage folder's path is not a folder")
+    return directory
+
+
+#: Held while `ensure_durable_dir` looks for a folder and while it makes one durable, so a
+#: thread finding a folder another thread of this process has just made returns only once
+#: that folder's entry is durable. Uncontended (nearly always) it costs no system call.
+_making_folders = threading.Lock()
+
+
+def ensure_durable_dir(directory: Path) -> Path:
+    """`ensure_private_dir`, each folder it creates made durable before it returns: the folder
+    holding it is fsynced, so its entry there survives a power cut. A file's fsync and its
+    folder's (`create_exclusive`) make the file's name durable, not the folder's own name in
+    its parent: without this, a folder made just before would vanish with every file in it.
+
+    A folder that exists costs one ``lstat``, as with `ensure_private_dir`, and syncs nothing.
+    All or nothing: when a sync fails, the folders made are removed again (those still empty)
+    before the error is raised, so no later call takes a folder whose entry is not durable
+    for one that is."""
+    with _making_folders:
+        try:
+            info = os.lstat(directory)
+        except FileNotFoundError:
+            return _make_durable(directory)
+    return _a_folder(directory, info)
+
+
+def _make_durable(directory: Path) -> Path:
+    """`directory` and its missing parents made (`ensure_private_dir`), then the folder
+    holding each of them fsynced, outermost first (`ensure_durable_dir`)."""
+    missing = [directory]
+    probe = directory.parent
+    while probe.parent != probe and not os.path.lexists(probe):
+        missing.append(probe)
+        probe = probe.parent
+    ensure_private_dir(directory)
+    try:
+        for made in reversed(missing):
+            fsync_dir(made.parent)
+    except BaseException:
+        for made in missing:  # innermost first
+            with contextlib.suppress(OSError):
+                os.rmdir(made)
+        raise
     return directory
 
 

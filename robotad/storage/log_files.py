@@ -3,11 +3,13 @@
 `FileLogSink` appends whole lines with ``O_APPEND`` into an owner-only file (folders 0700,
 files 0600 whatever the umask, G-155), through a descriptor it keeps open between lines (a
 bounded number of them process-wide: `open_logs`), and creates sidecars exclusively (G-154),
-refusing a name that is not the SHA-256 of the content. `FileLogSource` reads the log with
-``O_NOFOLLOW`` and sidecars relative to a payload-folder descriptor opened without following
-links, so a symlink planted at the log, the folder or a sidecar is refused (G-157); it checks
-a sidecar's size against the reference before reading a byte (G-158/G-160). It reads the log
-whole (`read`) or in pieces of `LOG_PIECE_BYTES` (`read_pieces`), with the same refusals.
+refusing a name that is not the SHA-256 of the content: a sidecar stored is durable, with its
+folder's entry when the folder was made for it (`fsio.ensure_durable_dir`). `FileLogSource`
+reads the log with ``O_NOFOLLOW`` and sidecars relative to a payload-folder descriptor opened
+without following links, so a symlink planted at the log, the folder or a sidecar is refused
+(G-157); it checks a sidecar's size against the reference before reading a byte
+(G-158/G-160). It reads the log whole (`read`) or in pieces of `LOG_PIECE_BYTES`
+(`read_pieces`), with the same refusals.
 
 Construct them from a validated session id with `log_paths` (G-156).
 
@@ -266,8 +268,10 @@ class FileLogSink:
         if _stored_already(path, len(content)):
             return sha256  # named by its content: a file of that name and size holds it
         with refusing_writes(path, self._root):
-            fsio.ensure_private_dir(self._path.parent)
-            fsio.ensure_private_dir(self._payloads)
+            # A folder made here is durable before the sidecar is in it: a line naming the
+            # sidecar never outlives its folder (a power cut right after the store).
+            fsio.ensure_durable_dir(self._path.parent)
+            fsio.ensure_durable_dir(self._payloads)
             fsio.create_exclusive(path, content)
         return sha256
 

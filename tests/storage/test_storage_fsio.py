@@ -177,6 +177,41 @@ def test_a_linked_parent_is_the_users_choice_but_a_linked_folder_is_refused(
         fsio.ensure_private_dir(tmp_path / "logs")
 
 
+def test_a_durable_folder_whose_parent_cannot_be_synced_is_not_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ensure_durable_dir` is all or nothing: a new folder whose entry could not be made
+    durable is removed again, so the next call makes it (and syncs it) afresh instead of
+    taking it for a durable one. A folder that exists is checked with one ``lstat``, and
+    nothing is synced."""
+    target = tmp_path / "logs" / "s-1.payloads"
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        fsio.ensure_durable_dir(target)
+    assert not (tmp_path / "logs").exists()
+    synced: list[str] = []
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    assert fsio.ensure_durable_dir(target) == target
+    assert synced == [os.path.realpath(tmp_path), os.path.realpath(tmp_path / "logs")]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    synced.clear()
+    assert fsio.ensure_durable_dir(target) == target
+    assert synced == []
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(fsio.UnsafePath):
+        fsio.ensure_durable_dir(tmp_path / "link")
+
+
 @pytest.mark.parametrize(("mask", "changes"), [(0o022, 0), (0o077, 0), (0o277, 1)])
 def test_a_new_file_is_chmodded_only_when_the_umask_took_an_owner_bit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mask: int, changes: int

@@ -138,6 +138,31 @@ def test_a_sidecar_stored_already_is_not_written_again(
     assert existing.with_name(digest(other)).is_symlink()
 
 
+def test_a_payload_folder_made_for_a_sidecar_is_durable_in_its_parent(
+    tmp_path: Path, fsyncs: list[str]
+) -> None:
+    """A session's first sidecar makes ``<id>.payloads`` (and here the logs folder): the
+    folder holding each new folder is fsynced before the sidecar is stored, so a line naming
+    the sidecar never outlives its folder's entry. The sidecar's own file and folder are
+    fsynced after. The next sidecar, its folder there, syncs only its file and folder."""
+    logs = tmp_path / "state" / "logs"
+    payloads = log_paths(logs, SID)[1]
+    sink = FileLogSink.for_session(logs, SID)
+    first = msgspec.json.encode("a" * 100)
+    sink.put_payload(first, digest(first))
+    real = [os.path.realpath(folder) for folder in (tmp_path, tmp_path / "state", logs)]
+    assert fsyncs[:3] == real  # each new folder's entry, before anything is in it
+    temp, folder = fsyncs[3:]
+    assert temp.startswith(os.path.realpath(payloads) + "/.")  # the sidecar, as a temp file
+    assert folder == os.path.realpath(payloads)
+    fsyncs.clear()
+    second = msgspec.json.encode("b" * 100)
+    sink.put_payload(second, digest(second))
+    assert len(fsyncs) == 2
+    assert fsyncs[1] == os.path.realpath(payloads)
+    assert (payloads / digest(second)).read_bytes() == second
+
+
 def test_a_sink_refuses_a_name_that_is_not_the_contents_hash(logs: Path) -> None:
     sink = FileLogSink.for_session(logs, SID)
     with pytest.raises(ValueError, match="SHA-256"):
