@@ -467,6 +467,9 @@ class SessionOperations:
         """``session/log``: the session log's decoded lines and every problem found, a log
         that does not rebuild the session's history among them (unless a turn runs)."""
         live = self.manager.loaded(session_id)
+        if live is not None:
+            await live.session.log_written()  # every line logged before the call is read
+            live = self.manager.loaded(session_id)
         ids: list[str] | None
         if live is None:
             ids = [m.id for m in (await self.manager.stored_record(session_id)).messages]

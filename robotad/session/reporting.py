@@ -4,6 +4,12 @@ Neither is a persistence barrier (G-098): a sink or a log that raises is noted i
 own log and ignored, so it can neither hold back nor undo anything a turn did. After the
 session has shut down nothing more is emitted or logged (G-131).
 
+No log line's sidecar is stored on the event loop (architecture decisions 62 and 76): `log`
+places its line (`SessionLogger.place`), and a line naming a sidecar the log does not hold yet
+(a tool result, a reply or a history over the spill limit) has it stored on a worker thread by
+a task of its own, the lines logged meanwhile waiting behind it. `turn_finished` goes out once
+every line logged before it is written (`written`), so the log holds the whole turn by then.
+
 Events are the wire's own Structs (`protocol.events`, the one definition of every event), built
 with ``seq`` = `UNSTAMPED`: the daemon's event hub stamps the real one when it publishes. Log
 entries are the payload Structs of `robotad.storage.log_events`, so a payload the reader would
@@ -23,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
+import trio
 
 from protocol import events as wire
 from protocol.errors import RpcError
@@ -82,13 +89,23 @@ class SessionReporter:
     # -- plumbing ---------------------------------------------------------------------------
 
     def log(self, event: LogEventName, payload: msgspec.Struct) -> None:
-        """Write one session-log entry; a failing log is reported and ignored."""
+        """Write one session-log entry; a failing log is reported and ignored. On the event
+        loop, an entry naming a sidecar the log does not hold yet is placed, and its sidecar
+        stored on a worker thread by a task started for it (`store_pending`), every entry
+        logged meanwhile waiting behind it; elsewhere (a worker thread) it is stored here."""
         if self._closed or self._log is None:
             return
-        try:
-            self._log.log(event, payload)
-        except Exception as exc:
-            self._note_failure(event, exc)
+        if not trio.lowlevel.in_trio_task():
+            try:
+                self._log.log(event, payload)
+            except Exception as exc:
+                self._note_failure(event, exc)
+            return
+        pending = self.place(event, payload)
+        if pending is not None:
+            # A system task: the store outlives whatever logged the entry (a turn's nursery,
+            # a cancelled request), as a store that started must (`store_pending`).
+            trio.lowlevel.spawn_system_task(self.store_pending, pending, name="session log store")
 
     async def store_and_log(self, event: LogEventName, payload: msgspec.Struct) -> None:
         """`log` for an entry that may name a sidecar not stored yet: the sidecar is created
@@ -121,6 +138,14 @@ class SessionReporter:
             await self._log.store_pending(pending)
         except Exception as exc:
             self._note_failure(pending.event, exc)
+
+    async def written(self) -> None:
+        """Return once every entry logged so far is written (or dropped, reported): at once,
+        without a checkpoint, when none waits for its sidecars; otherwise shielded, as the
+        stores it waits for always end (`SessionLogger.store_pending`)."""
+        if self._log is not None:
+            with trio.CancelScope(shield=True):
+                await self._log.written()
 
     def _note_failure(self, event: LogEventName, exc: Exception) -> None:
         """Report a log that refused an entry: the disk's refusal counted (and named by the
@@ -274,7 +299,7 @@ class SessionReporter:
         )
         self.log("context_compact", log_events.ContextCompactEntry(trigger=trigger, phase=phase))
 
-    def turn_finished(
+    async def turn_finished(
         self,
         turn_id: str,
         status: Status,
@@ -284,6 +309,10 @@ class SessionReporter:
         error: RpcError | None = None,
         hook_failures: Iterable[HookFailure] = (),
     ) -> None:
+        """Emit ``turn_finished`` once every line logged before it is written (`written`:
+        the log holds the whole turn when a client hears it ended, and a line dropped
+        meanwhile is counted in its ``logFailure``)."""
+        await self.written()
         failures = [wire.HookFailure(event=f.event, reason=f.reason) for f in hook_failures]
         log_failure: wire.LogFailure | msgspec.UnsetType = msgspec.UNSET
         if self._log_failure is not None:

@@ -294,6 +294,7 @@ class Session(RuntimeSettings):
         completed once (without it, the line is written unchecked)."""
         with self._claimed("resume", None, AbortSignal.settled_now()):
             await self._executions.recover(journal, log)
+        await self._reporter.written()  # what it put back is in the log before anyone reads it
 
     def get_pending_execution(self) -> Pending | None:
         """The execution whose open round blocks new input, with its unanswered requests."""
@@ -338,6 +339,11 @@ class Session(RuntimeSettings):
                 self._gate, TurnContext(token), self._tools, name, arguments
             )
 
+    async def log_written(self) -> None:
+        """Return once every line the session logged so far is in its log: a line naming a
+        sidecar not stored yet waits for it, stored on a worker thread (decision 76)."""
+        await self._reporter.written()
+
     async def save_when_idle(self) -> None:
         """Once nothing holds the claim, save what is not saved yet; raises when the store
         does (a close that must not unload a history it could not write)."""
@@ -369,6 +375,7 @@ class Session(RuntimeSettings):
                 # session's own tool servers), or it stayed held until robotad exited.
                 self._reporter.log("session_end", log_events.SessionEndEntry(reason="shutdown"))
                 self._lifecycle.close()
+                await self._reporter.written()  # shielded: the log is whole once shut down
                 self._reporter.closed = True
                 with trio.CancelScope(shield=True):
                     await self._release()

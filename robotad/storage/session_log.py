@@ -10,11 +10,11 @@ same), and the line is wrapped in the logger-owned envelope
 ``{schemaVersion, timestamp, sessionId, event, data}``: the payload lives under ``data`` and can
 never override an envelope member, whatever names it uses (G-147). Lines are only appended
 (G-146), each once the sidecars it names are stored, and in the order they were logged. An
-async caller whose line may name a sidecar not stored yet (a session's first request, with
-its tool set) logs it with `SessionLogger.place`/`store_pending`: the sidecar is created on a
-worker thread and the lines logged meanwhile wait behind it, so the event loop never waits
-for a sidecar's fsyncs (architecture decision 62). Streamed text goes to the log as
-``text_delta`` events (G-148).
+async caller logs a line with `SessionLogger.place`/`store_pending`: a line naming a sidecar
+not stored yet (a session's first request, with its tool set; a tool result over the spill
+limit) has it created on a worker thread, and the lines logged meanwhile wait behind it, so
+the event loop never waits for a sidecar's fsyncs (architecture decisions 62 and 76).
+Streamed text goes to the log as ``text_delta`` events (G-148).
 
 Reading (`decode_log`) is total and fails closed (G-150): each line's version is read first,
 then its envelope, its sidecars (resolved and verified) and its payload; one bad line fails the
@@ -181,7 +181,12 @@ class SessionLogger:
     for a sidecar's fsyncs (architecture decision 62) — and what is logged while they run
     waits behind the line (`_backlog`), so the log's order is the order in which lines were
     logged (placed) either way. A line whose sidecars are all stored already (a look at each
-    file, `LogSink.holds_payload`) is written at once, without the thread."""
+    file, `LogSink.holds_payload`) is written at once, without the thread. Placed lines have
+    their sidecars stored one line after the other, in the log's order (`store_pending` waits
+    for the store of the line placed before), so a sidecar two waiting lines name (a tool
+    result's, in its ``history_mutation`` and its ``tool_result``) is created once, by the
+    first, and no line is written before a store that created one of its sidecars ended;
+    `written` waits until every line logged so far is written."""
 
     def __init__(
         self,
@@ -203,6 +208,8 @@ class SessionLogger:
         #: `PendingLine`), the others (lines, or more pending ones) behind it. Empty when
         #: every line logged is written.
         self._backlog: collections.deque[bytes | PendingLine] = collections.deque()
+        #: The line placed last (`place`): the next one's store waits for its store to end.
+        self._last_placed: PendingLine | None = None
         #: `close` was called while lines waited: the sink is closed again once they are out.
         self._close_when_written = False
 
@@ -242,27 +249,47 @@ class SessionLogger:
         if not missing:
             self._write(line)
             return None
-        pending = PendingLine(event, line, missing)
+        before = self._last_placed
+        pending = PendingLine(event, line, missing, None if before is None else before.stored)
         self._backlog.append(pending)
+        self._last_placed = pending
         return pending
 
     async def store_pending(self, pending: PendingLine) -> None:
-        """Store `pending`'s sidecars on a worker thread (`handoff.run_blocking`), then write
-        it and the lines behind it that wait for nothing more. A store that started always
-        finishes, even when the caller is cancelled (the line is then written, and
-        `Cancelled` comes at the caller's next checkpoint). A store that fails drops this
-        line only — the lines behind it are written — and raises its error."""
-        if pending.done:
+        """Store `pending`'s sidecars on a worker thread (`handoff.run_blocking`), once the
+        store of the line placed before it has ended (what that one created is not created
+        again), then write it and the lines behind it that wait for nothing more. A store
+        that started always finishes, even when the caller is cancelled (the line is then
+        written, and `Cancelled` comes at the caller's next checkpoint). A store that fails
+        drops this line only — the lines behind it are written — and raises its error."""
+        if pending.done or pending.storing:
             raise ValueError("a pending line is stored once")
+        pending.storing = True
         try:
-            with trio.CancelScope(shield=True):
-                await run_blocking(self._store, pending.sidecars)
-        except BaseException:
-            pending.line, pending.done = None, True  # may name a sidecar that is not there
-            self._write_ready()  # whatever waited behind it is written all the same
-            raise
-        pending.done = True
-        self._write_ready()
+            try:
+                with trio.CancelScope(shield=True):
+                    if pending.after is not None:
+                        await pending.after.wait()  # its line's store: it always ends
+                        pending.after = None
+                    await run_blocking(self._store, pending.sidecars)
+            except BaseException:
+                pending.line, pending.done = None, True  # may name a sidecar that is not there
+                self._write_ready()  # whatever waited behind it is written all the same
+                raise
+            pending.done = True
+            self._write_ready()
+        finally:
+            pending.stored.set()
+            if self._last_placed is pending:
+                self._last_placed = None
+
+    async def written(self) -> None:
+        """Return once every line logged before the call is written (or dropped, its store
+        having failed): at once, without a checkpoint, when none waits. Each line placed must
+        be handed to `store_pending`, or this never returns."""
+        last = self._last_placed
+        if last is not None:
+            await last.stored.wait()
 
     def _stage(
         self, event: LogEventName, data: Mapping[str, Any] | Struct
@@ -304,7 +331,8 @@ class SessionLogger:
         ]
 
     def _store(self, sidecars: list[tuple[str, bytes]]) -> None:
-        """Store `sidecars` (on a worker thread: touches nothing of the logger's own)."""
+        """Store `sidecars` (on a worker thread: touches nothing of the logger's own). A
+        sidecar the line placed before stored meanwhile is left as it is (`put_payload`)."""
         for name, content in sidecars:
             self._sink.put_payload(content, name)
 
@@ -398,15 +426,26 @@ class SessionLogger:
 class PendingLine:
     """A line of `event` that `SessionLogger.place` put in the log's order, whose sidecars
     are not stored yet (`sidecars`: name, content); `done` once their store has ended, `line`
-    None when it failed (the line is dropped)."""
+    None when it failed (the line is dropped), `stored` set once `store_pending` is over with
+    it (the line, and those behind it that wait for nothing more, written). `after`: the
+    `stored` of the line placed before it, whose store its own waits for."""
 
-    __slots__ = ("done", "event", "line", "sidecars")
+    __slots__ = ("after", "done", "event", "line", "sidecars", "stored", "storing")
 
-    def __init__(self, event: LogEventName, line: bytes, sidecars: list[tuple[str, bytes]]) -> None:
+    def __init__(
+        self,
+        event: LogEventName,
+        line: bytes,
+        sidecars: list[tuple[str, bytes]],
+        after: trio.Event | None = None,
+    ) -> None:
         self.event = event
         self.line: bytes | None = line
         self.sidecars = sidecars
+        self.after = after
         self.done = False
+        self.storing = False
+        self.stored = trio.Event()
 
 
 def _collector(sidecars: dict[str, bytes]) -> Callable[[bytes, str], str]:

@@ -6,7 +6,9 @@ session, RPC and event for their length. Now the sidecar is stored on a worker t
 its line is written, and whatever the session logs meanwhile (the request's deltas, its
 response, the turn's other lines) is written after it, so the log reads in the order it always
 did and no line ever names a sidecar that is not there. The same holds for the whole history a
-loaded session logs when it starts, whose sidecar a long history needs.
+loaded session logs when it starts, whose sidecar a long history needs, and (architecture
+decision 76) for every other line naming a sidecar the log does not hold yet: a tool result
+over the spill limit (64 KiB), in its ``history_mutation`` and its ``tool_result``.
 """
 
 from __future__ import annotations
@@ -16,15 +18,32 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
+import trio.testing
 
-from protocol.shapes import Message
+from protocol import events as wire
+from protocol.errors import StorageFailed
+from protocol.shapes import Message, TurnWaiting
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
+from robotad.session.reporting import SessionReporter
+from robotad.storage import log_events
 from robotad.storage.log_files import FileLogSink, FileLogSource
 from robotad.storage.log_replay import validate_log
 from robotad.storage.session_log import SessionLogger, decode_log
-from tests.session.session_harness import LIMIT, Recorder, ShoutTool, new_session, scripted
+from robotad.storage.sidecars import DEFAULT_SPILL_LIMIT
+from tests.journal_fakes import MemoryJournal
+from tests.session.session_harness import (
+    LIMIT,
+    MemoryStore,
+    Recorder,
+    ShoutTool,
+    answer,
+    new_session,
+    scripted,
+)
+from tests.storage.gates import held_back
 
 SID = "s-offloop"
 
@@ -214,3 +233,221 @@ async def test_a_loaded_history_over_the_spill_limit_is_stored_off_the_loop(
     ]
     assert entries[1].data["messages"][0]["content"] == history[0].content
     assert validate_log(FileLogSource(path)).complete
+
+
+#: A tool result over the spill limit: its lines name a sidecar of it.
+BIG = 70_000
+assert BIG > DEFAULT_SPILL_LIMIT
+
+
+class _HeldBigSink(FileLogSink):
+    """A log sink whose sidecars over the spill limit wait for `release` once their store
+    has begun (`entered`, set through the loop while the store waits): a test proves the
+    loop answers meanwhile by letting it go from a task of its own. Each such store notes
+    whether it ran on the loop's thread (`on_loop`) and whether it was let go while it
+    waited (`let_go`: never, when the loop itself was the one waiting)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = trio.Event()
+        self.release = threading.Event()
+        self.on_loop: list[bool] = []
+        self.let_go: list[bool] = []
+        self._token = trio.lowlevel.current_trio_token()
+        self._loop_thread = threading.get_ident()
+
+    def put_payload(self, content: bytes, sha256: str) -> str:
+        if len(content) > DEFAULT_SPILL_LIMIT:
+            self.on_loop.append(threading.get_ident() == self._loop_thread)
+            self._token.run_sync_soon(self.entered.set)
+            # Bounded: stored on the loop (the fault this guards against), nothing else runs
+            # to let it go, and the store goes on unreleased after this.
+            self.let_go.append(self.release.wait(LIMIT / 4))
+        return super().put_payload(content, sha256)
+
+
+def _events(path: Path) -> list[str]:
+    """The events of the lines written to `path` so far."""
+    if not path.exists():
+        return []
+    return [msgspec.json.decode(line)["event"] for line in path.read_bytes().splitlines()]
+
+
+async def test_a_tool_result_over_the_spill_limit_is_stored_off_the_loop(
+    workspace: Path,
+) -> None:
+    """A 70,000-character tool result: its ``history_mutation`` and ``tool_result`` lines
+    name a sidecar of it, which was created on the event loop (two fsyncs, every other
+    session waiting). Now it is stored on a worker thread: while the store is held, another
+    task on the loop runs (and lets it go), and the log reads exactly as before, the lines
+    logged meanwhile behind the result's."""
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path)
+    session = new_session(
+        workspace,
+        scripted(_script()),
+        tools=[ShoutTool(size=BIG)],
+        permissions={"allow": ["Shout"]},
+        logger=SessionLogger(SID, sink),
+        session_id=SID,
+    )
+    answered: list[list[str]] = []
+
+    async def another_task() -> None:
+        await sink.entered.wait()
+        answered.append(_events(path))  # the loop runs it while the sidecar is stored
+        sink.release.set()
+
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(another_task)
+            assert await session.run("shout") == "all done"
+
+    assert sink.on_loop
+    assert not any(sink.on_loop)
+    assert sink.let_go[0], "the loop did not run another task while the sidecar was stored"
+    # What the loop saw then: the lines before the result's; the result's waited for it.
+    assert answered == [TURN_ORDER[: TURN_ORDER.index("tool_result") - 1]]
+    entries = decode_log(FileLogSource(path))
+    assert [entry.event for entry in entries] == TURN_ORDER
+    (result,) = [e.data["content"] for e in entries if e.event == "tool_result"]
+    assert result == "HI" * (BIG // 2)
+    assert validate_log(FileLogSource(path)).complete
+
+
+async def test_a_small_line_logged_behind_a_big_one_is_written_after_it(
+    workspace: Path,
+) -> None:
+    """A line logged while a line before it waits for its sidecar waits behind it: nothing
+    is written until the sidecar is stored (on a worker thread, the loop free meanwhile),
+    then both, in the order they were logged; `written` returns once they are."""
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path)
+    reporter = SessionReporter(SID, SessionLogger(SID, sink), None)
+    content = "z" * BIG
+    reporter.tool_result("call-1", "Shout", True, content)
+    reporter.log("turn_completed", log_events.TurnCompletedEntry(turn_id="t-1", status="completed"))
+    assert _events(path) == []  # the big line waits for its sidecar, the small one behind it
+
+    with trio.fail_after(LIMIT):
+        await sink.entered.wait()  # set through the loop while the store waits on its thread
+
+    def still_waiting() -> None:
+        assert _events(path) == []
+
+    await held_back(sink.release, reporter.written, still_waiting)
+    assert _events(path) == ["tool_result", "turn_completed"]
+    assert sink.on_loop == [False]
+    entries = decode_log(FileLogSource(path))
+    assert entries[0].data["content"] == content
+
+
+async def test_turn_finished_goes_out_once_the_turns_lines_are_written(workspace: Path) -> None:
+    """A turn whose result's sidecar is still being stored when the turn is over (saved, its
+    last line logged) announces ``turn_finished`` only once that store has ended and every
+    line of the turn is written: a client that hears the turn ended reads all of it. (A
+    first turn stores the tool set, so that nothing of the second waits for its store.)"""
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path)
+    store = MemoryStore()
+    saved = trio.Event()
+    store.on_save = lambda snapshot: saved.set() if snapshot.turn_count == 2 else None
+    heard: list[list[str]] = []
+
+    def events(event: wire.SessionEvent) -> None:
+        if isinstance(event, wire.TurnFinished):
+            heard.append(_events(path))
+
+    shout = ShoutTool()
+    session = new_session(
+        workspace,
+        scripted(_script() * 2),
+        tools=[shout],
+        permissions={"allow": ["Shout"]},
+        logger=SessionLogger(SID, sink),
+        session_id=SID,
+        store=store,
+        event_sink=events,
+    )
+    with trio.fail_after(LIMIT):
+        assert await session.run("shout") == "all done"
+        first = _events(path)
+        assert heard == [first]
+        shout.size = BIG
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run, "shout")
+            await saved.wait()  # the turn is saved: only its turn_finished is left
+            await trio.testing.wait_all_tasks_blocked()
+            assert heard == [first]  # it waits for the result's lines, held with their sidecar
+            before_result = TURN_ORDER[1 : TURN_ORDER.index("tool_result") - 1]
+            assert _events(path) == first + before_result
+            sink.release.set()
+    assert heard == [first, first + TURN_ORDER[1:]]
+    assert _events(path) == heard[-1]
+
+
+async def test_a_shutdown_returns_once_the_sessions_lines_are_written(workspace: Path) -> None:
+    """A line still waiting for its sidecar when the session shuts down (a message over the
+    spill limit injected just before) is written, and ``session_end`` after it, before the
+    shutdown returns: the log is whole once the session is gone."""
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path)
+    session = new_session(
+        workspace, scripted(), logger=SessionLogger(SID, sink), session_id=SID, store=MemoryStore()
+    )
+    with trio.fail_after(LIMIT):
+        await session.start()
+        session.inject_message(Message.user("w" * BIG))
+        await sink.entered.wait()
+
+    def unwritten() -> None:
+        assert _events(path) == ["session_start"]
+
+    await held_back(sink.release, session.shutdown, unwritten)
+    assert _events(path) == ["session_start", "history_mutation", "session_end"]
+    assert not sink.is_open
+
+
+async def test_a_recovery_returns_once_what_it_put_back_is_in_the_log(workspace: Path) -> None:
+    """A result over the spill limit that the journal holds and the record lacks is put back
+    when the session is loaded again, its lines naming a sidecar stored on a worker thread.
+    `recover` returns once they are written: what reads or appends to the log next (the
+    daemon's ``recovered`` entry, written by a logger of its own) comes after them."""
+    shout = {"name": "Shout", "arguments": {"text": "hi"}}
+    store = MemoryStore()
+    session = new_session(
+        workspace,
+        scripted([{"toolCalls": [shout]}, {"text": "shouted"}]),
+        tools=[ShoutTool(size=BIG)],
+        store=store,
+        session_id=SID,
+    )
+    journal = MemoryJournal()
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("shout", journal)
+        assert isinstance(waiting, TurnWaiting)
+        saved = store.last.messages
+        store.fail = True  # the crash: the result is journaled, never saved
+        with pytest.raises(StorageFailed):
+            await session.resume_recoverable(
+                waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
+            )
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path)
+    again = new_session(
+        workspace,
+        scripted(),
+        tools=[ShoutTool(size=BIG)],
+        logger=SessionLogger(SID, sink),
+        session_id=SID,
+        history=saved,
+        source="resume",
+    )
+
+    def unwritten() -> None:
+        assert _events(path) == []
+
+    await held_back(sink.release, lambda: again.recover(journal), unwritten)
+    logged = decode_log(FileLogSource(path))
+    assert [entry.event for entry in logged][:2] == ["history_mutation", "tool_result"]
+    assert logged[1].data["content"] == "HI" * (BIG // 2)

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
+import robotad.storage.session_log
+from robotad.storage import log_files
 from robotad.storage.failure import StorageError
 from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
 from robotad.storage.session_log import SessionLogger, decode_log
@@ -160,3 +163,51 @@ async def test_closing_while_a_line_waits_leaves_no_file_open(
         await logger.store_pending(pending)
     assert _written(sink, logs) == ["provider_request", "text_delta"]
     assert not sink.is_open
+
+
+async def test_placed_lines_are_stored_one_after_the_other_and_a_shared_sidecar_made_once(
+    sink: WatchedSink, logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big tool result is named by two lines (its ``history_mutation`` and its
+    ``tool_result``): the second line's store waits for the first's, even when it is handed
+    over first, so the sidecar is created once (no two threads racing to link it, the loser
+    returning before the winner synced the folder) and the lines are written in order."""
+    handed: list[list[str]] = []
+    run_blocking = robotad.storage.session_log.run_blocking
+
+    async def noting(function: Any, sidecars: list[tuple[str, bytes]]) -> Any:
+        handed.append([name for name, _ in sidecars])
+        return await run_blocking(function, sidecars)
+
+    monkeypatch.setattr(robotad.storage.session_log, "run_blocking", noting)
+    created: list[Path] = []
+    create_exclusive = log_files.fsio.create_exclusive
+
+    def counting(path: Path, data: bytes) -> bool:
+        created.append(path)
+        return create_exclusive(path, data)
+
+    monkeypatch.setattr(log_files.fsio, "create_exclusive", counting)
+    logger = _logger(sink)
+    content = "r" * 70_000
+    first = logger.place(
+        "tool_result", {"callId": "c-1", "tool": "T", "ok": True, "content": content}
+    )
+    second = logger.place(
+        "tool_result", {"callId": "c-1", "tool": "T", "ok": True, "content": content}
+    )
+    assert first is not None
+    assert second is not None
+    logger.log("text_delta", _delta("after"))
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(logger.store_pending, second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert handed == []  # the second line's store waits for the first's
+            nursery.start_soon(logger.store_pending, first)
+        await logger.written()
+    assert len(handed) == 2
+    assert len(created) == 1
+    assert _written(sink, logs) == ["tool_result", "tool_result", "text_delta"]
+    entries = decode_log(FileLogSource(log_paths(logs, SID)[0]))
+    assert [entry.data["content"] for entry in entries[:2]] == [content, content]

@@ -530,7 +530,7 @@ class RecoverableExecutions:
             error = storage_failed(exc, self._session_id) or InternalError(
                 f"the waiting execution could not be saved ({type(exc).__name__})"
             )
-            self._reporter.turn_finished(
+            await self._reporter.turn_finished(
                 execution.turn_id, "failed", error=error, hook_failures=turn.hook_failures
             )
             raise error from exc
@@ -543,7 +543,9 @@ class RecoverableExecutions:
             "turn_completed",
             log_events.TurnCompletedEntry(turn_id=execution.turn_id, status="waiting"),
         )
-        self._reporter.turn_finished(execution.turn_id, "waiting", hook_failures=turn.hook_failures)
+        await self._reporter.turn_finished(
+            execution.turn_id, "waiting", hook_failures=turn.hook_failures
+        )
         return waiting
 
     async def _after_failure(

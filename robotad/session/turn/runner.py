@@ -335,7 +335,7 @@ class TurnRunner:
             log_events.TurnCompletedEntry(turn_id=turn.turn_id, status="completed"),
         )
         await self._save_completed(turn)
-        self.session.reporter.turn_finished(
+        await self.session.reporter.turn_finished(
             turn.turn_id,
             "completed",
             response=outcome.response,
@@ -353,7 +353,7 @@ class TurnRunner:
                 await self.session.callbacks.persist()
         except Exception as exc:
             error = _internal(exc, self.session.session_id)
-            self.session.reporter.turn_finished(
+            await self.session.reporter.turn_finished(
                 turn.turn_id, "failed", error=error, hook_failures=turn.hook_failures
             )
             raise error from exc
@@ -380,7 +380,7 @@ class TurnRunner:
         if save:
             with trio.CancelScope(shield=True):
                 await self.session.callbacks.save()
-        self.session.reporter.turn_finished(
+        await self.session.reporter.turn_finished(
             turn.turn_id, "failed", error=error, hook_failures=turn.hook_failures
         )
         raise error from cause
@@ -393,7 +393,7 @@ class TurnRunner:
         self.session.reporter.log("turn_aborted", log_events.TurnAbortedEntry(turn_id=turn.turn_id))
         with trio.CancelScope(shield=True):
             await self.session.callbacks.save()
-        self.session.reporter.turn_finished(
+        await self.session.reporter.turn_finished(
             turn.turn_id, "aborted", error=error, hook_failures=turn.hook_failures
         )
         raise error from cause
