@@ -105,7 +105,7 @@ class ProjectRules:
             updated = _ProjectFile(_SCHEMA_VERSION, canonical, **rules)
             path = self.path_for(canonical)
             with refusing_writes(path, self._dir.parent):
-                fsio.ensure_private_dir(self._dir)
+                fsio.ensure_durable_dir(self._dir)
                 fsio.atomic_write(path, self._encoder.encode(updated))
             return updated.rules()
 

@@ -75,14 +75,7 @@ class JournalFolder:
     @classmethod
     def acquire(cls, directory: Path) -> JournalFolder:
         """Create the folder (0700, new entries made durable), lock it, repair torn tails."""
-        missing: list[Path] = []
-        probe = directory
-        while not os.path.lexists(probe) and probe.parent != probe:
-            missing.append(probe)
-            probe = probe.parent
-        fsio.ensure_private_dir(directory)
-        for created in reversed(missing):
-            fsio.fsync_dir(created.parent)
+        fsio.ensure_durable_dir(directory)
         fd = os.open(directory, _DIR_FLAGS)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

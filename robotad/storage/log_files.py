@@ -241,7 +241,7 @@ class FileLogSink:
                 _own_mode(self._fd, info)
                 return self._fd, info.st_size
             self._close_locked()  # rotated, removed or replaced: open what is there now
-        fsio.ensure_private_dir(self._path.parent)
+        fsio.ensure_durable_dir(self._path.parent)
         fd = os.open(self._name, _APPEND_FLAGS, fsio.FILE_MODE)
         try:
             info = os.fstat(fd)

@@ -261,7 +261,7 @@ class FileSessionStore:
         data = encode_record(record)
         with self._lock:
             with refusing_writes(path, self._dir.parent):
-                fsio.ensure_private_dir(self._dir)
+                fsio.ensure_durable_dir(self._dir)
                 created = not os.path.lexists(path) and fsio.create_exclusive(path, data)
             if not created:
                 raise SessionExists(record.id)
@@ -289,7 +289,7 @@ class FileSessionStore:
                 record = _merge(kept, record)
             data = encode_record(record, messages=messages)
             with refusing_writes(path, self._dir.parent):
-                fsio.ensure_private_dir(self._dir)
+                fsio.ensure_durable_dir(self._dir)
                 fsio.atomic_write(path, data)
             self._remember(record.id, data, record)
         return record

@@ -236,3 +236,26 @@ def test_a_line_the_disk_cut_short_is_taken_back(
     monkeypatch.setattr(log_files.fsio, "write_all", real_write_all)
     sink.append(b'{"n":3}')
     assert lines(path) == ['{"n":1}', '{"n":3}']
+
+
+def test_a_durable_logs_first_line_makes_its_folders_durable(
+    tmp_path: Path, fsyncs: list[str]
+) -> None:
+    """A durable sink's first line creates the logs folder: its entry is synced in its parent
+    before the line is written (then the line's own fsync), so the durable line cannot vanish
+    with its folder. A sink whose folder exists syncs nothing but its lines."""
+    logs = tmp_path / "state" / "logs"
+    sink = FileLogSink.for_session(logs, SID, durable=True)
+    try:
+        sink.append(b'{"n":1}')
+        parents = [os.path.realpath(folder) for folder in (tmp_path, tmp_path / "state")]
+        assert fsyncs == [*parents, os.path.realpath(log_paths(logs, SID)[0])]
+    finally:
+        sink.close()
+    fsyncs.clear()
+    other = FileLogSink.for_session(logs, "s-other", durable=True)
+    try:
+        other.append(b'{"n":2}')
+        assert fsyncs == [os.path.realpath(log_paths(logs, "s-other")[0])]
+    finally:
+        other.close()

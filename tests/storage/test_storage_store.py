@@ -330,3 +330,22 @@ def test_update_rewrites_exactly_what_it_returns(store: FileSessionStore) -> Non
     assert outcome.record.title == "new"
     with pytest.raises(ValueError, match="id"):
         store.update("s", lambda r: msgspec.structs.replace(r, id="other"))
+
+
+@pytest.mark.parametrize("first", ["create", "save"])
+def test_the_first_record_makes_its_folders_durable_in_their_parents(
+    tmp_path: Path, fsyncs: list[str], first: str
+) -> None:
+    """G-007, G-008: the first record of a fresh state folder creates ``state/sessions``; each
+    new folder's entry is synced in its parent before the record is written, so a power cut
+    cannot take an acknowledged first session away with a folder whose entry never reached
+    the disk. The record's own fsyncs come after; a later record syncs only its own two."""
+    store = FileSessionStore(tmp_path / "state")
+    getattr(store, first)(make_record("a"))
+    parents = [os.path.realpath(folder) for folder in (tmp_path, tmp_path / "state")]
+    assert fsyncs[:2] == parents
+    assert fsyncs[-1] == os.path.realpath(store.directory)
+    assert len(fsyncs) == 4
+    fsyncs.clear()
+    getattr(store, first)(make_record("b"))
+    assert len(fsyncs) == 2
