@@ -181,12 +181,13 @@ class SessionLogger:
     for a sidecar's fsyncs (architecture decision 62) — and what is logged while they run
     waits behind the line (`_backlog`), so the log's order is the order in which lines were
     logged (placed) either way. A line whose sidecars are all stored already (a look at each
-    file, `LogSink.holds_payload`) is written at once, without the thread. Placed lines have
-    their sidecars stored one line after the other, in the log's order (`store_pending` waits
-    for the store of the line placed before), so a sidecar two waiting lines name (a tool
-    result's, in its ``history_mutation`` and its ``tool_result``) is created once, by the
-    first, and no line is written before a store that created one of its sidecars ended;
-    `written` waits until every line logged so far is written."""
+    file, `LogSink.holds_payload`) is written at once, without the thread; a sidecar a placed
+    line is still storing is not taken for one (that store may fail and take it back). Placed
+    lines have their sidecars stored one line after the other, in the log's order
+    (`store_pending` waits for the store of the line placed before), so a sidecar two waiting
+    lines name (a tool result's, in its ``history_mutation`` and its ``tool_result``) is
+    created once, by the first, and no line is written before a store that created one of its
+    sidecars ended; `written` waits until every line logged so far is written."""
 
     def __init__(
         self,
@@ -210,6 +211,10 @@ class SessionLogger:
         self._backlog: collections.deque[bytes | PendingLine] = collections.deque()
         #: The line placed last (`place`): the next one's store waits for its store to end.
         self._last_placed: PendingLine | None = None
+        #: The sidecars placed lines still store (name: how many lines store it). A look finds
+        #: one such a store has linked, but the store may yet fail and take it back: a line
+        #: naming it stores it again, after that store (`_missing`).
+        self._unsettled: collections.Counter[str] = collections.Counter()
         #: `close` was called while lines waited: the sink is closed again once they are out.
         self._close_when_written = False
 
@@ -253,6 +258,7 @@ class SessionLogger:
         pending = PendingLine(event, line, missing, None if before is None else before.stored)
         self._backlog.append(pending)
         self._last_placed = pending
+        self._unsettled.update(name for name, _ in missing)
         return pending
 
     async def store_pending(self, pending: PendingLine) -> None:
@@ -279,6 +285,10 @@ class SessionLogger:
             pending.done = True
             self._write_ready()
         finally:
+            for name, _ in pending.sidecars:
+                self._unsettled[name] -= 1
+                if not self._unsettled[name]:
+                    del self._unsettled[name]
             pending.stored.set()
             if self._last_placed is pending:
                 self._last_placed = None
@@ -323,11 +333,12 @@ class SessionLogger:
         return line, sidecars
 
     def _missing(self, sidecars: dict[str, bytes]) -> list[tuple[str, bytes]]:
-        """The sidecars of `sidecars` the sink does not hold yet (a look at each)."""
+        """The sidecars of `sidecars` the sink does not hold yet (a look at each), and those
+        a placed line's store has not settled: a store that fails takes back what it linked."""
         return [
             (name, content)
             for name, content in sidecars.items()
-            if not self._sink.holds_payload(name, len(content))
+            if name in self._unsettled or not self._sink.holds_payload(name, len(content))
         ]
 
     def _store(self, sidecars: list[tuple[str, bytes]]) -> None:

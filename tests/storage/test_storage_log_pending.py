@@ -5,6 +5,7 @@ behind it, in order. No line is ever written before a sidecar it names is there.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import threading
@@ -20,7 +21,7 @@ import robotad.storage.session_log
 from robotad.storage import log_files
 from robotad.storage.failure import StorageError
 from robotad.storage.log_files import FileLogSink, FileLogSource, log_paths
-from robotad.storage.session_log import SessionLogger, decode_log
+from robotad.storage.session_log import PendingLine, SessionLogger, decode_log
 
 SID = "s-pending"
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -211,3 +212,53 @@ async def test_placed_lines_are_stored_one_after_the_other_and_a_shared_sidecar_
     assert _written(sink, logs) == ["tool_result", "tool_result", "text_delta"]
     entries = decode_log(FileLogSource(log_paths(logs, SID)[0]))
     assert [entry.data["content"] for entry in entries[:2]] == [content, content]
+
+
+async def test_a_line_naming_a_sidecar_a_failing_store_linked_is_stored_after_it(
+    sink: WatchedSink, logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store links its sidecar, then its folder cannot be synced: the name is taken back
+    and its line dropped. A line placed meanwhile naming the same sidecar found it there
+    (the look) and waited behind as a plain line; written once the store failed, it named a
+    sidecar that was gone, and the whole log no longer decoded. A sidecar a waiting line is
+    storing is one to store again after it: the line keeps its place, the sidecar is made
+    by its own store, and only the failed store's line is missing."""
+    logger = _logger(sink)
+    with trio.fail_after(10):
+        await logger.store_and_log("provider_request", _request(0, "Read"))  # folders made
+    payloads = log_paths(logs, SID)[1]
+    token = trio.lowlevel.current_trio_token()
+    syncing = trio.Event()
+    gate = threading.Event()
+    fsync_dir = log_files.fsio.fsync_dir
+    failed: list[Path] = []
+
+    def failing_once(directory: Path) -> None:
+        if directory == payloads and not failed:
+            failed.append(directory)
+            token.run_sync_soon(syncing.set)  # the sidecar is linked: the look finds it
+            gate.wait(10)  # bounded: a broken test ends
+            raise OSError(errno.EIO, "Input/output error")
+        fsync_dir(directory)
+
+    monkeypatch.setattr(log_files.fsio, "fsync_dir", failing_once)
+
+    async def storing(pending: PendingLine) -> None:
+        with contextlib.suppress(StorageError):
+            await logger.store_pending(pending)
+
+    first = logger.place("provider_request", _request(1, "Write"))
+    assert first is not None
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(storing, first)
+            await syncing.wait()
+            second = logger.place("provider_request", _request(2, "Write"))
+            if second is not None:
+                nursery.start_soon(storing, second)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+    entries = decode_log(FileLogSource(log_paths(logs, SID)[0]))
+    assert [entry.data["requestId"] for entry in entries] == ["req-0", "req-2"]
+    assert [t["name"] for t in entries[1].data["request"]["tools"]] == ["Write"]
+    assert second is not None  # it stored the sidecar again, after the failed store
