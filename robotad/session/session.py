@@ -291,10 +291,13 @@ class Session(RuntimeSettings):
     async def recover(self, journal: ExecutionJournal, log: LogSource | None = None) -> None:
         """After a load: rebuild the waiting execution, if any, from `journal` and history.
         `log` reads back the session's log, so a turn the recovery completes is logged
-        completed once (without it, the line is written unchecked)."""
-        with self._claimed("resume", None, AbortSignal.settled_now()):
-            await self._executions.recover(journal, log)
-        await self._reporter.written()  # what it put back is in the log before anyone reads it
+        completed once (without it, the line is written unchecked). Returns, or raises, once
+        what it put back is in the log, before anyone reads or appends to it again."""
+        try:
+            with self._claimed("resume", None, AbortSignal.settled_now()):
+                await self._executions.recover(journal, log)
+        finally:
+            await self._reporter.written()  # shielded: its stores always end
 
     def get_pending_execution(self) -> Pending | None:
         """The execution whose open round blocks new input, with its unanswered requests."""

@@ -29,6 +29,7 @@ from protocol.shapes import Message, TurnWaiting
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.session.reporting import SessionReporter
 from robotad.storage import log_events
+from robotad.storage.failure import StorageError
 from robotad.storage.log_files import FileLogSink, FileLogSource
 from robotad.storage.log_replay import validate_log
 from robotad.storage.session_log import SessionLogger, decode_log
@@ -451,3 +452,54 @@ async def test_a_recovery_returns_once_what_it_put_back_is_in_the_log(workspace:
     logged = decode_log(FileLogSource(path))
     assert [entry.event for entry in logged][:2] == ["history_mutation", "tool_result"]
     assert logged[1].data["content"] == "HI" * (BIG // 2)
+
+
+async def test_a_recovery_that_fails_returns_once_what_it_put_back_is_in_the_log(
+    workspace: Path,
+) -> None:
+    """The same put-back, the save after it failing (the disk still full): the recovery
+    raises, and the session is not loaded. It raised at once, its lines still waiting for
+    their sidecar: the daemon let the session go (or loaded it afresh, through a logger of
+    its own) while the old logger still had lines to append. It raises once they are in."""
+    shout = {"name": "Shout", "arguments": {"text": "hi"}}
+    store = MemoryStore()
+    session = new_session(
+        workspace,
+        scripted([{"toolCalls": [shout]}, {"text": "shouted"}]),
+        tools=[ShoutTool(size=BIG)],
+        store=store,
+        session_id=SID,
+    )
+    journal = MemoryJournal()
+    with trio.fail_after(LIMIT):
+        waiting = await session.run_recoverable("shout", journal)
+        assert isinstance(waiting, TurnWaiting)
+        saved = store.last.messages
+        store.fail = True
+        with pytest.raises(StorageFailed):
+            await session.resume_recoverable(
+                waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
+            )
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path)
+    again = new_session(
+        workspace,
+        scripted(),
+        tools=[ShoutTool(size=BIG)],
+        logger=SessionLogger(SID, sink),
+        session_id=SID,
+        history=saved,
+        source="resume",
+        store=store,  # still full
+    )
+
+    async def recovering() -> None:
+        with pytest.raises(StorageError):
+            await again.recover(journal)
+
+    def unwritten() -> None:
+        assert _events(path) == []
+
+    await held_back(sink.release, recovering, unwritten)
+    logged = decode_log(FileLogSource(path))
+    assert [entry.event for entry in logged][:2] == ["history_mutation", "tool_result"]
