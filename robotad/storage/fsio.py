@@ -85,10 +85,15 @@ def _a_folder(directory: Path, info: os.stat_result) -> Path:
     return directory
 
 
-#: Held while `ensure_durable_dir` looks for a folder and while it makes one durable, so a
-#: thread finding a folder another thread of this process has just made returns only once
-#: that folder's entry is durable. Uncontended (nearly always) it costs no system call.
+#: Held while `ensure_durable_dir` looks for a folder (an ``lstat``) or makes one (a ``mkdir``),
+#: never while it syncs: a thread syncing a folder it made holds back no other thread's look.
 _making_folders = threading.Lock()
+
+#: The folders `ensure_durable_dir` has made whose entry is not durable yet (as spelled),
+#: each with an event set once it is or once it was removed again: a thread finding one of
+#: them, or a folder in one, waits for that event, so it returns only once the folder's
+#: entry is durable. Guarded by `_making_folders`.
+_unsettled: dict[Path, threading.Event] = {}
 
 
 def ensure_durable_dir(directory: Path) -> Path:
@@ -97,27 +102,55 @@ def ensure_durable_dir(directory: Path) -> Path:
     folder's (`create_exclusive`) make the file's name durable, not the folder's own name in
     its parent: without this, a folder made just before would vanish with every file in it.
 
-    A folder that exists costs one ``lstat``, as with `ensure_private_dir`, and syncs nothing.
+    A folder that exists costs one ``lstat``, as with `ensure_private_dir`, and syncs nothing;
+    it waits only when another thread of this process has just made it, or a folder holding
+    it, and is syncing that (`_unsettled`), never for an unrelated folder's sync.
     All or nothing: when a sync fails, the folders made are removed again (those still empty)
     before the error is raised, so no later call takes a folder whose entry is not durable
     for one that is."""
-    with _making_folders:
-        try:
-            info = os.lstat(directory)
-        except FileNotFoundError:
-            return _make_durable(directory)
-    return _a_folder(directory, info)
+    while True:
+        with _making_folders:
+            syncing = _being_made(directory)
+            if syncing is None:
+                try:
+                    info = os.lstat(directory)
+                except FileNotFoundError:
+                    made = _make(directory)
+                    break
+                return _a_folder(directory, info)
+        syncing.wait()  # then look again: a sync that failed removed the folder
+    _make_durable(made)
+    return directory
 
 
-def _make_durable(directory: Path) -> Path:
-    """`directory` and its missing parents made (`ensure_private_dir`), then the folder
-    holding each of them fsynced, outermost first (`ensure_durable_dir`)."""
+def _being_made(directory: Path) -> threading.Event | None:
+    """The event of `directory`, or of a folder holding it, that is being made durable."""
+    if not _unsettled:
+        return None
+    for folder in (directory, *directory.parents):
+        syncing = _unsettled.get(folder)
+        if syncing is not None:
+            return syncing
+    return None
+
+
+def _make(directory: Path) -> list[Path]:
+    """`directory` and its missing parents made (`ensure_private_dir`), each noted as not
+    durable yet (`_unsettled`); they are returned innermost first."""
     missing = [directory]
     probe = directory.parent
     while probe.parent != probe and not os.path.lexists(probe):
         missing.append(probe)
         probe = probe.parent
     ensure_private_dir(directory)
+    for made in missing:
+        _unsettled[made] = threading.Event()
+    return missing
+
+
+def _make_durable(missing: list[Path]) -> None:
+    """The folder holding each folder of `missing` (innermost first) fsynced, outermost
+    first; then whoever waits for them is let go (`ensure_durable_dir`)."""
     try:
         for made in reversed(missing):
             fsync_dir(made.parent)
@@ -126,7 +159,10 @@ def _make_durable(directory: Path) -> Path:
             with contextlib.suppress(OSError):
                 os.rmdir(made)
         raise
-    return directory
+    finally:
+        with _making_folders:
+            for made in missing:
+                _unsettled.pop(made).set()
 
 
 def fsync_dir(directory: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,104 @@ def test_a_durable_folder_whose_parent_cannot_be_synced_is_not_left_behind(
     (tmp_path / "link").symlink_to(target)
     with pytest.raises(fsio.UnsafePath):
         fsio.ensure_durable_dir(tmp_path / "link")
+
+
+#: Seconds a test waits at most for a thread it holds at a gate (a broken test ends).
+HELD = 5
+
+
+def _held_parent_sync(
+    monkeypatch: pytest.MonkeyPatch, parent: Path
+) -> tuple[threading.Event, threading.Event, list[bool]]:
+    """`fsio.fsync_dir(parent)` from now on signals `syncing`, then waits for `gate` (noting
+    in the list whether it was let go, or gave up waiting) before it syncs."""
+    syncing, gate, let_go = threading.Event(), threading.Event(), []
+    real = fsio.fsync_dir
+
+    def held(directory: Path) -> None:
+        if directory == parent:
+            syncing.set()
+            let_go.append(gate.wait(HELD))
+        real(directory)
+
+    monkeypatch.setattr(fsio, "fsync_dir", held)
+    return syncing, gate, let_go
+
+
+def test_a_folder_that_exists_waits_for_no_other_folder_being_made_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session log is opened on the event loop (its first line, or the first after
+    `open_logs` closed it), and its folder, long there, is looked at with
+    `ensure_durable_dir`: one ``lstat``. It waited while another thread made a folder of its
+    own durable (a new session's journal or payload folder: an fsync of the folder holding
+    it, tens of milliseconds under load), the one lock held across that fsync, so the loop
+    waited out another thread's fsync. Only a folder being made, or one in it, waits."""
+    logs = fsio.ensure_durable_dir(tmp_path / "logs")
+    syncing, gate, let_go = _held_parent_sync(monkeypatch, tmp_path)
+    maker = threading.Thread(target=fsio.ensure_durable_dir, args=(tmp_path / "journal" / "s-1",))
+    maker.start()
+    try:
+        assert syncing.wait(HELD)
+        sink = FileLogSink(logs / "s-2.jsonl")
+        sink.append(b"{}")  # on this thread while the other holds its sync: not held with it
+        sink.close()
+    finally:
+        gate.set()
+        maker.join(HELD)
+    assert let_go == [True], "the log waited for another folder's sync"
+    assert (tmp_path / "journal" / "s-1").is_dir()
+
+
+class _NotedWaits(dict[Path, threading.Event]):
+    """`fsio._unsettled`, noting (`found`) when a look finds a folder being made durable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = threading.Event()
+
+    def get(self, key: Path, default: object = None) -> object:  # type: ignore[override]
+        value = super().get(key, default)
+        if value is not None:
+            self.found.set()
+        return value
+
+
+def test_a_folder_in_one_being_made_durable_waits_until_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the one lock was for, kept: a thread asking for a folder another thread has just
+    made (or one inside it) returns only once that folder's entry is durable, and a file it
+    then creates there can never outlive the folder in a power cut."""
+    waits = _NotedWaits()
+    monkeypatch.setattr(fsio, "_unsettled", waits)
+    syncing, gate, let_go = _held_parent_sync(monkeypatch, tmp_path)
+    maker = threading.Thread(target=fsio.ensure_durable_dir, args=(tmp_path / "journal" / "s-1",))
+    returned: list[bool] = []
+
+    def asking(directory: Path) -> None:
+        fsio.ensure_durable_dir(directory)
+        returned.append(gate.is_set())
+
+    askers = [
+        threading.Thread(target=asking, args=(tmp_path / "journal",)),
+        threading.Thread(target=asking, args=(tmp_path / "journal" / "s-2",)),
+    ]
+    maker.start()
+    try:
+        assert syncing.wait(HELD)
+        for asker in askers:
+            waits.found.clear()
+            asker.start()
+            assert waits.found.wait(HELD), "it did not look for the folder being made"
+    finally:
+        gate.set()
+        for thread in (maker, *askers):
+            thread.join(HELD)
+    assert let_go == [True]
+    assert returned == [True, True], "a folder was taken before its entry was durable"
+    assert (tmp_path / "journal" / "s-2").is_dir()
+    assert waits == {}
 
 
 @pytest.mark.parametrize(("mask", "changes"), [(0o022, 0), (0o077, 0), (0o277, 1)])
