@@ -131,11 +131,15 @@ class SessionReporter:
     async def store_pending(self, pending: PendingLine) -> None:
         """Store a placed entry's sidecars on a worker thread, then write it and what waits
         behind it. Also after the session has shut down: the entry was logged before, and
-        what waits behind it must not wait for good. A failure is reported and ignored."""
+        what waits behind it must not wait for good. A failure is reported and ignored, each
+        entry dropped counted (several raise together: `SessionLogger.store_pending`)."""
         if self._log is None:
             return
         try:
             await self._log.store_pending(pending)
+        except ExceptionGroup as group:
+            for exc in group.exceptions:
+                self._note_failure(pending.event, exc)
         except Exception as exc:
             self._note_failure(pending.event, exc)
 

@@ -267,7 +267,8 @@ class SessionLogger:
         again), then write it and the lines behind it that wait for nothing more. A store
         that started always finishes, even when the caller is cancelled (the line is then
         written, and `Cancelled` comes at the caller's next checkpoint). A store that fails
-        drops this line only — the lines behind it are written — and raises its error."""
+        drops this line only — the lines behind it are written — and raises its error; a
+        line whose append fails is dropped, its error raised too (`_write_ready`)."""
         if pending.done or pending.storing:
             raise ValueError("a pending line is stored once")
         pending.storing = True
@@ -278,9 +279,11 @@ class SessionLogger:
                         await pending.after.wait()  # its line's store: it always ends
                         pending.after = None
                     await run_blocking(self._store, pending.sidecars)
-            except BaseException:
+            except BaseException as exc:
                 pending.line, pending.done = None, True  # may name a sidecar that is not there
-                self._write_ready()  # whatever waited behind it is written all the same
+                # Whatever waited behind it is written all the same, and the store's error
+                # raised with those of the lines that could not be.
+                self._write_ready(*([exc] if isinstance(exc, Exception) else []))
                 raise
             pending.done = True
             self._write_ready()
@@ -354,10 +357,12 @@ class SessionLogger:
         else:
             self._sink.append(line)
 
-    def _write_ready(self) -> None:
-        """Append the backlog's lines from its start up to the first that still waits; the
-        first error of an append is raised once the others are written."""
-        failure: Exception | None = None
+    def _write_ready(self, *failed: Exception) -> None:
+        """Append the backlog's lines from its start up to the first that still waits. A line
+        whose append fails is dropped, the others written; then the errors, those `failed`
+        (a failed store's) first, are raised: the one, or every one in an `ExceptionGroup`,
+        so each line dropped is counted (a full disk refuses them all)."""
+        failures = list(failed)
         while self._backlog:
             head = self._backlog[0]
             if isinstance(head, PendingLine):
@@ -372,12 +377,14 @@ class SessionLogger:
             try:
                 self._sink.append(line)
             except Exception as exc:
-                failure = failure or exc
+                failures.append(exc)
         if not self._backlog and self._close_when_written:
             self._close_when_written = False
             self.close()
-        if failure is not None:
-            raise failure
+        if len(failures) > 1:
+            raise ExceptionGroup("session log lines not written", failures)
+        if failures:
+            raise failures[0]
 
     def _attach(
         self,

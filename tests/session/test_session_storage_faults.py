@@ -15,7 +15,15 @@ from protocol.errors import ProviderFailed, StorageFailed
 from robotad.storage.failure import StorageError
 from robotad.storage.log_files import FileLogSink
 from robotad.storage.session_log import SessionLogger
-from tests.session.session_harness import LIMIT, Events, FileLog, MemoryStore, new_session, scripted
+from tests.session.session_harness import (
+    LIMIT,
+    Events,
+    FileLog,
+    MemoryStore,
+    ShoutTool,
+    new_session,
+    scripted,
+)
 
 
 class RefusingSink(FileLogSink):
@@ -174,3 +182,42 @@ async def test_a_refused_compaction_save_leaves_the_context_figures_as_they_were
     with trio.fail_after(LIMIT), pytest.raises(StorageFailed):
         await session.compact()
     assert session.get_context_state() == before
+
+
+class FullSink(RefusingSink):
+    """A full disk for sidecars too: each store of one is refused, its line dropped."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.stores_refused = 0
+
+    def put_payload(self, content: bytes, sha256: str) -> str:
+        self.stores_refused += 1
+        raise StorageError("logs/s-full.payloads", "no space left on device", errno.ENOSPC)
+
+
+async def test_every_line_a_full_disk_drops_is_counted_also_behind_a_failed_store(
+    workspace: Path,
+) -> None:
+    """A tool result over the spill limit names a sidecar, stored on a worker thread while
+    the lines logged after it wait (decision 76). The disk is full: the store fails, and
+    so does each line behind it. Only the first failure of the lines was raised, in place
+    of the store's own, so ``logFailure.dropped`` counted one line where several were lost."""
+    events = Events()
+    sink = FullSink(workspace / "unused.jsonl")
+    session = new_session(
+        workspace,
+        scripted(
+            [{"toolCalls": [{"name": "Shout", "arguments": {"text": "hi"}}]}, {"text": "done"}]
+        ),
+        tools=[ShoutTool(size=70_000)],
+        permissions={"allow": ["Shout"]},
+        logger=SessionLogger("s-full", sink),
+        event_sink=events,
+        session_id="s-full",
+    )
+    with trio.fail_after(LIMIT):
+        assert await session.run("go") == "done"
+    (finished,) = events.of("turn_finished")
+    assert sink.stores_refused > 0
+    assert finished["logFailure"]["dropped"] == sink.refused + sink.stores_refused
