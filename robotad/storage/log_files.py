@@ -241,7 +241,12 @@ class FileLogSink:
                 _own_mode(self._fd, info)
                 return self._fd, info.st_size
             self._close_locked()  # rotated, removed or replaced: open what is there now
-        fsio.ensure_durable_dir(self._path.parent)
+        # A durable sink's folder is durable before its first line; a session log is not
+        # synced, and makes its folder on the event loop, so it syncs nothing there.
+        if self._durable:
+            fsio.ensure_durable_dir(self._path.parent)
+        else:
+            fsio.ensure_private_dir(self._path.parent)
         fd = os.open(self._name, _APPEND_FLAGS, fsio.FILE_MODE)
         try:
             info = os.fstat(fd)

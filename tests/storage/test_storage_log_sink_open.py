@@ -259,3 +259,15 @@ def test_a_durable_logs_first_line_makes_its_folders_durable(
         assert fsyncs == [os.path.realpath(log_paths(logs, "s-other")[0])]
     finally:
         other.close()
+
+
+def test_a_session_logs_first_line_syncs_no_folder(tmp_path: Path, fsyncs: list[str]) -> None:
+    """A session log is not durable and opens on the event loop: making its folder syncs
+    nothing (a durable sink's does, above)."""
+    sink = FileLogSink.for_session(tmp_path / "state" / "logs", SID)
+    try:
+        sink.append(b'{"n":1}')
+    finally:
+        sink.close()
+    assert fsyncs == []
+    assert log_paths(tmp_path / "state" / "logs", SID)[0].read_bytes() == b'{"n":1}\n'
