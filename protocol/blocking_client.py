@@ -20,6 +20,10 @@ Contract:
   takes, as the trio peer does. A request past its bound raises `RequestTimeout` after sending
   ``$/cancelRequest`` for it (best effort); the connection stays usable, and the late reply is
   skipped when it comes, like any reply nobody awaits.
+- While a request waits for its reply, a `WaitWatcher` (the client's `watcher`) is told how
+  long it has waited, first at once and then as often as it asks, and that the wait ended: what
+  a person is shown meanwhile, and when to give up on a silent daemon, are the caller's
+  decision. An exception it raises propagates out of `request`; the request is not cancelled.
 - While a request waits, notifications arriving before its reply (a connection that
   ``session/run`` or ``session/compact`` subscribed gets ``session/event``) go, in order, to
   `on_notification`, or nowhere without one; an exception it raises propagates out of
@@ -49,7 +53,7 @@ import struct
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, Protocol, TypeVar, overload
 
 from msgspec import Raw
 
@@ -82,6 +86,7 @@ __all__ = [
     "ConnectionLost",
     "MalformedResponse",
     "RequestTimeout",
+    "WaitWatcher",
     "open_blocking_connection",
 ]
 
@@ -108,6 +113,39 @@ class RequestTimeout(TimeoutError):
         super().__init__(f"no reply to {method} within {timeout:g} s")
         self.method = method
         self.timeout = timeout
+
+
+class WaitWatcher(Protocol):
+    """Told about each request's wait for its reply (`BlockingClient.watcher`)."""
+
+    def waiting(self, method: str, waited: float) -> float | None:
+        """The request for `method` has waited `waited` seconds for its reply so far: 0 once
+        it is sent, then after each delay this returns (None: not again). May raise, to end
+        the wait."""
+        ...
+
+    def ended(self) -> None:
+        """The wait that `waiting` was told about ended, however it ended."""
+        ...
+
+
+class _Alarm:
+    """When the request waiting for `method` next tells `watcher` (`at`, monotonic; None:
+    never)."""
+
+    def __init__(self, watcher: WaitWatcher, method: str) -> None:
+        self.watcher = watcher
+        self.method = method
+        self.started = time.monotonic()
+        self.at: float | None = None
+        self._ring(0.0)
+
+    def ring(self) -> None:
+        self._ring(time.monotonic() - self.started)
+
+    def _ring(self, waited: float) -> None:
+        delay = self.watcher.waiting(self.method, waited)
+        self.at = None if delay is None else self.started + waited + max(delay, 0.0)
 
 
 class _Inherit(enum.Enum):
@@ -186,7 +224,8 @@ class BlockingClient:
 
     `framing` frames what this side sends (replies are read in whichever framing they come);
     `timeout` bounds each request unless it names its own; `max_frame_bytes` caps an incoming
-    frame; `on_notification` receives the daemon's notifications.
+    frame; `on_notification` receives the daemon's notifications; `watcher` (also settable
+    later) is told about each wait for a reply.
     """
 
     def __init__(
@@ -198,8 +237,10 @@ class BlockingClient:
         on_notification: BlockingNotificationCallback | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         receive_size: int = 64 * 1024,
+        watcher: WaitWatcher | None = None,
     ) -> None:
         self.timeout = timeout
+        self.watcher = watcher
         self.framing: Framing = framing
         self._socket = sock
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
@@ -267,8 +308,8 @@ class BlockingClient:
         client's `timeout`; None: no bound).
 
         Returns the result decoded as `result_type` (plain JSON values when None). Raises the
-        daemon's error as its `RpcError` subclass, `RequestTimeout`, `ConnectionLost`, or
-        `MalformedResponse` for an unusable reply.
+        daemon's error as its `RpcError` subclass, `RequestTimeout`, `ConnectionLost`,
+        `MalformedResponse` for an unusable reply, or what the `watcher` raised.
         """
         limit = self.timeout if isinstance(timeout, _Inherit) else timeout
         deadline = None if limit is None else time.monotonic() + limit
@@ -276,7 +317,7 @@ class BlockingClient:
         self._next_id += 1
         try:
             self._send(jsonrpc.encode_request(request_id, method, params), deadline)
-            result = self._await_reply(request_id, deadline)
+            result = self._watched_reply(request_id, method, deadline)
         except _Expired:
             assert limit is not None
             self._cancel_remote(request_id)
@@ -327,10 +368,20 @@ class BlockingClient:
 
     # -- incoming ---------------------------------------------------------------------------
 
-    def _await_reply(self, request_id: int, deadline: float | None) -> Raw:
+    def _watched_reply(self, request_id: int, method: str, deadline: float | None) -> Raw:
+        """`_await_reply`, with the `watcher` (if any) told about the wait."""
+        watcher = self.watcher
+        if watcher is None:
+            return self._await_reply(request_id, deadline, None)
+        try:
+            return self._await_reply(request_id, deadline, _Alarm(watcher, method))
+        finally:
+            watcher.ended()
+
+    def _await_reply(self, request_id: int, deadline: float | None, alarm: _Alarm | None) -> Raw:
         """Read until the reply to `request_id` arrives; its result, or its error raised."""
         while True:
-            data = self._receive(deadline)
+            data = self._receive(deadline, alarm)
             try:
                 frames = self._decoder.feed(data) if data else self._decoder.feed_eof()
             except FramingError as exc:
@@ -349,18 +400,25 @@ class BlockingClient:
             if outcome is not None:
                 return _settle(outcome)
 
-    def _receive(self, deadline: float | None) -> bytes:
-        """The next bytes of the stream; ``b""`` at its end."""
+    def _receive(self, deadline: float | None, alarm: _Alarm | None) -> bytes:
+        """The next bytes of the stream; ``b""`` at its end. Rings `alarm` whenever its time
+        comes first."""
         if self._closed:
             raise ConnectionLost("connection closed")
-        try:
-            self._socket.settimeout(_remaining(deadline))
-            return self._socket.recv(self._receive_size)
-        except TimeoutError:
-            raise _Expired from None
-        except OSError as exc:
-            self.close()
-            raise ConnectionLost("connection closed by the remote") from exc
+        while True:
+            wake = None if alarm is None else alarm.at
+            rings = wake is not None and (deadline is None or wake < deadline)
+            try:
+                self._socket.settimeout(_remaining(wake if rings else deadline))
+                return self._socket.recv(self._receive_size)
+            except (TimeoutError, _Expired):
+                if not rings:
+                    raise _Expired from None
+            except OSError as exc:
+                self.close()
+                raise ConnectionLost("connection closed by the remote") from exc
+            assert alarm is not None
+            alarm.ring()
 
     def _handle_frames(
         self, frames: list[bytes], request_id: int, deadline: float | None

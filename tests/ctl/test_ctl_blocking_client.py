@@ -418,6 +418,93 @@ def test_a_request_the_daemon_never_reads_times_out_and_closes(
     assert client.closed
 
 
+# -- watching a wait ---------------------------------------------------------------------------
+
+
+class Watcher:
+    """A `WaitWatcher` that records its calls and asks to be called again after `delay`; on
+    its call number `act_on` it runs `act` (which may answer, or raise)."""
+
+    def __init__(self, delay: float | None, act_on: int = -1, act: Any = None) -> None:
+        self.delay = delay
+        self.act_on = act_on
+        self.act = act
+        self.calls: list[tuple[str, float]] = []
+        self.ends = 0
+
+    def waiting(self, method: str, waited: float) -> float | None:
+        self.calls.append((method, waited))
+        if len(self.calls) == self.act_on:
+            self.act()
+        return self.delay
+
+    def ended(self) -> None:
+        self.ends += 1
+
+
+def test_a_watcher_is_told_of_the_wait_until_the_reply_comes(
+    pair: tuple[BlockingClient, socket.socket],
+) -> None:
+    """Told at once (0 s waited), then after each delay it asks for, with the time waited;
+    the reply that comes meanwhile ends the wait, and the watcher is told so."""
+    client, theirs = pair
+    watcher = Watcher(0.001, act_on=3, act=lambda: theirs.sendall(result_frame(1, "late")))
+    client.watcher = watcher
+    assert client.request("session/list") == "late"
+    assert [method for method, _ in watcher.calls] == ["session/list"] * 3
+    waited = [seconds for _, seconds in watcher.calls]
+    assert waited[0] == 0.0
+    assert waited == sorted(waited)
+    assert waited[2] > 0
+    assert watcher.ends == 1
+
+
+def test_a_reply_already_there_tells_the_watcher_only_the_start(
+    pair: tuple[BlockingClient, socket.socket],
+) -> None:
+    client, theirs = pair
+    watcher = Watcher(None)
+    client.watcher = watcher
+    theirs.sendall(result_frame(1, "at once"))
+    assert client.request("daemon/status") == "at once"
+    assert watcher.calls == [("daemon/status", 0.0)]
+    assert watcher.ends == 1
+
+
+class GiveUp(Exception):
+    pass
+
+
+def test_what_the_watcher_raises_ends_the_request(
+    pair: tuple[BlockingClient, socket.socket],
+) -> None:
+    """The exception propagates (no $/cancelRequest: the caller gave up on the daemon); the
+    watcher is still told the wait ended."""
+    client, theirs = pair
+
+    def give_up() -> None:
+        raise GiveUp
+
+    watcher = Watcher(0.001, act_on=2, act=give_up)
+    client.watcher = watcher
+    with pytest.raises(GiveUp):
+        client.request("session/get", {"sessionId": "s"})
+    assert watcher.ends == 1
+    assert [type(message) for message in sent_by_client(theirs)] == [Request]
+
+
+def test_the_request_timeout_still_applies_under_a_watcher(
+    pair: tuple[BlockingClient, socket.socket],
+) -> None:
+    client, _ = pair
+    watcher = Watcher(60.0)
+    client.watcher = watcher
+    with pytest.raises(RequestTimeout):
+        client.request("m", timeout=0.01)
+    assert watcher.calls == [("m", 0.0)]
+    assert watcher.ends == 1
+
+
 # -- connecting --------------------------------------------------------------------------------
 
 
