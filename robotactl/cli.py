@@ -1,13 +1,16 @@
 """The ``robotactl`` command group: global options, command registry, error → exit status.
 
-``robotactl [--socket PATH] [--json] [--no-autostart] COMMAND ...`` (PROTOCOL.md §9). Global
-options come before the command. Each command lives in a module under `robotactl.commands`
-and is imported only when it runs (or when ``--help`` lists it), so adding one is a line in
-`COMMANDS` plus its module, and ``robotactl --help`` never pays for trio or msgspec.
+``robotactl [--socket PATH] [--json] [--no-autostart] [--answer-timeout SECONDS] COMMAND ...``
+(PROTOCOL.md §9). Global options come before the command. Each command lives in a module
+under `robotactl.commands` and is imported only when it runs (or when ``--help`` lists it), so
+adding one is a line in `COMMANDS` plus its module, and ``robotactl --help`` never pays for
+trio or msgspec.
 
 A command talks to robotad in one of two ways. `call_daemon` runs a plain function with a
 blocking, trio-free client (`protocol.blocking_client`): every command whose requests are
-answered one by one uses it, so it starts in the time of click, msgspec and one round trip.
+answered one by one uses it, so it starts in the time of click, msgspec and one round trip;
+each of its waits for a reply is shown on a terminal and given up on when robotad stays silent
+(`robotactl.unanswered`).
 `run_with_daemon` runs a coroutine with a trio peer: only the commands that follow robotad's
 work as it goes (``run``, ``approve``, ``deny``, ``compact``) pay for trio. Both fail alike.
 
@@ -31,6 +34,7 @@ import click
 from robotactl import __version__
 from robotactl.exit_codes import EXIT_CODES_HELP, ExitCode
 from robotactl.render import Output
+from robotactl.seconds import Seconds
 from robotactl.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -38,8 +42,8 @@ if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer, NotificationCallback
 
 __all__ = [
+    "ANSWER_TIMEOUT",
     "COMMANDS",
-    "STATUS_TIMEOUT",
     "ClientOptions",
     "CommandFailed",
     "DaemonNotRunningFailed",
@@ -55,10 +59,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Seconds `status` waits for the daemon's reply (it never runs hooks or models). Other
-#: requests wait as long as the daemon takes — loading a session runs its SessionStart hooks,
-#: compacting calls a model — as they always did; Ctrl-C stops the waiting.
-STATUS_TIMEOUT = 30.0
+#: Seconds robotad may leave a request of a one-shot command unanswered before robotactl asks
+#: whether it is alive, and gives up if not (``--answer-timeout``; `robotactl.unanswered`).
+ANSWER_TIMEOUT = 30.0
 
 #: command name → ``module:attribute`` of its `click.Command`, imported on first use.
 COMMANDS: dict[str, str] = {
@@ -97,6 +100,8 @@ class ClientOptions:
     socket: str | None = None
     autostart: bool = True
     output: Output = field(default_factory=Output)
+    #: ``--answer-timeout``: seconds robotad may stay silent (`robotactl.unanswered`).
+    answer_timeout: float = ANSWER_TIMEOUT
 
     @property
     def socket_path(self) -> Path:
@@ -220,7 +225,8 @@ class LazyGroup(click.Group):
         except click.ClickException as exc:
             if isinstance(exc, click.NoSuchOption) and exc.option_name in _GLOBAL_OPTIONS:
                 command = ctx.invoked_subcommand or "COMMAND"
-                option = exc.option_name + (" PATH" if exc.option_name == "--socket" else "")
+                value = _GLOBAL_VALUES.get(exc.option_name)
+                option = exc.option_name + (f" {value}" if value else "")
                 exc.message += (  # type: ignore[misc]
                     f" It is a global option, given before the command: robotactl {option} "
                     f"{command} …"
@@ -237,15 +243,17 @@ class LazyGroup(click.Group):
             raise click.Abort() from None
 
 
+#: The group's own options that take a value, with the value's name.
+_GLOBAL_VALUES = {"--socket": "PATH", "--answer-timeout": "SECONDS"}
 #: The group's own options, which a user may well type after the command.
-_GLOBAL_OPTIONS = frozenset({"--json", "--socket", "--no-autostart"})
+_GLOBAL_OPTIONS = frozenset({"--json", "--no-autostart", *_GLOBAL_VALUES})
 
 
 def first_command(args: list[str]) -> int:
     """The index of the first argument that is not a global option (or `len(args)`)."""
     index = 0
     while index < len(args) and args[index].startswith("-"):
-        index += 2 if args[index] == "--socket" else 1
+        index += 2 if args[index] in _GLOBAL_VALUES else 1
     return min(index, len(args))
 
 
@@ -256,6 +264,7 @@ def first_command(args: list[str]) -> int:
     epilog=EXIT_CODES_HELP + "\n\n\b\nEnvironment:\n"
     "  ROBOTA_SOCKET          socket path when --socket is not given\n"
     "  ROBOTA_NO_AUTOSTART=1  same as --no-autostart\n"
+    "  ROBOTA_ANSWER_TIMEOUT  --answer-timeout when it is not given\n"
     "  ROBOTA_SESSION         session when -s is not given\n"
     "  NO_COLOR               never colour the output",
 )
@@ -278,18 +287,39 @@ def first_command(args: list[str]) -> int:
     envvar="ROBOTA_NO_AUTOSTART",
     help="Fail instead of starting robotad when nothing answers at the socket.",
 )
+@click.option(
+    "--answer-timeout",
+    type=Seconds(0.001),
+    default=ANSWER_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    envvar="ROBOTA_ANSWER_TIMEOUT",
+    help="Give up when robotad leaves a request unanswered this long and does not answer "
+    "daemon/status on a second connection either (stopped or stuck: exit 1). A robotad "
+    "that answers is waited for; run, chat and compact are not bounded.",
+)
 @click.version_option(
     __version__, "--version", prog_name="robotactl", message="%(prog)s %(version)s"
 )
 @click.pass_context
-def cli(ctx: click.Context, socket: str | None, json_mode: bool, no_autostart: bool) -> None:
+def cli(
+    ctx: click.Context,
+    socket: str | None,
+    json_mode: bool,
+    no_autostart: bool,
+    answer_timeout: float,
+) -> None:
     """robotactl — talk to robotad, the daemon that owns your AI-agent sessions.
 
     Starts robotad in the background when nothing answers at the socket (unless
-    --no-autostart).
+    --no-autostart). On a terminal, a request robotad has not answered within a second is
+    shown as waiting.
     """
     ctx.obj = ClientOptions(
-        socket=socket, autostart=not no_autostart, output=Output(json_mode=json_mode)
+        socket=socket,
+        autostart=not no_autostart,
+        output=Output(json_mode=json_mode),
+        answer_timeout=answer_timeout,
     )
 
 
@@ -306,15 +336,24 @@ def call_daemon(
     *,
     autostart: bool | None = None,
     timeout: float | None = None,
+    waited_before: float = 0.0,
 ) -> T:
     """Connect (autostarting per `options` unless `autostart` overrides) and return what
     `body` returns for the blocking client, whose requests wait at most `timeout` seconds by
     default (None, the default: as long as the daemon takes). The client is closed afterwards.
 
+    Each wait for a reply is watched (`robotactl.unanswered.AnswerWatch`): shown on a
+    terminal after a second, given up on when robotad stays silent for
+    ``--answer-timeout``; `waited_before` is how long the first request has been awaited
+    already (``status``'s quick path asked first).
+
     trio is imported only to start a missing daemon. Failures become `CommandFailed` exactly
-    as in `run_with_daemon`, plus a request that timed out (exit 1).
+    as in `run_with_daemon`, plus a request that timed out or that a silent robotad left
+    unanswered (exit 1).
     """
     from robotactl.connection import connect_blocking
+    from robotactl.unanswered import AnswerWatch
+    from robotactl.waiting import WaitingLine
 
     path = options.socket_path
     allowed = options.autostart if autostart is None else autostart
@@ -322,6 +361,12 @@ def call_daemon(
         _failures_explained(path),
         connect_blocking(path, autostart=allowed, timeout=timeout) as client,
     ):
+        client.watcher = AnswerWatch(
+            path,
+            bound=options.answer_timeout,
+            line=WaitingLine.for_terminal(options.output),
+            waited_before=waited_before,
+        )
         return body(client)
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "DaemonUnavailable",
     "connect",
     "connect_blocking",
+    "status_answered",
     "why_closed",
 ]
 
@@ -192,7 +193,6 @@ def why_closed(path: Path, detail: str) -> str:
     stopped (nothing listens now), a socket owned by another user (its daemon refuses us), or
     it is shutting down; with where its log is."""
     import os
-    import socket as socket_module
 
     said = f"robotad at {path} closed the connection before answering ({detail})"
     try:
@@ -201,20 +201,29 @@ def why_closed(path: Path, detail: str) -> str:
         owner = None
     if owner is not None and owner != os.getuid():
         return f"{said}: the socket belongs to another user, whose robotad refuses you"
-    probe = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
-    try:
-        # A dying process may close our connection before its listener: only an answer
-        # proves a daemon is there.
-        probe.settimeout(2.0)
-        probe.connect(str(path))
-        probe.sendall(b'{"jsonrpc":"2.0","id":0,"method":"daemon/status"}\n')
-        answered = bool(probe.recv(1))
-    except OSError:
-        answered = False
-    finally:
-        probe.close()
+    # A dying process may close our connection before its listener: only an answer proves a
+    # daemon is there.
+    answered = status_answered(path, 2.0) is True
     state = "it is shutting down or restarting" if answered else "robotad has stopped"
     return (
         f"{said}; {state}. Its log says why: `journalctl --user -u robotad` under systemd, "
         f"else {path.parent / 'robotad.log'} when robotactl started it"
     )
+
+
+def status_answered(path: Path, timeout: float) -> bool | None:
+    """Whether robotad answers ``daemon/status`` on a connection of its own to `path` within
+    `timeout` seconds: True when it sends anything back, False when it stays silent (or the
+    connection fails), None when nobody listens there (no socket, or refused)."""
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(timeout)
+        probe.connect(str(path))
+        probe.sendall(b'{"jsonrpc":"2.0","id":0,"method":"daemon/status"}\n')
+        return bool(probe.recv(1))
+    except OSError as exc:
+        return None if exc.errno in _NOBODY_LISTENING else False
+    finally:
+        probe.close()

@@ -1,4 +1,5 @@
-"""Why robotactl has no connection to robotad: the errors `connection` and `autostart` raise.
+"""Why robotactl has no (working) connection to robotad: the errors `connection`, `autostart`
+and `unanswered` raise.
 
 Their messages are for a person; `socket_path` says where robotactl looked.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DaemonNotRunning", "DaemonStartFailed", "DaemonUnavailable"]
+__all__ = ["DaemonNotRunning", "DaemonStartFailed", "DaemonUnavailable", "DaemonUnresponsive"]
 
 
 class DaemonUnavailable(Exception):
@@ -41,3 +42,12 @@ class DaemonNotRunning(DaemonUnavailable):
 
 class DaemonStartFailed(DaemonUnavailable):
     """robotactl started robotad (or waited for another client to), and it never served."""
+
+
+class DaemonUnresponsive(DaemonUnavailable):
+    """robotad took the connection but answers nothing on it, nor on another (stopped, or
+    stuck); `pid` is its process when known."""
+
+    def __init__(self, message: str, socket_path: Path, pid: int | None) -> None:
+        super().__init__(message, socket_path)
+        self.pid = pid

@@ -12,9 +12,10 @@ Any other argument list, a socket nobody answers on, a reply that is not a plain
 ``{"jsonrpc": "2.0", "id": 1, "result": {...}}`` line (an error, a notification first, bytes
 that are not JSON), or any `OSError` hands the whole command to `robotactl.console.main`,
 which repeats the request (``daemon/status`` has no effect) and owns every failure:
-autostart, messages, exit statuses. A daemon that let the quick path
-wait out its whole timeout is not asked again: the full command reports it at once
-(`timed_out`), so ``status`` never waits twice. Nothing is printed before the
+autostart, messages, exit statuses. The quick path waits a second (`_WAIT`) for the reply: a
+daemon slower than that is asked again by the full command, which shows the wait on a terminal
+and gives up on a silent daemon (`robotactl.unanswered`), counting the second already waited
+(`waited`), so ``status`` never waits longer for the handover. Nothing is printed before the
 reply has been fully checked, so a handover never duplicates output.
 """
 
@@ -31,10 +32,11 @@ __all__ = ["main", "quick_status", "status_request_options"]
 
 #: The request, as the blocking client writes it (NDJSON, id 1, empty params).
 _REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"daemon/status","params":{}}\n'
-#: Seconds the quick path waits for connect and reply (``STATUS_TIMEOUT`` of the full command).
-_TIMEOUT = 30.0
-#: Whether this process's quick path waited the whole `_TIMEOUT` for a reply that never came.
-timed_out = False
+#: Seconds the quick path waits for connect and reply: a terminal is told of a longer wait
+#: (`robotactl.unanswered.NOTICE_AFTER`), which only the full command can do.
+_WAIT = 1.0
+#: Seconds this process's quick path waited for a reply that did not come (0: none).
+waited = 0.0
 #: The reply of daemon/status is a few hundred bytes; more than this is not a plain reply.
 _MAX_REPLY = 1 << 20
 
@@ -152,8 +154,8 @@ def quick_status(argv: Sequence[str]) -> bool:
     try:
         result = _ask_status(socket)
     except TimeoutError:
-        global timed_out
-        timed_out = True  # the full command says so at once instead of waiting as long again
+        global waited
+        waited = _WAIT  # the full command counts it
         return False
     except OSError:
         return False
@@ -181,7 +183,7 @@ def _ask_status(socket: str | None) -> dict[str, object] | None:
     path = resolve_socket_name(socket)
     connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        connection.settimeout(_TIMEOUT)
+        connection.settimeout(_WAIT)
         connection.connect(path)
         connection.sendall(_REQUEST)
         received = b""

@@ -8,6 +8,10 @@ and ``--json`` is off (`for_terminal`); it is never drawn over a reply line stil
 stdout, and it uses no escape codes at all unless colour is allowed (with ``NO_COLOR`` or
 ``TERM=dumb``: plain ``\\r`` and spaces only). It is cut to fit the terminal's width, since
 a line that wraps cannot be redrawn in place.
+
+The same line shows robotactl's other waits on a terminal: a one-shot command's request that
+robotad has not answered yet (`robotactl.unanswered`), and ``shutdown --wait`` waiting for
+robotad to exit (`wait_readable`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import IO, Final
 from robotactl.render import Output, color_enabled
 from robotactl.terminal_text import visible
 
-__all__ = ["QUIET_BEFORE", "TICK", "WaitingLine"]
+__all__ = ["QUIET_BEFORE", "TICK", "WaitingLine", "wait_readable"]
 
 #: Seconds of silence before the line appears, and between its redraws.
 QUIET_BEFORE: Final = 0.5
@@ -66,6 +70,32 @@ class WaitingLine:
         self.stream.write("\r" + " " * self._width + "\r")
         self.stream.flush()
         self._width = 0
+
+
+def wait_readable(fd: int, timeout: float, line: WaitingLine | None, what: str) -> bool:
+    """Block until `fd` is readable, at most `timeout` seconds; whether it became so. `line`
+    (when not None) shows ``waiting for <what>…`` after `QUIET_BEFORE`, and is cleared when the
+    wait ends, however it ends."""
+    import select
+    import time
+
+    started = time.monotonic()
+    try:
+        while True:
+            waited = time.monotonic() - started
+            if waited >= timeout:
+                return False
+            if line is not None and waited >= QUIET_BEFORE:
+                line.draw(waited, what)
+            step = timeout - waited
+            if line is not None:
+                step = min(step, max(TICK, QUIET_BEFORE - waited))
+            readable, _, _ = select.select([fd], [], [], step)
+            if readable:
+                return True
+    finally:
+        if line is not None:
+            line.clear()
 
 
 def _columns(stream: IO[str]) -> int:

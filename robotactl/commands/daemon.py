@@ -12,13 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from robotactl.cli import (
-    STATUS_TIMEOUT,
-    ClientOptions,
-    CommandFailed,
-    DaemonNotRunningFailed,
-    call_daemon,
-)
+from robotactl.cli import ClientOptions, CommandFailed, DaemonNotRunningFailed, call_daemon
 from robotactl.seconds import Seconds
 from robotactl.status_view import format_uptime, status_rows
 
@@ -26,6 +20,7 @@ if TYPE_CHECKING:
     import socket
 
     from protocol.blocking_client import BlockingClient
+    from robotactl.waiting import WaitingLine
 
 __all__ = ["format_uptime", "shutdown", "status", "status_rows"]
 
@@ -42,19 +37,14 @@ def status(options: ClientOptions) -> None:
 
     With --json, prints the daemon/status result as the daemon sent it.
     """
-
     from robotactl import entry
-
-    if entry.timed_out:  # the quick path already waited the whole STATUS_TIMEOUT
-        raise CommandFailed(
-            f"robotad at {options.socket_path} did not answer daemon/status within "
-            f"{STATUS_TIMEOUT:g} s"
-        )
 
     def ask(client: BlockingClient) -> Any:
         return client.request("daemon/status", {})
 
-    result = call_daemon(options, ask, timeout=STATUS_TIMEOUT)
+    # A daemon the quick path already waited for (and asks again here) is not given as long
+    # again: that wait counts.
+    result = call_daemon(options, ask, waited_before=entry.waited)
     if options.output.json_mode:
         options.output.json(result)
     else:
@@ -93,7 +83,10 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
     def stop(client: BlockingClient) -> Any:
         if not wait:
             return client.request("daemon/shutdown", params)
-        return _shutdown_and_wait(client, params, deadline)
+        from robotactl.waiting import WaitingLine
+
+        line = WaitingLine.for_terminal(options.output)
+        return _shutdown_and_wait(client, params, deadline, line)
 
     try:
         result = call_daemon(options, stop, autostart=False)
@@ -110,19 +103,22 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
         options.output.line("robotad is shutting down")
 
 
-def _shutdown_and_wait(client: BlockingClient, params: dict[str, Any], deadline: float) -> Any:
+def _shutdown_and_wait(
+    client: BlockingClient, params: dict[str, Any], deadline: float, line: WaitingLine | None
+) -> Any:
     """Ask for shutdown, then wait (at most `deadline` seconds) until the daemon process is
-    gone. The process is the peer of our socket (``SO_PEERCRED``, so its pid is right in our
-    pid namespace), watched through a pidfd opened before the request: no polling, no pid
-    reuse race."""
+    gone, shown on `line` meanwhile. The process is the peer of our socket (``SO_PEERCRED``,
+    so its pid is right in our pid namespace), watched through a pidfd opened before the
+    request: no polling, no pid reuse race."""
     import os
-    import select
+
+    from robotactl.waiting import wait_readable
 
     pid, pidfd = _peer_process(client.socket)
     try:
         result = client.request("daemon/shutdown", params)
         if pidfd is not None:
-            exited, _, _ = select.select([pidfd], [], [], deadline)
+            exited = wait_readable(pidfd, deadline, line, "robotad to exit")
             if not exited:
                 raise CommandFailed(f"robotad (pid {pid}) is still running after {deadline:g} s")
         return result
