@@ -294,9 +294,9 @@ def first_command(args: list[str]) -> int:
     show_default=True,
     metavar="SECONDS",
     envvar="ROBOTA_ANSWER_TIMEOUT",
-    help="Give up when robotad leaves a request unanswered this long and does not answer "
-    "daemon/status on a second connection either (stopped or stuck: exit 1). A robotad "
-    "that answers is waited for; run, chat and compact are not bounded.",
+    help="Give up (exit 1) when robotad leaves a request unanswered this long and does not "
+    "answer daemon/status on a second connection either: it is stopped or stuck. A robotad "
+    "that answers is waited for. run, approve, deny, compact, chat and acp have no such bound.",
 )
 @click.version_option(
     __version__, "--version", prog_name="robotactl", message="%(prog)s %(version)s"

@@ -63,7 +63,7 @@ def status(options: ClientOptions) -> None:
 @click.option(
     "--wait",
     is_flag=True,
-    help="Return only once the robotad process has exited.",
+    help="Return only once the robotad process has exited (on a terminal, the wait is shown).",
 )
 @click.pass_obj
 def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
