@@ -18,6 +18,10 @@ Exit statuses (`robotactl.exit_codes`): 0 completed, 1 error, 2 usage, 3 waiting
 4 aborted. A command signals a failure by raising `CommandFailed` (or letting a `protocol`
 `RpcError` or a `DaemonUnavailable` escape `call_daemon` or `run_with_daemon`, which turn them
 into one); click turns usage errors into status 2 itself.
+
+Its size is one concept: the frame every command runs in — the global options, the lazy
+registry, the two ways to reach robotad and the one mapping of what they raise to what a
+person reads and to an exit status.
 """
 
 from __future__ import annotations

@@ -318,9 +318,8 @@ def fork(
 @session_option
 @click.pass_obj
 def close(options: ClientOptions, session: str | None) -> None:
-    """Let the session finish what it is doing, persist it and unload it from robotad. It
-    stays stored: any later command on it loads it again. A running turn is waited for (on a
-    terminal, the wait is shown; Ctrl-C stops waiting, `robotactl abort` ends the turn).
+    """Let the session finish what it is doing (on a terminal, the wait is shown), persist
+    it and unload it from robotad. It stays stored: any later command on it loads it again.
 
     With --json, prints the session/close result.
     """
