@@ -71,16 +71,18 @@ class AnswerWatch:
     def waiting(self, method: str, waited: float) -> float:
         """Show the wait, check robotad at the bound; the seconds until the next call."""
         lasted = self._head_start + waited
+        shown = self.line if lasted >= NOTICE_AFTER else None
+        if shown is not None:  # first: the line stays while robotad is asked if it is alive
+            shown.draw(lasted, f"{self._robotad()} to answer {method}")
         if lasted - self._alive_at >= self.bound:
             self._check_alive(method)
             self._alive_at = lasted
         until_check = self._alive_at + self.bound - lasted
+        if shown is not None:
+            return min(TICK, until_check)
         if self.line is None:
             return until_check
-        if lasted < NOTICE_AFTER:
-            return min(NOTICE_AFTER - lasted, until_check)
-        self.line.draw(lasted, f"{self._robotad()} to answer {method}")
-        return min(TICK, until_check)
+        return min(NOTICE_AFTER - lasted, until_check)
 
     def ended(self) -> None:
         """Clear the line; the next request's wait starts from nothing."""

@@ -304,12 +304,11 @@ def test_a_terminal_sees_the_wait_then_the_error_on_a_clean_line(
             terminal.kill()
     assert status == ExitCode.ERROR
     output = terminal.output
-    line = f"waiting for robotad (pid {pid}) to answer session/list… 1s"
     if json_mode:
         assert "waiting for" not in output
         assert output.startswith('{"error": {"message": "robotad (pid')
         return
-    assert line in output
+    assert re.search(rf"waiting for robotad \(pid {pid}\) to answer session/list… \d+s", output)
     assert re.search(r"\r {20,}\rrobotactl: robotad \(pid \d+\) at ", output), output
     assert output.rstrip().endswith(SLOW_HINT)
 
@@ -386,6 +385,6 @@ def test_shutdown_wait_shows_its_wait_for_the_exit(
     finally:
         terminal.kill()
     assert status == 0, terminal.output
-    assert "waiting for robotad to exit… 0s" in terminal.output
+    assert re.search(r"waiting for robotad to exit… \d+s", terminal.output), terminal.output
     assert re.search(r"\r {20,}\rrobotad has shut down", terminal.output), terminal.output
     assert robotad.process.wait(PROCESS_TIMEOUT) == 0
