@@ -11,6 +11,8 @@ Lifecycle: construct (synchronous; the working directory is required and is the 
 hook, permission and record, G-103, G-104) → ``await start()`` (SessionStart once, G-124; a
 first `run` starts it implicitly) → turns → ``await shutdown()`` (idempotent: drains the holder
 of the claim, saves, SessionEnd once, closes the provider; each step best-effort, G-129…G-132).
+A session whose start never came (its host failed to activate it) ends with ``await
+release()`` instead: what it holds let go, nothing saved or fired. Either lets go once.
 
 Turns, compactions and direct invocations claim the session synchronously before their first
 ``await`` (G-058) and are refused with `SessionBusy` while anything holds it (G-059…G-061,
@@ -357,7 +359,11 @@ class Session(RuntimeSettings):
         """Drain whatever holds the claim, save, fire SessionEnd once, close the provider.
         Idempotent: a second call waits for the first. Each step is best-effort (G-132): a
         cancellation (a deadline) can cut the drain and the SessionEnd hooks short, never a
-        save under way nor the closing of the provider and the added tools."""
+        save under way nor the letting go of what the session holds (`_let_go`). Cut short
+        in the drain, it logs no ``session_end``: the holder still runs, and what it logs
+        from then on is dropped, so the log is cut off mid-turn and says so (a load closes
+        it with ``recovered``); the lines logged before are written all the same, and the
+        log's file closed once they are (`SessionLogger.close`)."""
         if self._shutdown_done is not None:
             await self._shutdown_done.wait()
             return
@@ -373,30 +379,49 @@ class Session(RuntimeSettings):
                 logger.warning("SessionEnd hooks failed", exc_info=True)
             finally:
                 # Also when the daemon's shutdown deadline cut the hooks short: the log says
-                # the session ended, or its recovery would take it for one cut off mid-turn;
-                # and what the session holds is let go (a provider's pooled client, the
-                # session's own tool servers), or it stayed held until robotad exited.
+                # the session ended, or its recovery would take it for one cut off mid-turn.
                 self._reporter.log("session_end", log_events.SessionEndEntry(reason="shutdown"))
-                self._lifecycle.close()
                 await self._reporter.written()  # shielded: the log is whole once shut down
-                self._reporter.closed = True
-                with trio.CancelScope(shield=True):
-                    await self._release()
         finally:
-            self._lifecycle.close()
-            self._reporter.closed = True
+            await self._let_go()
             done.set()
 
-    async def _release(self) -> None:
-        """Close the provider and the added tools; each failure is logged, never raised."""
+    async def release(self) -> None:
+        """Let go of what a session that never started holds — its log's file, its provider,
+        its added tools (an MCP server of its own) — when what was to start it failed (its
+        journal, its recovery, its record's first save, a requester that left): nothing is
+        saved, logged or fired, as no SessionStart was. Returns once the lines it logged (a
+        recovery's put-back) are written. The session refuses everything afterwards. After
+        or during `shutdown`, which lets go of the same, it waits for it and does nothing
+        more: whichever comes first lets go, once."""
+        if self._shutdown_done is not None:
+            await self._shutdown_done.wait()
+            return
+        self._shutdown_done = done = trio.Event()
+        self._closing = True
         try:
-            await self._provider.aclose()
-        except Exception:
-            logger.warning("closing provider %s failed", self.provider_name, exc_info=True)
-        try:
-            await self._tool_table.aclose()
-        except Exception:
-            logger.warning("closing the added tools failed", exc_info=True)
+            await self._reporter.written()  # shielded: its stores always end
+        finally:
+            await self._let_go()
+            done.set()
+
+    async def _let_go(self) -> None:
+        """The one way a session lets go of what it holds, run once, by whichever of
+        `shutdown` (cut short or not) and `release` comes first: no hook fires and nothing is
+        emitted or logged after it; the log's file is closed (at once, or once the lines
+        still waiting for their sidecars are written: `SessionLogger.close`); then, shielded,
+        the provider and the added tools are closed, each failure logged, never raised."""
+        self._lifecycle.close()
+        self._reporter.closed = True
+        with trio.CancelScope(shield=True):
+            try:
+                await self._provider.aclose()
+            except Exception:
+                logger.warning("closing provider %s failed", self.provider_name, exc_info=True)
+            try:
+                await self._tool_table.aclose()
+            except Exception:
+                logger.warning("closing the added tools failed", exc_info=True)
 
     # -- history and context --------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from tests.session.session_harness import (
     scripted,
 )
 from tests.storage.gates import held_back
+from tests.storage.test_storage_log_sink_open import descriptors_of
 
 SID = "s-offloop"
 
@@ -378,6 +379,7 @@ async def test_turn_finished_goes_out_once_the_turns_lines_are_written(workspace
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.run, "shout")
             await saved.wait()  # the turn is saved: only its turn_finished is left
+            print("DBG0", trio.current_time(), _events(path), session._claim._holder, sink.let_go)
             await trio.testing.wait_all_tasks_blocked()
             assert heard == [first]  # it waits for the result's lines, held with their sidecar
             before_result = TURN_ORDER[1 : TURN_ORDER.index("tool_result") - 1]
@@ -503,3 +505,97 @@ async def test_a_recovery_that_fails_returns_once_what_it_put_back_is_in_the_log
     await held_back(sink.release, recovering, unwritten)
     logged = decode_log(FileLogSource(path))
     assert [entry.event for entry in logged][:2] == ["history_mutation", "tool_result"]
+
+
+class _ClosedSource:
+    """A tool source offering no tool, counting how often the session closes it."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def tools(self) -> list[Any]:
+        return []
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+    def missing_reason(self, name: str) -> str | None:
+        return None
+
+
+class _RefusingBigSink(_HeldBigSink):
+    """A `_HeldBigSink` whose held sidecar store then fails, as on a full disk."""
+
+    def put_payload(self, content: bytes, sha256: str) -> str:
+        if len(content) > DEFAULT_SPILL_LIMIT:
+            self._token.run_sync_soon(self.entered.set)
+            self.let_go.append(self.release.wait(LIMIT / 4))
+            raise StorageError(f"logs/{SID}.payloads/{sha256}", "no space left on device")
+        return super().put_payload(content, sha256)
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "refused"])
+async def test_a_shutdown_cut_short_in_its_drain_lets_go_and_its_lines_still_come_out(
+    workspace: Path, caplog: pytest.LogCaptureFixture, stored: bool
+) -> None:
+    """The daemon's deadline cancels a shutdown while it waits for the claim: a turn holds
+    it, waiting for its result's lines (held with their sidecar's store). The shutdown logs
+    no ``session_end`` — the turn still runs, its log is cut off and says so — yet the lines
+    logged before it come out once the store ends (written, or dropped and reported), and
+    only then is the log's file closed (`SessionLogger.close`). What the session holds is
+    let go at the cut, once: the provider and the added tools stayed open. (A first turn
+    stores the tool set, so that nothing of the second waits for its store.)"""
+    path = workspace.parent / f"{SID}.jsonl"
+    sink = _HeldBigSink(path) if stored else _RefusingBigSink(path)
+    provider = scripted(_script() * 2)
+    source = _ClosedSource()
+    store = MemoryStore()
+    saved = trio.Event()
+    store.on_save = lambda snapshot: saved.set() if snapshot.turn_count == 2 else None
+    shout = ShoutTool()
+    session = new_session(
+        workspace,
+        provider,
+        tools=[shout],
+        permissions={"allow": ["Shout"]},
+        logger=SessionLogger(SID, sink),
+        session_id=SID,
+        store=store,
+        tool_source=source,
+    )
+
+    async def cut_short(deadline: trio.CancelScope) -> None:
+        with deadline:
+            await session.shutdown()
+
+    with trio.fail_after(LIMIT):
+        assert await session.run("shout") == "all done"
+        first = _events(path)
+        shout.size = BIG
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run, "shout")
+            await saved.wait()  # the turn is saved: only its turn_finished is left
+            await trio.testing.wait_all_tasks_blocked()  # it waits for the held lines
+            deadline = trio.CancelScope()
+            nursery.start_soon(cut_short, deadline)
+            await trio.testing.wait_all_tasks_blocked()
+            assert session.is_running()
+            deadline.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            held = _events(path)
+            let_go = (provider.closed, source.closed)
+            sink.release.set()
+        await session.shutdown()  # returns at once: it is over
+    # Held until the test let them go: the result's store, and the second line's, which
+    # stores it again after it (decision 77).
+    assert sink.let_go == [True, True]
+    assert held == first + TURN_ORDER[1 : TURN_ORDER.index("tool_result") - 1]
+    assert let_go == (1, 1)
+    assert (provider.closed, source.closed) == (1, 1)
+    second = TURN_ORDER[1:]
+    if not stored:  # the two lines naming the sidecar dropped, and reported
+        second = [e for i, e in enumerate(second, start=1) if i not in (13, 14)]
+        assert "cannot be appended" in caplog.text
+    assert _events(path) == first + second  # all of the turn, and no session_end
+    assert not sink.is_open
+    assert descriptors_of(path) == 0
