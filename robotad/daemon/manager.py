@@ -499,13 +499,18 @@ class SessionManager:
             source=source,
             new_at=new_at,
         )
-        await writer.remember(session.snapshot())
         next_seq = self._next_seq.get(record.id)
         if next_seq is None:
             next_seq = 1 if source == "startup" else first_seq_after_restart()
         hub = EventHub(record.id, buffer_size=self.event_buffer, next_seq=next_seq)
         hub_done = trio.Event()
-        await self.nursery.start(_run_hub, hub, hub_done)
+        try:
+            await writer.remember(session.snapshot())
+            await self.nursery.start(_run_hub, hub, hub_done)
+        except BaseException:  # its requester left: the built session lets go of it all
+            with trio.CancelScope(shield=True):
+                await session.release()
+            raise
         forward.hub = hub
         turns = self._parked_turns.pop(record.id, None) or TurnRegistry(self.nursery)
         journal = FileExecutionJournal(self.state_dir, record.id)
@@ -565,7 +570,8 @@ class SessionManager:
         log.info("session closed", extra=fields(session_id=live.session_id))
 
     async def _dispose(self, live: LiveSession, *, started: bool) -> None:
-        """Release what `_prepare`/`_activate` acquired; never raises.
+        """Release what `_prepare`/`_activate` acquired; never raises. `started`: the session
+        was live (its SessionStart fired), so its parked state is noted.
 
         The session leaves the live map first, so nothing new reaches its closing hub: a
         request for the id from now on waits for the transition lock (held by the caller) and
@@ -579,11 +585,9 @@ class SessionManager:
             self._parked_turns.move_to_end(session_id)
             while len(self._parked_turns) > _PARKED_REGISTRIES:
                 self._parked_turns.popitem(last=False)
-        if not started:
-            try:
-                await live.session.get_provider().aclose()
-            except Exception:
-                log.warning("closing a provider failed", exc_info=True)
+        # What the session holds (log file, provider, its own MCP servers) goes its own way,
+        # once: a shutdown let go of it already; a session that never started lets go here.
+        await live.session.release()
         if not live.hub.closed:
             live.hub.close()
         self._next_seq[session_id] = live.hub.latest_seq + 1
