@@ -28,6 +28,7 @@ from protocol.errors import StorageFailed
 from protocol.shapes import Message, TurnWaiting
 from robotad.agent.provider import ModelReply, ModelRequest, StreamObserver
 from robotad.session.reporting import SessionReporter
+from robotad.session.session import Session
 from robotad.storage import log_events
 from robotad.storage.failure import StorageError
 from robotad.storage.log_files import FileLogSink, FileLogSource
@@ -411,11 +412,9 @@ async def test_a_shutdown_returns_once_the_sessions_lines_are_written(workspace:
     assert not sink.is_open
 
 
-async def test_a_recovery_returns_once_what_it_put_back_is_in_the_log(workspace: Path) -> None:
-    """A result over the spill limit that the journal holds and the record lacks is put back
-    when the session is loaded again, its lines naming a sidecar stored on a worker thread.
-    `recover` returns once they are written: what reads or appends to the log next (the
-    daemon's ``recovered`` entry, written by a logger of its own) comes after them."""
+async def _journaled_not_saved(workspace: Path) -> tuple[MemoryStore, list[Any], MemoryJournal]:
+    """A turn whose big result the journal holds and the record lacks (the disk filled as it
+    was saved): the store (still refusing), the history it last saved, the journal."""
     shout = {"name": "Shout", "arguments": {"text": "hi"}}
     store = MemoryStore()
     session = new_session(
@@ -435,8 +434,16 @@ async def test_a_recovery_returns_once_what_it_put_back_is_in_the_log(workspace:
             await session.resume_recoverable(
                 waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
             )
+    return store, saved, journal
+
+
+def _loaded_again(
+    workspace: Path, saved: list[Any], store: MemoryStore | None = None
+) -> tuple[Session, _HeldBigSink, Path]:
+    """The session loaded again from `saved`, its log's sidecar stores held back."""
     path = workspace.parent / f"{SID}.jsonl"
     sink = _HeldBigSink(path)
+    stored = {} if store is None else {"store": store}
     again = new_session(
         workspace,
         scripted(),
@@ -445,7 +452,18 @@ async def test_a_recovery_returns_once_what_it_put_back_is_in_the_log(workspace:
         session_id=SID,
         history=saved,
         source="resume",
+        **stored,
     )
+    return again, sink, path
+
+
+async def test_a_recovery_returns_once_what_it_put_back_is_in_the_log(workspace: Path) -> None:
+    """A result over the spill limit that the journal holds and the record lacks is put back
+    when the session is loaded again, its lines naming a sidecar stored on a worker thread.
+    `recover` returns once they are written: what reads or appends to the log next (the
+    daemon's ``recovered`` entry, written by a logger of its own) comes after them."""
+    _, saved, journal = await _journaled_not_saved(workspace)
+    again, sink, path = _loaded_again(workspace, saved)
 
     def unwritten() -> None:
         assert _events(path) == []
@@ -463,37 +481,8 @@ async def test_a_recovery_that_fails_returns_once_what_it_put_back_is_in_the_log
     raises, and the session is not loaded. It raised at once, its lines still waiting for
     their sidecar: the daemon let the session go (or loaded it afresh, through a logger of
     its own) while the old logger still had lines to append. It raises once they are in."""
-    shout = {"name": "Shout", "arguments": {"text": "hi"}}
-    store = MemoryStore()
-    session = new_session(
-        workspace,
-        scripted([{"toolCalls": [shout]}, {"text": "shouted"}]),
-        tools=[ShoutTool(size=BIG)],
-        store=store,
-        session_id=SID,
-    )
-    journal = MemoryJournal()
-    with trio.fail_after(LIMIT):
-        waiting = await session.run_recoverable("shout", journal)
-        assert isinstance(waiting, TurnWaiting)
-        saved = store.last.messages
-        store.fail = True
-        with pytest.raises(StorageFailed):
-            await session.resume_recoverable(
-                waiting.execution_id, journal, [answer(waiting.requests[0].request_id, True)]
-            )
-    path = workspace.parent / f"{SID}.jsonl"
-    sink = _HeldBigSink(path)
-    again = new_session(
-        workspace,
-        scripted(),
-        tools=[ShoutTool(size=BIG)],
-        logger=SessionLogger(SID, sink),
-        session_id=SID,
-        history=saved,
-        source="resume",
-        store=store,  # still full
-    )
+    store, saved, journal = await _journaled_not_saved(workspace)
+    again, sink, path = _loaded_again(workspace, saved, store)  # the store still full
 
     async def recovering() -> None:
         with pytest.raises(StorageError):
