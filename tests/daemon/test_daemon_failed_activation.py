@@ -40,6 +40,7 @@ from robotad.storage.record import SessionRecord
 from tests.storage.test_storage_log_sink_open import descriptors_of
 
 from .conftest import SHUTDOWN_TIMEOUT
+from .test_daemon_journal_damage import parked_with_a_damaged_journal
 
 TIMEOUT = 20.0
 
@@ -180,20 +181,11 @@ async def test_a_load_refused_for_a_damaged_journal_lets_go_of_its_mcp_servers(
     manager = mcp_manager
     hub = manager.assembler.mcp
     assert hub is not None
-    ops = SessionOperations(manager)
     own = McpServer(name="own", command=str(tmp_path / "no-such-server"))
     script = [Step(tool_calls=[bash("true")]), Step(text="done")]
     params = CreateParams(cwd=str(tmp_path), script=script, mcp_servers=[own])
     with trio.fail_after(TIMEOUT):
-        info = await manager.create(params)
-        session_id = info.session_id
-        waiting = await ops.run(RunParams(session_id=session_id, prompt="go"), None)
-        assert isinstance(waiting, TurnWaiting)
-        await manager.close(session_id)
-        journal = manager.state_dir / "journal" / session_id / f"{waiting.execution_id}.jsonl"
-        lines = journal.read_bytes().split(b"\n")
-        lines[1] = b'{"kind": "from-a-newer-robotad"}'
-        journal.write_bytes(b"\n".join(lines))
+        session_id, _, _ = await parked_with_a_damaged_journal(manager, params)
         provider_closes.clear()
         for _ in range(2):
             with pytest.raises(RecordCorrupt):

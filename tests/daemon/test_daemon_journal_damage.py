@@ -18,6 +18,26 @@ from robotad.daemon.operations import SessionOperations
 TIMEOUT = 20.0
 
 
+async def parked_with_a_damaged_journal(
+    manager: SessionManager, params: CreateParams
+) -> tuple[str, TurnWaiting, Path]:
+    """A session created with `params` (whose script's first step calls a tool that asks),
+    its turn parked for approval, then closed and its journal's second line replaced by one
+    of a newer robotad's kinds: its id, the parked turn, the damaged journal's path."""
+    info = await manager.create(params)
+    session_id = info.session_id
+    waiting = await SessionOperations(manager).run(
+        RunParams(session_id=session_id, prompt="go"), None
+    )
+    assert isinstance(waiting, TurnWaiting)
+    await manager.close(session_id)
+    journal = manager.state_dir / "journal" / session_id / f"{waiting.execution_id}.jsonl"
+    lines = journal.read_bytes().split(b"\n")
+    lines[1] = b'{"kind": "from-a-newer-robotad"}'
+    journal.write_bytes(b"\n".join(lines))
+    return session_id, waiting, journal
+
+
 async def test_a_damaged_journal_is_a_located_refusal_and_the_session_goes_on(
     manager: SessionManager, tmp_path: Path
 ) -> None:
@@ -30,16 +50,9 @@ async def test_a_damaged_journal_is_a_located_refusal_and_the_session_goes_on(
     bash = ScriptedToolCall(name="Bash", arguments={"command": "true"})
     script = [Step(tool_calls=[bash]), Step(text="done")]
     with trio.fail_after(TIMEOUT):
-        info = await manager.create(CreateParams(cwd=str(tmp_path), script=script))
-        session_id = info.session_id
-        waiting = await ops.run(RunParams(session_id=session_id, prompt="go"), None)
-        assert isinstance(waiting, TurnWaiting)
-        await manager.close(session_id)
-        journal = manager.state_dir / "journal" / session_id / f"{waiting.execution_id}.jsonl"
-        lines = journal.read_bytes().split(b"\n")
-        lines[1] = b'{"kind": "from-a-newer-robotad"}'
-        damaged = b"\n".join(lines)
-        journal.write_bytes(damaged)
+        params = CreateParams(cwd=str(tmp_path), script=script)
+        session_id, waiting, journal = await parked_with_a_damaged_journal(manager, params)
+        damaged = journal.read_bytes()
 
         with pytest.raises(RecordCorrupt) as refused:
             await manager.session(session_id)
