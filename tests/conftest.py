@@ -5,6 +5,7 @@ Structs (PROTOCOL §6; `robotad.daemon.events.CHECK_EVENTS_ENV`). Under ``ROBOTA
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,3 +55,17 @@ def _published_events_decode() -> Iterator[None]:
     events.shape_violations.clear()
     yield
     assert events.shape_violations == [], "published events a client cannot decode"
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync'd path, in order, recorded while the fsync happens."""
+    calls: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return calls

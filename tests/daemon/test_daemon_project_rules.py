@@ -165,27 +165,19 @@ def test_duplicates_change_nothing_and_unknown_kinds_are_refused(tmp_path: Path)
 
 
 def test_the_first_rule_makes_its_folders_durable_in_their_parents(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fsyncs: list[str]
 ) -> None:
     """The first project rule creates robotad's project-rules folder: each new folder's entry
     is synced in its parent before the rule's file is written, so an acknowledged "always"
     grant cannot vanish with its folder. A second rule syncs only its file and folder."""
-    synced: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
     project = tmp_path / "project"
     project.mkdir()
     rules = ProjectRules(tmp_path / "state")
     rules.add(project, "Read", "allow")
     folder = rules.path_for(project).parent
     made = [tmp_path / "state", folder]
-    assert synced[: len(made)] == [os.path.realpath(path.parent) for path in made]
-    assert synced[-1] == os.path.realpath(folder)
-    synced.clear()
+    assert fsyncs[: len(made)] == [os.path.realpath(path.parent) for path in made]
+    assert fsyncs[-1] == os.path.realpath(folder)
+    fsyncs.clear()
     rules.add(project, "Bash(ls)", "allow")
-    assert len(synced) == 2
+    assert len(fsyncs) == 2

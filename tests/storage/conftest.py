@@ -1,4 +1,5 @@
-"""Fixtures shared by the storage tests: a state folder, an open journal, fsync and open spies."""
+"""Fixtures shared by the storage tests: a state folder, an open journal, an open spy (the
+fsync spy, `fsyncs`, is every test folder's: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -22,20 +23,6 @@ def state(tmp_path: Path) -> Path:
 async def journal(state: Path) -> AsyncIterator[FileExecutionJournal]:
     async with FileExecutionJournal(state, SESSION) as opened:
         yield opened
-
-
-@pytest.fixture
-def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every fsync'd path, in order, recorded while the fsync happens."""
-    calls: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return calls
 
 
 @pytest.fixture
