@@ -251,7 +251,8 @@ class BlockingClient:
 
     @property
     def socket(self) -> socket.socket:
-        """The connected socket (for ``SO_PEERCRED`` and the like); do not read or write it."""
+        """The connected socket (for ``SO_PEERCRED`` and the like); do not read or write it
+        while the client is in use (once its last reply is in, its end may be awaited)."""
         return self._socket
 
     @property

@@ -18,6 +18,7 @@ from robotactl.status_view import format_uptime, status_rows
 
 if TYPE_CHECKING:
     import socket
+    from pathlib import Path
 
     from protocol.blocking_client import BlockingClient
     from robotactl.waiting import WaitingLine
@@ -63,7 +64,8 @@ def status(options: ClientOptions) -> None:
 @click.option(
     "--wait",
     is_flag=True,
-    help="Return only once the robotad process has exited (on a terminal, the wait is shown).",
+    help="Return only once the robotad process has exited (once it has closed the connection "
+    "where its process cannot be seen from here); on a terminal, the wait is shown.",
 )
 @click.pass_obj
 def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
@@ -86,7 +88,7 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
         from robotactl.waiting import WaitingLine
 
         line = WaitingLine.for_terminal(options.output)
-        return _shutdown_and_wait(client, params, deadline, line)
+        return _shutdown_and_wait(client, options.socket_path, params, deadline, line)
 
     try:
         result = call_daemon(options, stop, autostart=False)
@@ -104,41 +106,56 @@ def shutdown(options: ClientOptions, grace: float | None, wait: bool) -> None:
 
 
 def _shutdown_and_wait(
-    client: BlockingClient, params: dict[str, Any], deadline: float, line: WaitingLine | None
+    client: BlockingClient,
+    socket_path: Path,
+    params: dict[str, Any],
+    deadline: float,
+    line: WaitingLine | None,
 ) -> Any:
-    """Ask for shutdown, then wait (at most `deadline` seconds) until the daemon process is
-    gone, shown on `line` meanwhile. The process is the peer of our socket (``SO_PEERCRED``,
-    so its pid is right in our pid namespace), watched through a pidfd opened before the
-    request: no polling, no pid reuse race."""
+    """Ask for shutdown, then wait (at most `deadline` seconds) until robotad is gone, shown on
+    `line` meanwhile.
+
+    robotad's process is found before the request (`robotactl.daemon_process`: under socket
+    activation the connection's peer is systemd, not robotad) and watched through its pidfd:
+    no polling, no pid reuse race. When it cannot be found from here (another pid namespace),
+    the wait is for robotad to close this connection, the last step of its shutdown (its
+    sessions are closed by then; its locks and exit follow): never for a process that may be
+    another."""
     import os
+
+    from robotactl.daemon_process import find_daemon_process
+    from robotactl.waiting import wait_readable
+
+    robotad = find_daemon_process(socket_path, client.socket)
+    try:
+        result = client.request("daemon/shutdown", params)
+        if robotad is None:
+            if not _wait_hangup(client.socket, deadline, line):
+                raise CommandFailed(
+                    f"robotad at {socket_path} is still shutting down after {deadline:g} s"
+                )
+        elif not wait_readable(robotad.pidfd, deadline, line, "robotad to exit"):
+            raise CommandFailed(
+                f"robotad (pid {robotad.pid}) is still running after {deadline:g} s"
+            )
+        return result
+    finally:
+        if robotad is not None:
+            os.close(robotad.pidfd)
+
+
+def _wait_hangup(sock: socket.socket, deadline: float, line: WaitingLine | None) -> bool:
+    """Whether robotad closed `sock` (its shutdown's answer already read) within `deadline`
+    seconds; anything it still sends there is dropped."""
+    import time
 
     from robotactl.waiting import wait_readable
 
-    pid, pidfd = _peer_process(client.socket)
-    try:
-        result = client.request("daemon/shutdown", params)
-        if pidfd is not None:
-            exited = wait_readable(pidfd, deadline, line, "robotad to exit")
-            if not exited:
-                raise CommandFailed(f"robotad (pid {pid}) is still running after {deadline:g} s")
-        return result
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
-
-
-def _peer_process(sock: socket.socket) -> tuple[int | None, int | None]:
-    """The pid of the process at the other end of `sock` and a pidfd for it, or Nones when
-    `sock` is not a Unix socket or the process is already gone."""
-    import os
-    import socket
-    import struct
-
-    if sock.family != socket.AF_UNIX:
-        return None, None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid = struct.unpack("3i", creds)[0]
-    try:
-        return pid, os.pidfd_open(pid)
-    except ProcessLookupError:
-        return pid, None
+    ends = time.monotonic() + deadline
+    while wait_readable(sock.fileno(), ends - time.monotonic(), line, "robotad to shut down"):
+        try:
+            if not sock.recv(65536):
+                return True
+        except OSError:  # reset: gone all the same
+            return True
+    return False
