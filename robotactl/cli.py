@@ -370,6 +370,7 @@ def call_daemon(
             bound=options.answer_timeout,
             line=WaitingLine.for_terminal(options.output),
             waited_before=waited_before,
+            peer=client.socket,
         )
         return body(client)
 

@@ -16,20 +16,23 @@ its blocking client's `protocol.blocking_client.WaitWatcher`:
   connection ends when it exits). Silence means robotad is stopped (SIGSTOP, Ctrl-Z) or
   stuck: `DaemonUnresponsive`, naming the socket, the process and what to try (decision 75).
 
-The pid shown is the one ``robotad.lock`` beside the socket names, when that process lives:
-the connection's ``SO_PEERCRED`` would name systemd under socket activation.
+The pid shown is robotad's process as `robotactl.daemon_process` finds it (read once): the
+connection's ``SO_PEERCRED`` names systemd under socket activation, and the pid ``robotad.lock``
+holds is numbered in robotad's pid namespace, another process's number in ours when robotad
+runs in a container; a number is shown only once /proc proves it is robotad's.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Final
 
 from robotactl.connection import status_answered
 from robotactl.daemon_errors import DaemonUnresponsive
+from robotactl.daemon_process import daemon_pid
 from robotactl.waiting import TICK
 
 if TYPE_CHECKING:
+    import socket
     from pathlib import Path
 
     from robotactl.waiting import WaitingLine
@@ -45,8 +48,9 @@ _PROBE_METHOD: Final = "daemon/status"
 
 
 class AnswerWatch:
-    """The `WaitWatcher` of one connection to the robotad at `socket_path`: `line` (None when
-    nothing is to be shown) shows each wait, `bound` is when silence is checked.
+    """The `WaitWatcher` of one connection to the robotad at `socket_path` (`peer`, when
+    given, is that connection: its peer is the first guess at robotad's process): `line` (None
+    when nothing is to be shown) shows each wait, `bound` is when silence is checked.
 
     `waited_before` is how long the first request's answer has been awaited already (``status``
     asks again what its quick path asked); it counts towards the notice and the bound."""
@@ -58,8 +62,10 @@ class AnswerWatch:
         bound: float,
         line: WaitingLine | None,
         waited_before: float = 0.0,
+        peer: socket.socket | None = None,
     ) -> None:
         self.socket_path = socket_path
+        self._peer = peer
         self.bound = bound
         self.line = line
         self._head_start = waited_before
@@ -132,26 +138,11 @@ class AnswerWatch:
         return "robotad" if pid is None else f"robotad (pid {pid})"
 
     def _holder(self) -> int | None:
-        """The live process ``robotad.lock`` beside the socket names (read once), or None."""
+        """robotad's pid in our pid namespace (found once), or None when not proven."""
         if not self._pid_read:
             self._pid_read = True
-            self._pid = _lock_holder(self.socket_path)
+            self._pid = daemon_pid(self.socket_path, self._peer)
         return self._pid
-
-
-def _lock_holder(socket_path: Path) -> int | None:
-    from protocol.instance_lock import LOCK_NAME, read_holder
-
-    pid, _ = read_holder(socket_path.parent / LOCK_NAME)
-    if pid is None:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # a stale lock file: its daemon is gone
-    except OSError:
-        pass  # alive, another user's
-    return pid
 
 
 def _stopped(pid: int) -> bool:

@@ -11,6 +11,7 @@ Most cases run against a socket that accepts every connection and never answers
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -37,6 +38,7 @@ from robotactl.waiting import TICK, WaitingLine
 
 from .conftest import PROCESS_TIMEOUT, Ctl, RunningDaemon
 from .ctl_helpers import Terminal, new_session, sock
+from .pid_namespaces import contained_robotad, needs_unshare
 
 #: What every give-up on a robotad whose process is not known to be stopped ends with.
 SLOW_HINT = (
@@ -71,16 +73,28 @@ class SilentDaemon:
 
 
 @contextmanager
-def silent_daemon(directory: Path, *, holder: int | None = None) -> Iterator[SilentDaemon]:
-    """A `SilentDaemon` at ``directory/robotad.sock``; with `holder`, the ``robotad.lock``
-    beside it names that pid, as a real robotad's does."""
-    if holder is not None:
-        (directory / LOCK_NAME).write_bytes(format_holder(holder))
-    daemon = SilentDaemon(directory / "robotad.sock")
+def held_lock(directory: Path) -> Iterator[int]:
+    """``directory/robotad.lock`` held by this process as a real robotad holds it (``flock``,
+    its pid written in it); yields that pid."""
+    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        yield daemon
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, format_holder(os.getpid()))
+        yield os.getpid()
     finally:
-        daemon.close()
+        os.close(fd)
+
+
+@contextmanager
+def silent_daemon(directory: Path, *, holder: bool = False) -> Iterator[SilentDaemon]:
+    """A `SilentDaemon` at ``directory/robotad.sock``; with `holder`, this process holds the
+    ``robotad.lock`` beside it, as a real robotad does."""
+    with contextlib.ExitStack() as stack:
+        if holder:
+            stack.enter_context(held_lock(directory))
+        daemon = SilentDaemon(directory / "robotad.sock")
+        stack.callback(daemon.close)
+        yield daemon
 
 
 class FakeTerminal(io.StringIO):
@@ -92,18 +106,35 @@ class FakeTerminal(io.StringIO):
 
 
 def test_a_terminal_is_shown_the_wait_after_a_second_and_it_is_cleared(socket_dir: Path) -> None:
-    (socket_dir / LOCK_NAME).write_bytes(format_holder(os.getpid()))
     stream = FakeTerminal()
     watch = AnswerWatch(
         socket_dir / "robotad.sock", bound=30.0, line=WaitingLine(stream, styled=False)
     )
-    assert watch.waiting("session/list", 0.0) == NOTICE_AFTER
-    assert stream.getvalue() == ""
-    assert watch.waiting("session/list", 1.0) == TICK
-    shown = f"waiting for robotad (pid {os.getpid()}) to answer session/list… 1s"
+    with held_lock(socket_dir) as pid:
+        assert watch.waiting("session/list", 0.0) == NOTICE_AFTER
+        assert stream.getvalue() == ""
+        assert watch.waiting("session/list", 1.0) == TICK
+    shown = f"waiting for robotad (pid {pid}) to answer session/list… 1s"
     assert stream.getvalue().endswith(shown)
     watch.ended()
     assert stream.getvalue().endswith("\r" + " " * len(f"⠋ {shown}") + "\r")
+
+
+def test_a_lock_naming_a_process_that_does_not_hold_it_names_no_process(
+    socket_dir: Path,
+) -> None:
+    """The pid in ``robotad.lock`` is robotad's in its own pid namespace: here (robotad in a
+    container, or long gone and its number reused) it may name a live process that is not
+    robotad, which is then never named, nor advised to be sent a signal (decision 79)."""
+    (socket_dir / LOCK_NAME).write_bytes(format_holder(os.getpid()))
+    stream = FakeTerminal()
+    with silent_daemon(socket_dir) as daemon:
+        watch = AnswerWatch(daemon.path, bound=0.05, line=WaitingLine(stream, styled=False))
+        with pytest.raises(DaemonUnresponsive) as given_up:
+            watch.waiting("session/list", 1.0)
+    assert stream.getvalue().endswith("waiting for robotad to answer session/list… 1s")
+    assert given_up.value.pid is None
+    assert "kill -CONT PID" in str(given_up.value)
 
 
 def test_without_a_terminal_the_watch_wakes_only_at_the_bound(socket_dir: Path) -> None:
@@ -214,8 +245,8 @@ def test_a_script_gets_one_error_line_naming_the_socket_and_what_to_try(
 ) -> None:
     """Nothing before the error on a stderr that is no terminal; exit 1. With a lock naming
     a live, running process, that pid is named and the advice fits it."""
-    pid = os.getpid() if holder else None
-    with silent_daemon(socket_dir, holder=pid) as daemon:
+    pid = os.getpid()
+    with silent_daemon(socket_dir, holder=holder) as daemon:
         result = ctl("--socket", str(daemon.path), "--answer-timeout", "0.2", "ls")
     assert result.returncode == ExitCode.ERROR
     assert result.stdout == ""
@@ -293,7 +324,7 @@ def test_a_terminal_sees_the_wait_then_the_error_on_a_clean_line(
     """``⠹ waiting for robotad (pid N) to answer session/list… 1s`` after a second, cleared
     before the error; under --json nothing but the error."""
     pid = os.getpid()
-    with silent_daemon(socket_dir, holder=pid) as daemon:
+    with silent_daemon(socket_dir, holder=True) as daemon:
         args = ["--socket", str(daemon.path), "--answer-timeout", "1.5"]
         terminal = Terminal(
             [*args, *(["--json"] if json_mode else []), "ls"], cwd=socket_dir, NO_COLOR="1"
@@ -338,6 +369,29 @@ def test_a_stopped_robotad_is_named_with_how_to_resume_it(ctl: Ctl, robotad: Run
     )
     resumed = ctl(*sock(robotad), "--answer-timeout", "0.3", "--json", "ls")
     assert (resumed.returncode, resumed.stderr) == (0, "")
+
+
+@needs_unshare
+def test_a_stopped_robotad_in_a_container_is_named_as_this_namespace_numbers_it(
+    ctl: Ctl, socket_dir: Path, tmp_path: Path
+) -> None:
+    """robotad is pid 1 in a pid namespace of its own, and its lock says 1: the process named,
+    and the one `kill -CONT` is advised for, is robotad as we number it (the connection's peer),
+    never our own pid 1 (decision 79)."""
+    path = socket_dir / "robotad.sock"
+    with contained_robotad(path, tmp_path / "robotad.log") as robotad:
+        assert robotad.pid != 1
+        os.kill(robotad.pid, signal.SIGSTOP)
+        try:
+            listing = ctl("--socket", str(path), "--answer-timeout", "0.3", "ls")
+        finally:
+            os.kill(robotad.pid, signal.SIGCONT)
+    assert (listing.returncode, listing.stdout) == (ExitCode.ERROR, "")
+    assert listing.stderr == (
+        f"robotactl: robotad (pid {robotad.pid}) at {path} did not answer session/list within "
+        "0.3 s, nor daemon/status on a second connection: it is stopped (Ctrl-Z or SIGSTOP); "
+        f"`kill -CONT {robotad.pid}` resumes it\n"
+    )
 
 
 #: A turn that runs until it is aborted (or for a minute).
