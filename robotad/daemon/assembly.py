@@ -286,7 +286,8 @@ class SessionAssembler:
         source: Literal["startup", "resume"],
         new_at: str | None = None,
     ) -> Session:
-        """The Session of `record` (not started yet). Nothing is left open when it raises.
+        """The Session of `record` (not started yet). Nothing is left open when it raises:
+        its provider is closed, its own MCP servers no longer registered with the hub.
 
         `new_at` is None for a stored session being loaded; for a session that does not exist
         yet it says where its settings came from, so refusals are located there: ``"$"`` for
@@ -308,14 +309,14 @@ class SessionAssembler:
             await self._require_sandbox(sandbox)
         project = await self._project_rules_for(record, new_at)
         provider = await self._provider_for(record, new_at)
-        cwd = record.cwd
         # The session's view of the daemon's store: it reads back only its own results.
         spill = self.spill.scoped(record.id) if self.spill is not None else None
-
-        async def persist(rule: str, kind: str) -> None:
-            await persist_project_rule(cwd, rule, kind)
-
+        tool_source: SessionTools | None = None
         try:
+            # Registers the session's own MCP servers with the hub: from here on, a failure
+            # takes the registration back (`SessionTools.aclose`), or `mcp/list` would list,
+            # and start, the servers of a session that does not exist.
+            tool_source = self._mcp_tools(record)
             return Session(
                 cwd=Path(record.cwd),
                 provider=provider,
@@ -327,23 +328,13 @@ class SessionAssembler:
                     spill,
                 ),
                 options=self._options_of(record, self._rules_of(record, project, new_at), sandbox),
-                services=SessionServices(
+                services=self._services_of(
+                    record,
                     store=store,
-                    logger=SessionLogger(
-                        record.id, FileLogSink.for_session(self.logs_dir, record.id)
-                    ),
                     event_sink=event_sink,
-                    persist_project_rule=persist,
+                    persist_project_rule=persist_project_rule,
                     spill=spill,
-                    hooks=self._hook_runner(record),
-                    classifier=self._classifier(),
-                    sensitive_paths=SensitivePaths(
-                        record.cwd,
-                        protected_reads=self.config.permissions.protected_reads,
-                        additional_dirs=self.config.permissions.additional_dirs,
-                    ),
-                    tool_source=self._mcp_tools(record),
-                    discard_settled_journals=True,  # the daemon hosts the journal (G-099)
+                    tool_source=tool_source,
                 ),
                 session_id=record.id,
                 history=list(record.messages),
@@ -352,10 +343,46 @@ class SessionAssembler:
             )
         except BaseException as exc:
             with trio.CancelScope(shield=True):
+                if tool_source is not None:
+                    await tool_source.aclose()
                 await provider.aclose()
             if isinstance(exc, InvalidSetting):
                 raise _relocated(exc, new_at or "$") from None
             raise
+
+    def _services_of(
+        self,
+        record: SessionRecord,
+        *,
+        store: SessionStorePort,
+        event_sink: EventSink,
+        persist_project_rule: PersistProjectRule,
+        spill: SpillStore | None,
+        tool_source: SessionTools | None,
+    ) -> SessionServices:
+        """What the daemon provides the session of `record`: its ports, its log
+        (``logs/<id>.jsonl``, opened at its first line), its hooks and classifier."""
+        cwd = record.cwd
+
+        async def persist(rule: str, kind: str) -> None:
+            await persist_project_rule(cwd, rule, kind)
+
+        return SessionServices(
+            store=store,
+            logger=SessionLogger(record.id, FileLogSink.for_session(self.logs_dir, record.id)),
+            event_sink=event_sink,
+            persist_project_rule=persist,
+            spill=spill,
+            hooks=self._hook_runner(record),
+            classifier=self._classifier(),
+            sensitive_paths=SensitivePaths(
+                cwd,
+                protected_reads=self.config.permissions.protected_reads,
+                additional_dirs=self.config.permissions.additional_dirs,
+            ),
+            tool_source=tool_source,
+            discard_settled_journals=True,  # the daemon hosts the journal (G-099)
+        )
 
     # -- parts -------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ servers stayed registered, one more for every failed open of the day."""
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol.errors import RecordCorrupt
+from protocol.errors import InvalidParams, RecordCorrupt
 from protocol.methods import (
     ApprovalResponse,
     CreateParams,
@@ -190,6 +191,37 @@ async def test_a_load_refused_for_a_damaged_journal_lets_go_of_its_mcp_servers(
         for _ in range(2):
             with pytest.raises(RecordCorrupt):
                 await manager.session(session_id)
+        listed = await hub.listing()
+    assert [entry.scope for entry in listed] == []
+    assert provider_closes == ["scripted", "scripted"]
+
+
+async def test_a_load_its_session_refuses_to_build_lets_go_of_its_mcp_servers(
+    mcp_manager: SessionManager, tmp_path: Path, provider_closes: list[str]
+) -> None:
+    """A stored session with an MCP server of its own whose record holds a rule the session
+    refuses (written by hand, or by a robotad that took it): the assembly registered the
+    session's servers with the hub before the `Session` constructor refused the rule, and
+    let go of the provider only, so ``mcp/list`` listed — and started — the servers of a
+    session that was never built, until the daemon stopped. Each refused load now takes its
+    registration back; the provider is closed once a load."""
+    manager = mcp_manager
+    hub = manager.assembler.mcp
+    assert hub is not None
+    own = McpServer(name="own", command=str(tmp_path / "no-such-server"))
+    params = CreateParams(cwd=str(tmp_path), script=[Step(text="hi")], mcp_servers=[own])
+    with trio.fail_after(TIMEOUT):
+        info = await manager.create(params)
+        await manager.close(info.session_id)
+        path = manager.store.path_for(info.session_id)
+        stored = json.loads(path.read_bytes())
+        stored["record"]["settings"]["permissions"]["deny"].append("Bash(")
+        path.write_text(json.dumps(stored))
+        provider_closes.clear()
+        for _ in range(2):
+            with pytest.raises(InvalidParams) as refused:
+                await manager.session(info.session_id)
+            assert refused.value.issues[0]["path"] == "$.permissions.deny[0]"
         listed = await hub.listing()
     assert [entry.scope for entry in listed] == []
     assert provider_closes == ["scripted", "scripted"]
