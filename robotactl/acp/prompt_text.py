@@ -2,11 +2,16 @@
 
 Text blocks are joined as they are (but for the spelling of a tag, below). A
 ``resource_link`` becomes a mention of its URI — a local file's path, percent-decoded, set
-apart by spaces — which robotad's tools read when the model asks. An embedded ``resource``
-with text becomes a context block naming its URI, so the model sees what the editor
-attached; one with a binary blob is mentioned like a link. Images and audio are refused (the
-agent advertises neither), as is any block of an unknown type: -32602 with the block's path,
-never a silent drop.
+apart by spaces — which robotad's tools read when the model asks. What a ``file:`` URI says
+besides its path follows the path in parentheses (decision 80): the lines an editor selected
+(Zed's ``#L10:20``; ``#L10-20``, ``#L10-L20``, ``#L10``) as ``(lines 10-20)``, 1-based and
+inclusive as Read numbers them (its ``offset`` 10, ``limit`` 11), Zed's ``?column=`` and
+``?symbol=`` as ``column 5`` and ``symbol "name"``; any other fragment or query as it is,
+``fragment "…"``, ``query "…"``. An embedded ``resource`` with text becomes a context block
+naming its URI (fragment and all), so the model sees what the editor attached; one with a
+binary blob is mentioned like a link. Images and audio are refused (the agent advertises
+neither), as is any block of an unknown type: -32602 with the block's path, never a silent
+drop.
 
 What others wrote never passes for the framing (decision 74). The only ``context`` tags in
 the prompt are the ones written here, one pair for each attachment: a tag anywhere in the
@@ -14,8 +19,9 @@ text — an attachment's, or a text block's — is spelled with a backslash afte
 (``<\\/context>``; one that has backslashes there gets one more, so the spelling reads back
 exactly); an attachment's URI is an XML attribute value (``&quot;``, ``&lt;``, ``&#xA;``…);
 a mention that holds a space, a quote, an angle bracket or a control character is a
-JSON-quoted string (``@"/w/my file.txt"``). A prompt robotad would not take in one message is
-refused at its largest block.
+JSON-quoted string (``@"/w/my file.txt"``), and a name, fragment or query in a mention's
+parentheses always is. A prompt robotad would not take in one message is refused at its
+largest block.
 """
 
 from __future__ import annotations
@@ -48,6 +54,12 @@ _ATTRIBUTE_NAMED: Final = {"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;"
 _MENTION_UNSAFE: Final = re.compile(r'[\s"<>\x00-\x1f\x7f-\x9f]')
 #: What JSON lets through raw that must not stand raw in a quoted mention.
 _QUOTED_UNSAFE: Final = re.compile(r"[<>\x7f-\x9f\u2028\u2029]")
+
+#: Lines of a file in a ``file:`` URI's fragment, 1-based and inclusive: Zed's ``L10:20``
+#: (its selections and symbols), ``L10-20`` and ``L10-L20`` (GitHub's), one line ``L10``.
+_LINES: Final = re.compile(r"L([0-9]{1,9})(?:[-:]L?([0-9]{1,9}))?")
+#: A column as Zed gives one (``?column=5``, 1-based).
+_COLUMN: Final = re.compile(r"[1-9][0-9]{0,8}")
 
 
 def prompt_text(blocks: Sequence[ContentBlock], *, largest: int = LARGEST_PROMPT) -> str:
@@ -83,7 +95,8 @@ class _Text(str):
 
 
 class _Mention(str):
-    """``@`` and a file or URI: set apart from the text around it by `_joined`."""
+    """``@`` and a file or URI, as the prompt shows it: set apart from the text around it by
+    `_joined`."""
 
 
 class _Framed(str):
@@ -96,7 +109,7 @@ def _part(block: ContentBlock, path: str) -> str | dict[str, Any]:
     if kind == "text" and isinstance(block.get("text"), str):
         return _Text(block["text"])
     if kind == "resource_link" and isinstance(block.get("uri"), str):
-        return _Mention(_local(block["uri"]))
+        return _Mention(_mention(block["uri"]))
     if kind == "resource" and isinstance(resource := block.get("resource"), dict):
         uri = resource.get("uri")
         if not isinstance(uri, str):
@@ -106,7 +119,7 @@ def _part(block: ContentBlock, path: str) -> str | dict[str, Any]:
             return _Framed(
                 f'\n<context uri="{_attribute(uri)}">\n{_neutralised(text)}\n</context>\n'
             )
-        return _Mention(_local(uri))
+        return _Mention(_mention(uri))
     what = f"{kind!r} content" if isinstance(kind, str) else "a malformed content block"
     return {"path": path, "message": f"robotactl acp does not accept {what}"}
 
@@ -124,12 +137,7 @@ def _joined(parts: Sequence[str]) -> str:
     after_mention = False
     for part in merged:
         mention = isinstance(part, _Mention)
-        if mention:
-            piece = f"@{_mention(part)}"
-        elif isinstance(part, _Text):
-            piece = _neutralised(part)
-        else:
-            piece = part
+        piece = _neutralised(part) if isinstance(part, _Text) else part
         touching = bool(last and piece) and not last.isspace() and not piece[0].isspace()
         if touching and (mention or after_mention):
             pieces.append(" ")
@@ -139,25 +147,72 @@ def _joined(parts: Sequence[str]) -> str:
     return "".join(pieces)
 
 
-def _local(uri: str) -> str:
-    """A ``file:`` URI as its local path, percent-decoded (``my%20file.txt`` is
-    ``my file.txt``; ``file://localhost/…`` is local too); any other URI unchanged."""
+def _mention(uri: str) -> str:
+    """The mention of `uri`: a ``file:`` URI's local path, percent-decoded (``my%20file.txt``
+    is ``my file.txt``; ``file://localhost/…`` is local too), then what its fragment and
+    query say, in parentheses (``@/w/a.py (lines 10-20)``); any other URI whole."""
     from urllib.parse import unquote, urlsplit
 
-    parts = urlsplit(uri)
-    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
-        return uri
-    return unquote(parts.path)
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # no URI a path can be taken from (``file://[x``): shown whole
+        parts = None
+    if parts is None or parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return f"@{_word(uri)}"
+    path = f"@{_word(unquote(parts.path))}"
+    said = _where(parts.fragment) + _asked(parts.query)
+    return f"{path} ({', '.join(said)})" if said else path
 
 
-def _mention(target: str) -> str:
-    """`target` bare when it reads as one word, else JSON-quoted with ``<``, ``>``, DEL, C1
-    and the line separators escaped too (``"/w/my file.txt"``, ``"/w/a\\nb"``)."""
-    if not _MENTION_UNSAFE.search(target):
-        return target
+def _where(fragment: str) -> list[str]:
+    """What a ``file:`` URI's `fragment` says: the lines it names (``line 10``, ``lines
+    10-20``), or the fragment itself, percent-decoded and quoted (``fragment "intro"``)."""
+    from urllib.parse import unquote
+
+    if not fragment:
+        return []
+    if (lines := _LINES.fullmatch(fragment)) is not None:
+        first = int(lines.group(1))
+        last = first if lines.group(2) is None else int(lines.group(2))
+        if first == last >= 1:
+            return [f"line {first}"]
+        if 1 <= first < last:
+            return [f"lines {first}-{last}"]
+    return [f"fragment {_quoted(unquote(fragment))}"]
+
+
+def _asked(query: str) -> list[str]:
+    """What a ``file:`` URI's `query` says: Zed's ``column`` and ``symbol`` (``column 5``,
+    ``symbol "parse"``), or, holding anything else, the query itself, percent-decoded and
+    quoted (``query "v=2"``)."""
+    from urllib.parse import parse_qsl, unquote
+
+    if not query:
+        return []
+    pairs = parse_qsl(query, keep_blank_values=True)
+    known = dict(pairs)
+    if (
+        pairs
+        and len(known) == len(pairs)
+        and known.keys() <= {"column", "symbol"}
+        and _COLUMN.fullmatch(known.get("column", "1"))
+    ):
+        said = [f"column {int(known['column'])}"] if "column" in known else []
+        return said + ([f"symbol {_quoted(known['symbol'])}"] if "symbol" in known else [])
+    return [f"query {_quoted(unquote(query))}"]
+
+
+def _word(target: str) -> str:
+    """`target` bare when it reads as one word, else `_quoted` (``"/w/my file.txt"``)."""
+    return _quoted(target) if _MENTION_UNSAFE.search(target) else target
+
+
+def _quoted(text: str) -> str:
+    """`text` JSON-quoted with ``<``, ``>``, DEL, C1 and the line separators escaped too
+    (``"/w/a\\nb"``): it ends at its own quote, holds no tag and no line break."""
     import json
 
-    quoted = json.dumps(target, ensure_ascii=False)
+    quoted = json.dumps(text, ensure_ascii=False)
     return _QUOTED_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
