@@ -27,8 +27,6 @@ from protocol.methods import (
     Step,
 )
 from protocol.shapes import TurnWaiting
-from robotad.config import Config
-from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.live import RecordWriter
 from robotad.daemon.manager import SessionManager
 from robotad.daemon.operations import SessionOperations
@@ -40,7 +38,7 @@ from robotad.storage.log_files import log_paths, open_logs
 from robotad.storage.record import SessionRecord
 from tests.storage.test_storage_log_sink_open import descriptors_of
 
-from .conftest import SHUTDOWN_TIMEOUT
+from .conftest import SHUTDOWN_TIMEOUT, running_manager
 from .test_daemon_journal_damage import parked_with_a_damaged_journal
 
 TIMEOUT = 20.0
@@ -157,17 +155,11 @@ async def test_a_load_whose_requester_leaves_while_it_is_prepared_lets_go_of_it(
 @pytest.fixture
 async def mcp_manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[SessionManager]:
     """A running manager whose sessions may have MCP servers of their own."""
-    state = tmp_path / "state"
     hub = McpHub({})
     await nursery.start(hub.run)
-    assembler = SessionAssembler.from_config(Config(), state_dir=state, mcp=hub)
-    manager = SessionManager(
-        state_dir=state, assembler=assembler, nursery=nursery, idle_unload_seconds=0
-    )
-    await nursery.start(manager.run)
-    yield manager
+    async with running_manager(tmp_path / "state", nursery, mcp=hub) as manager:
+        yield manager
     with trio.fail_after(SHUTDOWN_TIMEOUT):
-        await manager.shutdown(0)
         await hub.aclose()
 
 
