@@ -13,6 +13,7 @@ from robotad.config import Config
 from robotad.daemon.assembly import SessionAssembler
 from robotad.daemon.manager import SessionManager
 from robotad.mcp.hub import McpHub
+from tests.providers.fake_servers import FakeModelServer
 
 #: Bound on the manager's shutdown when a test is done with it.
 SHUTDOWN_TIMEOUT = 20.0
@@ -40,3 +41,12 @@ async def manager(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Sessio
     test."""
     async with running_manager(tmp_path / "state", nursery) as running:
         yield running
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> FakeModelServer:
+    """A fake model server with no replies queued yet (a test adds its own), running for the
+    test."""
+    fake = FakeModelServer([])
+    await nursery.start(fake.run)
+    return fake

@@ -26,13 +26,6 @@ BEFORE_ACTING = "Let me read the file first."
 WHOLE = "The user asked for a parser; it is written and its tests pass."
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> FakeModelServer:
-    fake = FakeModelServer([])
-    await nursery.start(fake.run)
-    return fake
-
-
 def replies(kind: str, odd: str) -> list[Reply]:
     """A turn's reply, the odd summary reply, then a whole summary, in `kind`'s wire form."""
     if kind == "anthropic":

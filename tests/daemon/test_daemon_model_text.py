@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from tests.daemon_helpers import IO_TIMEOUT, DaemonHome, connect, running_daemon
@@ -19,13 +18,6 @@ from tests.providers.fake_servers import FakeModelServer, Reply, anthropic_strea
 #: What the model "says": a word with a lone low surrogate inside it.
 SAID = "caf\udcff!"
 SHOWN = "caf\ufffd!"
-
-
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> FakeModelServer:
-    fake = FakeModelServer([])
-    await nursery.start(fake.run)
-    return fake
 
 
 def glob_call(pattern: str) -> Reply:

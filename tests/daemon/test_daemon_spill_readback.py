@@ -15,20 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from tests.daemon_helpers import IO_TIMEOUT, Client, DaemonHome, connect, running_daemon
 from tests.providers.fake_servers import FakeModelServer, Reply, openai_stream
 
 LINES = 600  # of 300 characters and more: Grep's answer is far over the 64 K spill threshold
-
-
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> FakeModelServer:
-    fake = FakeModelServer([])
-    await nursery.start(fake.run)
-    return fake
 
 
 def calls(name: str, arguments: dict[str, Any]) -> Reply:
