@@ -8,16 +8,12 @@ they can answer as no server of the official SDK would.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 
-from robotad.mcp.config import McpServerConfig
-from robotad.mcp.hub import McpHub
-
-from .test_mcp_server_answers import NO_ARGUMENTS, RAW_SERVER, run_tool
+from .test_mcp_server_answers import NO_ARGUMENTS, RAW_SERVER, run_tool, running_hub
 
 #: Lists `search`, whose input schema has no ``type`` (the SDK's model requires it), between
 #: two usable tools, and a tool whose name is no string.
@@ -45,19 +41,13 @@ async def test_a_tool_the_sdk_refuses_is_left_out_and_the_others_offered(
     "ValidationError: 1 validation error for ListToolsResult", naming no tool: every tool of
     the server was lost. Its other tools are offered now, and the one left out is named with
     why: in the log, in ``mcp/list`` and to a call of it."""
-    script = tmp_path / "lax.py"
-    script.write_text(LAX_SERVER)
-    hub = McpHub({"lax": McpServerConfig(command=sys.executable, args=[str(script)])})
     with trio.fail_after(60), caplog.at_level(logging.WARNING, logger="robotad.mcp"):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(hub.run)
+        async with running_hub(tmp_path, "lax", LAX_SERVER) as hub:
             session = hub.for_session("s", [])
             offered = [tool.name for tool in await session.tools()]
             called = await run_tool(hub, "mcp__lax__last", tmp_path)
             (entry,) = await hub.listing()
             missing = session.missing_reason("mcp__lax__search")
-            await hub.aclose()
-            nursery.cancel_scope.cancel()
     assert offered == ["mcp__lax__first", "mcp__lax__last"]
     assert called.ok, called.content
     assert called.content == "called last"
@@ -109,18 +99,12 @@ async def test_a_malformed_call_result_says_which_member_and_what(tmp_path: Path
     CallToolResult": the model and the user saw no member and no problem. Now the first
     three, located and bounded, the rest counted; a union member (a content block) is the
     one its ``type`` names. The server serves on."""
-    script = tmp_path / "odd.py"
-    script.write_text(ODD_SERVER)
-    hub = McpHub({"odd": McpServerConfig(command=sys.executable, args=[str(script)])})
     with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(hub.run)
+        async with running_hub(tmp_path, "odd", ODD_SERVER) as hub:
             broken = await run_tool(hub, "mcp__odd__broken", tmp_path)
             kindless = await run_tool(hub, "mcp__odd__kindless", tmp_path)
             (server,) = hub.daemon_servers()
             status = (server.status, server.error)
-            await hub.aclose()
-            nursery.cancel_scope.cancel()
     assert not broken.ok
     assert broken.content == (
         "MCP server odd: unusable answer: not a valid CallToolResult: "
@@ -143,15 +127,9 @@ async def test_a_servers_own_error_32001_is_quoted_not_taken_for_a_timeout(
     """-32001 is the code the SDK reports its own timeout with, and a server may answer a
     call with it too: that answer read "did not answer within 60000 ms", the server's words
     lost, though it had answered at once."""
-    script = tmp_path / "odd.py"
-    script.write_text(ODD_SERVER)
-    hub = McpHub({"odd": McpServerConfig(command=sys.executable, args=[str(script)])})
     with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(hub.run)
+        async with running_hub(tmp_path, "odd", ODD_SERVER) as hub:
             late = await run_tool(hub, "mcp__odd__late", tmp_path)
-            await hub.aclose()
-            nursery.cancel_scope.cancel()
     assert not late.ok
     assert late.content == "MCP server odd: error -32001: the upstream index timed out"
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,20 @@ async def run_tool(hub: McpHub, name: str, cwd: Path) -> ToolResult:
     """A call of the tool `name` (``mcp__SERVER__TOOL``) as a session makes it."""
     tools = {tool.name: tool for tool in await hub.for_session("s", []).tools()}
     return await tools[name].run({}, ToolContext(cwd=cwd, session_id="s"))
+
+
+@asynccontextmanager
+async def running_hub(tmp_path: Path, name: str, source: str) -> AsyncIterator[McpHub]:
+    """A hub of one stdio server `name`, the Python program `source` (written under
+    `tmp_path`), running for the block and closed after it."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(source)
+    hub = McpHub({name: McpServerConfig(command=sys.executable, args=[str(script)])})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.run)
+        yield hub
+        await hub.aclose()
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_servers_own_error_32000_fails_its_call_alone(tmp_path: Path) -> None:
@@ -208,16 +224,10 @@ async def test_an_object_schema_without_properties_is_offered_with_empty_ones(
     ("object schema missing properties"), and with it the whole request: every turn of a
     session offered such a tool (the Go SDK lists every tool without arguments so) failed.
     It is offered with empty ones, to every provider; the rest of a schema is the server's."""
-    script = tmp_path / "go_style.py"
-    script.write_text(GO_STYLE_SERVER)
-    hub = McpHub({"go": McpServerConfig(command=sys.executable, args=[str(script)])})
     with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(hub.run)
+        async with running_hub(tmp_path, "go", GO_STYLE_SERVER) as hub:
             tools = await hub.for_session("s", []).tools()
             called = await run_tool(hub, "mcp__go__whoami", tmp_path)
-            await hub.aclose()
-            nursery.cancel_scope.cancel()
     schemas = [tool.schema for tool in tools]
     parameters = {f["function"]["name"]: f["function"]["parameters"] for f in openai_tools(schemas)}
     assert parameters == {
@@ -258,15 +268,9 @@ async def test_stdout_lines_that_are_not_json_rpc_are_logged_at_a_bounded_rate(
     the journal, whose rate limit then drops robotad's own lines), while its stderr was bounded.
     At most 200 a minute now, then how many more were skipped; the answer comes through.
     Everything happens within the first minute: the test's own bound is shorter."""
-    script = tmp_path / "chatty.py"
-    script.write_text(CHATTY_SERVER)
-    hub = McpHub({"chatty": McpServerConfig(command=sys.executable, args=[str(script)])})
     with trio.fail_after(50), caplog.at_level(logging.WARNING, logger="robotad.mcp"):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(hub.run)
+        async with running_hub(tmp_path, "chatty", CHATTY_SERVER) as hub:
             result = await run_tool(hub, "mcp__chatty__chatty", tmp_path)
-            await hub.aclose()
-            nursery.cancel_scope.cancel()
     assert result.content == "done"
     said = [record.getMessage() for record in caplog.records]
     skipped = [record for record in caplog.records if record.getMessage() == said[0]]
