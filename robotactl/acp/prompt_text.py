@@ -8,10 +8,13 @@ besides its path follows the path in parentheses (decision 80): the lines an edi
 inclusive as Read numbers them (its ``offset`` 10, ``limit`` 11), Zed's ``?column=`` and
 ``?symbol=`` as ``column 5`` and ``symbol "name"``; any other fragment or query as it is,
 ``fragment "…"``, ``query "…"``. An embedded ``resource`` with text becomes a context block
-naming its URI (fragment and all), so the model sees what the editor attached; one with a
-binary blob is mentioned like a link. Images and audio are refused (the agent advertises
-neither), as is any block of an unknown type: -32602 with the block's path, never a silent
-drop.
+naming its URI (fragment and all), so the model sees what the editor attached; when that URI
+says more than a path (Zed's selection ``file:///w/a.py#L10:20``, whose text is those lines)
+the mention of it heads the block, ``@/w/a.py (lines 10-20):`` (decision 83). One with a
+binary blob is mentioned like a link; one with neither (ACP requires a ``text`` or a
+``blob``, a string) is refused at its path. Images and audio are refused (the agent
+advertises neither), as is any block of an unknown type: -32602 with the block's path, never
+a silent drop.
 
 What others wrote never passes for the framing (decision 74). The only ``context`` tags in
 the prompt are the ones written here, one pair for each attachment: a tag anywhere in the
@@ -111,17 +114,36 @@ def _part(block: ContentBlock, path: str) -> str | dict[str, Any]:
     if kind == "resource_link" and isinstance(block.get("uri"), str):
         return _Mention(_mention(block["uri"]))
     if kind == "resource" and isinstance(resource := block.get("resource"), dict):
-        uri = resource.get("uri")
-        if not isinstance(uri, str):
-            return {"path": f"{path}.resource.uri", "message": "an attachment needs its uri"}
-        text = resource.get("text")
-        if isinstance(text, str):
-            return _Framed(
-                f'\n<context uri="{_attribute(uri)}">\n{_neutralised(text)}\n</context>\n'
-            )
-        return _Mention(_mention(uri))
+        return _attachment(resource, f"{path}.resource")
     what = f"{kind!r} content" if isinstance(kind, str) else "a malformed content block"
     return {"path": path, "message": f"robotactl acp does not accept {what}"}
+
+
+def _attachment(resource: dict[str, Any], path: str) -> str | dict[str, Any]:
+    """An embedded `resource` as a part of the prompt: its text framed, under the mention of
+    what the URI says besides the path (the lines it is) when it says any; a blob mentioned;
+    or the issue refusing it (ACP's ``TextResourceContents`` or ``BlobResourceContents``:
+    a string ``uri`` and a string ``text`` or ``blob``)."""
+    uri = resource.get("uri")
+    if not isinstance(uri, str):
+        return {"path": f"{path}.uri", "message": "an attachment needs its uri"}
+    text = resource.get("text")
+    if isinstance(text, str):
+        target, said = _located(uri)
+        label = f"@{target} ({', '.join(said)}):\n" if said else ""
+        body = _neutralised(text)
+        return _Framed(f'\n{label}<context uri="{_attribute(uri)}">\n{body}\n</context>\n')
+    if isinstance(resource.get("blob"), str):
+        return _Mention(_mention(uri))
+    for member, kind in (("text", "a string"), ("blob", "a base64 string")):
+        if member in resource:
+            message = f"an attachment's {member} must be {kind}"
+            return {"path": f"{path}.{member}", "message": message}
+    return {
+        "path": path,
+        "message": "an attachment needs its text or its blob; a resource_link mentions "
+        "a file without its content",
+    }
 
 
 def _joined(parts: Sequence[str]) -> str:
@@ -148,9 +170,17 @@ def _joined(parts: Sequence[str]) -> str:
 
 
 def _mention(uri: str) -> str:
-    """The mention of `uri`: a ``file:`` URI's local path, percent-decoded (``my%20file.txt``
-    is ``my file.txt``; ``file://localhost/…`` is local too), then what its fragment and
-    query say, in parentheses (``@/w/a.py (lines 10-20)``); any other URI whole."""
+    """The mention of `uri`: ``@`` and its target, then what its URI says besides the path,
+    in parentheses (``@/w/a.py (lines 10-20)``)."""
+    target, said = _located(uri)
+    return f"@{target} ({', '.join(said)})" if said else f"@{target}"
+
+
+def _located(uri: str) -> tuple[str, list[str]]:
+    """The target a mention of `uri` names, `_word`-spelled — a ``file:`` URI's local path,
+    percent-decoded (``my%20file.txt`` is ``my file.txt``; ``file://localhost/…`` is local
+    too), any other URI whole — and what a local file's URI says besides: its fragment's
+    lines (``lines 10-20``), its query (``symbol "parse"``)."""
     from urllib.parse import unquote, urlsplit
 
     try:
@@ -158,10 +188,8 @@ def _mention(uri: str) -> str:
     except ValueError:  # no URI a path can be taken from (``file://[x``): shown whole
         parts = None
     if parts is None or parts.scheme != "file" or parts.netloc not in ("", "localhost"):
-        return f"@{_word(uri)}"
-    path = f"@{_word(unquote(parts.path))}"
-    said = _where(parts.fragment) + _asked(parts.query)
-    return f"{path} ({', '.join(said)})" if said else path
+        return _word(uri), []
+    return _word(unquote(parts.path)), _where(parts.fragment) + _asked(parts.query)
 
 
 def _where(fragment: str) -> list[str]:

@@ -1,8 +1,10 @@
 """What an editor attaches never passes for the prompt's framing (decision 74): a context
 block ends where robotactl ends it, its URI attribute where robotactl closes it, a mention
 reads as one path, and what its URI says besides the path (the lines an editor selected, a
-fragment or query of any kind) follows it, read back whole (decision 80). Sans-I/O:
-`prompt_text` alone, and the Read tool for the lines a mention names."""
+fragment or query of any kind) follows it, read back whole (decision 80); an attached
+selection is headed by that mention, and an attachment with neither text nor blob is refused
+(decision 83). Sans-I/O: `prompt_text` alone, and the Read tool for the lines a mention
+names."""
 
 from __future__ import annotations
 
@@ -174,6 +176,12 @@ def test_a_mention_keeps_what_its_uri_says_besides_the_path(uri: str, mention: s
     assert prompt_text([text_block("read"), link(uri), text_block("now")]) == f"read {mention} now"
     binary = {"type": "resource", "resource": {"uri": uri, "blob": "AA=="}}
     assert prompt_text([binary]) == mention
+    # Attached with its text, the same words head the block (decision 83): the text is what
+    # the URI says, those lines, not the whole file. A URI that says no more has no head.
+    framed = prompt_text([attached(uri, "body")])
+    head = f"\n{mention}:\n" if " (" in mention else "\n"
+    assert framed.startswith(f"{head}<context uri=")
+    assert framed.endswith('">\nbody\n</context>\n')
 
 
 async def test_the_lines_a_mention_names_are_the_lines_read_returns(tmp_path: Path) -> None:
@@ -194,11 +202,75 @@ async def test_the_lines_a_mention_names_are_the_lines_read_returns(tmp_path: Pa
     ]
 
 
+def test_an_attached_selection_says_which_lines_its_text_is() -> None:
+    """Zed attaches a selection as the selected text under ``file:///w/a.py#L10:20``: the
+    model had the URI alone to tell that the text was lines 10-20 and not the file, and the
+    fragment of a URI is easily read past. The block is headed by the mention a link to
+    those lines is (decision 80's words), the attribute still the URI whole."""
+    selection = attached("file:///w/a.py#L10:20", "    return parse(line)\n")
+    symbol = attached("file:///w/my%20b.rs?symbol=parse#L3:9", "fn parse() {}")
+    whole = attached("file:///w/c.md", "# C")
+    assert prompt_text([text_block("why"), selection, symbol, whole]) == (
+        "why"
+        '\n@/w/a.py (lines 10-20):\n<context uri="file:///w/a.py#L10:20">\n'
+        "    return parse(line)\n\n</context>\n"
+        '\n@"/w/my b.rs" (lines 3-9, symbol "parse"):\n'
+        '<context uri="file:///w/my%20b.rs?symbol=parse#L3:9">\nfn parse() {}\n</context>\n'
+        '\n<context uri="file:///w/c.md">\n# C\n</context>\n'
+    )
+
+
+async def test_an_attached_selection_is_the_lines_its_head_names(tmp_path: Path) -> None:
+    """The head's path and lines, given to Read as they stand (offset 10, limit 11), return
+    the text the editor attached: the numbers mean what the model will take them to mean."""
+    lines = [f"line {number}" for number in range(1, 31)]
+    (tmp_path / "a.py").write_text("\n".join(lines) + "\n")
+    selected = "\n".join(lines[9:20])
+    prompt = prompt_text([attached(f"{(tmp_path / 'a.py').as_uri()}#L10:20", selected)])
+    head = re.match(r"\n@(\S+) \(lines ([0-9]+)-([0-9]+)\):\n<context uri=\"[^\"]*\">\n", prompt)
+    assert head is not None, prompt
+    first, last = int(head.group(2)), int(head.group(3))
+    read = await call(
+        ReadTool(), tmp_path, file_path=head.group(1), offset=first, limit=last - first + 1
+    )
+    shown = [row.split("\t", 1)[1] for row in read.content.splitlines() if "\t" in row]
+    assert "\n".join(shown) == selected == prompt[head.end() :].removesuffix("\n</context>\n")
+
+
 def test_an_attachment_without_a_uri_is_refused_where_it_is() -> None:
     block = {"type": "resource", "resource": {"text": "x"}}
     with pytest.raises(InvalidParams) as refused:
         prompt_text([text_block("x"), block])
     assert refused.value.issues[0]["path"] == "$.prompt[1].resource.uri"
+
+
+@pytest.mark.parametrize(
+    ("resource", "path", "message"),
+    [
+        ({"uri": "file:///w/a.py"}, "$.prompt[1].resource", "needs its text or its blob"),
+        ({"uri": "file:///w/a.py", "mimeType": "text/x-python"}, "$.prompt[1].resource", "blob"),
+        ({"uri": "file:///w/a.py", "text": None}, "$.prompt[1].resource.text", "a string"),
+        ({"uri": "file:///w/a.py", "text": 3}, "$.prompt[1].resource.text", "a string"),
+        ({"uri": "file:///w/a.bin", "blob": ["AA=="]}, "$.prompt[1].resource.blob", "base64"),
+    ],
+)
+def test_an_attachment_without_its_content_is_refused_where_it_is(
+    resource: dict[str, Any], path: str, message: str
+) -> None:
+    """ACP's embedded resource is ``TextResourceContents`` (a string ``text``) or
+    ``BlobResourceContents`` (a string ``blob``); one with neither is no valid block, and was
+    shown as a mention, the editor's fault passed to the model as the person's link."""
+    with pytest.raises(InvalidParams) as refused:
+        prompt_text([text_block("x"), {"type": "resource", "resource": resource}])
+    [issue] = refused.value.issues
+    assert issue["path"] == path
+    assert message in issue["message"]
+
+
+def test_an_attachment_with_a_blob_and_a_null_text_is_the_blob() -> None:
+    """As the ACP schema reads it: no string text, a string blob, so a binary resource."""
+    resource = {"uri": "file:///w/a.png", "text": None, "blob": "AA=="}
+    assert prompt_text([{"type": "resource", "resource": resource}]) == "@/w/a.png"
 
 
 def test_a_prompt_over_the_limit_is_refused_at_its_largest_block() -> None:
@@ -276,6 +348,16 @@ FILE_URIS = st.builds(
 URIS = st.one_of(TEXTS, FILE_URIS)
 
 
+def says_more_than_a_path(uri: str) -> bool:
+    """Whether `uri` is a local file's with a fragment or a query."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    local = parts.scheme == "file" and parts.netloc in ("", "localhost")
+    return local and bool(parts.fragment or parts.query)
+
+
 def text_blocks(text: str, cuts: list[int]) -> list[dict[str, Any]]:
     """`text` cut at `cuts` into text blocks (an editor sends one per line, per paste…)."""
     points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
@@ -302,8 +384,9 @@ def test_no_attached_text_ends_its_block_or_its_attribute_early(
 ) -> None:
     """Whatever the blocks hold, the only tags a reader takes for context tags are one
     opening and one closing for each attachment, in order; the opening's attribute ends at
-    its own quote and reads back as the URI; what stands between the tags reads back as the
-    attachment's text."""
+    its own quote and reads back as the URI, and is headed by the URI's mention when that
+    says more than a path; what stands between the tags reads back as the attachment's
+    text."""
     try:
         prompt = prompt_text(blocks)
     except InvalidParams as refused:
@@ -320,6 +403,9 @@ def test_no_attached_text_ends_its_block_or_its_attribute_early(
         head = OPENING.match(prompt, opening.start())
         assert head is not None, prompt[opening.start() :]
         assert attribute_value(head.group(1)) == resource["uri"]
+        if says_more_than_a_path(resource["uri"]):  # headed by its mention (decision 83)
+            mention = prompt_text([link(resource["uri"])])
+            assert prompt.endswith(f"\n{mention}:\n", 0, opening.start())
         body_end = closing.start() - 1
         assert prompt.startswith(CLOSING, body_end)
         assert read_back(prompt[head.end() : body_end]) == resource["text"]
