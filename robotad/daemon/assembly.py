@@ -10,8 +10,8 @@ spill store, the project rules and the trace flag — and builds:
   provider or a malformed step, each malformed permission pattern at its own path. Nothing is
   built (no SDK client is opened just to validate).
 - `build(record, ...)`: the `Session` of a record, not started: the record's settings, the
-  project rules of its canonical cwd merged in (G-115; an argument pattern on an MCP tool that
-  stored state holds is left out, decision 73), the session log (``logs/<id>.jsonl``),
+  project rules of its canonical cwd merged in (G-115; an MCP rule stored state holds that
+  robotad now refuses is left out, decisions 73 and 81), the session log (``logs/<id>.jsonl``),
   the built-in tools and the hooks, and its provider over the daemon's pooled SDK client of
   that configuration (`robotad.providers.clients`). Refusals are located in the params of a
   session being made (`new_at`) or reported as the stored session's (see `build`).
@@ -44,6 +44,7 @@ from protocol.methods import CreateParams
 from protocol.validate import ValidationFailed
 from robotad.agent.provider import Provider
 from robotad.config import Config, config_path
+from robotad.daemon.inert_rules import without_inert_rules
 from robotad.daemon.project_rules import ProjectRules, ProjectRulesUnreadable
 from robotad.mcp.config import spec_of_wire, wire_issues
 from robotad.mcp.hub import McpHub, SessionTools
@@ -65,7 +66,7 @@ from robotad.session.errors import InvalidSetting
 from robotad.session.hooks.config import HooksConfig, parse_hooks_config
 from robotad.session.hooks.runner import HookRunner
 from robotad.session.permissions.classifier import Classifier, CommandClassifier
-from robotad.session.permissions.patterns import mcp_argument_refusal, parse_rules
+from robotad.session.permissions.patterns import parse_rules
 from robotad.session.permissions.sensitive_paths import SensitivePaths
 from robotad.session.ports import EventSink, SessionStorePort
 from robotad.session.session import Session
@@ -480,14 +481,15 @@ class SessionAssembler:
     def _rules_of(
         self, record: SessionRecord, project: Mapping[str, Sequence[str]], new_at: str | None
     ) -> dict[str, list[str]]:
-        """The session's rules: the record's own, then its project's (G-115). An argument
-        pattern on an MCP tool that stored state holds — the project's file, a stored
-        session's record — is left out, and the daemon's log says so: robotad took those
-        before it refused them, they never matched a call, and refusing one now would refuse
-        the session (decision 73). A new session's own are refused as any bad rule is."""
+        """The session's rules: the record's own, then its project's (G-115). An MCP rule
+        robotad now refuses that stored state holds — the project's file, a stored session's
+        record — is left out, and the daemon's log says so: robotad took those before it
+        refused them, they never matched a call, and refusing one now would refuse the
+        session (`robotad.daemon.inert_rules`; an import's are left out before it is built).
+        A new session's own are refused as any bad rule is."""
         own: dict[str, list[str]] = msgspec.to_builtins(record.settings.permissions)
         if new_at is None:
-            own = _without_mcp_arguments(own, f"session {record.id}")
+            own = without_inert_rules(own, f"session {record.id}")
         return _merged(own, project)
 
     def _options_of(
@@ -537,11 +539,11 @@ class SessionAssembler:
 
     def _project_rules_of(self, cwd: str) -> dict[str, list[str]] | None:
         """Blocking: the project rules of `cwd`, or None when it is no existing directory. An
-        argument pattern on an MCP tool is left out (see `_rules_of`)."""
+        MCP rule robotad now refuses is left out (see `_rules_of`)."""
         if not (os.path.isabs(cwd) and os.path.isdir(cwd)):
             return None
         where = f"the project rules of {cwd} ({self.project_rules.path_for(cwd)})"
-        return _without_mcp_arguments(self.project_rules.load(cwd), where)
+        return without_inert_rules(self.project_rules.load(cwd), where)
 
     def _mcp_tools(self, record: SessionRecord) -> SessionTools | None:
         """The session's MCP tool source: the daemon's servers and its own; None when it has
@@ -578,27 +580,6 @@ def _merged(
         rules.extend(rule for rule in project.get(kind, ()) if rule not in rules)
         merged[kind] = rules
     return merged
-
-
-def _without_mcp_arguments(rules: Mapping[str, Sequence[str]], whose: str) -> dict[str, list[str]]:
-    """`rules` without the argument patterns on MCP tools stored before robotad refused them
-    (`mcp_argument_refusal`), each left out with a warning naming `whose` rules they were."""
-    kept: dict[str, list[str]] = {}
-    for kind in _RULE_KINDS:
-        kept[kind] = []
-        for text in rules.get(kind, ()):
-            refusal = mcp_argument_refusal(text)
-            if refusal is None:
-                kept[kind].append(text)
-            else:
-                log.warning(
-                    "%s: the %s rule %r is left out, as it never applied to a call: %s",
-                    whose,
-                    kind,
-                    text,
-                    refusal,
-                )
-    return kept
 
 
 def _relocated(exc: InvalidParams | InvalidSetting, where: str) -> InvalidParams:

@@ -35,9 +35,7 @@ import msgspec
 import trio
 from msgspec import UNSET
 
-from protocol.errors import (
-    NotAllowed,
-)
+from protocol.errors import InvalidParams, NotAllowed
 from protocol.events import EVENT_METHOD
 from protocol.methods import (
     AddRuleParams,
@@ -69,6 +67,7 @@ from protocol.shapes import (
 from robotad.agent.provider import NamedTool, ToolChoice
 from robotad.daemon.fork import fork_history
 from robotad.daemon.import_rules import require_importable
+from robotad.daemon.inert_rules import as_given, kept_rules, log_left_out
 from robotad.daemon.info import session_info
 from robotad.daemon.live import (
     LiveSession,
@@ -86,7 +85,7 @@ from robotad.storage.failure import unreadable
 from robotad.storage.ids import validate_session_id
 from robotad.storage.log_files import FileLogSource
 from robotad.storage.log_replay import validate_log
-from robotad.storage.record import ForkedFrom, SessionRecord
+from robotad.storage.record import ForkedFrom, Permissions, SessionRecord
 from robotad.storage.store import SESSION_OWNED
 
 __all__ = ["SessionOperations"]
@@ -447,20 +446,31 @@ class SessionOperations:
         """A new session from an artifact, decoded by the store's own total decoder and held
         to `robotad.daemon.import_rules` (every defect located under ``$.artifact``), under
         `sessionId` or the artifact's own id; `SessionExists` when taken. The record is
-        stored exactly as imported; a refusal writes nothing (G-032)."""
+        stored as imported, less the MCP rules an earlier robotad took and robotad now
+        refuses (an export of a session not loaded since holds them as its record does):
+        those are left out as a stored session's are on load (`robotad.daemon.inert_rules`),
+        and robotad's log names them once the session is imported. A refusal writes nothing
+        (G-032)."""
         record = import_artifact(params.artifact)
         if params.session_id is not UNSET:
             record = msgspec.structs.replace(record, id=validate_session_id(params.session_id))
         require_importable(record, "$.artifact.record")
+        rules, left_out = kept_rules(msgspec.to_builtins(record.settings.permissions))
+        if left_out:
+            settings = msgspec.structs.replace(record.settings, permissions=Permissions(**rules))
+            record = msgspec.structs.replace(record, settings=settings)
 
         def as_imported(imported: SessionRecord, live: LiveSession) -> SessionRecord:
             return imported
 
-        live = await self.manager.add(
-            record,
-            new_at="$.artifact.record",
-            written=as_imported,
-        )
+        try:
+            live = await self.manager.add(record, new_at="$.artifact.record", written=as_imported)
+        except InvalidParams as exc:
+            if not left_out:
+                raise
+            where = "$.artifact.record.settings.permissions"
+            raise InvalidParams(as_given(exc.issues, where, left_out)) from None
+        log_left_out(f"the import of session {record.id}", left_out)
         return session_info(live)
 
     async def log(self, session_id: str) -> LogResult:

@@ -12,10 +12,11 @@ and adds nothing (the caller reports it; the session then adds nothing either, G
 
 A file that does not decode — or names another folder than the one it is addressed by — is
 `ProjectRulesUnreadable`: never read as "no rules" (that would silently drop deny rules) and
-never overwritten. So is one holding a malformed rule, except an argument pattern on an MCP
-tool (``mcp__files__write(/etc/**)``): robotad took those before it refused them, and they never
-matched a call; `load` returns them as stored, and the session's assembly leaves them out
-(decision 73).
+never overwritten. So is one holding a malformed rule, except an MCP rule robotad took before
+it refused it — an argument pattern on an MCP tool (``mcp__files__write(/etc/**)``, decision 73)
+or an MCP name whose ``mcp__`` is in another case (``Mcp__files``, decision 81) — which never
+matched a call; `load` returns those as stored, and the session's assembly leaves them out
+(`robotad.daemon.inert_rules`).
 
 Blocking I/O; async callers go through ``trio.to_thread.run_sync``. One instance serialises its
 own writes; it assumes no other process writes the folder (the daemon is single-instance).
@@ -145,14 +146,14 @@ class ProjectRules:
 
 def _rule_problems(stored: _ProjectFile) -> str:
     """Every malformed rule of a hand-edited file (``deny[1]: …``), joined; "" when none. An
-    argument pattern on an MCP tool is no problem here (see the module doc)."""
+    MCP rule robotad took before it refused it is no problem here (see the module doc)."""
     from robotad.session.errors import InvalidSetting
-    from robotad.session.permissions.patterns import mcp_argument_refusal, parse_rule
+    from robotad.session.permissions.patterns import mcp_rule_refusal, parse_rule
 
     problems: list[str] = []
     for kind, texts in stored.rules().items():
         for index, text in enumerate(texts):
-            if mcp_argument_refusal(text) is not None:
+            if mcp_rule_refusal(text) is not None:
                 continue
             try:
                 parse_rule(text)

@@ -14,7 +14,9 @@ Permission rules name ``mcp__SERVER`` (every tool of that server) or one tool, b
 is offered under or by its full name ``mcp__SERVER__TOOL`` (cleaned, never cut): `rule_names`
 are the names a tool answers to besides the one offered, and `rule_covers` is that one
 decision. A rule gives an MCP tool no argument pattern: MCP tools have no argument a pattern
-could match, so `written_for_mcp` tells the parser which names to refuse one for (decision 73).
+could match, so `written_for_mcp` tells the parser which names to refuse one for (decision 73),
+and which names to refuse outright when their ``mcp__`` is in another case, as no name offered
+is (decision 81).
 Hook matchers are searched in the name offered, which always starts with ``mcp__SERVER__``.
 """
 

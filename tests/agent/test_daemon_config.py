@@ -231,6 +231,28 @@ deny = ["mcp__files", "mcp__files__write(/etc/**)"]
     assert "write 'mcp__files__write' for every call of that tool" in message
 
 
+def test_an_mcp_name_in_another_case_is_located_in_the_file(tmp_path: Path) -> None:
+    """Decision 81: ``allow = ["Mcp__files"]`` allowed nothing (every MCP tool's name starts
+    with ``mcp__`` itself, and names are compared exactly); it is refused at its path like any
+    malformed rule, saying what to write, while the lower-case names stay accepted."""
+    text = """
+[permissions]
+allow = ["mcp__files__read_text_file", "Mcp__files"]
+deny = ["mcp__files", "MCP__files__write"]
+"""
+    located, _ = refusals(tmp_path, text)
+    assert list(located) == ["permissions.allow[1]", "permissions.deny[1]"]
+    assert located["permissions.allow[1]"].startswith(
+        "MCP tools are named with 'mcp__' in lower case"
+    )
+    assert located["permissions.allow[1]"].endswith(
+        "; write 'mcp__files' for every tool of that server"
+    )
+    assert located["permissions.deny[1]"].endswith(
+        "; write 'mcp__files__write' for every call of that tool"
+    )
+
+
 def test_an_unknown_hook_type_is_not_a_start_up_error(tmp_path: Path) -> None:
     text = """
 [[hooks.PreToolUse]]

@@ -107,6 +107,32 @@ def test_new_refuses_an_argument_pattern_on_an_mcp_tool_saying_what_to_write(
     assert result.stdout == ""
 
 
+def test_new_and_rule_refuse_an_mcp_name_in_another_case_saying_what_to_write(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    """Decision 81: ``--allow Mcp__files`` would allow nothing (every MCP tool's name starts
+    with ``mcp__`` itself); ``new`` and ``rule`` refuse it as a usage error naming the option
+    and the name to write, and add nothing."""
+    result = ctl(*sock(robotad), "new", "--cwd", str(work), "--allow", "Mcp__files")
+    assert result.returncode == ExitCode.USAGE
+    assert (
+        "--allow ($.permissions.allow[0]): MCP tools are named with 'mcp__' in lower case"
+        in result.stderr
+    )
+    assert "write 'mcp__files' for every tool of that server" in result.stderr
+    assert result.stdout == ""
+    session_id = new_session(ctl, robotad, work)
+    typed = ctl(*sock(robotad), "rule", "-s", session_id, "deny", "MCP__files__write")
+    assert typed.returncode == ExitCode.USAGE
+    assert "PATTERN ($.rule): MCP tools are named with 'mcp__' in lower case" in typed.stderr
+    assert "write 'mcp__files__write' for every call of that tool" in typed.stderr
+    listed = decoded(
+        ctl(*sock(robotad), "--json", "rule", "-s", session_id, "deny", "mcp__files__write"),
+        PermissionRules,
+    )
+    assert listed.deny == ["mcp__files__write"]
+
+
 def test_new_with_a_taken_id_says_what_to_do(ctl: Ctl, robotad: RunningDaemon, work: Path) -> None:
     new_session(ctl, robotad, work, None, "--id", "taken")
     result = ctl(*sock(robotad), "new", "--cwd", str(work), "--id", "taken")

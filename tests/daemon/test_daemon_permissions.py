@@ -266,9 +266,9 @@ async def test_an_argument_pattern_on_an_mcp_tool_is_refused_where_it_enters(
 ) -> None:
     """Decision 73: MCP tools have no argument a pattern could match, so
     ``mcp__files__write(/etc/**)`` denied nothing. session/create refuses it at
-    $.permissions.deny[i], session/addRule at $.rule (either scope, in any case of ``mcp__``),
-    session/import at its path in the record — -32602 saying what to write, nothing added or
-    persisted — and the bare names stay accepted."""
+    $.permissions.deny[i], session/addRule at $.rule (either scope, in any case of ``mcp__``)
+    — -32602 saying what to write, nothing added or persisted — and the bare names stay
+    accepted. (An import leaves such a rule out, decision 81: see the import's test.)"""
     project = tmp_path / "project"
     project.mkdir()
     with trio.fail_after(IO_TIMEOUT):
@@ -295,18 +295,9 @@ async def test_an_argument_pattern_on_an_mcp_tool_is_refused_where_it_enters(
                     "scope": "session",
                 },
             )
-            artifact = (await client.call("session/export", {"sessionId": session_id}))["artifact"]
-            artifact["record"]["settings"]["permissions"]["deny"] = [MCP_ARGUMENT_RULE]
-            with pytest.raises(InvalidParams) as imported:
-                await client.call("session/import", {"artifact": artifact, "sessionId": "never"})
-            with pytest.raises(SessionNotFound):
-                await client.call("session/get", {"sessionId": "never"})
     assert [i["path"] for i in created.value.issues] == ["$.permissions.deny[1]"]
     assert [[i["path"] for i in e.issues] for e in added] == [["$.rule"], ["$.rule"]]
-    assert [i["path"] for i in imported.value.issues] == [
-        "$.artifact.record.settings.permissions.deny[0]"
-    ]
-    for refusal in (created.value, *added, imported.value):
+    for refusal in (created.value, *added):
         assert refusal.code == -32602
         (issue,) = refusal.issues
         assert issue["message"].startswith("MCP tools take no argument pattern")
@@ -320,11 +311,12 @@ async def test_an_argument_pattern_on_an_mcp_tool_is_refused_where_it_enters(
 async def test_a_stored_argument_pattern_on_an_mcp_tool_is_left_out_on_load(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    """Decision 73: a session's record and a project's rule file written before robotad
-    refused such rules may hold one. The session still loads, and a new one is created in
-    that project, without it (it never applied to a call); the daemon's log names each rule
-    left out, whose it was and what to write; the session's next save leaves it out of its
-    record, and the project's file is kept as written."""
+    """Decisions 73 and 81: a session's record and a project's rule file written before
+    robotad refused such rules may hold one — an argument pattern on an MCP tool, or an MCP
+    name in another case. The session still loads, and a new one is created in that project,
+    without them (they never applied to a call); the daemon's log names each rule left out,
+    whose it was and what to write; the session's next save leaves them out of its record,
+    and the project's file is kept as written."""
     home = DaemonHome(tmp_path_factory.mktemp("stored"))
     project = tmp_path / "project"
     project.mkdir()
@@ -338,11 +330,13 @@ async def test_a_stored_argument_pattern_on_an_mcp_tool_is_left_out_on_load(
     # As an earlier robotad wrote them.
     stored = json.loads(home.record_path(session_id).read_bytes())
     stored["record"]["settings"]["permissions"]["deny"].append(MCP_ARGUMENT_RULE)
+    stored["record"]["settings"]["permissions"]["allow"].append("Mcp__files__read")
     home.record_path(session_id).write_text(json.dumps(stored))
     digest = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()
     project_file = home.state_dir / "projects" / f"{digest}.json"
     project_rules = json.loads(project_file.read_bytes())
     project_rules["ask"].append("mcp__files(x)")
+    project_rules["deny"].append("MCP__files")
     project_file.write_text(json.dumps(project_rules))
     with running_daemon(home) as again, trio.fail_after(IO_TIMEOUT):
         async with connect(again) as client:
@@ -368,8 +362,117 @@ async def test_a_stored_argument_pattern_on_an_mcp_tool_is_left_out_on_load(
     assert fresh_rules == {"allow": ["Glob"], "ask": [], "deny": ["Bash(rm:*)"]}
     saved = json.loads(home.record_path(session_id).read_bytes())["record"]["settings"]
     assert MCP_ARGUMENT_RULE not in saved["permissions"]["deny"]
+    assert "Mcp__files__read" not in saved["permissions"]["allow"]
     assert json.loads(project_file.read_bytes())["ask"] == ["mcp__files(x)"]
+    assert json.loads(project_file.read_bytes())["deny"] == ["Bash(rm:*)", "MCP__files"]
     log = again.output()
     assert f"session {session_id}: the deny rule {MCP_ARGUMENT_RULE!r} is left out" in log
     assert "write 'mcp__files__write' for every call of that tool" in log
     assert f"({project_file}): the ask rule 'mcp__files(x)' is left out" in log
+    assert f"session {session_id}: the allow rule 'Mcp__files__read' is left out" in log
+    assert "write 'mcp__files__read' for every call of that tool" in log
+    assert f"({project_file}): the deny rule 'MCP__files' is left out" in log
+
+
+async def test_an_mcp_name_in_another_case_is_refused_where_it_enters(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """Decision 81: every MCP tool is offered under a name starting with ``mcp__`` itself and
+    a rule's name is compared exactly, so ``Mcp__files__write`` matched no call. session/create
+    refuses it at $.permissions.allow[i], session/addRule at $.rule (either scope) — -32602
+    saying what to write, nothing added or persisted."""
+    project = tmp_path / "project"
+    project.mkdir()
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            with pytest.raises(InvalidParams) as created:
+                await create(
+                    client, project, permissions={"allow": ["mcp__files", "Mcp__files__write"]}
+                )
+            session_id = await create(client, project)
+            added = []
+            for rule, scope in (("MCP__files", "session"), ("mCp__files__write", "project")):
+                with pytest.raises(InvalidParams) as refused:
+                    await client.call(
+                        "session/addRule",
+                        {"sessionId": session_id, "rule": rule, "kind": "deny", "scope": scope},
+                    )
+                added.append(refused.value)
+            rules = await client.call(
+                "session/addRule",
+                {"sessionId": session_id, "rule": "Glob", "kind": "allow", "scope": "session"},
+            )
+    assert [i["path"] for i in created.value.issues] == ["$.permissions.allow[1]"]
+    assert [[i["path"] for i in e.issues] for e in added] == [["$.rule"], ["$.rule"]]
+    for refusal in (created.value, *added):
+        assert refusal.code == -32602
+        (issue,) = refusal.issues
+        assert issue["message"].startswith("MCP tools are named with 'mcp__' in lower case")
+    assert created.value.issues[0]["message"].endswith(
+        "; write 'mcp__files__write' for every call of that tool"
+    )
+    assert (
+        added[0].issues[0]["message"].endswith("; write 'mcp__files' for every tool of that server")
+    )
+    assert rules == {"allow": ["Glob"], "ask": [], "deny": []}
+    digest = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()
+    assert not (daemon.home.state_dir / "projects" / f"{digest}.json").exists()
+
+
+async def test_an_import_leaves_out_the_mcp_rules_an_earlier_robotad_took(
+    daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    """Decision 81: the export of a session stored before robotad refused them, and not
+    loaded since, holds its MCP rules as its record does — an argument pattern, a name in
+    another case. The import takes the session as loading it would: without them, its
+    record too, each named in the daemon's log with what to write. Its other rules are still
+    refused at their own paths in the artifact, and a refused import creates nothing and
+    logs no rule left out."""
+    with trio.fail_after(IO_TIMEOUT):
+        async with connect(daemon) as client:
+            session_id = await create(client, tmp_path)
+            artifact = (await client.call("session/export", {"sessionId": session_id}))["artifact"]
+            permissions = artifact["record"]["settings"]["permissions"]
+            permissions["allow"] = ["Mcp__files__read", "Glob"]
+            permissions["deny"] = [MCP_ARGUMENT_RULE, "Read(/etc/**)", "MCP__docs"]
+            info = await client.call(
+                "session/import", {"artifact": artifact, "sessionId": "imported-old"}
+            )
+            stored = json.loads(daemon.home.record_path("imported-old").read_bytes())
+            rules = await client.call(
+                "session/addRule",
+                {"sessionId": "imported-old", "rule": "Grep", "kind": "ask", "scope": "session"},
+            )
+            refusals = []
+            for deny in (
+                [MCP_ARGUMENT_RULE, "Read(domain:example.com)"],  # refused by Read's profile
+                ["MCP__docs", "Mcp__files", "Read("],
+            ):
+                permissions["deny"] = deny
+                with pytest.raises(InvalidParams) as refused:
+                    await client.call(
+                        "session/import", {"artifact": artifact, "sessionId": "refused-old"}
+                    )
+                refusals.append(refused.value)
+            with pytest.raises(SessionNotFound):
+                await client.call("session/get", {"sessionId": "refused-old"})
+    assert info["sessionId"] == "imported-old"
+    assert rules == {"allow": ["Glob"], "ask": ["Grep"], "deny": ["Read(/etc/**)"]}
+    assert stored["record"]["settings"]["permissions"] == {
+        "allow": ["Glob"],
+        "ask": [],
+        "deny": ["Read(/etc/**)"],
+    }
+    where = "$.artifact.record.settings.permissions"
+    assert [[i["path"] for i in e.issues] for e in refusals] == [
+        [f"{where}.deny[1]"],
+        [f"{where}.deny[2]"],
+    ]
+    assert refusals[0].issues[0]["message"].startswith("domain: patterns apply only to URL")
+    log = daemon.output()
+    said = "the import of session imported-old: the {} rule {!r} is left out"
+    assert said.format("allow", "Mcp__files__read") in log
+    assert said.format("deny", MCP_ARGUMENT_RULE) in log
+    assert said.format("deny", "MCP__docs") in log
+    assert "write 'mcp__docs' for every tool of that server" in log
+    assert "the import of session refused-old" not in log

@@ -87,18 +87,20 @@ def test_a_hand_edited_malformed_rule_is_the_files_fault_named_with_its_path(
 def test_a_stored_argument_pattern_on_an_mcp_tool_does_not_make_the_file_unreadable(
     tmp_path: Path,
 ) -> None:
-    """Decision 73: ``mcp__files__write(/etc/**)`` was taken before robotad refused it, so a
-    file may hold one; it is returned as stored (the assembly leaves it out, with a warning)
-    and a later add keeps it, while any other malformed rule still makes the file unusable."""
+    """Decisions 73 and 81: ``mcp__files__write(/etc/**)`` and ``MCP__files`` were taken before
+    robotad refused them, so a file may hold one; it is returned as stored (the assembly
+    leaves it out, with a warning) and a later add keeps it, while any other malformed rule
+    still makes the file unusable."""
     rules = ProjectRules(tmp_path / "state")
     rules.add(tmp_path, "Bash(rm:*)", "deny")
     path = rules.path_for(tmp_path)
     stored = json.loads(path.read_text())
-    stored["deny"].append("mcp__files__write(/etc/**)")
+    stored["deny"] += ["mcp__files__write(/etc/**)", "MCP__files"]
     path.write_text(json.dumps(stored))
-    assert rules.load(tmp_path)["deny"] == ["Bash(rm:*)", "mcp__files__write(/etc/**)"]
+    kept = ["Bash(rm:*)", "mcp__files__write(/etc/**)", "MCP__files"]
+    assert rules.load(tmp_path)["deny"] == kept
     rules.add(tmp_path, "Read", "allow")
-    assert json.loads(path.read_text())["deny"] == ["Bash(rm:*)", "mcp__files__write(/etc/**)"]
+    assert json.loads(path.read_text())["deny"] == kept
     stored = json.loads(path.read_text())
     stored["ask"].append("Bash(ls")
     path.write_text(json.dumps(stored))

@@ -11,7 +11,7 @@ from robotad.session.errors import InvalidSetting
 from robotad.session.permissions.patterns import (
     compile_rule,
     escape_pattern_text,
-    mcp_argument_refusal,
+    mcp_rule_refusal,
     parse_rule,
     parse_rules,
 )
@@ -137,15 +137,51 @@ def test_an_argument_pattern_on_an_mcp_tool_is_refused_saying_what_to_write(
         parse_rule(pattern)
 
 
-def test_a_stored_argument_pattern_on_an_mcp_tool_is_told_from_other_rules() -> None:
-    """Decision 73: `mcp_argument_refusal` finds exactly the rules refused for that (stored
-    ones are left out on load), and nothing else: not a bare MCP name, not another tool's
-    pattern, not a pattern malformed in another way, not a non-string."""
-    refusal = mcp_argument_refusal("mcp__files__write(/etc/**)")
-    assert refusal is not None
-    assert refusal.startswith("MCP tools take no argument pattern")
-    for other in ("mcp__files__write", "mcp__files", "Read(/etc/**)", "mcp__a__b(x", "", 3):
-        assert mcp_argument_refusal(other) is None
+MCP_CASE_RULES = [
+    ("Mcp__files__write", "'mcp__files__write' for every call of that tool"),
+    ("MCP__files", "'mcp__files' for every tool of that server"),
+    ("mCp__files__", "'mcp__files' for every tool of that server"),
+    ("MCP__Files__Write", "'mcp__Files__Write' for every call of that tool"),
+    ("Mcp__", "mcp__SERVER__TOOL for every call of one tool, or mcp__SERVER for a server"),
+]
+
+
+@pytest.mark.parametrize(("name", "instead"), MCP_CASE_RULES)
+def test_an_mcp_name_in_another_case_is_refused_saying_what_to_write(
+    name: str, instead: str
+) -> None:
+    """Decision 81: every MCP tool is offered under a name starting with ``mcp__`` itself, and
+    a rule's name is compared exactly, so ``Mcp__files__write`` matched no call. It is refused
+    at its own path, registered or not, saying what to write: the name with ``mcp__`` (the
+    server's and the tool's own case kept, as those are names as given)."""
+    registered = {"mcp__files__write": ToolProfile("modify", None, None)}
+    for profiles in ({}, registered):
+        with pytest.raises(InvalidSetting) as caught:
+            parse_rules(["mcp__files__write", name], "$.permissions.allow", profiles)
+        (issue,) = caught.value.issues
+        assert issue["path"] == "$.permissions.allow[1]"
+        assert issue["message"].startswith("MCP tools are named with 'mcp__' in lower case")
+        assert f"({name!r} would match no call" in issue["message"]
+        assert issue["message"].split("; write ", 1)[1] == instead
+    with pytest.raises(InvalidSetting, match="MCP tools are named with 'mcp__' in lower case"):
+        parse_rule(name)
+
+
+def test_an_mcp_rule_an_earlier_robotad_took_is_told_from_other_rules() -> None:
+    """Decisions 73 and 81: `mcp_rule_refusal` finds exactly the rules refused for either
+    reason (stored ones are left out on load), and nothing else: not an MCP name as offered,
+    not another tool's pattern, not a pattern malformed in another way, not a non-string."""
+    for stored, start in (
+        ("mcp__files__write(/etc/**)", "MCP tools take no argument pattern"),
+        ("Mcp__files__write", "MCP tools are named with 'mcp__' in lower case"),
+        ("MCP__files", "MCP tools are named with 'mcp__' in lower case"),
+    ):
+        refusal = mcp_rule_refusal(stored)
+        assert refusal is not None
+        assert refusal.startswith(start)
+    others = ("mcp__files__write", "mcp__Files", "Read(/etc/**)", "mcp__a__b(x", "Mcp__a(", "", 3)
+    for other in others:
+        assert mcp_rule_refusal(other) is None
 
 
 WELL_FORMED = [

@@ -13,9 +13,10 @@ literal itself), so every path or command can be written as a pattern (`escape_p
 
 `parse_rules` refuses malformed patterns all at once, each with its own path (G-108, G-109);
 a pattern naming a tool no profile declares yet is accepted (G-110), unless it gives an MCP
-tool or server (``mcp__…``) an argument pattern: MCP tools have no argument a pattern could
-match, so such a rule would never apply (decision 73; a stored one is found by
-`mcp_argument_refusal` and left out where it is loaded). `compile_rule` turns a
+tool or server (``mcp__…``) an argument pattern — MCP tools have no argument a pattern could
+match (decision 73) — or names one with ``mcp__`` in another case (``Mcp__files``), which no
+offered name starts with (decision 81): such a rule would never apply (a stored one is found
+by `mcp_rule_refusal` and left out where it is loaded). `compile_rule` turns a
 parsed rule into a `Matcher` for one profile and cwd: regexes are built once, here, and
 matching is a plain function over strings. Its size is one concept: the pattern language, from
 text to a bounded matcher (the `regex` time limit of decision 40 included), kept in one place so
@@ -52,7 +53,7 @@ __all__ = [
     "compile_rule",
     "escape_pattern_text",
     "host_matches",
-    "mcp_argument_refusal",
+    "mcp_rule_refusal",
     "parse_rule",
     "parse_rules",
     "url_host",
@@ -91,25 +92,47 @@ class _Malformed(ValueError):
     """One pattern's defect; `parse_rules` turns each into a located issue."""
 
 
-class _McpArgument(_Malformed):
-    """An argument pattern on an MCP tool or server: well formed otherwise, and inert."""
+class _StoredMcpRule(_Malformed):
+    """An MCP rule robotad once took and now refuses: well formed otherwise, and inert (a
+    stored one is left out on load, `mcp_rule_refusal`)."""
+
+
+class _McpArgument(_StoredMcpRule):
+    """An argument pattern on an MCP tool or server (decision 73)."""
 
     def __init__(self, name: str) -> None:
-        tool = PREFIX + name[len(PREFIX) :]
-        parts = tool[len(PREFIX) :].split(SEPARATOR, 1)
-        server = PREFIX + parts[0]
-        if not parts[0]:
-            instead = "mcp__SERVER__TOOL for every call of one tool, or mcp__SERVER for a server"
-        elif len(parts) == 1:
-            instead = f"{tool!r} for every tool of that server"
-        else:
-            instead = (
-                f"{tool!r} for every call of that tool, or {server!r} for every tool of its server"
-            )
+        instead = _mcp_names_instead(name, with_server=True)
         super().__init__(
             f"MCP tools take no argument pattern (there is no argument for {name}(…) to "
             f"match, so the rule would never apply); write {instead}"
         )
+
+
+class _McpCase(_StoredMcpRule):
+    """An MCP tool or server named with ``mcp__`` in another case (decision 81)."""
+
+    def __init__(self, name: str) -> None:
+        instead = _mcp_names_instead(name, with_server=False)
+        super().__init__(
+            f"MCP tools are named with {PREFIX!r} in lower case, and a rule's name is compared "
+            f"exactly ({name!r} would match no call, so the rule would never apply); "
+            f"write {instead}"
+        )
+
+
+def _mcp_names_instead(name: str, *, with_server: bool) -> str:
+    """The rules to write for `name`, an MCP tool or server named in any case of ``mcp__``:
+    its name starting with ``mcp__`` and, `with_server`, its server's too."""
+    tool = PREFIX + name[len(PREFIX) :]
+    server, _, part = tool[len(PREFIX) :].partition(SEPARATOR)
+    server = PREFIX + server
+    if server == PREFIX:
+        return "mcp__SERVER__TOOL for every call of one tool, or mcp__SERVER for a server"
+    if tool == server or not part:
+        return f"{server!r} for every tool of that server"
+    if with_server:
+        return f"{tool!r} for every call of that tool, or {server!r} for every tool of its server"
+    return f"{tool!r} for every call of that tool"
 
 
 def _unescaped(text: str) -> list[tuple[str, bool]]:
@@ -199,16 +222,17 @@ def _tool_part(text: str) -> str:
     return text.split("(", 1)[0]
 
 
-def mcp_argument_refusal(text: object) -> str | None:
-    """What `parse_rules` says of `text` when it is an argument pattern on an MCP tool or
-    server (``mcp__files__write(/etc/**)``), else None. Such a rule was accepted before
-    robotad refused it and never matched a call: a stored one is left out where it is
-    loaded, with this said in the daemon's log (decision 73)."""
+def mcp_rule_refusal(text: object) -> str | None:
+    """What `parse_rules` says of `text` when it is an MCP rule robotad took before it refused
+    it, else None: an argument pattern on an MCP tool or server (``mcp__files__write(/etc/**)``,
+    decision 73) or an MCP name whose ``mcp__`` is not in lower case (``Mcp__files__write``,
+    decision 81). Such a rule never matched a call: a stored one is left out where it is
+    loaded, with this said in the daemon's log."""
     if not isinstance(text, str):
         return None
     try:
         _parse(text, None)
-    except _McpArgument as exc:
+    except _StoredMcpRule as exc:
         return str(exc)
     except _Malformed:
         return None
@@ -244,6 +268,8 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
     if name != ANY_TOOL and not _TOOL_NAME.match(name):
         raise _Malformed(f"tool name {name!r} is not an identifier")
     if open_at is None:
+        if written_for_mcp(name) and not name.startswith(PREFIX):
+            raise _McpCase(name)
         return Rule(text, name, "tool")
     # Balanced, and the first "(" opens at depth 0: its partner must be the very last char.
     depth = 0
