@@ -29,7 +29,9 @@ ACTIVATOR = Path(__file__).with_name("activator.py")
 
 
 def read_line(stream: IO[bytes] | None) -> str:
-    """The next line of `stream`, waiting at most `PROCESS_TIMEOUT` for it."""
+    """The next line of `stream`, waiting at most `PROCESS_TIMEOUT` for it. `stream` must be
+    unbuffered (``bufsize=0``): a buffered one could take two lines from the pipe at once and
+    the wait for the second would then find the pipe empty."""
     assert stream is not None
     readable, _, _ = select.select([stream], [], [], PROCESS_TIMEOUT)
     assert readable, "no line within the timeout"
@@ -45,6 +47,7 @@ def activated(path: Path) -> Iterator[subprocess.Popen[bytes]]:
         [sys.executable, str(ACTIVATOR), str(path), sys.executable, "-m", "robotad"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
+        bufsize=0,  # `read_line` waits on the pipe itself: nothing may sit in a buffer
         env=child_environment(),
         cwd=REPO,
     )
