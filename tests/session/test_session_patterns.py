@@ -167,6 +167,29 @@ def test_an_mcp_name_in_another_case_is_refused_saying_what_to_write(
         parse_rule(name)
 
 
+MCP_INCOMPLETE_RULES = [
+    ("mcp__", "mcp__SERVER__TOOL for every call of one tool, or mcp__SERVER for a server"),
+    ("mcp__files__", "'mcp__files' for every tool of that server"),
+]
+
+
+@pytest.mark.parametrize(("name", "instead"), MCP_INCOMPLETE_RULES)
+def test_an_mcp_name_with_no_server_or_no_tool_is_refused_saying_what_to_write(
+    name: str, instead: str
+) -> None:
+    """Decision 81: no MCP tool is offered as ``mcp__`` or ``mcp__SERVER__`` (every name goes
+    on past the server, a tool part is never empty), so such a rule matched no call. It is
+    refused at its own path, as an MCP name in another case is, saying what to write."""
+    with pytest.raises(InvalidSetting) as caught:
+        parse_rules(["mcp__files", name], "$.permissions.deny", {})
+    (issue,) = caught.value.issues
+    assert issue["path"] == "$.permissions.deny[1]"
+    assert issue["message"].startswith("an MCP rule names a server (mcp__SERVER)")
+    assert f"{name!r} names neither" in issue["message"]
+    assert issue["message"].split("; write ", 1)[1] == instead
+    assert mcp_rule_refusal(name) == issue["message"]
+
+
 def test_an_mcp_rule_an_earlier_robotad_took_is_told_from_other_rules() -> None:
     """Decisions 73 and 81: `mcp_rule_refusal` finds exactly the rules refused for either
     reason (stored ones are left out on load), and nothing else: not an MCP name as offered,
@@ -179,7 +202,8 @@ def test_an_mcp_rule_an_earlier_robotad_took_is_told_from_other_rules() -> None:
         refusal = mcp_rule_refusal(stored)
         assert refusal is not None
         assert refusal.startswith(start)
-    others = ("mcp__files__write", "mcp__Files", "Read(/etc/**)", "mcp__a__b(x", "Mcp__a(", "", 3)
+    others = ("mcp__files__write", "mcp__Files", "mcp__files___x", "Read(/etc/**)", "mcp__a__b(x")
+    others += ("Mcp__a(", "", 3)
     for other in others:
         assert mcp_rule_refusal(other) is None
 

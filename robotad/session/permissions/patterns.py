@@ -15,7 +15,8 @@ literal itself), so every path or command can be written as a pattern (`escape_p
 a pattern naming a tool no profile declares yet is accepted (G-110), unless it gives an MCP
 tool or server (``mcp__…``) an argument pattern — MCP tools have no argument a pattern could
 match (decision 73) — or names one with ``mcp__`` in another case (``Mcp__files``), which no
-offered name starts with (decision 81): such a rule would never apply (a stored one is found
+offered name starts with, or stops before a tool (``mcp__``, ``mcp__files__``), as no offered
+name does (decision 81): such a rule would never apply (a stored one is found
 by `mcp_rule_refusal` and left out where it is loaded). `compile_rule` turns a
 parsed rule into a `Matcher` for one profile and cwd: regexes are built once, here, and
 matching is a plain function over strings. Its size is one concept: the pattern language, from
@@ -118,6 +119,25 @@ class _McpCase(_StoredMcpRule):
             f"exactly ({name!r} would match no call, so the rule would never apply); "
             f"write {instead}"
         )
+
+
+class _McpIncomplete(_StoredMcpRule):
+    """``mcp__`` alone, or ``mcp__SERVER__`` with no tool after it: no name offered is either
+    (a server's tool names always go on past ``mcp__SERVER__``)."""
+
+    def __init__(self, name: str) -> None:
+        instead = _mcp_names_instead(name, with_server=False)
+        super().__init__(
+            f"an MCP rule names a server (mcp__SERVER) or one of its tools "
+            f"(mcp__SERVER__TOOL), and {name!r} names neither, so the rule would never "
+            f"apply; write {instead}"
+        )
+
+
+def _incomplete_mcp_name(name: str) -> bool:
+    """Whether `name` (starting with ``mcp__``) stops before a server or right after one."""
+    server, separator, tool = name[len(PREFIX) :].partition(SEPARATOR)
+    return not server or (bool(separator) and not tool)
 
 
 def _mcp_names_instead(name: str, *, with_server: bool) -> str:
@@ -270,6 +290,8 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
     if open_at is None:
         if written_for_mcp(name) and not name.startswith(PREFIX):
             raise _McpCase(name)
+        if name.startswith(PREFIX) and _incomplete_mcp_name(name):
+            raise _McpIncomplete(name)
         return Rule(text, name, "tool")
     # Balanced, and the first "(" opens at depth 0: its partner must be the very last char.
     depth = 0
