@@ -15,11 +15,12 @@ Contract:
 
 - Requests go one at a time; `request` returns when its reply has been read. A client is for
   one thread.
-- Every wait has a bound: connecting, `connect_timeout`; each request (writing it and reading
-  its reply), the request's `timeout`, else the client's. ``None`` waits as long as the daemon
-  takes, as the trio peer does. A request past its bound raises `RequestTimeout` after sending
-  ``$/cancelRequest`` for it (best effort); the connection stays usable, and the late reply is
-  skipped when it comes, like any reply nobody awaits.
+- Every wait has a bound: connecting, `connect_timeout` (a full backlog is waited for, and a
+  `connect_watcher` told about that wait, as `protocol.unix_connect` says); each request
+  (writing it and reading its reply), the request's `timeout`, else the client's. ``None``
+  waits as long as the daemon takes, as the trio peer does. A request past its bound raises
+  `RequestTimeout` after sending ``$/cancelRequest`` for it (best effort); the connection
+  stays usable, and the late reply is skipped when it comes, like any reply nobody awaits.
 - While a request waits for its reply, a `WaitWatcher` (the client's `watcher`) is told how
   long it has waited, first at once and then as often as it asks, and that the wait ended: what
   a person is shown meanwhile, and when to give up on a silent daemon, are the caller's
@@ -46,10 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import errno
 import os
 import socket
-import struct
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -76,6 +75,7 @@ from protocol.jsonrpc import (
 )
 from protocol.last_words import refusal_of
 from protocol.socket_path import resolve_socket_path
+from protocol.unix_connect import CONNECT_TIMEOUT, ConnectWatcher, connect_unix
 
 __all__ = [
     "CANCEL_NOTICE_TIMEOUT",
@@ -92,8 +92,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Seconds `open_blocking_connection` waits for the daemon to accept.
-CONNECT_TIMEOUT: Final = 10.0
 #: Seconds a request waits for its reply unless the client or the request says otherwise.
 DEFAULT_TIMEOUT: Final = 60.0
 #: Seconds spent sending ``$/cancelRequest`` for a request that timed out.
@@ -166,6 +164,7 @@ def open_blocking_connection(
     *,
     framing: Framing = "ndjson",
     connect_timeout: float | None = CONNECT_TIMEOUT,
+    connect_watcher: ConnectWatcher | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     on_notification: BlockingNotificationCallback | None = None,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -175,11 +174,17 @@ def open_blocking_connection(
     Raises `OSError` as connect(2) reports it (`FileNotFoundError`, `ConnectionRefusedError`:
     nothing listens there; `PermissionError`), as `protocol.client.open_connection` does, and
     `TimeoutError` when the daemon's backlog stays full for `connect_timeout` seconds (None:
-    wait as long as it takes). The other arguments are `BlockingClient`'s.
+    wait as long as it takes); `connect_watcher` is told about that wait, and may end it by
+    raising (`protocol.unix_connect`). The other arguments are `BlockingClient`'s.
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        _connect(sock, os.fspath(resolve_socket_path(path)), connect_timeout)
+        connect_unix(
+            sock,
+            os.fspath(resolve_socket_path(path)),
+            timeout=connect_timeout,
+            watcher=connect_watcher,
+        )
     except BaseException:
         sock.close()
         raise
@@ -190,32 +195,6 @@ def open_blocking_connection(
         on_notification=on_notification,
         max_frame_bytes=max_frame_bytes,
     )
-
-
-def _connect(sock: socket.socket, address: str, timeout: float | None) -> None:
-    """connect(2) in blocking mode, bounded by the kernel's send timeout.
-
-    A Unix listener whose backlog is full makes a blocking connect wait for room, but fails a
-    non-blocking one (which is what a Python socket timeout makes it) at once with EAGAIN; a
-    busy daemon deserves the wait, so the bound is ``SO_SNDTIMEO`` for the connect alone.
-    """
-    sock.settimeout(None)
-    if timeout is not None:
-        _set_send_timeout(sock, max(timeout, 1e-6))  # 0 would mean "never time out"
-    try:
-        sock.connect(address)
-    except BlockingIOError:
-        raise TimeoutError(
-            errno.ETIMEDOUT, f"the daemon accepted no connection within {timeout:g} s"
-        ) from None
-    finally:
-        _set_send_timeout(sock, 0)
-
-
-def _set_send_timeout(sock: socket.socket, seconds: float) -> None:
-    whole = int(seconds)
-    micro = int((seconds - whole) * 1_000_000)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("@ll", whole, micro))
 
 
 class BlockingClient:

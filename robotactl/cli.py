@@ -12,7 +12,9 @@ answered one by one uses it, so it starts in the time of click, msgspec and one 
 each of its waits for a reply is shown on a terminal and given up on when robotad stays silent
 (`robotactl.unanswered`).
 `run_with_daemon` runs a coroutine with a trio peer: only the commands that follow robotad's
-work as it goes (``run``, ``approve``, ``deny``, ``compact``) pay for trio. Both fail alike.
+work as it goes (``run``, ``approve``, ``deny``, ``compact``) pay for trio. Both fail alike, and
+both connect alike: a wait for robotad to take the connection (its backlog full) is shown and
+given up on as a silence is (`ClientOptions.connect_watch`, decision 82).
 
 Exit statuses (`robotactl.exit_codes`): 0 completed, 1 error, 2 usage, 3 waiting for approval,
 4 aborted. A command signals a failure by raising `CommandFailed` (or letting a `protocol`
@@ -44,6 +46,7 @@ from robotactl.terminal_text import visible
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
     from protocol.peer import JsonRpcPeer, NotificationCallback
+    from robotactl.unanswered import ConnectWatch
 
 __all__ = [
     "ANSWER_TIMEOUT",
@@ -113,6 +116,15 @@ class ClientOptions:
         from protocol.socket_path import resolve_socket_path
 
         return resolve_socket_path(self.socket)
+
+    def connect_watch(self) -> ConnectWatch:
+        """What a connect to robotad is watched by while its backlog is full: shown on a
+        terminal after a second, given up on after ``--answer-timeout`` (decision 82)."""
+        from robotactl.unanswered import ConnectWatch
+        from robotactl.waiting import WaitingLine
+
+        line = WaitingLine.for_terminal(self.output)
+        return ConnectWatch(self.socket_path, bound=self.answer_timeout, line=line)
 
 
 class CommandFailed(click.ClickException):
@@ -298,9 +310,10 @@ def first_command(args: list[str]) -> int:
     show_default=True,
     metavar="SECONDS",
     envvar="ROBOTA_ANSWER_TIMEOUT",
-    help="Give up (exit 1) when robotad leaves a request unanswered this long and does not "
-    "answer daemon/status on a second connection either: it is stopped or stuck. A robotad "
-    "that answers is waited for. run, approve, deny, compact, chat and acp have no such bound.",
+    help="Give up (exit 1) when robotad takes no connection this long, or leaves a request "
+    "unanswered this long and does not answer daemon/status on a second connection either: "
+    "it is stopped or stuck. A robotad that answers is waited for. run, approve, deny, "
+    "compact, chat and acp bound only the connection.",
 )
 @click.version_option(
     __version__, "--version", prog_name="robotactl", message="%(prog)s %(version)s"
@@ -316,8 +329,8 @@ def cli(
     """robotactl — talk to robotad, the daemon that owns your AI-agent sessions.
 
     Starts robotad in the background when nothing answers at the socket (unless
-    --no-autostart). On a terminal, a request robotad has not answered within a second is
-    shown as waiting.
+    --no-autostart). On a terminal, a connection robotad has not taken, or a request it has
+    not answered, within a second is shown as waiting.
     """
     ctx.obj = ClientOptions(
         socket=socket,
@@ -346,10 +359,10 @@ def call_daemon(
     `body` returns for the blocking client, whose requests wait at most `timeout` seconds by
     default (None, the default: as long as the daemon takes). The client is closed afterwards.
 
-    Each wait for a reply is watched (`robotactl.unanswered.AnswerWatch`): shown on a
-    terminal after a second, given up on when robotad stays silent for
-    ``--answer-timeout``; `waited_before` is how long the first request has been awaited
-    already (``status``'s quick path asked first).
+    The connect is watched (`ClientOptions.connect_watch`), and so is each wait for a reply
+    (`robotactl.unanswered.AnswerWatch`): shown on a terminal after a second, given up on
+    when robotad stays silent for ``--answer-timeout``; `waited_before` is how long the first
+    request has been awaited already (``status``'s quick path asked first).
 
     trio is imported only to start a missing daemon. Failures become `CommandFailed` exactly
     as in `run_with_daemon`, plus a request that timed out or that a silent robotad left
@@ -363,7 +376,9 @@ def call_daemon(
     allowed = options.autostart if autostart is None else autostart
     with (
         _failures_explained(path),
-        connect_blocking(path, autostart=allowed, timeout=timeout) as client,
+        connect_blocking(
+            path, autostart=allowed, timeout=timeout, watch=options.connect_watch()
+        ) as client,
     ):
         client.watcher = AnswerWatch(
             path,
@@ -384,7 +399,8 @@ def run_with_daemon(
 ) -> T:
     """Connect (autostarting per `options` unless `autostart` overrides), run `body` with the
     peer under trio, and return its value. `on_notification` receives the daemon's
-    notifications on that connection (see `robotactl.turn_stream.EventRelay`).
+    notifications on that connection (see `robotactl.turn_stream.EventRelay`). The connect is
+    watched as `call_daemon`'s is; the requests are not.
 
     Failures become `CommandFailed` (exit 1): an unreachable daemon with its explanation, a
     JSON-RPC error as `RpcFailed` (exit 4 for an abort: -32006 as `TurnAbortedFailed`, -32009),
@@ -396,9 +412,12 @@ def run_with_daemon(
 
     path = options.socket_path
     allowed = options.autostart if autostart is None else autostart
+    watch = options.connect_watch()
 
     async def session() -> T:
-        async with connect(path, autostart=allowed, on_notification=on_notification) as peer:
+        async with connect(
+            path, autostart=allowed, on_notification=on_notification, watch=watch
+        ) as peer:
             return await body(peer)
 
     with _failures_explained(path):

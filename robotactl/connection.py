@@ -11,6 +11,10 @@ daemon serving never imports trio. Concurrent robotactl processes take turns sta
 `robotactl.autostart.autostart_lock`), so only one daemon is ever started for them and all of
 them connect to it.
 
+A daemon that listens but whose backlog is full (it accepts none: stopped, stuck, swamped) is
+waited for, not started again: the caller's `watch` (decision 82) is told about that wait and
+ends it when it gives up.
+
 Failures are `DaemonUnavailable` with a message written for a person: the socket it tried,
 why nothing answered, and — when a started daemon gave up — what robotad printed (for example
 the unsafe runtime directory it refused). Nothing here prints or exits; the CLI does.
@@ -29,6 +33,7 @@ from robotactl.daemon_errors import DaemonNotRunning, DaemonStartFailed, DaemonU
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
     from protocol.peer import JsonRpcPeer, NotificationCallback
+    from protocol.unix_connect import ConnectWatcher
 
 __all__ = [
     "READY_TIMEOUT",
@@ -59,19 +64,23 @@ async def connect(
     autostart: bool,
     ready_timeout: float = READY_TIMEOUT,
     on_notification: NotificationCallback | None = None,
+    watch: ConnectWatcher | None = None,
 ) -> AsyncIterator[JsonRpcPeer]:
     """A connected peer for the daemon at `socket_path`, closed when the block exits.
 
     With `autostart`, a missing daemon is started and connected to once ready.
-    `on_notification` receives the daemon's notifications (``session/event``). Raises
-    `DaemonNotRunning` when nothing listens and `autostart` is false, `DaemonStartFailed` when
-    a started daemon gave up or timed out, and `DaemonUnavailable` for any other reason the
-    socket cannot be reached (permissions, a path too long).
+    `on_notification` receives the daemon's notifications (``session/event``). `watch` is
+    told about each wait for a place in the daemon's full backlog, and bounds it by raising
+    (`robotactl.unanswered.ConnectWatch`: what it raises propagates); without one, such a wait
+    lasts at most `protocol.unix_connect.CONNECT_TIMEOUT`. Raises `DaemonNotRunning` when
+    nothing listens and `autostart` is false, `DaemonStartFailed` when a started daemon gave
+    up or timed out, and `DaemonUnavailable` for any other reason the socket cannot be reached
+    (permissions, a path too long, a backlog full for that long).
     """
     async with AsyncExitStack() as stack:
 
         async def probe() -> JsonRpcPeer | None:
-            return await _try_connect(stack, socket_path, on_notification)
+            return await _try_connect(stack, socket_path, on_notification, watch)
 
         peer = await probe()
         if peer is None:
@@ -87,14 +96,15 @@ def connect_blocking(
     autostart: bool,
     timeout: float | None,
     ready_timeout: float = READY_TIMEOUT,
+    watch: ConnectWatcher | None = None,
 ) -> BlockingClient:
     """A connected `BlockingClient` for the daemon at `socket_path`, whose requests wait at
     most `timeout` seconds by default (None: no bound); the caller closes it (``with``).
 
-    Fails exactly as `connect` does. Only a missing daemon with `autostart` imports trio, to
-    start it (see the module docstring).
+    Connects and fails exactly as `connect` does, `watch` too. Only a missing daemon with
+    `autostart` imports trio, to start it (see the module docstring).
     """
-    client = _try_connect_blocking(socket_path, timeout)
+    client = _try_connect_blocking(socket_path, timeout, watch)
     if client is not None:
         return client
     if not autostart:
@@ -102,8 +112,9 @@ def connect_blocking(
     import trio
 
     async def probe() -> BlockingClient | None:
-        # A Unix connect(2) completes (or fails) at once: nothing here waits on the loop.
-        return _try_connect_blocking(socket_path, timeout)
+        # A Unix connect(2) completes (or fails) at once unless the backlog is full, which a
+        # daemon that has just started serving does not have: nothing here waits on the loop.
+        return _try_connect_blocking(socket_path, timeout, watch)
 
     return trio.run(_start_unless_served, socket_path, ready_timeout, probe)
 
@@ -144,29 +155,52 @@ async def _start_unless_served(
 
 
 async def _try_connect(
-    stack: AsyncExitStack, socket_path: Path, on_notification: NotificationCallback | None
+    stack: AsyncExitStack,
+    socket_path: Path,
+    on_notification: NotificationCallback | None,
+    watch: ConnectWatcher | None,
 ) -> JsonRpcPeer | None:
     """A connected peer (closed by `stack`), or None when nobody listens at `socket_path`."""
     from protocol.client import open_connection
 
     try:
         return await stack.enter_async_context(
-            open_connection(socket_path, on_notification=on_notification)
+            open_connection(
+                socket_path,
+                on_notification=on_notification,
+                connect_timeout=_connect_timeout(watch),
+                connect_watcher=watch,
+            )
         )
     except OSError as exc:
         _unless_nobody_listens(exc, socket_path)
         return None
 
 
-def _try_connect_blocking(socket_path: Path, timeout: float | None) -> BlockingClient | None:
+def _try_connect_blocking(
+    socket_path: Path, timeout: float | None, watch: ConnectWatcher | None
+) -> BlockingClient | None:
     """A connected blocking client, or None when nobody listens at `socket_path`."""
     from protocol.blocking_client import open_blocking_connection
 
     try:
-        return open_blocking_connection(socket_path, timeout=timeout)
+        return open_blocking_connection(
+            socket_path,
+            timeout=timeout,
+            connect_timeout=_connect_timeout(watch),
+            connect_watcher=watch,
+        )
     except OSError as exc:
         _unless_nobody_listens(exc, socket_path)
         return None
+
+
+def _connect_timeout(watch: ConnectWatcher | None) -> float | None:
+    """The bound of a wait for a place in a full backlog: the watch's own, else the
+    protocol's."""
+    from protocol.unix_connect import CONNECT_TIMEOUT
+
+    return None if watch is not None else CONNECT_TIMEOUT
 
 
 def _unless_nobody_listens(exc: OSError, socket_path: Path) -> None:

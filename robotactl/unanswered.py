@@ -1,4 +1,5 @@
-"""While robotad has not answered: what a one-shot command shows, and when it gives up.
+"""While robotad has not answered, or not taken the connection: what robotactl shows, and when
+it gives up.
 
 Every request of a one-shot command (`robotactl.cli.call_daemon`) waits under an `AnswerWatch`,
 its blocking client's `protocol.blocking_client.WaitWatcher`:
@@ -15,6 +16,14 @@ its blocking client's `protocol.blocking_client.WaitWatcher`:
   `bound` later; so does a socket nobody listens at any more (robotad is shutting down: the
   connection ends when it exits). Silence means robotad is stopped (SIGSTOP, Ctrl-Z) or
   stuck: `DaemonUnresponsive`, naming the socket, the process and what to try (decision 75).
+
+Connecting waits only while robotad's backlog is full (it accepts too slowly, or not at all:
+stopped, stuck; `protocol.unix_connect`). Every command's connect is watched by a
+`ConnectWatch`: after `NOTICE_AFTER` a terminal's stderr shows ``⠹ waiting for robotad at
+PATH to accept the connection (it may be overloaded or stuck)… 3s`` (nothing under ``--json``
+or for a script), and after `bound` it gives up with `DaemonUnresponsive`, the same advice as
+for a silent robotad — with nothing asked on a second connection, which would find no place
+either (decision 82).
 
 The pid shown is robotad's process as `robotactl.daemon_process` finds it (read once): the
 connection's ``SO_PEERCRED`` names systemd under socket activation, and the pid ``robotad.lock``
@@ -37,7 +46,7 @@ if TYPE_CHECKING:
 
     from robotactl.waiting import WaitingLine
 
-__all__ = ["NOTICE_AFTER", "PROBE_TIMEOUT", "AnswerWatch"]
+__all__ = ["NOTICE_AFTER", "PROBE_TIMEOUT", "AnswerWatch", "ConnectWatch"]
 
 #: Seconds without a reply before a terminal is shown the wait.
 NOTICE_AFTER: Final = 1.0
@@ -65,30 +74,23 @@ class AnswerWatch:
         peer: socket.socket | None = None,
     ) -> None:
         self.socket_path = socket_path
-        self._peer = peer
         self.bound = bound
         self.line = line
+        self._robotad = _Robotad(socket_path, peer)
         self._head_start = waited_before
         #: How long this wait had lasted when robotad last proved alive.
         self._alive_at = 0.0
-        self._pid: int | None = None
-        self._pid_read = False
 
     def waiting(self, method: str, waited: float) -> float:
         """Show the wait, check robotad at the bound; the seconds until the next call."""
         lasted = self._head_start + waited
         shown = self.line if lasted >= NOTICE_AFTER else None
         if shown is not None:  # first: the line stays while robotad is asked if it is alive
-            shown.draw(lasted, f"{self._robotad()} to answer {method}")
+            shown.draw(lasted, f"{self._robotad.name()} to answer {method}")
         if lasted - self._alive_at >= self.bound:
             self._check_alive(method)
             self._alive_at = lasted
-        until_check = self._alive_at + self.bound - lasted
-        if shown is not None:
-            return min(TICK, until_check)
-        if self.line is None:
-            return until_check
-        return min(NOTICE_AFTER - lasted, until_check)
+        return _next_call(self.line, lasted, self._alive_at + self.bound - lasted)
 
     def ended(self) -> None:
         """Clear the line; the next request's wait starts from nothing."""
@@ -102,22 +104,88 @@ class AnswerWatch:
         away); raise `DaemonUnresponsive` when it is silent there too."""
         if status_answered(self.socket_path, min(self.bound, PROBE_TIMEOUT)) is not False:
             return
-        raise DaemonUnresponsive(self._unresponsive(method), self.socket_path, self._holder())
-
-    def _unresponsive(self, method: str) -> str:
-        """Why robotactl gives up, and what to try, for a person."""
-        pid = self._holder()
         elsewhere = (
             "on this connection or a second one"
             if method == _PROBE_METHOD
             else f"nor {_PROBE_METHOD} on a second connection"
         )
-        said = (
-            f"{self._robotad()} at {self.socket_path} did not answer {method} within "
-            f"{self.bound:g} s, {elsewhere}"
+        raise self._robotad.unresponsive(
+            f"did not answer {method} within {self.bound:g} s, {elsewhere}"
         )
+
+
+class ConnectWatch:
+    """The `ConnectWatcher` of robotactl's connects to the robotad at `socket_path`, told only
+    while robotad's backlog is full: `line` (None when nothing is to be shown) shows the wait
+    after `NOTICE_AFTER`, and at `bound` the connect is given up on (`DaemonUnresponsive`):
+    no second connection could prove robotad alive, since none gets a place either."""
+
+    def __init__(self, socket_path: Path, *, bound: float, line: WaitingLine | None) -> None:
+        self.socket_path = socket_path
+        self.bound = bound
+        self.line = line
+        self._robotad = _Robotad(socket_path, None)
+
+    def waiting(self, waited: float) -> float:
+        """Show the wait, give up at the bound; the seconds until the next call."""
+        if waited >= NOTICE_AFTER and self.line is not None:
+            self.line.draw(
+                waited,
+                f"{self._robotad.name()} at {self.socket_path} to accept the connection "
+                "(it may be overloaded or stuck)",
+            )
+        if waited >= self.bound:
+            raise self._robotad.unresponsive(
+                f"accepted no connection within {self.bound:g} s (the connections waiting "
+                "for it fill its socket's queue)"
+            )
+        return _next_call(self.line, waited, self.bound - waited)
+
+    def ended(self) -> None:
+        """Clear the line."""
+        if self.line is not None:
+            self.line.clear()
+
+
+def _next_call(line: WaitingLine | None, lasted: float, until_bound: float) -> float:
+    """Seconds until a watch wants to be told again: the line's next redraw once it shows,
+    its first drawing before that, the bound in any case."""
+    if line is None:
+        return until_bound
+    if lasted >= NOTICE_AFTER:
+        return min(TICK, until_bound)
+    return min(NOTICE_AFTER - lasted, until_bound)
+
+
+class _Robotad:
+    """The robotad at `socket_path` as a person is told of it: its process (found once, the
+    first guess being `peer`'s), and what a silence of it means."""
+
+    def __init__(self, socket_path: Path, peer: socket.socket | None) -> None:
+        self.socket_path = socket_path
+        self._peer = peer
+        self._pid: int | None = None
+        self._pid_read = False
+
+    def name(self) -> str:
+        pid = self.pid()
+        return "robotad" if pid is None else f"robotad (pid {pid})"
+
+    def pid(self) -> int | None:
+        """robotad's pid in our pid namespace (found once), or None when not proven."""
+        if not self._pid_read:
+            self._pid_read = True
+            self._pid = daemon_pid(self.socket_path, self._peer)
+        return self._pid
+
+    def unresponsive(self, what: str) -> DaemonUnresponsive:
+        """The error giving up on robotad, which `what` (``did not answer …``), saying why
+        for a person and what to try."""
+        pid = self.pid()
+        said = f"{self.name()} at {self.socket_path} {what}"
         if pid is not None and _stopped(pid):
-            return f"{said}: it is stopped (Ctrl-Z or SIGSTOP); `kill -CONT {pid}` resumes it"
+            why = f"{said}: it is stopped (Ctrl-Z or SIGSTOP); `kill -CONT {pid}` resumes it"
+            return DaemonUnresponsive(why, self.socket_path, pid)
         log = (
             "its log says what it is doing (`journalctl --user -u robotad`, else "
             f"{self.socket_path.parent / 'robotad.log'})"
@@ -127,22 +195,13 @@ class AnswerWatch:
             "ROBOTA_ANSWER_TIMEOUT)"
         )
         if pid is not None:
-            return f"{said}: it is running, but stuck or overloaded; {log}. {longer}"
-        return (
-            f"{said}: it is stopped or stuck. `systemctl --user status robotad` shows which "
-            f"(`kill -CONT PID` resumes a stopped one); {log}. {longer}"
-        )
-
-    def _robotad(self) -> str:
-        pid = self._holder()
-        return "robotad" if pid is None else f"robotad (pid {pid})"
-
-    def _holder(self) -> int | None:
-        """robotad's pid in our pid namespace (found once), or None when not proven."""
-        if not self._pid_read:
-            self._pid_read = True
-            self._pid = daemon_pid(self.socket_path, self._peer)
-        return self._pid
+            why = f"{said}: it is running, but stuck or overloaded; {log}. {longer}"
+        else:
+            why = (
+                f"{said}: it is stopped or stuck. `systemctl --user status robotad` shows "
+                f"which (`kill -CONT PID` resumes a stopped one); {log}. {longer}"
+            )
+        return DaemonUnresponsive(why, self.socket_path, pid)
 
 
 def _stopped(pid: int) -> bool:

@@ -80,7 +80,9 @@ def acp(
     defaults = SessionDefaults(**{k: v for k, v in members.items() if v is not None})
     try:
         try:
-            trio.run(serve, options.socket_path, options.autostart, defaults)
+            trio.run(
+                serve, options.socket_path, options.autostart, defaults, options.connect_watch()
+            )
         except BaseExceptionGroup as group:
             raise _sole_exception(group) from None
     except (RobotadGone, DaemonUnavailable) as exc:

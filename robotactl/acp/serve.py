@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -20,6 +20,9 @@ from protocol.peer import JsonRpcPeer
 from robotactl.acp.agent import AcpAgent
 from robotactl.acp.defaults import SessionDefaults
 from robotactl.acp.stdio import editor_stream
+
+if TYPE_CHECKING:
+    from protocol.unix_connect import ConnectWatcher
 
 __all__ = ["EDITOR_MAX_MESSAGE_BYTES", "RobotadGone", "serve"]
 
@@ -36,8 +39,14 @@ class RobotadGone(Exception):
     """robotad closed the connection while the editor was still attached."""
 
 
-async def serve(socket_path: Path, autostart: bool, defaults: SessionDefaults) -> None:
-    """Serve one editor on stdin/stdout, forwarding to robotad at `socket_path`."""
+async def serve(
+    socket_path: Path,
+    autostart: bool,
+    defaults: SessionDefaults,
+    connect_watch: ConnectWatcher | None = None,
+) -> None:
+    """Serve one editor on stdin/stdout, forwarding to robotad at `socket_path`; its connect
+    watched by `connect_watch` (`robotactl.connection.connect`)."""
     from robotactl.connection import connect
 
     agent = AcpAgent(defaults)
@@ -50,7 +59,10 @@ async def serve(socket_path: Path, autostart: bool, defaults: SessionDefaults) -
     )
     async with (
         connect(
-            socket_path, autostart=autostart, on_notification=agent.on_robotad_notification
+            socket_path,
+            autostart=autostart,
+            on_notification=agent.on_robotad_notification,
+            watch=connect_watch,
         ) as robotad,
         trio.open_nursery() as nursery,
     ):

@@ -57,6 +57,7 @@ def chat(options: ClientOptions, session: str | None, new: bool, cwd: str | None
             autostart=options.autostart,
             color=color_enabled(sys.stdout),
             start=start,
+            connect_watch=options.connect_watch(),
         )
     except DaemonUnavailable as exc:
         raise CommandFailed(str(exc)) from None

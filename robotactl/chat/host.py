@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import outcome
 import trio
@@ -32,15 +32,32 @@ from robotactl.chat.prompt import ChatPrompt
 from robotactl.chat.render import Renderer
 from robotactl.chat.state import ChatState
 
+if TYPE_CHECKING:
+    from protocol.unix_connect import ConnectWatcher
+
 __all__ = ["cancel_trio", "run_chat"]
 
 
-def run_chat(socket_path: Path, *, autostart: bool, color: bool, start: StartOptions) -> None:
-    """Run the chat on the daemon at `socket_path` until the person leaves."""
-    asyncio.run(_host(socket_path, autostart, color, start))
+def run_chat(
+    socket_path: Path,
+    *,
+    autostart: bool,
+    color: bool,
+    start: StartOptions,
+    connect_watch: ConnectWatcher | None = None,
+) -> None:
+    """Run the chat on the daemon at `socket_path` until the person leaves; `connect_watch`
+    watches the connect (`robotactl.connection.connect`)."""
+    asyncio.run(_host(socket_path, autostart, color, start, connect_watch))
 
 
-async def _host(socket_path: Path, autostart: bool, color: bool, start: StartOptions) -> None:
+async def _host(
+    socket_path: Path,
+    autostart: bool,
+    color: bool,
+    start: StartOptions,
+    connect_watch: ConnectWatcher | None,
+) -> None:
     loop = asyncio.get_running_loop()
     state = ChatState()
     history = DaemonHistory()
@@ -60,7 +77,10 @@ async def _host(socket_path: Path, autostart: bool, color: bool, start: StartOpt
 
         async with (
             connect(
-                socket_path, autostart=autostart, on_notification=follower.on_notification
+                socket_path,
+                autostart=autostart,
+                on_notification=follower.on_notification,
+                watch=connect_watch,
             ) as peer,
             trio.open_nursery() as nursery,
         ):

@@ -1,15 +1,19 @@
 """Helpers of the live robotactl tests: a session made through robotactl itself, decoded
-``--json`` output, and robotactl on a pseudo-terminal."""
+``--json`` output, robotactl on a pseudo-terminal, and a socket whose backlog is full."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -126,3 +130,24 @@ class Terminal:
     @property
     def output(self) -> str:
         return self.transcript.decode(errors="replace")
+
+
+@contextmanager
+def full_backlog(path: Path) -> Iterator[socket.socket]:
+    """A listener at `path` that accepts nothing, its backlog filled (as a stopped or stuck
+    robotad's fills): a connect there finds no place until the test accepts one of the
+    queued connections from the listener yielded."""
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        listener.bind(str(path))
+        listener.listen(0)
+        for _ in range(64):  # Linux queues one connection past a backlog of 0
+            queued = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            queued.setblocking(False)
+            try:
+                queued.connect(str(path))
+            except BlockingIOError:
+                break
+        else:
+            raise AssertionError(f"the backlog of {path} never filled")
+        yield listener
