@@ -122,6 +122,17 @@ class Terminal:
         finally:
             os.close(self.master)
 
+    @classmethod
+    def ran(cls, args: list[str], *, cwd: Path, **env: str) -> tuple[int, str]:
+        """robotactl run on a terminal to its end, typing nothing: its exit status and all it
+        wrote."""
+        terminal = cls(args, cwd=cwd, **env)
+        try:
+            status = terminal.finish()
+        finally:
+            terminal.kill()
+        return status, terminal.output
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)

@@ -223,15 +223,10 @@ def test_a_terminal_sees_the_connect_wait_then_the_error_on_a_clean_line(
     path = socket_dir / "robotad.sock"
     with full_backlog(path):
         args = ["--socket", str(path), "--answer-timeout", "1.5"]
-        terminal = Terminal(
+        status, output = Terminal.ran(
             [*args, *(["--json"] if json_mode else []), "ls"], cwd=socket_dir, NO_COLOR="1"
         )
-        try:
-            status = terminal.finish()
-        finally:
-            terminal.kill()
     assert status == ExitCode.ERROR
-    output = terminal.output
     if json_mode:
         assert output.startswith('{"error": ')  # nothing drawn before it
         (line,) = output.splitlines()

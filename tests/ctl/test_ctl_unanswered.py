@@ -326,15 +326,10 @@ def test_a_terminal_sees_the_wait_then_the_error_on_a_clean_line(
     pid = os.getpid()
     with silent_daemon(socket_dir, holder=True) as daemon:
         args = ["--socket", str(daemon.path), "--answer-timeout", "1.5"]
-        terminal = Terminal(
+        status, output = Terminal.ran(
             [*args, *(["--json"] if json_mode else []), "ls"], cwd=socket_dir, NO_COLOR="1"
         )
-        try:
-            status = terminal.finish()
-        finally:
-            terminal.kill()
     assert status == ExitCode.ERROR
-    output = terminal.output
     if json_mode:
         assert "waiting for" not in output
         assert output.startswith('{"error": {"message": "robotad (pid')
@@ -431,14 +426,10 @@ def test_shutdown_wait_shows_its_wait_for_the_exit(
     """A turn that does not end keeps robotad for its grace (3 s), shown as a wait."""
     session_id = new_session(ctl, robotad, work, ENDLESS)
     start_turn(ctl, robotad, session_id)
-    terminal = Terminal(
+    status, output = Terminal.ran(
         [*sock(robotad), "shutdown", "--wait", "--grace", "3"], cwd=work, NO_COLOR="1"
     )
-    try:
-        status = terminal.finish()
-    finally:
-        terminal.kill()
-    assert status == 0, terminal.output
-    assert re.search(r"waiting for robotad to exit… \d+s", terminal.output), terminal.output
-    assert re.search(r"\r {20,}\rrobotad has shut down", terminal.output), terminal.output
+    assert status == 0, output
+    assert re.search(r"waiting for robotad to exit… \d+s", output), output
+    assert re.search(r"\r {20,}\rrobotad has shut down", output), output
     assert robotad.process.wait(PROCESS_TIMEOUT) == 0
