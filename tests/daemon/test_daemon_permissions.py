@@ -269,43 +269,61 @@ async def test_an_argument_pattern_on_an_mcp_tool_is_refused_where_it_enters(
     $.permissions.deny[i], session/addRule at $.rule (either scope, in any case of ``mcp__``)
     — -32602 saying what to write, nothing added or persisted — and the bare names stay
     accepted. (An import leaves such a rule out, decision 81: see the import's test.)"""
+    created, added, rules = await _refused_where_it_enters(
+        daemon,
+        tmp_path,
+        {"deny": ["Read(/etc/**)", MCP_ARGUMENT_RULE]},
+        [(MCP_ARGUMENT_RULE, "session"), ("Mcp__files(x)", "project")],
+        ("mcp__files__write", "deny"),
+    )
+    assert [i["path"] for i in created.issues] == ["$.permissions.deny[1]"]
+    for refusal in (created, *added):
+        (issue,) = refusal.issues
+        assert issue["message"].startswith("MCP tools take no argument pattern")
+    assert "write 'mcp__files__write' for every call" in created.issues[0]["message"]
+    assert "write 'mcp__files' for every tool" in added[1].issues[0]["message"]
+    assert rules == {"allow": [], "ask": [], "deny": ["mcp__files__write"]}
+
+
+async def _refused_where_it_enters(
+    daemon: RunningDaemon,
+    tmp_path: Path,
+    given: dict[str, list[str]],
+    added: list[tuple[str, str]],
+    accepted: tuple[str, str],
+) -> tuple[InvalidParams, list[InvalidParams], Any]:
+    """Rules that session/create must refuse (`given`, as its permissions) and session/addRule
+    must refuse (`added`: each deny rule with its scope), then one it must take (`accepted`:
+    the rule and its kind, for the session): the refusals, each -32602 with one issue and
+    the addRule ones at $.rule, and the session's rules after. Nothing is persisted for the
+    project (a refused project rule is not written)."""
     project = tmp_path / "project"
     project.mkdir()
     with trio.fail_after(IO_TIMEOUT):
         async with connect(daemon) as client:
             with pytest.raises(InvalidParams) as created:
-                await create(
-                    client, project, permissions={"deny": ["Read(/etc/**)", MCP_ARGUMENT_RULE]}
-                )
+                await create(client, project, permissions=given)
             session_id = await create(client, project)
-            added = []
-            for rule, scope in ((MCP_ARGUMENT_RULE, "session"), ("Mcp__files(x)", "project")):
+            refusals = []
+            for rule, scope in added:
                 with pytest.raises(InvalidParams) as refused:
                     await client.call(
                         "session/addRule",
                         {"sessionId": session_id, "rule": rule, "kind": "deny", "scope": scope},
                     )
-                added.append(refused.value)
+                refusals.append(refused.value)
+            rule, kind = accepted
             rules = await client.call(
                 "session/addRule",
-                {
-                    "sessionId": session_id,
-                    "rule": "mcp__files__write",
-                    "kind": "deny",
-                    "scope": "session",
-                },
+                {"sessionId": session_id, "rule": rule, "kind": kind, "scope": "session"},
             )
-    assert [i["path"] for i in created.value.issues] == ["$.permissions.deny[1]"]
-    assert [[i["path"] for i in e.issues] for e in added] == [["$.rule"], ["$.rule"]]
-    for refusal in (created.value, *added):
+    assert [[i["path"] for i in e.issues] for e in refusals] == [["$.rule"]] * len(added)
+    for refusal in (created.value, *refusals):
         assert refusal.code == -32602
-        (issue,) = refusal.issues
-        assert issue["message"].startswith("MCP tools take no argument pattern")
-    assert "write 'mcp__files__write' for every call" in created.value.issues[0]["message"]
-    assert "write 'mcp__files' for every tool" in added[1].issues[0]["message"]
-    assert rules == {"allow": [], "ask": [], "deny": ["mcp__files__write"]}
+        assert len(refusal.issues) == 1
     digest = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()
     assert not (daemon.home.state_dir / "projects" / f"{digest}.json").exists()
+    return created.value, refusals, rules
 
 
 async def test_a_stored_argument_pattern_on_an_mcp_tool_is_left_out_on_load(
@@ -381,42 +399,24 @@ async def test_an_mcp_name_in_another_case_is_refused_where_it_enters(
     a rule's name is compared exactly, so ``Mcp__files__write`` matched no call. session/create
     refuses it at $.permissions.allow[i], session/addRule at $.rule (either scope) — -32602
     saying what to write, nothing added or persisted."""
-    project = tmp_path / "project"
-    project.mkdir()
-    with trio.fail_after(IO_TIMEOUT):
-        async with connect(daemon) as client:
-            with pytest.raises(InvalidParams) as created:
-                await create(
-                    client, project, permissions={"allow": ["mcp__files", "Mcp__files__write"]}
-                )
-            session_id = await create(client, project)
-            added = []
-            for rule, scope in (("MCP__files", "session"), ("mCp__files__write", "project")):
-                with pytest.raises(InvalidParams) as refused:
-                    await client.call(
-                        "session/addRule",
-                        {"sessionId": session_id, "rule": rule, "kind": "deny", "scope": scope},
-                    )
-                added.append(refused.value)
-            rules = await client.call(
-                "session/addRule",
-                {"sessionId": session_id, "rule": "Glob", "kind": "allow", "scope": "session"},
-            )
-    assert [i["path"] for i in created.value.issues] == ["$.permissions.allow[1]"]
-    assert [[i["path"] for i in e.issues] for e in added] == [["$.rule"], ["$.rule"]]
-    for refusal in (created.value, *added):
-        assert refusal.code == -32602
+    created, added, rules = await _refused_where_it_enters(
+        daemon,
+        tmp_path,
+        {"allow": ["mcp__files", "Mcp__files__write"]},
+        [("MCP__files", "session"), ("mCp__files__write", "project")],
+        ("Glob", "allow"),
+    )
+    assert [i["path"] for i in created.issues] == ["$.permissions.allow[1]"]
+    for refusal in (created, *added):
         (issue,) = refusal.issues
         assert issue["message"].startswith("MCP tools are named with 'mcp__' in lower case")
-    assert created.value.issues[0]["message"].endswith(
+    assert created.issues[0]["message"].endswith(
         "; write 'mcp__files__write' for every call of that tool"
     )
     assert (
         added[0].issues[0]["message"].endswith("; write 'mcp__files' for every tool of that server")
     )
     assert rules == {"allow": ["Glob"], "ask": [], "deny": []}
-    digest = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()
-    assert not (daemon.home.state_dir / "projects" / f"{digest}.json").exists()
 
 
 async def test_an_import_leaves_out_the_mcp_rules_an_earlier_robotad_took(
