@@ -95,43 +95,39 @@ class _Malformed(ValueError):
 
 class _StoredMcpRule(_Malformed):
     """An MCP rule robotad once took and now refuses: well formed otherwise, and inert (a
-    stored one is left out on load, `mcp_rule_refusal`)."""
+    stored one is left out on load, `mcp_rule_refusal`). Its message is `why` it never
+    applied, then the rules to write for `name` instead (its server's too, `with_server`)."""
+
+    def __init__(self, why: str, name: str, *, with_server: bool = False) -> None:
+        super().__init__(f"{why}; write {_mcp_names_instead(name, with_server=with_server)}")
 
 
-class _McpArgument(_StoredMcpRule):
-    """An argument pattern on an MCP tool or server (decision 73)."""
-
-    def __init__(self, name: str) -> None:
-        instead = _mcp_names_instead(name, with_server=True)
-        super().__init__(
-            f"MCP tools take no argument pattern (there is no argument for {name}(…) to "
-            f"match, so the rule would never apply); write {instead}"
-        )
+def _mcp_argument(name: str) -> _StoredMcpRule:
+    """An argument pattern on the MCP tool or server `name` (decision 73)."""
+    why = (
+        f"MCP tools take no argument pattern (there is no argument for {name}(…) to match, "
+        "so the rule would never apply)"
+    )
+    return _StoredMcpRule(why, name, with_server=True)
 
 
-class _McpCase(_StoredMcpRule):
+def _mcp_case(name: str) -> _StoredMcpRule:
     """An MCP tool or server named with ``mcp__`` in another case (decision 81)."""
-
-    def __init__(self, name: str) -> None:
-        instead = _mcp_names_instead(name, with_server=False)
-        super().__init__(
-            f"MCP tools are named with {PREFIX!r} in lower case, and a rule's name is compared "
-            f"exactly ({name!r} would match no call, so the rule would never apply); "
-            f"write {instead}"
-        )
+    why = (
+        f"MCP tools are named with {PREFIX!r} in lower case, and a rule's name is compared "
+        f"exactly ({name!r} would match no call, so the rule would never apply)"
+    )
+    return _StoredMcpRule(why, name)
 
 
-class _McpIncomplete(_StoredMcpRule):
+def _mcp_incomplete(name: str) -> _StoredMcpRule:
     """``mcp__`` alone, or ``mcp__SERVER__`` with no tool after it: no name offered is either
-    (a server's tool names always go on past ``mcp__SERVER__``)."""
-
-    def __init__(self, name: str) -> None:
-        instead = _mcp_names_instead(name, with_server=False)
-        super().__init__(
-            f"an MCP rule names a server (mcp__SERVER) or one of its tools "
-            f"(mcp__SERVER__TOOL), and {name!r} names neither, so the rule would never "
-            f"apply; write {instead}"
-        )
+    (a server's tool names always go on past ``mcp__SERVER__``; decision 81)."""
+    why = (
+        f"an MCP rule names a server (mcp__SERVER) or one of its tools (mcp__SERVER__TOOL), "
+        f"and {name!r} names neither, so the rule would never apply"
+    )
+    return _StoredMcpRule(why, name)
 
 
 def _incomplete_mcp_name(name: str) -> bool:
@@ -289,9 +285,9 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
         raise _Malformed(f"tool name {name!r} is not an identifier")
     if open_at is None:
         if written_for_mcp(name) and not name.startswith(PREFIX):
-            raise _McpCase(name)
+            raise _mcp_case(name)
         if name.startswith(PREFIX) and _incomplete_mcp_name(name):
-            raise _McpIncomplete(name)
+            raise _mcp_incomplete(name)
         return Rule(text, name, "tool")
     # Balanced, and the first "(" opens at depth 0: its partner must be the very last char.
     depth = 0
@@ -306,7 +302,7 @@ def _parse(text: str, profile: ToolProfile | None) -> Rule:
     if close_at != len(chars) - 1:
         raise _Malformed(f"text after the closing parenthesis in pattern {text!r}")
     if written_for_mcp(name):
-        raise _McpArgument(name)
+        raise _mcp_argument(name)
     if name == ANY_TOOL:
         raise _Malformed("the pattern '*' takes no argument")
     inner = chars[open_at + 1 : close_at]
