@@ -269,6 +269,23 @@ class _HeldBigSink(FileLogSink):
         return super().put_payload(content, sha256)
 
 
+def _shouting(
+    workspace: Path, provider: Any, shout: ShoutTool, sink: FileLogSink, store: Any, **more: Any
+) -> Session:
+    """Session `SID` over `provider`, with `shout` allowed, logging to `sink`, saving to
+    `store`; `more` as `new_session` takes it."""
+    return new_session(
+        workspace,
+        provider,
+        tools=[shout],
+        permissions={"allow": ["Shout"]},
+        logger=SessionLogger(SID, sink),
+        session_id=SID,
+        store=store,
+        **more,
+    )
+
+
 def _events(path: Path) -> list[str]:
     """The events of the lines written to `path` so far."""
     if not path.exists():
@@ -362,16 +379,7 @@ async def test_turn_finished_goes_out_once_the_turns_lines_are_written(workspace
             heard.append(_events(path))
 
     shout = ShoutTool()
-    session = new_session(
-        workspace,
-        scripted(_script() * 2),
-        tools=[shout],
-        permissions={"allow": ["Shout"]},
-        logger=SessionLogger(SID, sink),
-        session_id=SID,
-        store=store,
-        event_sink=events,
-    )
+    session = _shouting(workspace, scripted(_script() * 2), shout, sink, store, event_sink=events)
     with trio.fail_after(LIMIT):
         assert await session.run("shout") == "all done"
         first = _events(path)
@@ -542,16 +550,7 @@ async def test_a_shutdown_cut_short_in_its_drain_lets_go_and_its_lines_still_com
     saved = trio.Event()
     store.on_save = lambda snapshot: saved.set() if snapshot.turn_count == 2 else None
     shout = ShoutTool()
-    session = new_session(
-        workspace,
-        provider,
-        tools=[shout],
-        permissions={"allow": ["Shout"]},
-        logger=SessionLogger(SID, sink),
-        session_id=SID,
-        store=store,
-        tool_source=source,
-    )
+    session = _shouting(workspace, provider, shout, sink, store, tool_source=source)
 
     async def cut_short(deadline: trio.CancelScope) -> None:
         with deadline:
