@@ -281,7 +281,7 @@ def first_command(args: list[str]) -> int:
     "  ROBOTA_SOCKET          socket path when --socket is not given\n"
     "  ROBOTA_NO_AUTOSTART=1  same as --no-autostart\n"
     "  ROBOTA_ANSWER_TIMEOUT  --answer-timeout when it is not given\n"
-    "  ROBOTA_SESSION         session when -s is not given\n"
+    "  ROBOTA_SESSION         session id, or a unique prefix, when -s is not given\n"
     "  NO_COLOR               never colour the output",
 )
 @click.option(

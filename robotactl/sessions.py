@@ -1,5 +1,12 @@
 """Which session a command means: ``-s/--session ID``, else the one this directory worked in.
 
+An ID may be a unique prefix of a session id, as git and docker take short ids
+(docs/architecture.md decision 84): `match_session_id` is the one rule — an id that names a
+session exactly wins, else the one id the text begins, else the text as given (so robotad's
+own not-found error, -32002, reaches the user unchanged); several matches are
+`AmbiguousSession` (exit 1). A value of the full default-id form (32 lowercase hex digits,
+`protocol.shapes.new_id`) is used as given without asking for ``session/list``.
+
 PROTOCOL.md §9: ``-s`` defaults to the most recently updated session whose cwd is the current
 directory. `resolve_session` (on a blocking client; `resolve_session_streaming` on a trio peer)
 asks the daemon for ``session/list`` and picks it, comparing
@@ -14,7 +21,8 @@ it the same way. ``ROBOTA_SESSION`` in the environment stands in for ``-s``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import click
@@ -27,8 +35,11 @@ if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
 
 __all__ = [
+    "AmbiguousSession",
     "NoSessionHere",
     "checked_session_id",
+    "is_full_id",
+    "match_session_id",
     "pick_session",
     "resolve_session",
     "resolve_session_streaming",
@@ -37,6 +48,11 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., object])
+
+#: The form of the ids robotad generates (`protocol.shapes.new_id`): never a prefix to expand.
+_FULL_ID = re.compile(r"[0-9a-f]{32}")
+#: How many of an ambiguous prefix's sessions its error lists.
+AMBIGUOUS_SHOWN = 4
 
 
 def session_option(command: F) -> F:
@@ -48,8 +64,8 @@ def session_option(command: F) -> F:
         metavar="ID",
         envvar="ROBOTA_SESSION",
         callback=checked_session_id,
-        help="The session (default: the most recently updated session whose working "
-        "directory is the current one).",
+        help="The session, or a unique prefix of its id (default: the most recently updated "
+        "session whose working directory is the current one).",
     )(command)
 
 
@@ -72,6 +88,21 @@ def checked_session_id(ctx: click.Context, param: click.Parameter, value: str | 
     if given:
         said = f"{said} (from {given})"
     raise click.BadParameter(said, ctx=ctx, param=param)
+
+
+class AmbiguousSession(CommandFailed):
+    """The text given for a session is no session's id and begins several (`matches`)."""
+
+    def __init__(self, given: str, matches: Sequence[str]) -> None:
+        width = len(given) + 8  # enough of each id to tell them apart, short enough to read
+        shown = [m if len(m) <= width else f"{m[:width]}…" for m in matches[:AMBIGUOUS_SHOWN]]
+        if len(matches) > AMBIGUOUS_SHOWN:
+            shown.append("…")
+        super().__init__(
+            f'"{given}" names {len(matches)} sessions: {", ".join(shown)}; give more of the id'
+        )
+        self.given = given
+        self.matches = list(matches)
 
 
 class NoSessionHere(CommandFailed):
@@ -111,28 +142,53 @@ def pick_session(sessions: list[SessionSummary], here: str) -> str | None:
     return max(candidates)[2]
 
 
-def resolve_session(client: BlockingClient, given: str | None) -> str:
-    """`given` when set, else the default session of the current directory.
+def is_full_id(given: str) -> bool:
+    """Whether `given` has the form of a generated id: then it is used as given, unlisted."""
+    return _FULL_ID.fullmatch(given) is not None
 
-    Raises `NoSessionHere` (exit 1) when there is none.
+
+def match_session_id(given: str, ids: Sequence[str]) -> str:
+    """The session id `given` means among `ids`: `given` itself when it is one of them (even
+    if it also begins others), else the one id that starts with it, else `given` unchanged
+    (robotad then answers its own not-found error).
+
+    Raises `AmbiguousSession` when `given` is no id and begins several.
     """
-    if given is not None:
+    if given in ids:
+        return given
+    matches = [session_id for session_id in ids if session_id.startswith(given)]
+    if len(matches) > 1:
+        raise AmbiguousSession(given, matches)
+    return matches[0] if matches else given
+
+
+def resolve_session(client: BlockingClient, given: str | None) -> str:
+    """The session `given` names (an id or a unique prefix of one, `match_session_id`), else
+    the default session of the current directory. Asks for ``session/list`` unless `given`
+    is a full generated id.
+
+    Raises `NoSessionHere` (exit 1) when there is no default, `AmbiguousSession` (exit 1)
+    when `given` begins several ids.
+    """
+    if given is not None and is_full_id(given):
         return given
     from protocol.methods import SessionList
 
-    return _default_session(client.request("session/list", {}, result_type=SessionList))
+    return _chosen(client.request("session/list", {}, result_type=SessionList), given)
 
 
 async def resolve_session_streaming(peer: JsonRpcPeer, given: str | None) -> str:
     """`resolve_session` on the trio peer of a command that streams a turn."""
-    if given is not None:
+    if given is not None and is_full_id(given):
         return given
     from protocol.methods import SessionList
 
-    return _default_session(await peer.request("session/list", {}, result_type=SessionList))
+    return _chosen(await peer.request("session/list", {}, result_type=SessionList), given)
 
 
-def _default_session(listing: SessionList) -> str:
+def _chosen(listing: SessionList, given: str | None) -> str:
+    if given is not None:
+        return match_session_id(given, [summary.session_id for summary in listing.sessions])
     here = os.getcwd()
     chosen = pick_session(listing.sessions, here)
     if chosen is None:

@@ -41,7 +41,7 @@ from robotactl.chat.screen import Screen
 from robotactl.chat.slash import UnknownCommand, parse_slash, prompt_text
 from robotactl.chat.state import ChatState, ToolCallRecord
 from robotactl.formatting import shorten
-from robotactl.sessions import pick_session
+from robotactl.sessions import pick_session, resolve_session_streaming
 
 if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
@@ -98,7 +98,8 @@ class ChatController:
         self._nursery = nursery
         self.follower.peer = peer
         if options.session_id:
-            info = await self.request("session/open", {"sessionId": options.session_id})
+            named = await resolve_session_streaming(peer, options.session_id)
+            info = await self.request("session/open", {"sessionId": named})
         else:
             chosen = None if options.new else await self._default_session(options.cwd)
             if chosen is None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from robotactl.cli import ClientOptions, call_daemon
-from robotactl.sessions import checked_session_id
+from robotactl.sessions import checked_session_id, resolve_session
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -36,7 +36,7 @@ TOOLS_WIDTH = 48
     "session_id",
     metavar="ID",
     callback=checked_session_id,
-    help="Also list this session's own servers.",
+    help="Also list this session's own servers (its id, or a unique prefix of it).",
 )
 @click.option(
     "--tools",
@@ -52,9 +52,11 @@ def mcp(options: ClientOptions, session_id: str | None, list_tools: bool) -> Non
 
     With --json, prints the mcp/list result.
     """
-    params: dict[str, Any] = {} if session_id is None else {"sessionId": session_id}
 
     def ask(client: BlockingClient) -> Any:
+        params: dict[str, Any] = {}
+        if session_id is not None:
+            params["sessionId"] = resolve_session(client, session_id)
         return client.request("mcp/list", params)
 
     result = call_daemon(options, ask)

@@ -7,6 +7,7 @@ every stored session — damaged records too, marked, never hidden — newest fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -349,30 +350,29 @@ def close(options: ClientOptions, session: str | None) -> None:
     "session_opt",
     metavar="ID",
     callback=checked_session_id,
-    help="The session to delete (as every other command names one); or give ID.",
+    help="The session to delete (an id or a unique prefix, as for every command); or give ID.",
 )
 @click.option("-f", "--force", is_flag=True, help="Close the session first if it is loaded.")
 @click.pass_obj
 def rm(
     options: ClientOptions, session_arg: str | None, session_opt: str | None, force: bool
 ) -> None:
-    """Delete session ID (or -s ID): its record, log and journal. A loaded session is
-    refused unless --force (which closes it first). The session is never guessed: name it.
+    """Delete session ID (or -s ID; a unique prefix will do): its record, log and journal. A
+    loaded session is refused unless --force (which closes it first). Never guessed: name it.
 
     With --json, prints the session/delete result.
     """
     if session_arg is not None and session_opt is not None and session_arg != session_opt:
         raise click.UsageError("name the session once: either ID or -s ID")
-    session_id = session_arg or session_opt
-    if session_id is None:
+    given = session_arg or session_opt
+    if given is None:
         raise click.UsageError("name the session to delete: robotactl rm -s ID")
 
     from protocol.methods import DeleteResult
 
-    def delete(client: BlockingClient) -> DeleteResult:
+    def delete(client: BlockingClient) -> tuple[str, DeleteResult]:
+        session_id = resolve_session(client, given)
         if force:
-            import contextlib
-
             from protocol.errors import SessionNotFound
             from protocol.methods import SessionList
 
@@ -386,13 +386,13 @@ def rm(
                 # Closing drains a running turn first: no bound on the wait.
                 client.request("session/close", {"sessionId": session_id}, timeout=None)
         params = {"sessionId": session_id}
-        return client.request("session/delete", params, result_type=DeleteResult)
+        return session_id, client.request("session/delete", params, result_type=DeleteResult)
 
     try:
-        result = call_daemon(options, delete)
+        session_id, result = call_daemon(options, delete)
     except RpcFailed as exc:
         if exc.code == -32014 and not force:
-            exc.hint = f"close it first (`robotactl close -s {session_id}`), or use `rm --force`"
+            exc.hint = f"close it first (`robotactl close -s {given}`), or use `rm --force`"
         raise
     if options.output.json_mode:
         options.output.json({"deleted": result.deleted})

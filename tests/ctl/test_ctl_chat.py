@@ -340,6 +340,22 @@ def test_ctrl_d_leaves_a_running_turn_running(chat: Env) -> None:
     assert "› work on it" in screen
 
 
+def test_chat_takes_a_unique_prefix_of_a_session_id(chat: Env) -> None:
+    """Decision 84: ``chat -s`` names a session by a unique prefix of its id, as every other
+    command does; a prefix of several is the same error (exit 1)."""
+    ws = chat.workspace("prefix")
+    for name in ("prefix-chat-one", "prefix-chat-two"):
+        chat.session(ws, sessionId=name)
+    term = chat.chat(ws, "-s", "prefix-chat-o")
+    term.wait_for("session prefix-chat-one in")
+    term.ready()
+    term.keys("C-d")
+    assert term.wait_exit() == 0
+    ambiguous = chat.chat(ws, "-s", "prefix-chat-")
+    assert ambiguous.wait_exit() == 1
+    assert '"prefix-chat-" names 2 sessions' in ambiguous.screen()
+
+
 def test_no_color_output_has_no_escape_codes(chat: Env) -> None:
     ws = chat.workspace("nocolor")
     reply = "Some **bold** and `code`:\n\n```python\nx = 1\n```\n"
