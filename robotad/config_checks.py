@@ -3,12 +3,12 @@
 `decode_config` (`robotad.config`) decodes the file against its Structs and adds what these
 find on the raw table, so one pass lists every problem of the file, one a path: a default
 provider that names nothing, a provider table without a name (``[providers.""]``, or one
-of spaces only), an instruction file name of spaces only, a base URL that is not http(s), a
-NUL in any string, malformed path patterns and rule patterns, hook tables the session layer
-would refuse, MCP server tables without a transport or with a bad name, relative sandbox
-roots. `toml_path` turns ``$.providers["my box"].kind`` into the TOML spelling the message
-shows, and `in_toml_terms` puts a message in a TOML file's words, saying which keys an
-unknown key's table takes.
+of spaces only), an instruction file name of spaces only, a base URL robotad cannot send to
+(`http_url_problem`: not http(s), no host, a bad port…), a NUL in any string, malformed path
+patterns and rule patterns, hook tables the session layer would refuse, MCP server tables
+without a transport or with a bad name, relative sandbox roots. `toml_path` turns
+``$.providers["my box"].kind`` into the TOML spelling the message shows, and `in_toml_terms`
+puts a message in a TOML file's words, saying which keys an unknown key's table takes.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import msgspec.inspect as mi
 
 from protocol.validate import Issue, join_path
+from robotad.http_urls import http_url_problem
 from robotad.mcp.config import config_issues
 
 __all__ = [
@@ -30,8 +31,6 @@ __all__ = [
     "toml_path",
     "without_foreign_hook_members",
 ]
-
-_URL = re.compile(r"https?://[^\s/]+", re.IGNORECASE)
 
 
 def raw_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[Issue]:
@@ -157,9 +156,9 @@ def _meaning_issues(raw: dict[str, Any], builtin_kinds: Sequence[str]) -> list[I
                     }
                 )
             url = table.get("base_url") if isinstance(table, dict) else None
-            if isinstance(url, str) and url and not _URL.match(url):
+            if isinstance(url, str) and url and (problem := http_url_problem(url)) is not None:
                 where = join_path(join_path("$.providers", name), "base_url")
-                issues.append({"path": where, "message": "expected an http:// or https:// URL"})
+                issues.append({"path": where, "message": problem})
     instructions = raw.get("instructions")
     files = instructions.get("files") if isinstance(instructions, dict) else None
     for index, name in enumerate(files if isinstance(files, list) else []):

@@ -22,6 +22,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from protocol.validate import Issue, join_path
+from robotad.http_urls import http_url_problem
 from robotad.mcp.naming import MAX_SERVER_NAME, MAX_TOOL_NAME
 
 __all__ = [
@@ -155,8 +156,8 @@ def name_problem(name: str) -> str | None:
 
 def config_issues(raw: Any, path: str = "$.mcp_servers") -> list[Issue]:
     """Problems of a raw ``[mcp_servers]`` table a type cannot express: a bad name
-    (`name_problem`), neither or both of `command` and `url`, a URL that is not http(s), an
-    `env` name or a header that cannot be used.
+    (`name_problem`), neither or both of `command` and `url`, a URL robotad cannot send to
+    (`http_url_problem`), an `env` name or a header that cannot be used.
     Values of the wrong shape are skipped (the type check reports those)."""
     if not isinstance(raw, Mapping):
         return []
@@ -271,8 +272,8 @@ def _transport_issues(table: Mapping[str, Any], where: str) -> list[Issue]:
     cwd = table.get("cwd")
     if isinstance(cwd, str) and cwd and not cwd.startswith("/"):
         return [{"path": join_path(where, "cwd"), "message": "expected an absolute path"}]
-    if isinstance(url, str) and not re.match(r"https?://[^\s/]+", url, re.IGNORECASE):
-        return [{"path": join_path(where, "url"), "message": "expected an http:// or https:// URL"}]
+    if isinstance(url, str) and (problem := http_url_problem(url)) is not None:
+        return [{"path": join_path(where, "url"), "message": problem}]
     if url is not None:
         extra = [key for key in ("args", "env", "cwd") if table.get(key)]
         if extra:

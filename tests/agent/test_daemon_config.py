@@ -496,3 +496,58 @@ hooks = [{ type = "command", command = "x", "a b" = 1 }]
     located, error = refusals(tmp_path, text)
     assert set(located) == {'hooks.""', 'hooks.PreToolUse[0].hooks[0]."a b"'}
     assert len(error.issues) == 2
+
+
+_UNUSABLE_URLS = {
+    # An unclosed IPv6 bracket passed the start and answered session/create with -32603.
+    "http://[::1/v1": "names no valid host",
+    # A port past 65535 passed too, and a failed call named 127.0.0.1:80, not the port given.
+    "http://127.0.0.1:99999/v1": "a port that is not a number from 1 to 65535",
+    "http://127.0.0.1:0/v1": "a port that is not a number from 1 to 65535",
+    "http://127.0.0.1:8o80/v1": "a port that is not a number from 1 to 65535",
+    "http://127.0.0.1:/v1": "no port",
+    "http:///v1": "names no host",
+    "http://256.0.0.1/v1": "invalid IPv4 address",
+    # Sent as …/v1%20/chat/completions: a 404 that named no space.
+    "http://127.0.0.1:8080/v1 ": "holds a space",
+    "ftp://127.0.0.1/v1": "expected an http:// or https:// URL",
+}
+
+
+@pytest.mark.parametrize(("url", "why"), list(_UNUSABLE_URLS.items()))
+def test_a_server_url_no_request_can_go_to_is_a_start_up_error_at_its_key(
+    tmp_path: Path, url: str, why: str
+) -> None:
+    """A model server's ``base_url`` and an MCP server's ``url`` that the HTTP client would
+    refuse, or send elsewhere than written, are located start-up errors that never echo the
+    URL (it may hold credentials)."""
+    text = f"""
+[providers.local]
+kind = "openai"
+base_url = {json.dumps(url)}
+
+[mcp_servers.web]
+url = {json.dumps(url)}
+"""
+    located, _ = refusals(tmp_path, text)
+    assert set(located) == {"providers.local.base_url", "mcp_servers.web.url"}
+    assert all(why in message for message in located.values())
+    assert url.strip() not in "".join(located.values())
+
+
+def test_the_server_urls_people_write_are_taken(tmp_path: Path) -> None:
+    urls = [
+        "http://127.0.0.1:11434/v1",
+        "http://localhost:8080",
+        "https://api.openai.com/v1",
+        "HTTP://[::1]:8000/v1",
+        "http://user:secret@models.internal:443/v1?route=a",
+    ]
+    text = "".join(
+        f'[providers.p{n}]\nkind = "openai"\nbase_url = "{url}"\n'
+        f'[mcp_servers.m{n}]\nurl = "{url}"\n'
+        for n, url in enumerate(urls)
+    )
+    config = load_config(_write(tmp_path, text))
+    assert [provider.base_url for provider in config.providers.values()] == urls
+    assert [server.url for server in config.mcp_servers.values()] == urls

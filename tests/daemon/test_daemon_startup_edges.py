@@ -128,3 +128,20 @@ def test_a_provider_table_without_a_name_stops_the_start(tmp_path: Path) -> None
     assert f"invalid configuration {home.config_path}:" in result.stderr
     assert 'providers."": a provider\'s name cannot be empty' in result.stderr
     assert not home.socket_path.exists()
+
+
+def test_a_base_url_the_http_client_refuses_stops_the_start(tmp_path: Path) -> None:
+    """``base_url = "http://[::1/v1"`` (a bracket left open) passed the start; the first
+    ``robotactl new`` on that provider then got -32603 and robotad's log a traceback. Now
+    the start stops on it, at its key, as on any other problem of the file."""
+    home = DaemonHome(tmp_path)
+    home.write_config(
+        'default_provider = "local"\n[providers.local]\nkind = "openai"\n'
+        'base_url = "http://[::1/v1"\n'
+    )
+    result = _start_refused(home)
+    assert result.returncode == 1
+    assert f"invalid configuration {home.config_path}:" in result.stderr
+    assert "providers.local.base_url: names no valid host" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not home.socket_path.exists()

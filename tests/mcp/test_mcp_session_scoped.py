@@ -132,6 +132,9 @@ async def test_malformed_servers_are_refused_each_located(
         {"name": "envs", "command": "x", "env": {"A=B": "1"}},
         {"name": "head", "url": "http://127.0.0.1:1/mcp", "headers": {"X-A": "a\r\nX-B: b"}},
         {"name": "nul", "command": "x\u0000y", "args": ["ok", "a\u0000"]},
+        # URLs the HTTP client refuses, or would send to another port than written.
+        {"name": "v6", "url": "http://[::1/mcp"},
+        {"name": "port", "url": "http://127.0.0.1:99999/mcp"},
     ]
     with trio.fail_after(MCP_TIMEOUT):
         async with connect(daemon) as client:
@@ -150,6 +153,8 @@ async def test_malformed_servers_are_refused_each_located(
         '$.mcpServers[7].headers["X-A"]',
         "$.mcpServers[8].command",
         "$.mcpServers[8].args[1]",
+        "$.mcpServers[9].url",
+        "$.mcpServers[10].url",
     ]
     assert [s for s in listed["sessions"] if s["cwd"] == str(tmp_path)] == []
 
