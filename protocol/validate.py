@@ -476,9 +476,14 @@ def _check_length(
     length: int, low: int | None, high: int | None, unit: str, path: str, issues: list[Issue]
 ) -> None:
     if low is not None and length < low:
-        issues.append({"path": path, "message": f"expected at least {low} {unit}"})
+        issues.append({"path": path, "message": f"expected at least {_count(low, unit)}"})
     if high is not None and length > high:
-        issues.append({"path": path, "message": f"expected at most {high} {unit}"})
+        issues.append({"path": path, "message": f"expected at most {_count(high, unit)}"})
+
+
+def _count(number: int, unit: str) -> str:
+    """``1 character``, ``3 characters``: what an empty ``model = ""`` is told it lacks."""
+    return f"{number} {unit.removesuffix('s') if number == 1 else unit}"
 
 
 def _walk_str(value: Any, info: mi.StrType, path: str, issues: list[Issue]) -> None:

@@ -126,7 +126,7 @@ def test_nested_constraints_and_map_keys_are_located() -> None:
     data["keyed"] = {"x": "one"}
     issues = _issues(msgspec.json.encode(data), Outer)
     assert issues == [
-        {"path": "$.inner.shortName", "message": "expected at least 1 characters"},
+        {"path": "$.inner.shortName", "message": "expected at least 1 character"},
         {"path": "$.inner.count", "message": "expected < 10"},
         {
             "path": '$.table["key with spaces"].shortName',
