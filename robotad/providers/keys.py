@@ -48,12 +48,20 @@ class KeyUnavailable(Exception):
     """The key a provider needs cannot be had; the message says why and what to do."""
 
 
-def missing_key_message(provider: str, variable: str) -> str:
-    """The refusal for a key variable unset in robotad's environment."""
+def missing_key_message(provider: str, variable: str, *, empty: bool = False) -> str:
+    """The refusal for a key variable unset in robotad's environment, or set there to the
+    empty string (`empty`: an ``export KEY=$(…)`` whose command printed nothing, a ``KEY=``
+    line), which "not set" and the advice about exporting after the start would mislead."""
+    where = (
+        f"{variable} is set in robotad's environment, but empty (a `{variable}=` line, or "
+        "an export of what a command that failed printed)"
+        if empty
+        else f"{variable} is not set in robotad's environment (robotad does not see "
+        "variables exported in your shell after it started)"
+    )
     return (
-        f"provider {provider!r} needs an API key: {variable} is not set in robotad's "
-        "environment (robotad does not see variables exported in your shell after it "
-        f"started). Give robotad the key: set api_key_command in [providers.{provider}] "
+        f"provider {provider!r} needs an API key: {where}. "
+        f"Give robotad the key: set api_key_command in [providers.{provider}] "
         f'(e.g. "pass show {provider}"), or put {variable}=… in ~/.config/robota/env '
         "(the systemd unit's EnvironmentFile), or export it before starting robotad"
     )
@@ -79,7 +87,7 @@ def resolve_api_key(
         return None
     key = environ.get(variable) or None
     if key is None and required:
-        raise KeyUnavailable(missing_key_message(provider, variable))
+        raise KeyUnavailable(missing_key_message(provider, variable, empty=variable in environ))
     return None if key is None else sendable(key, provider, variable)
 
 

@@ -160,6 +160,18 @@ def test_a_missing_key_says_whose_environment_and_how_to_give_one() -> None:
     assert "EnvironmentFile" in message
 
 
+def test_a_key_variable_set_but_empty_is_not_called_unset() -> None:
+    """``GPT_KEY=`` in robotad's environment (a ``KEY=`` line in the env file, an ``export
+    KEY=$(pass show x)`` whose command failed) was refused as "not set", with advice about
+    exporting it before the start: the one thing the person had done."""
+    with pytest.raises(ProviderUnavailable) as caught:
+        build_provider("gpt", _openai(api_key_env="GPT_KEY"), environ={"GPT_KEY": ""})
+    message = str(caught.value)
+    assert "GPT_KEY is set in robotad's environment, but empty" in message
+    assert "not set" not in message
+    assert "api_key_command in [providers.gpt]" in message
+
+
 def test_timeouts_default_per_protocol_and_reach_the_provider() -> None:
     table = ProviderConfig(kind="scripted")
     assert (table.idle_timeout_ms, table.connect_timeout_ms) == (120_000, 10_000)
