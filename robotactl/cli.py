@@ -247,8 +247,14 @@ class LazyGroup(click.Group):
                     f" It is a global option, given before the command: robotactl {option} "
                     f"{command} …"
                 )
+                # Not "Did you mean '--session'?" after that: the option they meant is this.
+                exc.possibilities = []  # type: ignore[misc]
             if ctx.params.get("json_mode") and not isinstance(exc, JsonErrorShown):
                 raise JsonErrorShown(exc) from None
+            if not isinstance(exc, CommandFailed):
+                # click quotes some of what was typed as it is ("Got unexpected extra
+                # argument (…)"): an escape sequence there would reach the terminal.
+                exc.message = visible(exc.message)  # type: ignore[misc]
             raise
         except (click.Abort, KeyboardInterrupt):
             # A prompt's Ctrl-C is Abort; anywhere else (waiting for the daemon, for a key

@@ -89,6 +89,32 @@ def test_usage_errors_exit_2_without_contacting_a_daemon(args: list[str], socket
     assert not (socket_dir / "robotad.sock").exists()  # nothing was started
 
 
+def test_a_usage_error_shows_the_controls_of_what_was_typed(socket_dir: Path) -> None:
+    """click quotes an extra argument as it was typed: an escape sequence or a bidi override
+    in it reached the terminal (here it would clear the screen)."""
+    result = invoke("--socket", str(socket_dir / "s"), "ls", "a\x1b[2Jb\rc\u202ed")
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "Got unexpected extra argument (a^[[2Jb^Mc<U+202E>d)" in result.output
+    assert "\x1b" not in result.output
+    assert "\u202e" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"), [(["--json"], "--json"), (["--socket", "/s.sock"], "--socket PATH")]
+)
+def test_a_global_option_after_the_command_suggests_nothing_else(
+    typed: list[str], said: str
+) -> None:
+    """`show --json` ended "… robotactl --json show … Did you mean '--session'?": click's
+    guess, after the sentence that says which option it is and where it goes."""
+    for json_before in (False, True):
+        result = invoke(*(["--json"] if json_before else []), "show", *typed)
+        assert result.exit_code == ExitCode.USAGE, result.output
+        where = f"It is a global option, given before the command: robotactl {said} show …"
+        assert where in result.output
+        assert "Did you mean" not in result.output
+
+
 def test_global_options_reach_the_command() -> None:
     seen: dict[str, Any] = {}
 
