@@ -2,7 +2,7 @@
 
 click's `FloatRange` lets ``nan`` and ``inf`` through (every comparison with nan is false), and
 either becomes a traceback or a JSON ``null`` further on; this type refuses them as the usage
-errors they are.
+errors they are, and says "'soon' is not a number of seconds" of what is no number at all.
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ class Seconds(click.FloatRange):
         super().__init__(min=minimum)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            try:
+                float(value)
+            except ValueError:  # click's own words would be "is not a valid seconds"
+                self.fail(f"{value!r} is not a number of seconds", param, ctx)
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)

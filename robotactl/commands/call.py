@@ -61,6 +61,8 @@ def parse_json(text: str, source: str) -> Any:
     """
     import json
 
+    if not text.strip():
+        raise ValueError(f"not valid JSON ({source}): it is empty")
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
@@ -106,7 +108,9 @@ def _locate(exc: JSONDecodeError) -> str:
     lines = exc.doc.splitlines()
     # The error may sit on the empty line after a last newline (input cut short).
     line_text = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
-    where = f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+    # Some messages end in "at" already ("Invalid control character at"): not "at at line".
+    what = exc.msg.removesuffix(" at")
+    where = f"{what} at line {exc.lineno}, column {exc.colno}"
     if not line_text:
         return where
     from robotactl.terminal_text import visible

@@ -115,6 +115,12 @@ def test_a_global_option_after_the_command_suggests_nothing_else(
         assert "Did you mean" not in result.output
 
 
+def test_a_duration_that_is_no_number_is_said_in_words() -> None:
+    result = invoke("shutdown", "--grace", "soon")
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "'soon' is not a number of seconds" in result.output
+
+
 def test_global_options_reach_the_command() -> None:
     seen: dict[str, Any] = {}
 
@@ -193,10 +199,21 @@ def test_json_cut_off_after_a_newline_is_a_located_usage_error(text: str) -> Non
     assert "Traceback" not in result.output
 
 
-def test_empty_stdin_is_refused() -> None:
-    result = invoke("call", "daemon/status", "-", input="")
+@pytest.mark.parametrize("text", ["", " \n"])
+def test_empty_stdin_is_refused_saying_so(text: str) -> None:
+    """Said as empty, not as Python's "Expecting value at line 1, column 1" (a closed stdin
+    reads as empty)."""
+    result = invoke("call", "daemon/status", "-", input=text)
     assert result.exit_code == ExitCode.USAGE
-    assert "not valid JSON (stdin)" in result.output
+    assert "not valid JSON (stdin): it is empty" in result.output
+
+
+def test_a_control_character_in_a_json_string_is_located_in_plain_words() -> None:
+    """Python's message ends in "at" already: it read "Invalid control character at at line"."""
+    result = invoke("call", "daemon/status", '{"a\tb": 1}')
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "Invalid control character at line 1, column 4" in result.output
+    assert "at at" not in result.output
 
 
 # -- rendering --------------------------------------------------------------------------------

@@ -296,7 +296,7 @@ def test_status_takes_the_bound_from_the_environment(ctl: Ctl, socket_dir: Path)
     [
         (["--answer-timeout", "0", "ls"], {}, "0.0 is not in the range x>=0.001"),
         (["--answer-timeout", "nan", "ls"], {}, "not a finite number"),
-        (["ls"], {"ROBOTA_ANSWER_TIMEOUT": "soon"}, "'soon' is not a valid seconds"),
+        (["ls"], {"ROBOTA_ANSWER_TIMEOUT": "soon"}, "'soon' is not a number of seconds"),
         (["ls", "--answer-timeout", "5"], {}, "robotactl --answer-timeout SECONDS ls …"),
     ],
 )
