@@ -5,6 +5,7 @@ stderr only takes the messages away."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,8 +67,8 @@ def test_a_run_with_stdout_closed_sends_no_prompt(
     ("args", "said"),
     [
         (["run", "-s", "x", "-"], b"the prompt is empty"),
-        (["import", "-"], b"not valid JSON (stdin)"),
-        (["call", "session/list", "-"], b"not valid JSON (stdin)"),
+        (["import", "-"], b"not valid JSON (stdin): it is empty"),
+        (["call", "session/list", "-"], b"not valid JSON (stdin): it is empty"),
         (["chat"], b"needs a terminal on stdin and stdout"),
     ],
 )
@@ -78,6 +79,36 @@ def test_a_closed_stdin_reads_as_empty(
     assert result.returncode in (ExitCode.ERROR, ExitCode.USAGE), result.stderr
     assert b"Traceback" not in result.stderr
     assert said in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["status"], ["--json", "status"], ["ls"], ["--json", "ls"], ["--help"]]
+)
+def test_a_reader_gone_ends_robotactl_quietly_with_status_1(
+    ctl: Ctl, robotad: RunningDaemon, work: Path, args: list[str]
+) -> None:
+    """``robotactl show | head``: the reader of the pipe left, as it meant to. No line on stderr
+    (``--json`` too: a script that stops reading has what it wanted), and exit 1, never 0, so
+    ``set -o pipefail`` still sees that not everything was written (decision 86). The pipe's
+    read end is closed before robotactl starts, so every write fails (EPIPE), whatever the
+    timing."""
+    new_session(ctl, robotad, work)  # so that `ls` has a line to write
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "robotactl", *sock(robotad), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=child_environment(),
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == ExitCode.ERROR
+    assert result.stderr == b""
 
 
 def test_a_closed_stderr_leaves_the_output_and_the_status(robotad: RunningDaemon) -> None:
