@@ -9,7 +9,7 @@ and says in one line what click would leave as a traceback.
   (exit 1), and stdout is pointed at /dev/null so the interpreter's last flush stays quiet. A
   closed one (``>&-``) is that error before anything is done. A pipe whose reader has gone
   (``robotactl show | head``, EPIPE) is no error to tell: click ends the command quietly with
-  status 1 before `main` sees it (decision 86). Standard input that cannot be
+  status 1 before `main` sees it (decision 85). Standard input that cannot be
   read (a reset socket, a hung-up terminal) is said as such. Which failure is the streams' is
   a fact, not a guess: `main` puts stdin and stdout on descriptors whose own read and write
   failures say so (`OutputUnwritable`, `InputUnreadable`), since an `OSError` carries no

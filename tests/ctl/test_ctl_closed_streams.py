@@ -89,7 +89,7 @@ def test_a_reader_gone_ends_robotactl_quietly_with_status_1(
 ) -> None:
     """``robotactl show | head``: the reader of the pipe left, as it meant to. No line on stderr
     (``--json`` too: a script that stops reading has what it wanted), and exit 1, never 0, so
-    ``set -o pipefail`` still sees that not everything was written (decision 86). The pipe's
+    ``set -o pipefail`` still sees that not everything was written (decision 85). The pipe's
     read end is closed before robotactl starts, so every write fails (EPIPE), whatever the
     timing."""
     new_session(ctl, robotad, work)  # so that `ls` has a line to write
