@@ -453,8 +453,10 @@ def _failures_explained(path: Path) -> Iterator[None]:
         raise TurnAbortedFailed(exc.code, exc.message, exc.data) from None
     except RpcError as exc:
         from robotactl.hints import hint_for
+        from robotactl.sessions import session_from_environment
 
-        raise RpcFailed(exc.code, exc.message, exc.data, hint_for(exc.code, exc.data)) from None
+        hint = hint_for(exc.code, exc.data, from_environment=session_from_environment())
+        raise RpcFailed(exc.code, exc.message, exc.data, hint) from None
     except ConnectionLost as exc:
         raise CommandFailed(why_closed(path, str(exc))) from None
     except MalformedResponse as exc:

@@ -16,8 +16,10 @@ from typing import Any
 __all__ = ["hint_for"]
 
 
-def hint_for(code: int, data: Any) -> str | None:
-    """The hint for error `code` with `data` (the error's data object), or None."""
+def hint_for(code: int, data: Any, *, from_environment: str | None = None) -> str | None:
+    """The hint for error `code` with `data` (the error's data object), or None.
+    `from_environment` is the session ``ROBOTA_SESSION`` named, if that is how the command
+    was given one: a session that does not exist then says where its id came from."""
     facts: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
     sid = facts.get("sessionId")
     session = f" -s {sid}" if isinstance(sid, str) else ""
@@ -28,6 +30,11 @@ def hint_for(code: int, data: Any) -> str | None:
         message_id = facts.get("messageId")
         if isinstance(message_id, str):
             return f"`robotactl show{session}` lists the messages and their ids"
+        if from_environment is not None and from_environment == sid:
+            return (
+                "the id came from ROBOTA_SESSION: unset it to use this folder's session, or "
+                "`robotactl ls` lists the sessions"
+            )
         return "`robotactl ls` lists the sessions"
     if code == -32005:
         return (

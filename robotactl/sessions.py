@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
 
 __all__ = [
+    "FROM_ENVIRONMENT",
     "AmbiguousSession",
     "NoSessionHere",
     "checked_session_id",
@@ -44,6 +45,7 @@ __all__ = [
     "resolve_session",
     "resolve_session_streaming",
     "same_directory",
+    "session_from_environment",
     "session_option",
 ]
 
@@ -53,6 +55,9 @@ F = TypeVar("F", bound=Callable[..., object])
 _FULL_ID = re.compile(r"[0-9a-f]{32}")
 #: How many of an ambiguous prefix's sessions its error lists.
 AMBIGUOUS_SHOWN = 4
+#: The click context's `meta` key of a session named by ``ROBOTA_SESSION``, not ``-s``: an
+#: error about it then says where it came from (`session_from_environment`).
+FROM_ENVIRONMENT = "robotactl.session_from_environment"
 
 
 def session_option(command: F) -> F:
@@ -79,15 +84,25 @@ def checked_session_id(ctx: click.Context, param: click.Parameter, value: str | 
     from protocol.session_ids import session_id_problem
 
     problem = session_id_problem(value)
-    if problem is None:
-        return value
     source = ctx.get_parameter_source(param.name or "")
     given = "ROBOTA_SESSION" if source is click.core.ParameterSource.ENVIRONMENT else None
+    if problem is None:
+        if given:
+            ctx.meta[FROM_ENVIRONMENT] = value
+        return value
     shown = value if len(value) <= 40 else f"{value[:40]}…"
     said = f"{shown!r}: {problem}"
     if given:
         said = f"{said} (from {given})"
     raise click.BadParameter(said, ctx=ctx, param=param)
+
+
+def session_from_environment() -> str | None:
+    """The session this command was given by ``ROBOTA_SESSION`` (as typed), or None when it
+    was named with ``-s``, not named, or no command is being run."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get(FROM_ENVIRONMENT) if ctx is not None else None
+    return value if isinstance(value, str) else None
 
 
 class AmbiguousSession(CommandFailed):

@@ -205,7 +205,7 @@ def history(options: ClientOptions, query: str | None, cwd: str | None, limit: i
         return
     if result.entries:
         output.columns(("WHEN", "SESSION", "PROMPT"), history_rows(result.entries))
-    else:
+    elif limit != 0:  # `-n 0` asked for none, as `head -n 0` does: "none found" would mislead
         output.notice("no prompts found")
     if result.unreadable_lines:
         output.notice(f"({result.unreadable_lines} unreadable lines of the prompt history skipped)")

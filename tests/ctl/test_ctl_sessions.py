@@ -334,6 +334,9 @@ def test_history_searches_prompts(ctl: Ctl, robotad: RunningDaemon, work: Path) 
     none = ctl(*sock(robotad), "history", "no such prompt anywhere")
     assert (none.returncode, none.stdout) == (0, "")
     assert "no prompts found" in none.stderr
+    # `-n 0` asks for none (as `head -n 0`): saying none was found would be false.
+    zero = ctl(*sock(robotad), "history", "needle", "-n", "0")
+    assert (zero.returncode, zero.stdout, zero.stderr) == (0, "", "")
 
 
 def test_log_reports_a_complete_log_and_exits_1_on_a_damaged_one(
@@ -462,6 +465,23 @@ def test_session_defaults_to_the_newest_one_of_the_current_directory(
     # A session named in ROBOTA_SESSION wins over the directory's.
     env_run = ctl(*sock(robotad), "run", "hi", cwd=here, ROBOTA_SESSION=older)
     assert env_run.stdout == "older\n", env_run.stderr
+
+
+def test_a_session_robota_session_names_that_does_not_exist_says_where_it_came_from(
+    ctl: Ctl, robotad: RunningDaemon, work: Path
+) -> None:
+    stale = "0" * 32  # a full id: used as given, so robotad's own -32002 answers
+    from_env = ctl(*sock(robotad), "show", ROBOTA_SESSION=stale, NO_COLOR="1")
+    assert from_env.returncode == ExitCode.ERROR
+    assert "error -32002" in from_env.stderr
+    assert "hint: the id came from ROBOTA_SESSION: unset it" in from_env.stderr
+    # Named with -s, the same id is the person's own: the usual hint, whatever the variable.
+    typed = ctl(*sock(robotad), "show", "-s", stale, ROBOTA_SESSION=stale, NO_COLOR="1")
+    assert typed.returncode == ExitCode.ERROR
+    assert "ROBOTA_SESSION" not in typed.stderr
+    assert "hint: `robotactl ls` lists the sessions" in typed.stderr
+    as_json = ctl(*sock(robotad), "--json", "show", ROBOTA_SESSION=stale)
+    assert "ROBOTA_SESSION" in json.loads(as_json.stderr)["hint"]
 
 
 def test_no_session_in_this_directory_is_a_clear_error(
