@@ -17,7 +17,9 @@ names it, and for 401 and 403 says what to set. A server's own error answer is i
 failure, quoting it, even under the code the SDK also uses for a closed connection (-32000,
 JSON-RPC's first server error): only a connection that did end is taken down (decision 65).
 So under the SDK's code for its own timeout (-32001): only the SDK's words for that are a
-timeout (decision 69).
+timeout (decision 69). An HTTP server that no longer knows the connection's session (it
+restarted) ends the connection, and the call it refused is marked `unrun` so that it can be
+made again on a new one (decision 87).
 
 An answer the SDK refuses is located (`robotad.mcp.screening`): a call's says which member and
 what was wrong; a tool the SDK would refuse a listing for is left out of it, named with why
@@ -65,11 +67,14 @@ _MAX_TOOL_PAGES: Final = 50
 
 
 class ServerFailed(Exception):
-    """The server could not be used; `reason` is safe to show (no header or env value)."""
+    """The server could not be used; `reason` is safe to show (no header or env value).
+    `unrun`: the server refused the call unrun, having forgotten the connection's session
+    (`_HttpRefusals.forgot_session`), so it may be made again on a new one."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, unrun: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.unrun = unrun
 
 
 #: The SDK's message for an HTTP status it does not pass on (mcp 2.3's streamable-HTTP client).
@@ -83,6 +88,10 @@ _SDK_ABANDONED: Final = ("SSE stream ", "server answered a request with 202 Acce
 #: What the SDK says, under ``REQUEST_TIMEOUT``, of a call it stopped waiting for (mcp 2.3's
 #: dispatcher); a server may answer with that code too.
 _SDK_TIMED_OUT: Final = "Request 'tools/call' timed out"
+#: What the SDK says, under ``METHOD_NOT_FOUND``, of a 404 before a session exists.
+_SDK_NOT_FOUND: Final = "Not Found"
+#: The header naming the session of a streamable-HTTP connection.
+_SESSION_HEADER: Final = "mcp-session-id"
 
 
 class _AnswerRefused(httpx2.SSEError, httpx2.StreamError):
@@ -102,10 +111,33 @@ class _HttpRefusals:
     def __init__(self) -> None:
         self.last: tuple[int, str] | None = None
         self.bounds: set[str] = set()
+        #: The refusal (404, or 400) of a POST that named a session: the server may have
+        #: forgotten that session (it restarted).
+        self.session_refused: tuple[int, str] | None = None
 
     async def on_response(self, response: Any) -> None:
-        if response.status_code >= 400 and response.request.method == "POST":
-            self.last = (response.status_code, response.reason_phrase)
+        if response.request.method != "POST":
+            return
+        if response.status_code < 400:
+            self.session_refused = None  # the server knows the session
+            return
+        self.last = (response.status_code, response.reason_phrase)
+        if response.status_code in (400, 404) and _SESSION_HEADER in response.request.headers:
+            self.session_refused = self.last
+
+    def forgot_session(self, exc: MCPError) -> str | None:
+        """Why the connection is over when `exc` says the server no longer knows its
+        session: a 404 answered a request naming it, as the MCP specification has a server
+        say so (the client must then start a new session), or a 400 whose error speaks of a
+        session, as servers made from the TypeScript SDK's examples (server-everything)
+        answer. The server ran no such request. None for any other failure."""
+        if self.session_refused is None:
+            return None
+        status, phrase = self.session_refused
+        if status == 400 and "session" not in exc.message.lower():
+            return None
+        said = f"HTTP {status} {phrase}".rstrip()
+        return f"the server no longer knows robotad's session ({said}: {exc.message})"
 
     def refuse(self, reason: str) -> Exception:
         self.bounds.add(reason)
@@ -117,14 +149,19 @@ class _HttpRefusals:
         for reason in self.bounds:
             if reason in exc.message:
                 return reason
-        if exc.message != _STAND_IN or self.last is None:
+        if self.last is None:
             return None
         status, phrase = self.last
+        not_found = status == 404 and exc.message == _SDK_NOT_FOUND
+        if exc.message != _STAND_IN and not not_found:
+            return None
         said = f"HTTP {status} {phrase}".rstrip()
         if status == 401:
             return f"{said}: the server wants credentials (set its headers, e.g. Authorization)"
         if status == 403:
             return f"{said}: the server refused these credentials (check its headers)"
+        if status == 404:
+            return f"the server answered {said}: nothing serves MCP at its url (check the path)"
         return f"the server answered {said}"
 
 
@@ -151,8 +188,10 @@ class Connection:
         if screen is not None:
             screen.version = lambda: session.protocol_version
         # Set when the server's side ended: a stdio server's channel closed, or a call found
-        # the connection closed (an HTTP server that went away).
+        # the connection closed (an HTTP server that went away, or forgot its session).
         self._lost = channel.closed if channel is not None else trio.Event()
+        #: Why an HTTP connection ended, when a call found out (None: it did not, or stdio).
+        self._http_failure: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -160,7 +199,7 @@ class Connection:
 
     @property
     def failure(self) -> str | None:
-        return self.channel.failure if self.channel is not None else None
+        return self.channel.failure if self.channel is not None else self._http_failure
 
     @property
     def lost(self) -> bool:
@@ -196,11 +235,17 @@ class Connection:
 
         `timeout` counts from this call: the SDK starts its own clock only once its transport
         took the request, so a transport still busy with an earlier message held the call
-        without bound (decision 41)."""
+        without bound (decision 41). An HTTP server that forgot the session refused the call
+        unrun: the connection is over, and the failure says the call may be made again
+        (decision 87)."""
         with trio.move_on_after(timeout):
             try:
                 return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout)
             except MCPError as exc:
+                if self.http is not None and (forgot := self.http.forgot_session(exc)):
+                    self._http_failure = self._http_failure or forgot
+                    self._lost.set()
+                    raise ServerFailed(forgot, unrun=True) from None
                 raise ServerFailed(self._reason(exc, timeout)) from None
             except Exception as exc:  # a result the SDK refuses (shape, schema, input request)
                 raise ServerFailed(f"unusable answer: {describe_error(exc)}") from None

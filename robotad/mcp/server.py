@@ -141,7 +141,30 @@ class McpServer:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
         """``tools/call`` of `tool` (the server's own name for it); the SDK's result. Raises
-        `ServerUnavailable`; cancellation cancels this call only."""
+        `ServerUnavailable`; cancellation cancels this call only. A call an HTTP server
+        refused unrun, having forgotten the session (it restarted), is made once more, on a
+        new connection (decision 87)."""
+        from robotad.mcp.connection import ServerFailed
+
+        try:
+            try:
+                return await self._call_once(tool, arguments)
+            except ServerFailed as exc:
+                if not exc.unrun:
+                    raise
+                log.info(
+                    "mcp server forgot the session; calling %s again on a new one: %s",
+                    tool,
+                    exc.reason,
+                    extra=fields(mcp_server=self.name),
+                )
+                return await self._call_once(tool, arguments)
+        except ServerFailed as exc:
+            raise ServerUnavailable(exc.reason) from None
+
+    async def _call_once(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """One attempt of `call`, starting the server first when it is not ready; raises
+        `ServerFailed`."""
         from robotad.mcp.connection import ServerFailed
 
         if self._connection is not None and self._connection.lost:
@@ -152,11 +175,8 @@ class McpServer:
             await self.ready()
         connection = self._connection
         if connection is None:
-            raise ServerUnavailable(self.unavailable_reason())
-        try:
-            return await connection.call(tool, arguments, self.spec.tool_timeout)
-        except ServerFailed as exc:
-            raise ServerUnavailable(exc.reason) from None
+            raise ServerFailed(self.unavailable_reason())
+        return await connection.call(tool, arguments, self.spec.tool_timeout)
 
     def unavailable_reason(self) -> str:
         """Why the server cannot take a call now, with when it is next tried."""

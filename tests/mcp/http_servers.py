@@ -8,7 +8,9 @@ end (the connection closes) or a stall (it waits until the client goes away); or
 nothing at all until the client goes away; or, `hang_up`, nothing at all: it closes the
 connection. Bodies are sent without a length, so only the
 connection's end says where they stop. With `answer_cancels=False` it never answers a
-``notifications/cancelled`` either (it notes the id it names, in `cancelled`).
+``notifications/cancelled`` either (it notes the id it names, in `cancelled`). With
+`sessions=True` it gives each ``initialize`` a session of its own (``Mcp-Session-Id: s1``,
+``s2``…), as a server that keeps sessions does.
 
 It counts what it got to send (`sent`): what robotad read, or the socket buffers hold. A test
 of a bound sends more than the bound, up to a cap, and checks that the count stayed under the
@@ -64,6 +66,9 @@ class MisbehavingServer:
     sent: int = 0
     #: The request ids ``notifications/cancelled`` named.
     cancelled: list[Any] = field(default_factory=list)
+    #: Whether each ``initialize`` gets a session id (see the module doc), and how many did.
+    sessions: bool = False
+    initialized: int = 0
 
 
 def sse_event(message: dict[str, Any]) -> bytes:
@@ -71,13 +76,13 @@ def sse_event(message: dict[str, Any]) -> bytes:
 
 
 async def serve_mcp(
-    nursery: trio.Nursery, *answers: Answer, answer_cancels: bool = True
+    nursery: trio.Nursery, *answers: Answer, answer_cancels: bool = True, sessions: bool = False
 ) -> MisbehavingServer:
     """The server (module doc), listening until `nursery` is cancelled; the n-th call gets
     the n-th of `answers` (the last one once they run out)."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
-    server = MisbehavingServer(url=f"http://127.0.0.1:{port}/mcp")
+    server = MisbehavingServer(url=f"http://127.0.0.1:{port}/mcp", sessions=sessions)
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
@@ -128,25 +133,28 @@ async def _serve_connection(
             if not answer_cancels:
                 await _wait_until_gone(stream)
                 return
-        await stream.send_all(_handshake_answer(message))
+        await stream.send_all(_handshake_answer(message, server))
 
 
-def _handshake_answer(message: dict[str, Any]) -> bytes:
+def _handshake_answer(message: dict[str, Any], server: MisbehavingServer) -> bytes:
     if "id" not in message:
         return _response(202, "text/plain", b"")
     result: dict[str, Any] = {"tools": [TOOL]}
+    session = ""
     if message["method"] == "initialize":
         result = {
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "misbehaving", "version": "1"},
         }
+        server.initialized += 1
+        session = f"Mcp-Session-Id: s{server.initialized}\r\n" if server.sessions else ""
     body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
-    return _response(200, "application/json", body)
+    return _response(200, "application/json", body, session)
 
 
-def _response(status: int, content_type: str, body: bytes) -> bytes:
-    head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n"
+def _response(status: int, content_type: str, body: bytes, headers: str = "") -> bytes:
+    head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{headers}"
     return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
 
 

@@ -6,6 +6,7 @@ other SDKs do) and the loopback streamable-HTTP server of `tests.mcp.http_server
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -15,13 +16,15 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from msgspec import UNSET
 
+from protocol.methods import McpServerEntry
 from robotad.agent.tool import ToolContext, ToolResult
 from robotad.mcp.config import McpServerConfig
 from robotad.mcp.hub import McpHub
 from robotad.providers.convert import anthropic_tools, openai_tools
 
-from .http_servers import Answer, serve_mcp
+from .http_servers import Answer, MisbehavingServer, serve_mcp
 
 #: The opening of a raw stdio server: `send(message)` writes one JSON-RPC message, and
 #: `serve(on_call, tools)` answers the handshake and passes each ``tools/call`` to `on_call`.
@@ -155,6 +158,92 @@ async def test_an_http_servers_own_error_32000_fails_its_call_alone(tmp_path: Pa
             nursery.cancel_scope.cancel()
     assert first.content == second.content == "MCP server web: error -32000: no quota"
     assert len(web.call_headers) == 2
+
+
+def _error_answer(status: int, code: int, message: str) -> Answer:
+    """A refusal at `status` whose body is the JSON-RPC error `code`, `message`."""
+    error = json.dumps({"code": code, "message": message}).encode()
+    body = b'{"jsonrpc": "2.0", "id": {id}, "error": ' + error + b"}"
+    return Answer([body], status=status)
+
+
+#: How a server refuses a request naming a session it no longer knows: the MCP
+#: specification's 404 (the Python SDK's body), and the 400 of the TypeScript SDK's examples.
+FORGOTTEN = {
+    "404": _error_answer(404, -32600, "Session not found"),
+    "400": _error_answer(400, -32000, "Bad Request: No valid session ID provided"),
+}
+OK_ANSWER = (
+    b'{"jsonrpc": "2.0", "id": {id}, "result": {"content": [{"type": "text", "text": "ok"}]}}'
+)
+
+
+async def _call_twice_over_http(
+    tmp_path: Path, *answers: Answer
+) -> tuple[list[ToolResult], MisbehavingServer, McpServerEntry]:
+    """Two calls of `big` on a server with sessions answering `answers`: their results, the
+    server, and its ``mcp/list`` entry after them."""
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            web = await serve_mcp(nursery, *answers, sessions=True)
+            hub = McpHub({"web": McpServerConfig(url=web.url)})
+            await nursery.start(hub.run)
+            results = [await run_tool(hub, "mcp__web__big", tmp_path) for _ in range(2)]
+            (entry,) = await hub.listing()
+            await hub.aclose()
+            nursery.cancel_scope.cancel()
+    return results, web, entry
+
+
+@pytest.mark.parametrize("status", sorted(FORGOTTEN))
+async def test_a_call_refused_for_a_forgotten_session_is_made_on_a_new_one(
+    tmp_path: Path, status: str
+) -> None:
+    """An HTTP server that restarted no longer knows robotad's session and refuses every
+    request naming it. robotad kept that session: every later call failed ("error -32600:
+    Session not found") while ``robotactl mcp`` said the server was ready, until robotad
+    itself restarted. The refused call is made again on a new session, and so are the next."""
+    ok = Answer([OK_ANSWER])
+    (first, second), web, entry = await _call_twice_over_http(tmp_path, FORGOTTEN[status], ok)
+    assert (first.ok, first.content) == (True, "ok")
+    assert (second.ok, second.content) == (True, "ok")
+    sessions = [headers.get("mcp-session-id") for headers in web.call_headers]
+    assert sessions == ["s1", "s2", "s2"]
+    assert entry.status == "ready"
+    assert str(entry.error).startswith("the server no longer knows robotad's session (HTTP")
+
+
+async def test_a_server_forgetting_every_session_fails_the_call_after_one_more_try(
+    tmp_path: Path,
+) -> None:
+    """Made again once, never more: a server refusing every session fails the call saying
+    why, and the next call tries a new session again."""
+    (first, second), web, _ = await _call_twice_over_http(tmp_path, FORGOTTEN["404"])
+    reason = "the server no longer knows robotad's session (HTTP 404 X: Session not found)"
+    assert (first.ok, first.content) == (False, f"MCP server web: {reason}")
+    assert (second.ok, second.content) == (False, f"MCP server web: {reason}")
+    assert [headers.get("mcp-session-id") for headers in web.call_headers] == [
+        "s1",
+        "s2",
+        "s3",
+        "s4",
+    ]
+
+
+async def test_another_refusal_of_a_call_keeps_the_session(tmp_path: Path) -> None:
+    """A 400 that speaks of no session (the server refused the arguments) is the call's own
+    failure: it is not made again, and the session serves on."""
+    refused = _error_answer(400, -32602, "Invalid params: q is required")
+    (first, second), web, entry = await _call_twice_over_http(
+        tmp_path, refused, Answer([OK_ANSWER])
+    )
+    assert (first.ok, first.content) == (
+        False,
+        "MCP server web: error -32602: Invalid params: q is required",
+    )
+    assert (second.ok, second.content) == (True, "ok")
+    assert [headers.get("mcp-session-id") for headers in web.call_headers] == ["s1", "s1"]
+    assert (entry.status, entry.error) == ("ready", UNSET)
 
 
 async def test_an_http_answer_whose_event_stream_ends_empty_fails_its_call_alone(

@@ -716,6 +716,9 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
         ("/401", "HTTP 401 Unauthorized: the server wants credentials (set its headers"),
         ("/403", "HTTP 403 Forbidden: the server refused these credentials (check its headers)"),
         ("/500", "the server answered HTTP 500 Internal Server Error"),
+        # The SDK spells a 404 before a session as JSON-RPC's "method not found": a url
+        # with a wrong path read "handshake failed: error -32601: Not Found".
+        ("/404", "the server answered HTTP 404 Not Found: nothing serves MCP at its url"),
         ("/call/401", "HTTP 401 Unauthorized: the server wants credentials (set its headers"),
     ],
 )
