@@ -35,7 +35,7 @@ import trio
 from protocol.errors import RpcError, StaleResponse, TurnAborted
 from protocol.events import ApprovalRequested, ErrorObject, TurnFinished, TurnStarted
 from protocol.jsonrpc import ConnectionLost, MalformedResponse
-from protocol.methods import PendingResult
+from protocol.methods import HistoryResult, PendingResult
 from protocol.peer import JsonRpcPeer
 from protocol.shapes import ApprovalRequest
 from robotactl.acp.attachment import Attachment, TurnEvents
@@ -284,13 +284,21 @@ class PromptDriver:
 
     async def _abandon(self, execution_id: str) -> StopReason:
         """Give the parked execution up; the calls it left open are closed as failed in the
-        editor too (robotad closes them in history and tells no event of it)."""
+        editor too, each with the result robotad wrote for it in history (it tells no event
+        of them): ``not run: …``, or ``outcome unknown: …`` for a call that was running when
+        robotad stopped."""
         params = {"sessionId": self._session_id, "executionId": execution_id}
+        before = (await self._history({"limit": 0})).total
         with contextlib.suppress(StaleResponse):  # answered or abandoned elsewhere first
             await self._robotad.request("session/abandon", params)
+        closed = (await self._history({"offset": before})).messages
         translator = self._attachment.translator
-        await self._attachment.show(translator.close_open("the approval was given up"))
+        await self._attachment.show(translator.close_abandoned(closed, "the approval was given up"))
         return "cancelled"
+
+    async def _history(self, window: dict[str, int]) -> HistoryResult:
+        params = {"sessionId": self._session_id, **window}
+        return await self._robotad.request("session/history", params, result_type=HistoryResult)
 
 
 def _resume(

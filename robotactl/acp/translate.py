@@ -111,6 +111,31 @@ class EventTranslator:
             for call in closed
         ]
 
+    def close_abandoned(self, results: Iterable[Message], why: str) -> list[SessionUpdate]:
+        """The calls an abandon closed, each failed with the result robotad recorded for it
+        (`results`: the messages the abandon added) — a call whose outcome a stop of robotad
+        made unknown says so, never that it did not run; a call the editor was never shown
+        (resumed without a replay) is shown now. Any other call still open is closed because
+        `why`."""
+        updates: list[SessionUpdate] = []
+        for message in results:
+            call = message.tool_call_id
+            if message.role != "tool" or not isinstance(call, str):
+                continue
+            text = message.content or ""
+            self._asked.pop(call, None)
+            if call in self._shown:
+                if call in self._open:
+                    self._open.discard(call)
+                    updates.append(
+                        ToolCallUpdate(call, status="failed", content=result_content(text))
+                    )
+                continue
+            view = describe_call(message.name if isinstance(message.name, str) else "tool", {})
+            self._shown[call] = view
+            updates.append(_tool_call(call, view, {}, "failed", text))
+        return [*updates, *self.close_open(why)]
+
     def view_of(self, call_id: str) -> ToolView | None:
         return self._shown.get(call_id)
 

@@ -4,6 +4,7 @@ openai one, on a loopback fake model server) streams through to the editor."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -222,3 +223,59 @@ async def test_the_agent_exits_saying_why_when_robotad_goes_away(
     assert rest == b""
     assert status == 1
     assert b"closed the connection" in stderr
+
+
+async def test_a_command_robotad_stopped_under_is_shown_as_of_unknown_outcome(
+    kind: str, workspace: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """robotad is killed while an approved Bash runs; the editor loads the session and
+    prompts, which gives the uncertain execution up. The editor is told what history says,
+    ``outcome unknown: … Check its effect``, never that the approval was given up (the
+    command ran) — the same as ``robotactl show``."""
+    started = tmp_path / "started"
+    os.mkfifo(started)
+    bash = {"name": "Bash", "arguments": {"command": f"echo go > {started}; sleep 60"}}
+    script = [{"toolCalls": [bash]}, {"text": "after"}, {"text": "the next prompt"}]
+    socket_dir = tmp_path_factory.mktemp("sock")
+    socket_dir.chmod(0o700)
+    env = child_environment(ROBOTA_STATE_DIR=str(tmp_path / "state"))
+    daemon = start_robotad(socket_dir / "robotad.sock", tmp_path / "robotad.log", env=env)
+    try:
+        create = {"cwd": str(workspace), "script": script}
+        session_id = robotad_call(daemon, "session/create", create)["sessionId"]
+        robotad_call(daemon, "session/run", {"sessionId": session_id, "prompt": "go"})
+        pending = robotad_call(daemon, "session/pending", {"sessionId": session_id})["pending"]
+        [request] = pending["requests"]
+        answer = {"requestId": request["requestId"], "responseId": "r1", "approved": True}
+        resume = {"sessionId": session_id, "executionId": pending["executionId"]}
+
+        def approve() -> None:  # returns once robotad is gone (its connection fails)
+            with contextlib.suppress(Exception):
+                robotad_call(daemon, "session/resume", {**resume, "responses": [answer]})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, approve)
+            with trio.fail_after(EDITOR_TIMEOUT):  # the command runs
+                await trio.to_thread.run_sync(started.read_text, abandon_on_cancel=True)
+            daemon.process.kill()
+    finally:
+        stop_robotad(daemon)
+    daemon = start_robotad(socket_dir / "robotad.sock", tmp_path / "robotad.log", env=env)
+    try:
+        ts_sdk = typescript_sdk() if kind == "ts" else None
+        async with open_editor(kind, agent_argv(daemon), tmp_path / "editor.log", ts_sdk) as editor:
+            await editor.initialize()
+            load = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+            await editor.request("session/load", load)
+            await editor.updates()
+            reply = await editor.prompt(session_id, "again")
+            assert reply["result"] == {"stopReason": "end_turn"}
+            closed = [
+                u["update"] for u in await editor.updates() if u["update"].get("status") == "failed"
+            ]
+            [text] = [c["content"]["text"] for u in closed for c in u["content"]]
+            assert text.startswith("outcome unknown: Bash was running when robotad stopped")
+            assert "Check its effect" in text
+            await assert_editor_received_everything(editor)
+    finally:
+        stop_robotad(daemon)

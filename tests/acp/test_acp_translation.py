@@ -182,6 +182,29 @@ def test_a_replayed_waiting_call_is_the_one_its_question_names_and_updates() -> 
     assert again.close_open("twice") == []
 
 
+def test_an_abandoned_call_is_closed_with_what_history_says_of_it() -> None:
+    """An abandon closes each call with the result robotad wrote (``outcome unknown: …``
+    for one robotad stopped under, never "given up"); a call the editor was never shown (a
+    resume replays nothing) is shown now, failed; any other open call gets the reason."""
+    first = ToolCall("call_1", "Bash", {"command": "make"})
+    other = ToolCall("call_2", "Write", {"file_path": "/w/a", "content": "x"})
+    translator = EventTranslator()
+    translator.replay([Message.user("go"), Message.assistant(None, [first, other])])
+    unknown = Message.tool("call_1", "Bash", "outcome unknown: Bash was running", ok=False)
+    closed = translator.close_abandoned([unknown], "given up")
+    assert [(wire(u)["toolCallId"], wire(u)["status"]) for u in closed] == [
+        ("call_1", "failed"),
+        ("call_2", "failed"),
+    ]
+    texts = [wire(u)["content"][0]["content"]["text"] for u in closed]
+    assert texts == ["outcome unknown: Bash was running", "interrupted: given up"]
+    resumed = EventTranslator()
+    [shown] = resumed.close_abandoned([unknown], "given up")
+    assert wire(shown)["sessionUpdate"] == "tool_call"
+    assert (wire(shown)["title"], wire(shown)["status"]) == ("Bash", "failed")
+    assert wire(shown)["content"][0]["content"]["text"] == "outcome unknown: Bash was running"
+
+
 def test_a_call_that_could_not_run_becomes_a_failed_tool_call() -> None:
     """An unknown tool or arguments the tool refuses: robotad says only ``tool_finished``
     (the call never started); the editor is shown the call, failed, with the reason."""
