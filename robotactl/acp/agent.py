@@ -218,7 +218,7 @@ class AcpAgent:
     async def close_session(self, params: SessionRefParams, ctx: CallContext) -> dict[str, Any]:
         """Detach from the session (it stays in robotad); not while this editor prompts it."""
         if (running := self._prompts.get(params.session_id)) is not None:
-            raise SessionBusy(params.session_id, running.turn_id)
+            raise _busy(params.session_id, running)
         attachment = self._attachments.pop(params.session_id, None)
         if attachment is None:
             raise _not_attached(params.session_id)
@@ -263,7 +263,7 @@ class AcpAgent:
         text = prompt_text(params.prompt)
         attachment = self._attached(params.session_id)
         if (running := self._prompts.get(params.session_id)) is not None:
-            raise SessionBusy(params.session_id, running.turn_id)
+            raise _busy(params.session_id, running)
         driver = PromptDriver(attachment, self.robotad, self.editor, arrival=ctx.arrival)
         self._prompts[params.session_id] = driver
         if self._cancelled_through.pop(params.session_id, 0) > ctx.arrival:
@@ -331,6 +331,17 @@ def _not_attached(session_id: str) -> SessionNotFound:
     error = SessionNotFound(session_id)
     error.message = (
         f"session {session_id} is not open in this editor (session/new, load or resume it first)"
+    )
+    return error
+
+
+def _busy(session_id: str, running: PromptDriver) -> SessionBusy:
+    """The session runs a prompt of this editor: said so, even before its turn has started
+    (robotad's "work that belongs to no turn" would read as someone else's)."""
+    error = SessionBusy(session_id, running.turn_id)
+    error.message = (
+        f"session {session_id} is busy with a prompt this editor sent: wait for it to end, "
+        "or cancel it"
     )
     return error
 

@@ -3,16 +3,19 @@ resume and close, errors named by robotad, and two editors following one session
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from protocol.blocking_client import open_blocking_connection
-from tests.acp.conftest import Launch
-from tests.acp.editors import EditorError
+from tests.acp.conftest import Launch, agent_argv
+from tests.acp.editors import EDITOR_TIMEOUT, EditorError
 from tests.acp.proof import assert_editor_received_everything
-from tests.robotad_process import RobotadProcess
+from tests.robotad_process import REPO, RobotadProcess, child_environment
 
 
 def robotad_call(daemon: RobotadProcess, method: str, params: dict[str, Any]) -> Any:
@@ -187,3 +190,74 @@ async def test_two_editors_follow_one_session(launch: Launch, workspace: Path) -
         driver_saw = [u["update"]["sessionUpdate"] for u in await driver.updates()]
         assert "user_message_chunk" not in driver_saw  # the driver shows its own prompt
         await assert_editor_received_everything(follower)
+
+
+async def test_a_second_prompt_while_the_first_asks_says_this_editor_is_prompting(
+    workspace: Path, acp_daemon: RobotadProcess
+) -> None:
+    """Two prompts at once on one session: the second is -32001 naming this editor's own
+    prompt, also while the first settles a parked approval and has no turn yet (robotad's
+    "busy with work that belongs to no turn" read as someone else's work). Raw ACP: the SDK
+    editors send one prompt at a time."""
+    write = {"name": "Write", "arguments": {"file_path": str(workspace / "w"), "content": "x"}}
+    create = {"cwd": str(workspace), "script": [{"toolCalls": [write]}, {"text": "done"}]}
+    session_id = robotad_call(acp_daemon, "session/create", create)["sessionId"]
+    robotad_call(acp_daemon, "session/run", {"sessionId": session_id, "prompt": "park"})
+    agent = await trio.lowlevel.open_process(
+        agent_argv(acp_daemon),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=child_environment(),
+        cwd=REPO,
+    )
+    assert agent.stdin is not None
+    assert agent.stdout is not None
+    buffer = b""
+
+    async def send(request_id: int | None, method: str, params: dict[str, Any]) -> None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if request_id is not None:
+            message["id"] = request_id
+        assert agent.stdin is not None
+        await agent.stdin.send_all(json.dumps(message).encode() + b"\n")
+
+    async def until(test: Any) -> dict[str, Any]:
+        nonlocal buffer
+        assert agent.stdout is not None
+        while True:
+            while b"\n" not in buffer:
+                data = await agent.stdout.receive_some(65536)
+                assert data, "the agent exited"
+                buffer += data
+            line, buffer = buffer.split(b"\n", 1)
+            message: dict[str, Any] = json.loads(line)
+            if test(message):
+                return message
+
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "again"}]}
+    try:
+        with trio.fail_after(EDITOR_TIMEOUT):
+            await send(1, "session/resume", {"sessionId": session_id, "cwd": str(workspace)})
+            await until(lambda m: m.get("id") == 1)
+            await send(2, "session/prompt", prompt)
+            asked = await until(lambda m: m.get("method") == "session/request_permission")
+            await send(3, "session/prompt", prompt)
+            busy = await until(lambda m: m.get("id") == 3)
+            cancelled = {"outcome": {"outcome": "cancelled"}}
+            await agent.stdin.send_all(
+                json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": cancelled}).encode()
+                + b"\n"
+            )
+            first = await until(lambda m: m.get("id") == 2)
+            await agent.stdin.aclose()
+            assert await agent.wait() == 0
+    finally:
+        if agent.returncode is None:
+            agent.kill()
+            await agent.wait()
+    assert first["result"] == {"stopReason": "cancelled"}
+    assert busy["error"]["code"] == -32001
+    assert busy["error"]["message"] == (
+        f"session {session_id} is busy with a prompt this editor sent: wait for it to end, "
+        "or cancel it"
+    )
