@@ -321,9 +321,12 @@ def _lsp_cancel(request_id: int) -> tuple[str, dict[str, Any]]:
 class JsonRpcPeer:
     """One JSON-RPC connection over `stream`.
 
-    The peer owns `stream` from `run` on: `run` closes it when it returns. `framing` is how
-    this side frames what it sends before it has received anything (clients choose it; a
-    server leaves it None and answers in the sniffed framing). `max_frame_bytes` caps incoming
+    The peer owns `stream` from `run` on: `run` closes it when it returns. `framing`, when
+    given, is the framing of both sides: clients choose it, and so does ``robotactl acp``,
+    whose editor speaks NDJSON, so that a first line that is no JSON (a person typing
+    ``hello``) is answered -32700 like any later one instead of ending the connection as a
+    framing no reader knows. A server leaves it None, sniffs the remote's framing from its
+    first byte and answers in it. `max_frame_bytes` caps incoming
     frames. `on_notification` receives notifications no route handles. `max_queued_bytes`
     bounds what waits for a remote that does not read (see the module docstring).
     """
@@ -352,7 +355,7 @@ class JsonRpcPeer:
         #: Requests and notifications read so far (`CallContext.arrival`).
         self._arrivals = 0
         self._chosen_framing = framing
-        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes, framing=framing)
         self._on_notification = on_notification
         self._receive_size = receive_size
         self._write_lock = trio.StrictFIFOLock()

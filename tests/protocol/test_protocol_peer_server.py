@@ -339,6 +339,20 @@ async def test_connection_state_is_per_connection(app: App) -> None:
         assert (await second.client.receive())["result"] == {"previous": None}
 
 
+async def test_a_peer_that_chose_its_framing_answers_a_first_line_of_text_and_reads_on(
+    app: App,
+) -> None:
+    """``robotactl acp`` reads its editor as NDJSON: a first line that is no JSON (a person
+    trying it by hand) is a -32700 like any later one, not a framing that ends the
+    connection."""
+    async with serving(app.router, chosen="ndjson") as served:
+        await served.client.send_bytes(b"hello\n")
+        reply = await served.client.receive()
+        assert (reply["id"], error_of(reply)["code"]) == (None, -32700)
+        await served.client.send(call(1, "ping"))
+        assert (await served.client.receive())["result"] == {"pong": True}
+
+
 @pytest.mark.parametrize("framing", FRAMINGS)
 async def test_invalid_json_and_invalid_requests_are_answered(app: App, framing: Framing) -> None:
     async with serving(app.router, framing=framing) as served:

@@ -97,11 +97,13 @@ async def serving(
     framing: Framing = "ndjson",
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     wrap: Any = None,
+    chosen: Framing | None = None,
 ) -> AsyncIterator[Served]:
-    """Run a peer serving `router`; `wrap` may wrap the server's stream (e.g. to trickle)."""
+    """Run a peer serving `router`; `wrap` may wrap the server's stream (e.g. to trickle);
+    `chosen` is the serving peer's own framing (None: sniffed, as robotad's)."""
     client_stream, server_stream = trio.testing.memory_stream_pair()
     stream = wrap(server_stream) if wrap is not None else server_stream
-    peer = JsonRpcPeer(stream, router, max_frame_bytes=max_frame_bytes)
+    peer = JsonRpcPeer(stream, router, max_frame_bytes=max_frame_bytes, framing=chosen)
     finished = trio.Event()
 
     async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
