@@ -40,6 +40,7 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout import Dimension
 from prompt_toolkit.styles import DEFAULT_ATTRS, Attrs, Style, StyleTransformation
+from prompt_toolkit.utils import get_cwidth
 
 from robotactl.chat.completion import ChatCompleter
 from robotactl.chat.history import DaemonHistory
@@ -51,7 +52,7 @@ from robotactl.chat.status import status_line
 if TYPE_CHECKING:
     from robotactl.chat.controller import ChatController
 
-__all__ = ["ChatPrompt", "Dispatch", "live_lines"]
+__all__ = ["ANSWER_KEYS", "ChatPrompt", "Dispatch", "answer_keys", "live_lines"]
 
 #: Hands a call to the trio side: ``dispatch(function, *args)``.
 Dispatch = Callable[..., None]
@@ -61,10 +62,13 @@ LIVE_LINES: Final = 12
 
 
 def live_lines(text: str, width: int, count: int) -> list[str]:
-    """The last `count` lines of `text` wrapped at `width`. Only the end of the text is
-    wrapped: the live area is redrawn on every delta, and wrapping a whole reply (it may run
-    to megabytes) each time made the chat lag behind the stream. A longer line than `count`
-    lines can show is cut first, at a space near its cut when there is one."""
+    """The last `count` lines of `text` wrapped at `width` columns. Only the end of the text
+    is wrapped: the live area is redrawn on every delta, and wrapping a whole reply (it may
+    run to megabytes) each time made the chat lag behind the stream. A longer line than
+    `count` lines can show is cut first, at a space near its cut when there is one. A line
+    is as wide as the terminal draws it: a CJK character or an emoji takes two columns
+    (`_fit_cells`), so such a line is never wider than the live area, which cuts what does
+    not fit."""
     body = text.rstrip("\n")
     limit = 2 * width * count
     lines: list[str] = []
@@ -76,9 +80,43 @@ def live_lines(text: str, width: int, count: int) -> list[str]:
             cut = len(line) - limit
             space = line.find(" ", cut, cut + width)
             line = line[space + 1 if space >= 0 else cut :]
-        lines[:0] = textwrap.wrap(line, width) or [""]
+        wrapped = textwrap.wrap(line, width) or [""]
+        lines[:0] = [part for piece in wrapped for part in _fit_cells(piece, width)]
         stop = start - 1
     return lines[-count:]
+
+
+def _fit_cells(line: str, width: int) -> list[str]:
+    """`line` cut into pieces at most `width` terminal columns wide (`textwrap` counts
+    characters, so a line of wide characters comes out up to twice too wide)."""
+    if get_cwidth(line) <= width:
+        return [line]
+    pieces: list[str] = []
+    piece, used = "", 0
+    for character in line:
+        cells = get_cwidth(character)
+        if used + cells > width and piece:
+            pieces.append(piece)
+            piece, used = "", 0
+        piece += character
+        used += cells
+    return [*pieces, piece]
+
+
+#: The keys that answer an approval, as the question lists them.
+ANSWER_KEYS: Final = ("y once", "a always", "n no")
+
+
+def answer_keys(width: int) -> str:
+    """``y once · a always · n no``, on as many lines of at most `width` columns as it takes
+    (the live area cuts a longer line: a narrow terminal lost ``n no``)."""
+    lines = [ANSWER_KEYS[0]]
+    for key in ANSWER_KEYS[1:]:
+        if len(lines[-1]) + len(" · ") + len(key) <= width:
+            lines[-1] += f" · {key}"
+        else:
+            lines.append(key)
+    return "\n".join(lines)
 
 
 _STYLE: Final = Style.from_dict(
@@ -233,7 +271,7 @@ class ChatPrompt:
             request = state.pending[0]
             what = describe_call(request.tool, request.arguments, max(10, width - 10))
             parts.append(("class:question", f"Allow {what}?\n"))
-            parts.append(("class:question", "y once · a always · n no\n"))
+            parts.append(("class:question", answer_keys(width) + "\n"))
         marker = "switch to › " if state.picking is not None else "› "
         parts.append(("class:prompt", marker))
         return parts

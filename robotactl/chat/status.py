@@ -3,10 +3,11 @@
 ``SESSION · MODEL · MODE · sandbox S · 41% of 32.8k · 1 approval waiting · thinking 3s``:
 the session id, the model, the permission mode, the sandbox (when the daemon reports one),
 the context used, the requests waiting for a person, and — while a turn runs — its elapsed
-time. When the line is wider than the terminal, the least useful parts go first (sandbox,
-context, model), then the session id is cut to its first characters, then the mode: a
-40-column terminal still shows the session, the mode and the turn. What the session's record
-says (its model, which an imported artifact names) is made visible.
+time. When the line is wider than the terminal, the least useful parts go first, one at a
+time (the sandbox, then the context, then the model), then the session id is cut to its
+first characters, then the mode: a 40-column terminal still shows the session, the mode and
+the turn. What the session's record says (its model, which an imported artifact names) is
+made visible.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def status_line(state: ChatState, width: int) -> str:
     if state.running:
         verb = "aborting" if state.abort_asked else "thinking"
         parts.append((0, f"{verb} {state.elapsed():.0f}s"))
-    for keep in (3, 2, 1, 0):
+    for keep in (4, 3, 2, 1, 0):
         line = " · ".join(text for _, text in parts)
         if len(line) <= width:
             return line

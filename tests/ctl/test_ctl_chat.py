@@ -424,6 +424,27 @@ def test_a_terminal_40_columns_wide(chat: Env) -> None:
     assert all(len(line) <= 40 for line in lines)
 
 
+def test_a_terminal_20_columns_wide_shows_the_whole_question_and_wide_text(chat: Env) -> None:
+    """At 20 columns the approval's keys were cut to ``y once · a always ·`` (``n no``
+    lost), and a streaming line of CJK text, wrapped by characters, lost its second half."""
+    cjk = "漢字かな交じり文と絵文字、終わり"  # 16 characters, 32 columns
+    # Two chunks of 18 characters: the CJK line (and its paragraph break), then the rest.
+    slow = {"text": f"{cjk}\n\n{'x' * 18}", "chunks": 2, "delayMs": 2000}
+    _ws, _sid, term = chat.attached("twenty", [slow, write_step("n.txt")], width=20)
+    term.send("wide")
+    # The line's end is on the screen while it streams (wrapped onto a second row), not only
+    # once the finished reply is printed after the second chunk.
+    screen = term.wait_for(lambda s: "終わり" in s or "x" * 18 in s, "the CJK line's end")
+    assert "x" * 18 not in screen
+    term.wait_for("x" * 18)
+    term.idle()
+    term.send("write")
+    screen = term.wait_for("Allow Write")
+    term.wait_for("n no", "the question's last key")
+    term.type("n")
+    term.wait_for("denied: Write")
+
+
 def test_one_shot_commands_never_import_the_chat_libraries(chat: Env) -> None:
     def imported(*args: str) -> str:
         result = chat.python("-X", "importtime", *args)

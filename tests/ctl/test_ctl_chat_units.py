@@ -17,6 +17,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.layout.controls import BufferControl
 from prompt_toolkit.layout.processors import Transformation, TransformationInput
+from prompt_toolkit.utils import get_cwidth
 
 from protocol.events import (
     ApprovalRequested,
@@ -34,7 +35,7 @@ from robotactl.chat.follower import EventFollower
 from robotactl.chat.history import ordered_prompts
 from robotactl.chat.host import cancel_trio
 from robotactl.chat.input_view import SHOWN_STYLE, ShownHidden
-from robotactl.chat.prompt import live_lines
+from robotactl.chat.prompt import answer_keys, live_lines
 from robotactl.chat.render import Renderer
 from robotactl.chat.slash import SLASH_COMMANDS, UnknownCommand, help_text, parse_slash, prompt_text
 from robotactl.chat.state import ChatState
@@ -227,6 +228,16 @@ def test_cancelling_a_finished_trio_run_hides_nothing() -> None:
     assert not scope.cancel_called
 
 
+def test_status_line_drops_the_sandbox_before_the_context() -> None:
+    """One part too many for the terminal drops one part: the sandbox went together with the
+    context, so an 80-column terminal never showed the context used."""
+    state = ChatState(info=info())
+    full = status_line(state, 200)
+    line = status_line(state, len(full) - 1)
+    assert line == f"{SID} · scripted-model · default · 41% of 32.8k"
+    assert status_line(state, len(line) - 1) == f"{SID} · scripted-model · default"
+
+
 def test_the_end_of_a_turn_disarms_leaving_unless_ctrl_c_aborted_it() -> None:
     state = ChatState(info=info())
     state.leave_armed = True  # a Ctrl-C with nothing to abort
@@ -265,6 +276,23 @@ def test_the_live_area_wraps_only_the_end_of_a_long_reply(monkeypatch: pytest.Mo
     assert shown[-1].endswith("the end")
     assert all(len(line) <= 50 for line in shown)
     assert sum(wrapped) <= 2 * 50 * 12 * 2
+
+
+def test_the_live_area_wraps_wide_characters_by_the_columns_they_take() -> None:
+    """A CJK character or an emoji takes two columns: wrapped by characters, a line of them
+    was twice as wide as the live area, which cut off its second half."""
+    text = "漢字かな交じり文と絵文字🎉 and English words " * 3
+    shown = live_lines(text, 20, 12)
+    assert all(get_cwidth(line) <= 20 for line in shown)
+    assert "".join(shown).replace(" ", "") == text.replace(" ", "")
+    assert live_lines("plain words", 20, 12) == ["plain words"]
+
+
+def test_the_approval_keys_wrap_on_a_narrow_terminal() -> None:
+    """``y once · a always · n no`` is 24 columns; the live area cut it (``n no`` lost)."""
+    assert answer_keys(80) == "y once · a always · n no"
+    assert answer_keys(20) == "y once · a always\nn no"
+    assert answer_keys(10) == "y once\na always\nn no"
 
 
 def _shown(line: str) -> tuple[str, Transformation]:
