@@ -29,7 +29,7 @@ from protocol.methods import (
 from protocol.shapes import ContextState
 from robotactl.chat.slash import SlashCommand, help_text
 from robotactl.formatting import format_context, format_when, shorten
-from robotactl.sessions import same_directory
+from robotactl.sessions import AmbiguousSession, match_session_id, same_directory
 
 if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
@@ -153,10 +153,22 @@ class SlashActions:
         self.note("switch to which? a number or an id (Enter stays)")
 
     async def switch_to(self, choice: str, ids: list[str]) -> None:
-        """Attach to the session `choice` names: a number of the list `ids`, or an id."""
-        session_id = choice
+        """Attach to the session `choice` names: a number of the list `ids`, or an id or a
+        unique prefix of one (`match_session_id`, as ``chat -s`` takes). A number past the
+        list that begins no id is said to be one, not looked up as an id."""
         if choice.isdigit() and 1 <= int(choice) <= len(ids):
             session_id = ids[int(choice) - 1]
+        else:
+            try:
+                session_id = match_session_id(choice, ids)
+            except AmbiguousSession as exc:
+                self.screen.print(self.renderer.error(str(exc)))
+                return
+            if session_id == choice and choice.isdigit() and choice not in ids:
+                self.screen.print(
+                    self.renderer.error(f"no session {choice}: /sessions lists {len(ids)}")
+                )
+                return
         if session_id == self.state.session_id:
             self.note(f"already in {session_id}")
             return

@@ -678,3 +678,17 @@ def test_a_line_that_picks_no_session_after_sessions_goes_on_as_typed(chat: Env)
     # Its answer, not the status line's "% of": the count below is read once it is handled.
     term.wait_for(lambda s: "% used)" in s.rsplit("switch to which?", 1)[1])
     assert chat.call("session/get", {"sessionId": sid})["messageCount"] == 2
+
+
+def test_sessions_takes_a_prefix_of_an_id_and_says_when_a_number_is_past_the_list(
+    chat: Env,
+) -> None:
+    """``/sessions ID`` took only a whole id (``chat -s`` takes a unique prefix), and a
+    number past the list was looked up as an id: ``no session 99999``, as if it were one."""
+    ws, _sid, term = chat.attached("sessions-prefix")
+    other = chat.session(ws)
+    term.send("/sessions 99999")
+    screen = term.wait_for("no session 99999: /sessions lists ")
+    assert "error -32002" not in screen
+    term.send(f"/sessions {other[:12]}")
+    term.wait_for(f"session {other} in {ws}")
