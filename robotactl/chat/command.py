@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -15,6 +16,13 @@ from robotactl.cli import ClientOptions, CommandFailed, RpcFailed
 from robotactl.sessions import session_option
 
 __all__ = ["chat"]
+
+
+class ShownFailure(CommandFailed):
+    """A failure the chat has already told on the screen: exit 1 without a second line."""
+
+    def show(self, file: Any = None) -> None:
+        pass
 
 
 @click.command(short_help="Talk to a session interactively (a REPL in the terminal).")
@@ -45,7 +53,7 @@ def chat(options: ClientOptions, session: str | None, new: bool, cwd: str | None
     from protocol.errors import RpcError
     from protocol.jsonrpc import ConnectionLost
     from robotactl.chat.controller import StartOptions
-    from robotactl.chat.host import run_chat
+    from robotactl.chat.host import ConnectionShown, run_chat
     from robotactl.daemon_errors import DaemonUnavailable
     from robotactl.hints import hint_for
     from robotactl.render import color_enabled
@@ -63,5 +71,7 @@ def chat(options: ClientOptions, session: str | None, new: bool, cwd: str | None
         raise CommandFailed(str(exc)) from None
     except RpcError as exc:
         raise RpcFailed(exc.code, exc.message, exc.data, hint_for(exc.code, exc.data)) from None
+    except ConnectionShown:
+        raise ShownFailure("robotad closed the connection") from None
     except ConnectionLost as exc:
         raise CommandFailed(f"robotad closed the connection ({exc})") from None

@@ -12,7 +12,8 @@ the connection; nothing is asked of the daemon on the way out, so a running turn
 A failure before the prompt (no daemon, an unknown session) propagates from `run_chat`, and so
 does one on the trio side later (never hidden behind trio's having finished first). The trio
 side watches the connection: when robotad closes it (stopped, restarted, killed), the chat
-says so at once (`ChatController.connection_lost`) and `run_chat` raises `ConnectionLost`.
+says so at once (`ChatController.connection_lost`) and `run_chat` raises `ConnectionShown`
+(a `ConnectionLost` the screen already told: the command exits 1 without saying it again).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
+from protocol.jsonrpc import ConnectionLost
 from robotactl.chat.controller import ChatController, StartOptions
 from robotactl.chat.follower import EventFollower
 from robotactl.chat.history import DaemonHistory
@@ -35,7 +37,12 @@ from robotactl.chat.state import ChatState
 if TYPE_CHECKING:
     from protocol.unix_connect import ConnectWatcher
 
-__all__ = ["cancel_trio", "run_chat"]
+__all__ = ["ConnectionShown", "cancel_trio", "run_chat"]
+
+
+class ConnectionShown(ConnectionLost):
+    """robotad closed the connection under the chat, and the chat has said so on the screen
+    (with what was not sent and what a running turn's outcome is)."""
 
 
 def run_chat(
@@ -72,7 +79,6 @@ async def _host(
     finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
     async def trio_side() -> None:
-        from protocol.jsonrpc import ConnectionLost
         from robotactl.connection import connect
 
         async with (
@@ -89,7 +95,7 @@ async def _host(
             attached.set_result((trio.lowlevel.current_trio_token(), nursery.cancel_scope))
             await peer.wait_finished()
             controller.connection_lost()
-            raise ConnectionLost("connection closed")
+            raise ConnectionShown("connection closed")
 
     def done(result: outcome.Outcome[None]) -> None:
         if not finished.done():
