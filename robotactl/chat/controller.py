@@ -352,14 +352,16 @@ class ChatController:
             self.screen.print(self.renderer.notice("nothing was running to abort"))
 
     def leave(self) -> None:
-        """End the chat; a running turn goes on in robotad."""
-        if self.state.running:
-            self.screen.print(
-                self.renderer.notice(
-                    "the turn goes on in robotad; "
-                    f"`robotactl chat -s {self.state.session_id}` comes back to it"
-                )
-            )
+        """End the chat; a running turn goes on in robotad, a waiting request waits (each
+        said, with how to come back to it)."""
+        state = self.state
+        back = f"`robotactl chat -s {state.session_id}` comes back to it"
+        if state.running:
+            self.screen.print(self.renderer.notice(f"the turn goes on in robotad; {back}"))
+        elif state.pending:
+            count = len(state.pending)
+            waiting = "an approval waits" if count == 1 else f"{count} approvals wait"
+            self.screen.print(self.renderer.notice(f"{waiting} unanswered; {back}"))
         self.screen.leave()
 
 

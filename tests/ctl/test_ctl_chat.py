@@ -340,6 +340,18 @@ def test_ctrl_d_leaves_a_running_turn_running(chat: Env) -> None:
     assert "› work on it" in screen
 
 
+def test_ctrl_d_at_an_approval_says_it_waits(chat: Env) -> None:
+    """Leaving with a request waiting said nothing (a running turn is said to go on): the
+    person was not told the session now waits for them."""
+    ws, sid, term = chat.attached("leave-waiting", [write_step("w.txt")])
+    term.send("write")
+    term.wait_for(f"Allow Write {ws}/w.txt?")
+    term.keys("C-d")
+    assert term.wait_exit() == 0
+    assert f"an approval waits unanswered; `robotactl chat -s {sid}`" in term.screen()
+    assert chat.call("session/get", {"sessionId": sid})["pending"] is not None
+
+
 def test_chat_takes_a_unique_prefix_of_a_session_id(chat: Env) -> None:
     """Decision 84: ``chat -s`` names a session by a unique prefix of its id, as every other
     command does; a prefix of several is the same error (exit 1)."""
