@@ -229,7 +229,8 @@ class ChatController:
         self.screen.leave()
 
     def submit(self, line: str) -> None:
-        """A line the person sent: a pick from ``/sessions``, a slash command or a prompt.
+        """A line the person sent: a pick from ``/sessions``, a slash command (kept in the
+        scrollback as ``› /command``, as a prompt is) or a prompt.
         A line holding bytes that are not UTF-8 is refused and put back (see the module).
         After ``/sessions`` a number or a listed id switches; any other line ends the
         picking and goes on as typed (a prompt is sent, never taken for a session id)."""
@@ -255,9 +256,12 @@ class ChatController:
         try:
             command = parse_slash(line)
         except UnknownCommand as exc:
+            self.screen.print(self.renderer.prompt_echo(line.strip()))
             self.screen.print(self.renderer.error(str(exc)))
             return
         if command is not None:
+            # Kept in the scrollback like a prompt: what a command printed says what asked.
+            self.screen.print(self.renderer.prompt_echo(line.strip()))
             self.spawn(lambda: SlashActions(self).run(command))
         elif line.strip():
             self.spawn(lambda: self.send_prompt(prompt_text(line)))

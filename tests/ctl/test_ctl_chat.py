@@ -704,3 +704,19 @@ def test_sessions_takes_a_prefix_of_an_id_and_says_when_a_number_is_past_the_lis
     assert "error -32002" not in screen
     term.send(f"/sessions {other[:12]}")
     term.wait_for(f"session {other} in {ws}")
+
+
+def test_a_command_stays_in_the_scrollback_above_what_it_printed(chat: Env) -> None:
+    """A command vanished once sent (a prompt stays, as ``› text``): a few commands' errors
+    then stood one under the other, none saying which command it answered."""
+    _ws, _sid, term = chat.attached("echoed")
+    term.send("/mode bogus")
+    term.wait_for("invalid params")
+    term.send("/frob")
+    screen = term.wait_for("unknown command /frob")
+    lines = [line.rstrip() for line in screen.splitlines()]
+    mode = lines.index("› /mode bogus")
+    frob = lines.index("› /frob")
+    assert mode < frob
+    assert any("$.mode" in line for line in lines[mode:frob])
+    assert lines[frob + 1] == "unknown command /frob (/help lists them)"
