@@ -160,8 +160,9 @@ class ChatController:
         summary as a notice). A tool result shows its call's arguments when the assistant
         message that made the call was rendered before it."""
         if message.role == "user" and not _is_prompt(message):
-            summary = shorten(message.content or "", max(20, self.screen.width() - 30))
-            return [self.renderer.notice(f"⋯ compacted history, summarised: {summary}")]
+            head = "⋯ compacted history, summarised: "
+            width = max(20, self.screen.width() - len(head) - 1)  # one line, never wrapped
+            return [self.renderer.notice(head + shorten(message.content or "", width))]
         if message.role == "user":
             return [self.renderer.prompt_echo(message.content or "")]
         if message.role == "assistant":
