@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANSWER_TIMEOUT",
     "COMMANDS",
+    "FROM_ENVIRONMENT",
     "ClientOptions",
     "CommandFailed",
     "DaemonNotRunningFailed",
@@ -62,6 +63,7 @@ __all__ = [
     "cli",
     "first_command",
     "run_with_daemon",
+    "session_from_environment",
 ]
 
 T = TypeVar("T")
@@ -434,6 +436,20 @@ def run_with_daemon(
             raise _sole_exception(group) from None
 
 
+#: The click context's `meta` key of a session named by ``ROBOTA_SESSION``, not ``-s``
+#: (`robotactl.sessions.checked_session_id` sets it): an error about that session then says
+#: where its id came from.
+FROM_ENVIRONMENT = "robotactl.session_from_environment"
+
+
+def session_from_environment() -> str | None:
+    """The session this command was given by ``ROBOTA_SESSION`` (as typed), or None when it
+    was named with ``-s``, not named, or no command is being run."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get(FROM_ENVIRONMENT) if ctx is not None else None
+    return value if isinstance(value, str) else None
+
+
 @contextmanager
 def _failures_explained(path: Path) -> Iterator[None]:
     """Turn what talking to the daemon at `path` can raise into the `CommandFailed` a person
@@ -453,7 +469,6 @@ def _failures_explained(path: Path) -> Iterator[None]:
         raise TurnAbortedFailed(exc.code, exc.message, exc.data) from None
     except RpcError as exc:
         from robotactl.hints import hint_for
-        from robotactl.sessions import session_from_environment
 
         hint = hint_for(exc.code, exc.data, from_environment=session_from_environment())
         raise RpcFailed(exc.code, exc.message, exc.data, hint) from None

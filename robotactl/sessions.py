@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from robotactl.cli import CommandFailed
+from robotactl.cli import FROM_ENVIRONMENT, CommandFailed
 
 if TYPE_CHECKING:
     from protocol.blocking_client import BlockingClient
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from protocol.peer import JsonRpcPeer
 
 __all__ = [
-    "FROM_ENVIRONMENT",
     "AmbiguousSession",
     "NoSessionHere",
     "checked_session_id",
@@ -45,7 +44,6 @@ __all__ = [
     "resolve_session",
     "resolve_session_streaming",
     "same_directory",
-    "session_from_environment",
     "session_option",
 ]
 
@@ -55,9 +53,6 @@ F = TypeVar("F", bound=Callable[..., object])
 _FULL_ID = re.compile(r"[0-9a-f]{32}")
 #: How many of an ambiguous prefix's sessions its error lists.
 AMBIGUOUS_SHOWN = 4
-#: The click context's `meta` key of a session named by ``ROBOTA_SESSION``, not ``-s``: an
-#: error about it then says where it came from (`session_from_environment`).
-FROM_ENVIRONMENT = "robotactl.session_from_environment"
 
 
 def session_option(command: F) -> F:
@@ -95,14 +90,6 @@ def checked_session_id(ctx: click.Context, param: click.Parameter, value: str | 
     if given:
         said = f"{said} (from {given})"
     raise click.BadParameter(said, ctx=ctx, param=param)
-
-
-def session_from_environment() -> str | None:
-    """The session this command was given by ``ROBOTA_SESSION`` (as typed), or None when it
-    was named with ``-s``, not named, or no command is being run."""
-    ctx = click.get_current_context(silent=True)
-    value = ctx.meta.get(FROM_ENVIRONMENT) if ctx is not None else None
-    return value if isinstance(value, str) else None
 
 
 class AmbiguousSession(CommandFailed):
