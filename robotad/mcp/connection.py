@@ -33,6 +33,11 @@ it is told the same 16 MiB: a result that fits a stdio server's answer must not 
 HTTP). And one request's POST times out, fails or is abandoned alone (decision 41,
 `robotad.mcp.http_client`): a call that outlived its tool timeout no longer takes the
 connection down minutes later, nor holds up the calls after it.
+
+A stdio server that ended by itself leaves its last lines on stderr beside the failure
+(`ServerFailed.stderr`, `Connection.stderr_tail`), for the person's listing only (decision 86).
+
+Its size is one concept: a server's connection and every way it fails, each translated once.
 """
 
 from __future__ import annotations
@@ -69,12 +74,15 @@ _MAX_TOOL_PAGES: Final = 50
 class ServerFailed(Exception):
     """The server could not be used; `reason` is safe to show (no header or env value).
     `unrun`: the server refused the call unrun, having forgotten the connection's session
-    (`_HttpRefusals.forgot_session`), so it may be made again on a new one."""
+    (`_HttpRefusals.forgot_session`), so it may be made again on a new one. `stderr`: when a
+    stdio server's ending is the reason, its last lines on stderr (`StdioChannel.stderr_tail`),
+    the server's words, not `reason`'s: they may hold anything it printed (decision 86)."""
 
-    def __init__(self, reason: str, *, unrun: bool = False) -> None:
+    def __init__(self, reason: str, *, unrun: bool = False, stderr: tuple[str, ...] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
         self.unrun = unrun
+        self.stderr = stderr
 
 
 #: The SDK's message for an HTTP status it does not pass on (mcp 2.3's streamable-HTTP client).
@@ -202,6 +210,12 @@ class Connection:
         return self.channel.failure if self.channel is not None else self._http_failure
 
     @property
+    def stderr_tail(self) -> tuple[str, ...]:
+        """A stdio server that ended by itself: its last lines on stderr (see `ServerFailed`),
+        whole once the connection's context is left."""
+        return self.channel.stderr_tail if self.channel is not None else ()
+
+    @property
     def lost(self) -> bool:
         """Whether the server's side has ended (see `wait_closed`)."""
         return self._lost.is_set()
@@ -315,7 +329,9 @@ async def connect(
                 startup.deadline = math.inf
                 connection = pending
                 yield connection
-    except ServerFailed:
+    except ServerFailed as exc:
+        if channel is not None and channel.failure == exc.reason:
+            exc.stderr = channel.stderr_tail  # its stderr was read to the end on leaving
         raise
     except OSError as exc:
         what = f" {spec.command}" if spec.url is None and spec.command else ""
@@ -324,7 +340,7 @@ async def connect(
         if connection is None and startup.cancelled_caught:
             raise ServerFailed(_startup_timeout(spec)) from None
         if channel is not None and channel.failure is not None:
-            raise ServerFailed(channel.failure) from None
+            raise ServerFailed(channel.failure, stderr=channel.stderr_tail) from None
         raise ServerFailed(describe_error(exc)) from None
     if connection is None and startup.cancelled_caught:
         raise ServerFailed(_startup_timeout(spec))
@@ -336,6 +352,8 @@ async def _handshake(pending: Connection) -> None:
         if pending.channel is not None:
             pending.channel.initialized = True
         await pending.list_tools()
+        if pending.channel is not None:
+            pending.channel.started()
     except Exception as exc:
         # A server that died or wrote garbage mid-handshake surfaces in the SDK as a closed
         # connection or a closed stream, whichever it met first: the channel knows why.

@@ -13,7 +13,10 @@ turn, so a broken server never slows every turn down; one that failed before it 
 a tool, so has none to call, is restarted in the background, within its backoff).
 `listing` is ``mcp/list``'s answer; a server's `error` there names the tools it listed that
 were left out too (``tool left out: tools[3] ("search").inputSchema.type: Field required``),
-since ``mcp/list``'s shape has no other place for them (decision 69).
+since ``mcp/list``'s shape has no other place for them (decision 69). A stdio server that
+ended by itself has its last words on stderr there too, after its failure (`last_words`:
+``exited with status 3; its last words on stderr: 'GITHUB_TOKEN is not set'``), which its
+tools' failures, the model's to read, never carry (decision 86).
 
 Nothing here imports the SDK; the first server start does.
 """
@@ -21,7 +24,9 @@ Nothing here imports the SDK; the first server start does.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 import trio
 from msgspec import UNSET
@@ -37,6 +42,14 @@ from robotad.storage.spill import SpillStore
 __all__ = ["McpHub", "SessionTools"]
 
 log = logging.getLogger("robotad.mcp")
+
+#: The most characters of a server's last words on stderr ``mcp/list`` quotes (the end).
+LAST_WORDS_CHARS: Final = 200
+#: What a server's words show as ``<U+001B>`` rather than send to whoever prints them: the
+#: control characters but tab (a space) and the bidi controls, as decision 61 shows them.
+_UNSAFE: Final = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 class McpHub:
@@ -194,7 +207,7 @@ class SessionTools:
 
 
 def _entry(scope: Scope, server: McpServer) -> McpServerEntry:
-    said = [server.error] if server.error is not None else []
+    said = [server.error + last_words(server.error_stderr)] if server.error is not None else []
     said.extend(_left_out(item.reason) for item in server.left_out)
     return McpServerEntry(
         name=server.name,
@@ -203,6 +216,28 @@ def _entry(scope: Scope, server: McpServer) -> McpServerEntry:
         tools=model_tool_names(server.name, [tool.name for tool in server.tools]),
         error="; ".join(said) if said else UNSET,
     )
+
+
+def last_words(stderr: Sequence[str]) -> str:
+    """``; its last words on stderr: "…"`` for a server's last lines on stderr: stripped, the
+    blank ones dropped, joined by `` | ``, tabs as spaces, each control and bidi character
+    shown as ``<U+001B>``, and of that the last `LAST_WORDS_CHARS` characters at most
+    (``…`` first when cut); empty when it said nothing. Its last lines, not its last line:
+    node ends an uncaught error with a line of its version, the error's lines above it."""
+    text = " | ".join(line.strip() for line in stderr if line.strip()).replace("\t", " ")
+    if not text:
+        return ""
+    pieces = [f"<U+{ord(char):04X}>" if _UNSAFE.match(char) else char for char in text]
+    if len(shown := "".join(pieces)) > LAST_WORDS_CHARS:
+        kept: list[str] = []  # from the end, as many as fit after the "…"
+        size = 1
+        for piece in reversed(pieces):
+            if size + len(piece) > LAST_WORDS_CHARS:
+                break
+            kept.append(piece)
+            size += len(piece)
+        shown = "…" + "".join(reversed(kept))
+    return f'; its last words on stderr: "{shown}"'
 
 
 def _left_out(reason: str) -> str:

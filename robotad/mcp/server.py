@@ -12,6 +12,11 @@ once saying when the next attempt is allowed (never a turn that hangs on a broke
 refuses (a session stored before a name that long was refused, decision 68) never starts: it
 fails saying why, so no tool of it is ever offered under a name its rules would not cover.
 
+A stdio server that ended by itself leaves its last lines on stderr beside its failure
+(`error_stderr`, of that run only): ``mcp/list`` shows them to the person, and a call's
+`ServerUnavailable` never carries them, since what a server prints may hold a secret and a
+tool result goes to the model's provider (decision 86).
+
 A call runs on the caller's task over the shared SDK session, so an abort (a cancelled scope)
 cancels that call alone and the SDK tells the server (``notifications/cancelled``). Every
 failure is `ServerUnavailable` with a reason naming what went wrong; the SDK is imported only
@@ -80,6 +85,9 @@ class McpServer:
         self.status: ServerStatus = "stopped"
         #: The last failure, kept after a successful restart (``robotactl mcp`` shows it).
         self.error: str | None = None
+        #: The last lines on stderr of the stdio server whose ending `error` is, from that
+        #: run; empty when it said nothing or `error` is no such ending. Never for the model.
+        self.error_stderr: tuple[str, ...] = ()
         self.tools: list[ToolInfo] = []
         #: The tools of its last listing that were left out, each with why.
         self.left_out: list[LeftOut] = []
@@ -194,6 +202,7 @@ class McpServer:
         from robotad.mcp.connection import ServerFailed, connect, describe_error
 
         failure: str | None = None
+        stderr: tuple[str, ...] = ()
         try:
             with trio.CancelScope() as scope:
                 self._scope = scope
@@ -210,8 +219,9 @@ class McpServer:
                             await connection.wait_closed()
                             nursery.cancel_scope.cancel()
                     failure = connection.failure or "the connection to the server closed"
+                    stderr = connection.stderr_tail
                 except ServerFailed as exc:
-                    failure = exc.reason
+                    failure, stderr = exc.reason, exc.stderr
                 except Exception as exc:
                     failure = describe_error(exc)
                 except BaseExceptionGroup as group:
@@ -224,7 +234,7 @@ class McpServer:
         finally:
             self._connection = None
             self._scope = None
-            self._ended(failure)
+            self._ended(failure, stderr)
             self._task_done.set()
 
     def _became_ready(self, connection: Connection) -> None:
@@ -239,7 +249,7 @@ class McpServer:
             extra=fields(mcp_server=self.name, tools=len(self.tools), pid=connection.pid),
         )
 
-    def _ended(self, failure: str | None) -> None:
+    def _ended(self, failure: str | None, stderr: tuple[str, ...]) -> None:
         if self._closed or failure is None:
             self.status = "stopped"
         else:
@@ -248,6 +258,7 @@ class McpServer:
             again = self._failures > 0 and failure == self.error
             self.status = "failed"
             self.error = failure
+            self.error_stderr = stderr
             self._failures += 1
             self._retry_at = trio.current_time() + backoff(self._failures)
             log.log(

@@ -12,10 +12,16 @@ minimal environment of `robotad.mcp.environment`) and yields a `StdioChannel`:
 - a line on stdout that is not JSON-RPC before the handshake is done ends the connection too
   (`failure` quotes the start of it); after it, such a line is logged and skipped;
 - every stderr line goes to robotad's log (logger ``robotad.mcp``) with the server's name, and
-  every skipped stdout line as a warning, at most 200 lines of each a minute (`LineLog`).
+  every skipped stdout line as a warning, at most 200 lines of each a minute (`LineLog`); the
+  last few are kept too (`stderr_tail`: what a server that ended said last, since it was
+  ready if it was; decision 86).
 
 Leaving the context closes the server's stdin, gives it a moment to exit, then stops its whole
-process group (`terminate_process_tree`), shielded and bounded, so nothing outlives it.
+process group (`terminate_process_tree`), shielded and bounded, so nothing outlives it; when
+the server had ended by itself, its stderr is read to its end first (bounded, `_STDERR_GRACE`).
+
+Its size is one concept: one child's three pipes and its exit, whose endings race each other
+(which says why the server is gone depends on all four), with the line logs of two of them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import os
 import re
 import signal
 import subprocess
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final
@@ -51,6 +58,10 @@ _EXIT_GRACE: Final = 1.0
 #: The longest stdout line kept (a server answering with more is cut off and fails the call).
 _MAX_LINE: Final = 64 * 1024 * 1024
 _LOGGED_CHARS: Final = 2000
+#: How many of a server's last non-empty stderr lines are kept (`StdioChannel.stderr_tail`).
+_TAIL_LINES: Final = 8
+#: The bytes that continue a UTF-8 character: a line's end cut there starts mid-character.
+_CONTINUATION: Final = bytes(range(0x80, 0xC0))
 #: How long a closed stdout waits for the process's exit status before being the reason.
 _EOF_EXIT_WAIT: Final = 0.5
 
@@ -146,9 +157,10 @@ class StdioChannel:
         self._stopping = False
         self._stderr_log = StderrLog(spec.name, trio.current_time)
         self._stdout_noise = StdoutNoiseLog(spec.name, trio.current_time)
-        #: The server's last stderr line, and whether its stderr has ended.
-        self._last_stderr: str | None = None
+        #: The server's last non-empty stderr lines, and whether its stderr has ended.
+        self._stderr_lines: deque[str] = deque(maxlen=_TAIL_LINES)
         self._stderr_ended = trio.Event()
+        self._tether_said = False  # the failure already says what its stderr did
         self._to_session, self.read_stream = anyio.create_memory_object_stream[
             SessionMessage | Exception
         ](16)
@@ -159,6 +171,21 @@ class StdioChannel:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def stderr_tail(self) -> tuple[str, ...]:
+        """When the server ended by itself (`failure`): the last non-empty lines it wrote on
+        stderr (at most `_TAIL_LINES`, of a longer line its last 2,000 bytes), stripped, since
+        it was ready if it was (`started`); none while it runs, when robotad stopped it, or
+        once `failure` says what they did."""
+        if self.failure is None or self._tether_said:
+            return ()
+        return tuple(self._stderr_lines)
+
+    def started(self) -> None:
+        """The server is ready: what it said on stderr while starting (a banner) is no
+        longer what `stderr_tail` quotes, since it explains no later death."""
+        self._stderr_lines.clear()
 
     def _end(self, failure: str) -> None:
         """The connection is over: record why (first reason wins) and end the read stream."""
@@ -264,8 +291,11 @@ class StdioChannel:
     def _log_stderr(self, line: bytes) -> None:
         text = line[:_LOGGED_CHARS].decode("utf-8", "replace").rstrip()
         if text:
-            self._last_stderr = text
             self._stderr_log.line(text)
+        # Of a long line its end is kept (where a message ends), from a whole character on.
+        end = line[-_LOGGED_CHARS:].lstrip(_CONTINUATION) if len(line) > _LOGGED_CHARS else line
+        if kept := end.decode("utf-8", "replace").strip():
+            self._stderr_lines.append(kept)
 
     async def watch_exit(self) -> None:
         status = await self.process.wait()
@@ -278,13 +308,16 @@ class StdioChannel:
             # program): its complaint on stderr says why, as a spawn's error did.
             with trio.move_on_after(_STDERR_GRACE):
                 await self._stderr_ended.wait()
-            said = _TETHER_SAID.match(self._last_stderr or "")
+            said = _TETHER_SAID.match(self._stderr_lines[-1] if self._stderr_lines else "")
             if said is not None:
+                self._tether_said = True
                 return f"cannot start {said.group(1)}"
         return describe_exit(status)
 
     async def stop(self) -> None:
-        """Close stdin, wait a moment, then stop the process group; bounded, call shielded."""
+        """Close stdin, wait a moment, then stop the process group; then, when the server
+        had ended by itself (`failure`), let its stderr be read to the end, so `stderr_tail`
+        holds its last words. Bounded; call it shielded."""
         self._stopping = True
         self._to_session.close()
         self._from_session.close()
@@ -294,6 +327,10 @@ class StdioChannel:
         with trio.move_on_after(_EXIT_GRACE):
             await self.process.wait()
         await terminate_process_tree(self.process)
+        if self.failure is not None:
+            # Its group is gone; a process it moved out of the group may hold the pipe.
+            with trio.move_on_after(_STDERR_GRACE):
+                await self._stderr_ended.wait()
 
 
 def describe_exit(status: int) -> str:
