@@ -15,7 +15,7 @@ a tool, so has none to call, is restarted in the background, within its backoff)
 were left out too (``tool left out: tools[3] ("search").inputSchema.type: Field required``),
 since ``mcp/list``'s shape has no other place for them (decision 69). A stdio server that
 ended by itself has its last words on stderr there too, after its failure (`last_words`:
-``exited with status 3; its last words on stderr: 'GITHUB_TOKEN is not set'``), which its
+``exited with status 3; its last words on stderr: "GITHUB_TOKEN is not set"``), which its
 tools' failures, the model's to read, never carry (decision 86).
 
 Nothing here imports the SDK; the first server start does.
