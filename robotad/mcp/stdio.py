@@ -12,16 +12,13 @@ minimal environment of `robotad.mcp.environment`) and yields a `StdioChannel`:
 - a line on stdout that is not JSON-RPC before the handshake is done ends the connection too
   (`failure` quotes the start of it); after it, such a line is logged and skipped;
 - every stderr line goes to robotad's log (logger ``robotad.mcp``) with the server's name, and
-  every skipped stdout line as a warning, at most 200 lines of each a minute (`LineLog`); the
-  last few are kept too (`stderr_tail`: what a server that ended said last, since it was
-  ready if it was; decision 86).
+  every skipped stdout line as a warning, at most 200 lines of each a minute
+  (`robotad.mcp.line_logs`); the last few are kept too (`stderr_tail`: what a server that
+  ended said last, since it was ready if it was; decision 86).
 
 Leaving the context closes the server's stdin, gives it a moment to exit, then stops its whole
 process group (`terminate_process_tree`), shielded and bounded, so nothing outlives it; when
 the server had ended by itself, its stderr is read to its end first (bounded, `_STDERR_GRACE`).
-
-Its size is one concept: one child's three pipes and its exit, whose endings race each other
-(which says why the server is gone depends on all four), with the line logs of two of them.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ import re
 import signal
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final
 
@@ -46,6 +43,7 @@ from mcp.shared.message import SessionMessage
 from robotad.log import fields
 from robotad.mcp.config import ServerSpec
 from robotad.mcp.environment import server_environment
+from robotad.mcp.line_logs import StderrLog, StdoutNoiseLog
 from robotad.tools.process_group import terminate_process_tree
 from robotad.tools.tether import open_tethered_process
 
@@ -64,80 +62,6 @@ _TAIL_LINES: Final = 8
 _CONTINUATION: Final = bytes(range(0x80, 0xC0))
 #: How long a closed stdout waits for the process's exit status before being the reason.
 _EOF_EXIT_WAIT: Final = 0.5
-
-
-class LineLog:
-    """Lines a server wrote, into robotad's log at most `LINES_PER_MINUTE` a minute: a server
-    that floods it cannot drown the log, nor make the journal's rate limit drop robotad's own
-    lines; how many were left out is said once the minute is over (or the stream ends).
-    `_log` logs one line, `_left_out` how many were not."""
-
-    LINES_PER_MINUTE: Final = 200
-
-    def __init__(self, server: str, clock: Callable[[], float]) -> None:
-        self.server = server
-        self.clock = clock
-        self._window_start = clock()
-        self._logged = 0
-        self._left_out = 0
-
-    def line(self, text: str) -> None:
-        if self.clock() - self._window_start >= 60:
-            self.flush()
-            self._window_start = self.clock()
-            self._logged = 0
-        if self._logged >= self.LINES_PER_MINUTE:
-            self._left_out += 1
-            return
-        self._logged += 1
-        self._log(text)
-
-    def flush(self) -> None:
-        """Say how many lines were left out, if any."""
-        if self._left_out:
-            self._say_left_out(self._left_out)
-            self._left_out = 0
-
-    def _log(self, text: str) -> None:
-        raise NotImplementedError
-
-    def _say_left_out(self, count: int) -> None:
-        raise NotImplementedError
-
-
-class StderrLog(LineLog):
-    """A server's stderr, line by line (3 MB of it became 15,000 log lines)."""
-
-    def _log(self, text: str) -> None:
-        log.info("stderr: %s", text, extra=fields(mcp_server=self.server))
-
-    def _say_left_out(self, count: int) -> None:
-        log.info(
-            "stderr: %d more lines not logged (over %d a minute)",
-            count,
-            self.LINES_PER_MINUTE,
-            extra=fields(mcp_server=self.server),
-        )
-
-
-class StdoutNoiseLog(LineLog):
-    """The lines of a server's stdout that are not JSON-RPC, skipped after the handshake: a
-    server that prints as it works (a stray ``print``) made one warning of every line."""
-
-    def _log(self, text: str) -> None:
-        log.warning(
-            "skipped a stdout line that is not JSON-RPC",
-            extra=fields(mcp_server=self.server, line=text),
-        )
-
-    def _say_left_out(self, count: int) -> None:
-        log.warning(
-            "skipped %d more stdout lines that are not JSON-RPC without logging them (over %d "
-            "a minute)",
-            count,
-            self.LINES_PER_MINUTE,
-            extra=fields(mcp_server=self.server),
-        )
 
 
 class StdioChannel:
