@@ -542,7 +542,7 @@ async def test_an_answer_that_is_not_json_fails_its_call_at_once(tmp_path: Path)
 def test_a_server_flooding_stderr_is_logged_at_a_bounded_rate(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from robotad.mcp.stdio import StderrLog
+    from robotad.mcp.line_logs import StderrLog
 
     now = [0.0]
     stderr = StderrLog("noisy", lambda: now[0])
