@@ -10,6 +10,7 @@ with the reason when node or npm is missing; .ci/run installs them) and ``"py"``
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -17,10 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from tests.acp.editors import Editor, open_editor
 from tests.acp.sdk_cache import node_tools_missing, typescript_sdk
-from tests.robotad_process import RobotadProcess, child_environment, start_robotad, stop_robotad
+from tests.robotad_process import (
+    REPO,
+    RobotadProcess,
+    child_environment,
+    start_robotad,
+    stop_robotad,
+)
 
 Launch = Callable[..., AbstractAsyncContextManager[Editor]]
 
@@ -57,6 +65,23 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
     return path.resolve()
+
+
+async def open_raw_agent(daemon: RobotadProcess, *, stderr: int | None = None) -> trio.Process:
+    """``robotactl acp`` on `daemon` as a child whose stdin and stdout are pipes, for a test
+    that speaks raw ACP (the SDK editors send one prompt at a time and only what ACP allows);
+    `stderr` as for `trio.lowlevel.open_process` (None: inherited)."""
+    agent = await trio.lowlevel.open_process(
+        agent_argv(daemon),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=child_environment(),
+        cwd=REPO,
+    )
+    assert agent.stdin is not None
+    assert agent.stdout is not None
+    return agent
 
 
 def agent_argv(daemon: RobotadProcess, *args: str) -> list[str]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from protocol.client import open_connection
-from tests.acp.conftest import Launch, agent_argv
+from tests.acp.conftest import Launch, open_raw_agent
 from tests.acp.proof import assert_editor_received_everything
 from tests.robotad_process import RobotadProcess
 
@@ -97,11 +96,7 @@ async def test_a_prompt_too_large_for_robotad_is_refused_and_the_editor_stays_co
     line limit: the agent answered -32600 and ended the editor's connection. It now reaches
     the prompt check (-32602, "attach less of it", at the attachment) and the editor goes
     on."""
-    process = await trio.lowlevel.open_process(
-        agent_argv(acp_daemon), stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
+    process = await open_raw_agent(acp_daemon)
     lines = LineReader(process.stdout)
 
     async def call(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:

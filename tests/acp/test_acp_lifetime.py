@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from protocol.blocking_client import open_blocking_connection
-from tests.acp.conftest import Launch, agent_argv
+from tests.acp.conftest import Launch, agent_argv, open_raw_agent
 from tests.acp.editors import EDITOR_TIMEOUT, Editor, open_editor
 from tests.acp.proof import assert_editor_received_everything
 from tests.acp.sdk_cache import typescript_sdk
@@ -185,16 +185,7 @@ async def test_the_agent_exits_saying_why_when_robotad_goes_away(
     socket_dir.chmod(0o700)
     daemon = start_robotad(socket_dir / "robotad.sock", tmp_path / "robotad.log")
     try:
-        agent = await trio.lowlevel.open_process(
-            agent_argv(daemon),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=child_environment(),
-            cwd=REPO,
-        )
-        assert agent.stdin is not None
-        assert agent.stdout is not None
+        agent = await open_raw_agent(daemon, stderr=subprocess.PIPE)
         assert agent.stderr is not None
         initialize = (
             b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'

@@ -4,7 +4,6 @@ resume and close, errors named by robotad, and two editors following one session
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,10 @@ import pytest
 import trio
 
 from protocol.blocking_client import open_blocking_connection
-from tests.acp.conftest import Launch, agent_argv
+from tests.acp.conftest import Launch, open_raw_agent
 from tests.acp.editors import EDITOR_TIMEOUT, EditorError
 from tests.acp.proof import assert_editor_received_everything
-from tests.robotad_process import REPO, RobotadProcess, child_environment
+from tests.robotad_process import RobotadProcess
 
 
 def robotad_call(daemon: RobotadProcess, method: str, params: dict[str, Any]) -> Any:
@@ -203,15 +202,7 @@ async def test_a_second_prompt_while_the_first_asks_says_this_editor_is_promptin
     create = {"cwd": str(workspace), "script": [{"toolCalls": [write]}, {"text": "done"}]}
     session_id = robotad_call(acp_daemon, "session/create", create)["sessionId"]
     robotad_call(acp_daemon, "session/run", {"sessionId": session_id, "prompt": "park"})
-    agent = await trio.lowlevel.open_process(
-        agent_argv(acp_daemon),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=child_environment(),
-        cwd=REPO,
-    )
-    assert agent.stdin is not None
-    assert agent.stdout is not None
+    agent = await open_raw_agent(acp_daemon)
     buffer = b""
 
     async def send(request_id: int | None, method: str, params: dict[str, Any]) -> None:
