@@ -23,6 +23,7 @@ With ``--json`` among the global options, each is the JSON error document on std
 
 from __future__ import annotations
 
+import contextlib
 import io
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
@@ -30,6 +31,8 @@ from robotactl.cli import cli, first_command
 from robotactl.render import Output
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from _typeshed import ReadableBuffer, WriteableBuffer
 
 __all__ = ["InputUnreadable", "OutputUnwritable", "main"]
@@ -173,16 +176,21 @@ class _Input(io.FileIO):
     """Standard input's descriptor: a read that fails is `InputUnreadable`."""
 
     def readinto(self, buffer: WriteableBuffer) -> int:
-        try:
+        with _unreadable():
             return super().readinto(buffer)
-        except OSError as exc:
-            raise InputUnreadable(exc.errno, exc.strerror) from exc
 
     def readall(self) -> bytes:
-        try:
+        with _unreadable():
             return super().readall()
-        except OSError as exc:
-            raise InputUnreadable(exc.errno, exc.strerror) from exc
+
+
+@contextlib.contextmanager
+def _unreadable() -> Iterator[None]:
+    """A read of standard input that fails raises `InputUnreadable`."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputUnreadable(exc.errno, exc.strerror) from exc
 
 
 def _unexpected(exc: OSError) -> str:

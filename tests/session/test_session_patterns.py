@@ -116,6 +116,17 @@ MCP_ARGUMENT_RULES = [
 ]
 
 
+def _second_rule_refused(rules: list[str], where: str, profiles: dict[str, ToolProfile]) -> str:
+    """The message of the one issue `parse_rules` raises for `rules` at `where`: the second
+    rule's own, located at it."""
+    with pytest.raises(InvalidSetting) as caught:
+        parse_rules(rules, where, profiles)
+    (issue,) = caught.value.issues
+    assert issue["path"] == f"{where}[1]"
+    message: str = issue["message"]
+    return message
+
+
 @pytest.mark.parametrize(("pattern", "instead"), MCP_ARGUMENT_RULES)
 def test_an_argument_pattern_on_an_mcp_tool_is_refused_saying_what_to_write(
     pattern: str, instead: str
@@ -127,12 +138,9 @@ def test_an_argument_pattern_on_an_mcp_tool_is_refused_saying_what_to_write(
         "mcp__files__write": ToolProfile("modify", None, None, rule_names=("mcp__files",))
     }
     for profiles in ({}, registered):
-        with pytest.raises(InvalidSetting) as caught:
-            parse_rules(["Read(x)", pattern], "$.permissions.deny", profiles)
-        (issue,) = caught.value.issues
-        assert issue["path"] == "$.permissions.deny[1]"
-        assert issue["message"].startswith("MCP tools take no argument pattern")
-        assert instead in issue["message"].split("; write ", 1)[1]
+        message = _second_rule_refused(["Read(x)", pattern], "$.permissions.deny", profiles)
+        assert message.startswith("MCP tools take no argument pattern")
+        assert instead in message.split("; write ", 1)[1]
     with pytest.raises(InvalidSetting, match="MCP tools take no argument pattern"):
         parse_rule(pattern)
 
@@ -156,13 +164,11 @@ def test_an_mcp_name_in_another_case_is_refused_saying_what_to_write(
     server's and the tool's own case kept, as those are names as given)."""
     registered = {"mcp__files__write": ToolProfile("modify", None, None)}
     for profiles in ({}, registered):
-        with pytest.raises(InvalidSetting) as caught:
-            parse_rules(["mcp__files__write", name], "$.permissions.allow", profiles)
-        (issue,) = caught.value.issues
-        assert issue["path"] == "$.permissions.allow[1]"
-        assert issue["message"].startswith("MCP tools are named with 'mcp__' in lower case")
-        assert f"({name!r} would match no call" in issue["message"]
-        assert issue["message"].split("; write ", 1)[1] == instead
+        rules = ["mcp__files__write", name]
+        message = _second_rule_refused(rules, "$.permissions.allow", profiles)
+        assert message.startswith("MCP tools are named with 'mcp__' in lower case")
+        assert f"({name!r} would match no call" in message
+        assert message.split("; write ", 1)[1] == instead
     with pytest.raises(InvalidSetting, match="MCP tools are named with 'mcp__' in lower case"):
         parse_rule(name)
 
@@ -180,14 +186,11 @@ def test_an_mcp_name_with_no_server_or_no_tool_is_refused_saying_what_to_write(
     """Decision 81: no MCP tool is offered as ``mcp__`` or ``mcp__SERVER__`` (every name goes
     on past the server, a tool part is never empty), so such a rule matched no call. It is
     refused at its own path, as an MCP name in another case is, saying what to write."""
-    with pytest.raises(InvalidSetting) as caught:
-        parse_rules(["mcp__files", name], "$.permissions.deny", {})
-    (issue,) = caught.value.issues
-    assert issue["path"] == "$.permissions.deny[1]"
-    assert issue["message"].startswith("an MCP rule names a server (mcp__SERVER)")
-    assert f"{name!r} names neither" in issue["message"]
-    assert issue["message"].split("; write ", 1)[1] == instead
-    assert mcp_rule_refusal(name) == issue["message"]
+    message = _second_rule_refused(["mcp__files", name], "$.permissions.deny", {})
+    assert message.startswith("an MCP rule names a server (mcp__SERVER)")
+    assert f"{name!r} names neither" in message
+    assert message.split("; write ", 1)[1] == instead
+    assert mcp_rule_refusal(name) == message
 
 
 def test_an_mcp_rule_an_earlier_robotad_took_is_told_from_other_rules() -> None:
