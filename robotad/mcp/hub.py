@@ -24,7 +24,6 @@ Nothing here imports the SDK; the first server start does.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -37,6 +36,7 @@ from robotad.mcp.config import McpServerConfig, Scope, ServerSpec, spec_of_confi
 from robotad.mcp.naming import PREFIX, model_tool_name, model_tool_names, sanitise
 from robotad.mcp.server import McpServer
 from robotad.mcp.tool import McpTool
+from robotad.said_text import one_line_tail
 from robotad.storage.spill import SpillStore
 
 __all__ = ["McpHub", "SessionTools"]
@@ -45,11 +45,6 @@ log = logging.getLogger("robotad.mcp")
 
 #: The most characters of a server's last words on stderr ``mcp/list`` quotes (the end).
 LAST_WORDS_CHARS: Final = 200
-#: What a server's words show as ``<U+001B>`` rather than send to whoever prints them: the
-#: control characters but tab (a space) and the bidi controls, as decision 61 shows them.
-_UNSAFE: Final = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
 
 
 class McpHub:
@@ -219,25 +214,12 @@ def _entry(scope: Scope, server: McpServer) -> McpServerEntry:
 
 
 def last_words(stderr: Sequence[str]) -> str:
-    """``; its last words on stderr: "…"`` for a server's last lines on stderr: stripped, the
-    blank ones dropped, joined by `` | ``, tabs as spaces, each control and bidi character
-    shown as ``<U+001B>``, and of that the last `LAST_WORDS_CHARS` characters at most
-    (``…`` first when cut); empty when it said nothing. Its last lines, not its last line:
-    node ends an uncaught error with a line of its version, the error's lines above it."""
-    text = " | ".join(line.strip() for line in stderr if line.strip()).replace("\t", " ")
-    if not text:
-        return ""
-    pieces = [f"<U+{ord(char):04X}>" if _UNSAFE.match(char) else char for char in text]
-    if len(shown := "".join(pieces)) > LAST_WORDS_CHARS:
-        kept: list[str] = []  # from the end, as many as fit after the "…"
-        size = 1
-        for piece in reversed(pieces):
-            if size + len(piece) > LAST_WORDS_CHARS:
-                break
-            kept.append(piece)
-            size += len(piece)
-        shown = "…" + "".join(reversed(kept))
-    return f'; its last words on stderr: "{shown}"'
+    """``; its last words on stderr: "…"`` for a server's last lines on stderr, as
+    `one_line_tail` shows them in at most `LAST_WORDS_CHARS` characters; empty when it said
+    nothing. Its last lines, not its last line: node ends an uncaught error with a line of
+    its version, the error's lines above it."""
+    shown = one_line_tail(stderr, LAST_WORDS_CHARS)
+    return f'; its last words on stderr: "{shown}"' if shown else ""
 
 
 def _left_out(reason: str) -> str:

@@ -21,7 +21,6 @@ the count starts again; a classifier allow resets it too.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
@@ -29,6 +28,7 @@ from typing import Any, Final, Literal, Protocol
 import msgspec
 from msgspec import Struct
 
+from robotad.said_text import one_line_tail
 from robotad.session.hooks.shell import ShellFailure, child_environment, run_shell_command
 
 __all__ = [
@@ -110,9 +110,6 @@ def _failed(reason: str, stderr: bytes) -> ClassifierVerdict:
     return ClassifierVerdict("deny", f"{reason}; its stderr ended: {tail}" if tail else reason)
 
 
-#: Characters a reason never carries as they are: they steer a terminal (an escape sequence, a
-#: carriage return) or reorder the text around them (bidi controls).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: The bytes that continue a UTF-8 character: a tail starting with them starts mid-character.
 _CONTINUATION = bytes(range(0x80, 0xC0))
 
@@ -126,19 +123,7 @@ def stderr_tail(data: bytes, limit: int = STDERR_TAIL_BYTES) -> str:
     cut = len(data) > limit
     if cut:  # a character split by the cut is no character: start at the next one
         data = data[-limit:].lstrip(_CONTINUATION)
-    lines = (line.strip() for line in data.decode("utf-8", errors="replace").splitlines())
-    text = " | ".join(line for line in lines if line).replace("\t", " ")
-    shown: list[str] = []  # from the end, as many as fit
-    size = 0
-    for char in reversed(text):
-        piece = f"<U+{ord(char):04X}>" if _UNSAFE.match(char) else char
-        if size + len(piece) > limit:
-            cut = True
-            break
-        shown.append(piece)
-        size += len(piece)
-    tail = "".join(reversed(shown))
-    return f"…{tail}" if cut and tail else tail
+    return one_line_tail(data.decode("utf-8", errors="replace").splitlines(), limit, cut=cut)
 
 
 class GateDecision(Struct, frozen=True):
